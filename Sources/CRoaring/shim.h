@@ -1,0 +1,1 @@
+#include <roaring/roaring.h>

@@ -1,0 +1,42 @@
+internal import CLMDB
+
+/// A position in a database, lent by `Transaction.withCursor`.
+/// Keys and values it returns are borrowed from the map until the transaction ends.
+public struct Cursor {
+    let pointer: OpaquePointer
+
+    public typealias Entry = (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)
+
+    private func op(_ operation: MDB_cursor_op, key: UnsafeRawBufferPointer? = nil) throws -> Entry? {
+        var k = MDB_val(mv_size: key?.count ?? 0, mv_data: UnsafeMutableRawPointer(mutating: key?.baseAddress))
+        var v = MDB_val()
+        let rc = mdb_cursor_get(pointer, &k, &v, operation)
+        if rc == MDB_NOTFOUND { return nil }
+        try check(rc)
+        return (UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size),
+                UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size))
+    }
+
+    public func first() throws -> Entry? { try op(MDB_FIRST) }
+    public func last() throws -> Entry? { try op(MDB_LAST) }
+    public func next() throws -> Entry? { try op(MDB_NEXT) }
+    public func previous() throws -> Entry? { try op(MDB_PREV) }
+    public func current() throws -> Entry? { try op(MDB_GET_CURRENT) }
+
+    /// Positions at `key` exactly.
+    public func seek(exactly key: UnsafeRawBufferPointer) throws -> Entry? { try op(MDB_SET_KEY, key: key) }
+    public func seek(exactly key: [UInt8]) throws -> Entry? {
+        try key.withUnsafeBytes { (k) throws in try op(MDB_SET_KEY, key: k) }
+    }
+
+    /// Positions at the first key greater than or equal to `key`.
+    public func seek(atLeast key: UnsafeRawBufferPointer) throws -> Entry? { try op(MDB_SET_RANGE, key: key) }
+    public func seek(atLeast key: [UInt8]) throws -> Entry? {
+        try key.withUnsafeBytes { (k) throws in try op(MDB_SET_RANGE, key: k) }
+    }
+
+    /// Deletes the entry under the cursor.
+    public func deleteCurrent() throws {
+        try check(mdb_cursor_del(pointer, 0))
+    }
+}

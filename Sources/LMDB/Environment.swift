@@ -1,0 +1,134 @@
+internal import CLMDB
+import Foundation
+
+/// An LMDB environment: one memory-mapped file holding named databases.
+///
+/// Thread-safe as LMDB is: open it once per process and share it. Readers are
+/// opened with `MDB_NOTLS` so a read transaction is not tied to a thread slot.
+public final class Environment: @unchecked Sendable {
+    public struct Options: Sendable {
+        public var mapSize: Int = 1 << 30
+        public var maxDatabases: UInt32 = 16
+        public var maxReaders: UInt32 = 256
+        public var readOnly = false
+        /// Weaker durability: commits are not fsynced (`MDB_NOSYNC`). Never the default.
+        public var noSync = false
+        public init() {}
+    }
+
+    let pointer: OpaquePointer
+    public let path: String
+    public let isReadOnly: Bool
+
+    public init(path: String, options: Options = Options()) throws {
+        var env: OpaquePointer?
+        try check(mdb_env_create(&env))
+        guard let env else { throw LMDBError.invalid }
+        do {
+            try check(mdb_env_set_maxdbs(env, MDB_dbi(options.maxDatabases)))
+            try check(mdb_env_set_maxreaders(env, options.maxReaders))
+            try check(mdb_env_set_mapsize(env, options.mapSize))
+            var flags = UInt32(MDB_NOTLS)
+            if options.readOnly { flags |= UInt32(MDB_RDONLY) }
+            if options.noSync { flags |= UInt32(MDB_NOSYNC) }
+            try check(mdb_env_open(env, path, flags, 0o644))
+        } catch {
+            mdb_env_close(env)
+            throw error
+        }
+        self.pointer = env
+        self.path = path
+        self.isReadOnly = options.readOnly
+    }
+
+    deinit { mdb_env_close(pointer) }
+
+    /// Clears reader slots left by dead processes; returns how many were cleared.
+    @discardableResult
+    public func checkReaders() throws -> Int {
+        var dead: Int32 = 0
+        try check(mdb_reader_check(pointer, &dead))
+        return Int(dead)
+    }
+
+    public struct Info: Sendable {
+        public var mapSize: Int
+        public var lastPage: Int
+        public var pageSize: Int
+        public var lastTransactionID: Int
+        public var readersInUse: Int
+        /// Bytes of the map that hold pages (the high-water mark of the file).
+        public var usedBytes: Int { (lastPage + 1) * pageSize }
+    }
+
+    public func info() -> Info {
+        var info = MDB_envinfo()
+        var stat = MDB_stat()
+        mdb_env_info(pointer, &info)
+        mdb_env_stat(pointer, &stat)
+        return Info(mapSize: info.me_mapsize, lastPage: info.me_last_pgno,
+                    pageSize: Int(stat.ms_psize), lastTransactionID: info.me_last_txnid,
+                    readersInUse: Int(info.me_numreaders))
+    }
+
+    /// Sets the map size. Only legal while this process has no transaction
+    /// open; a size of 0 adopts the size another process has grown the map to.
+    public func setMapSize(_ bytes: Int) throws {
+        try check(mdb_env_set_mapsize(pointer, bytes))
+    }
+
+    /// Flushes buffers to disk (useful only with `noSync`).
+    public func sync(force: Bool = true) throws {
+        try check(mdb_env_sync(pointer, force ? 1 : 0))
+    }
+
+    /// Copies the environment to a directory; `compact` omits free pages.
+    public func copy(to directory: String, compact: Bool) throws {
+        try check(mdb_env_copy2(pointer, directory, compact ? UInt32(MDB_CP_COMPACT) : 0))
+    }
+
+    // MARK: Transactions
+
+    /// Runs `body` in a read-only transaction that sees one consistent snapshot.
+    public func read<R>(_ body: (borrowing Transaction) throws -> R) throws -> R {
+        let txn = try Transaction(environment: self, readOnly: true)
+        let result: R
+        do {
+            result = try body(txn)
+        } catch {
+            txn.abort()
+            throw error
+        }
+        txn.abort()
+        return result
+    }
+
+    /// Runs `body` in a write transaction and commits when it returns.
+    /// If `body` throws, the transaction is aborted and nothing is written.
+    public func write<R>(_ body: (borrowing Transaction) throws -> R) throws -> R {
+        let txn = try Transaction(environment: self, readOnly: false)
+        let result: R
+        do {
+            result = try body(txn)
+        } catch {
+            txn.abort()
+            throw error
+        }
+        try txn.commit()
+        return result
+    }
+
+    /// Opens (or with `create`, creates) a named database. Must run in a write
+    /// transaction when creating; the handle is valid for the environment's life.
+    public func openDatabase(_ name: String, create: Bool, in txn: borrowing Transaction) throws -> Database {
+        var dbi: MDB_dbi = 0
+        try check(mdb_dbi_open(txn.pointer, name, create ? UInt32(MDB_CREATE) : 0, &dbi))
+        return Database(handle: dbi, name: name)
+    }
+}
+
+/// A handle on a named database inside an environment.
+public struct Database: Sendable, Hashable {
+    let handle: UInt32
+    public let name: String
+}

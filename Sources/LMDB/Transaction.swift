@@ -1,0 +1,122 @@
+internal import CLMDB
+
+/// A read or write transaction. Non-copyable and only lent to closures by
+/// `Environment.read` and `Environment.write`, so it cannot outlive its scope.
+///
+/// Byte buffers returned by `get` and cursors point into the memory map and
+/// are valid only until the transaction ends: copy what you keep.
+public struct Transaction: ~Copyable {
+    let pointer: OpaquePointer
+    public let isReadOnly: Bool
+
+    init(environment: Environment, readOnly: Bool) throws {
+        var txn: OpaquePointer?
+        try check(mdb_txn_begin(environment.pointer, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn))
+        guard let txn else { throw LMDBError.badTransaction }
+        self.pointer = txn
+        self.isReadOnly = readOnly
+    }
+
+    consuming func commit() throws {
+        try check(mdb_txn_commit(pointer))
+    }
+
+    consuming func abort() {
+        mdb_txn_abort(pointer)
+    }
+
+    /// The LMDB transaction id (increases with every committed write).
+    public var id: Int { Int(mdb_txn_id(pointer)) }
+
+    // MARK: Point operations
+
+    /// The value stored under `key`, or nil; borrowed from the map until the transaction ends.
+    public func get(_ db: Database, _ key: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer? {
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var v = MDB_val()
+        let rc = mdb_get(pointer, db.handle, &k, &v)
+        if rc == MDB_NOTFOUND { return nil }
+        try check(rc)
+        return UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size)
+    }
+
+    public func get(_ db: Database, _ key: [UInt8]) throws -> UnsafeRawBufferPointer? {
+        try key.withUnsafeBytes { (k) throws in try get(db, k) }
+    }
+
+    public struct PutFlags: OptionSet, Sendable {
+        public let rawValue: UInt32
+        public init(rawValue: UInt32) { self.rawValue = rawValue }
+        public static let noOverwrite = PutFlags(rawValue: UInt32(MDB_NOOVERWRITE))
+        /// Keys must be appended in order (fast path for the log).
+        public static let append = PutFlags(rawValue: UInt32(MDB_APPEND))
+    }
+
+    public func put(_ db: Database, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
+                    flags: PutFlags = []) throws {
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
+        try check(mdb_put(pointer, db.handle, &k, &v, flags.rawValue))
+    }
+
+    public func put(_ db: Database, _ key: [UInt8], _ value: [UInt8], flags: PutFlags = []) throws {
+        try key.withUnsafeBytes { (k) throws in
+            try value.withUnsafeBytes { (v) throws in try put(db, k, v, flags: flags) }
+        }
+    }
+
+    /// Reserves `count` bytes for `key` and lets `fill` write them in place in the map.
+    public func put(_ db: Database, _ key: [UInt8], reserving count: Int, flags: PutFlags = [],
+                    fill: (UnsafeMutableRawBufferPointer) -> Void) throws {
+        try key.withUnsafeBytes { (kb) throws in
+            var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
+            var v = MDB_val(mv_size: count, mv_data: nil)
+            try check(mdb_put(pointer, db.handle, &k, &v, flags.rawValue | UInt32(MDB_RESERVE)))
+            fill(UnsafeMutableRawBufferPointer(start: v.mv_data, count: count))
+        }
+    }
+
+    /// Deletes `key`; returns false when it was not there.
+    @discardableResult
+    public func delete(_ db: Database, _ key: [UInt8]) throws -> Bool {
+        try key.withUnsafeBytes { (kb) throws -> Bool in
+            var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
+            let rc = mdb_del(pointer, db.handle, &k, nil)
+            if rc == MDB_NOTFOUND { return false }
+            try check(rc)
+            return true
+        }
+    }
+
+    /// Removes every entry of `db` (the database itself stays).
+    public func clear(_ db: Database) throws {
+        try check(mdb_drop(pointer, db.handle, 0))
+    }
+
+    public struct Statistics: Sendable {
+        public var entries: Int
+        public var pageSize: Int
+        public var branchPages: Int
+        public var leafPages: Int
+        public var overflowPages: Int
+        public var depth: Int
+        public var bytes: Int { (branchPages + leafPages + overflowPages) * pageSize }
+    }
+
+    public func statistics(_ db: Database) throws -> Statistics {
+        var s = MDB_stat()
+        try check(mdb_stat(pointer, db.handle, &s))
+        return Statistics(entries: s.ms_entries, pageSize: Int(s.ms_psize), branchPages: s.ms_branch_pages,
+                          leafPages: s.ms_leaf_pages, overflowPages: s.ms_overflow_pages, depth: Int(s.ms_depth))
+    }
+
+    /// Runs `body` with a cursor on `db`, closed when `body` returns.
+    public func withCursor<R>(_ db: Database, _ body: (inout Cursor) throws -> R) throws -> R {
+        var cursor: OpaquePointer?
+        try check(mdb_cursor_open(pointer, db.handle, &cursor))
+        guard let cursor else { throw LMDBError.badTransaction }
+        defer { mdb_cursor_close(cursor) }
+        var c = Cursor(pointer: cursor)
+        return try body(&c)
+    }
+}

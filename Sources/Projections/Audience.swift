@@ -1,0 +1,154 @@
+import LMDB
+import Roaring
+import SubscriptionLog
+
+/// What a send service asks before a send: how many devices, on which platform.
+public struct AudienceCounts: Sendable, Hashable {
+    /// The log sequence the snapshot reflects.
+    public var asOfSeq: UInt64
+    /// Distinct devices in the audience.
+    public var total: Int
+    /// Devices with a live iOS / Android token.
+    public var ios: Int
+    public var android: Int
+    /// Devices in the audience that cannot be reached: no token, or a rejected one.
+    public var withoutToken: Int
+    /// Topic codes named that the project does not have.
+    public var unknownTopics: [String]
+}
+
+/// One device to push to.
+public struct Recipient: Sendable, Hashable {
+    public var ordinal: UInt32
+    public var deviceID: String
+    public var platform: Platform
+    public var token: String
+}
+
+/// An audience resolved in one snapshot: its bitmap of device ordinals.
+public struct Audience: Sendable {
+    public let project: String
+    public let projectID: UInt32
+    public let asOfSeq: UInt64
+    /// Every device in the audience, reachable or not.
+    public let devices: Bitmap
+    public let unknownTopics: [String]
+}
+
+extension ProjectionReader {
+    /// Resolves `expression` for `project` in the snapshot of `txn`.
+    /// An unknown project is an empty audience.
+    public func audience(project: String, _ expression: AudienceExpression, _ txn: borrowing Transaction) throws -> Audience {
+        let asOf = try tables.appliedSequence(txn)
+        guard let p = try self.project(named: project, txn) else {
+            return Audience(project: project, projectID: 0, asOfSeq: asOf, devices: Bitmap(),
+                            unknownTopics: Array(Set(expression.topicCodes)).sorted())
+        }
+        var unknown = Set<String>()
+        var known: Bitmap?
+        func knownDevices(_ txn: borrowing Transaction) throws -> Bitmap {
+            if let k = known { return k }
+            let k = try self.knownDevices(p.id, txn)
+            known = k
+            return k
+        }
+        func evaluate(_ e: AudienceExpression, _ txn: borrowing Transaction) throws -> Bitmap {
+            switch e {
+            case .topic(let code):
+                guard let tid = try topicID(p.id, code: code, txn) else { unknown.insert(code); return Bitmap() }
+                return try bitmap(p.id, topic: tid, txn)
+            case .platform(let platform):
+                return try liveDevices(p.id, platform, txn)
+            case .allDevices:
+                return try knownDevices(txn)
+            case .or:
+                // Flatten a chain of ORs into one many-way union.
+                var leaves: [AudienceExpression] = []
+                func collect(_ e: AudienceExpression) {
+                    if case .or(let a, let b) = e { collect(a); collect(b) } else { leaves.append(e) }
+                }
+                collect(e)
+                var parts: [Bitmap] = []
+                parts.reserveCapacity(leaves.count)
+                for leaf in leaves { parts.append(try evaluate(leaf, txn)) }
+                return Bitmap.union(parts)
+            case .and(let a, .not(let b)), .and(.not(let b), let a):
+                return try evaluate(a, txn).subtracting(try evaluate(b, txn))
+            case .and(let a, let b):
+                var left = try evaluate(a, txn)
+                if left.isEmpty { return left }
+                left.formIntersection(try evaluate(b, txn))
+                return left
+            case .not(let a):
+                return try knownDevices(txn).subtracting(try evaluate(a, txn))
+            }
+        }
+        let devices = try evaluate(expression, txn)
+        return Audience(project: project, projectID: p.id, asOfSeq: asOf, devices: devices, unknownTopics: unknown.sorted())
+    }
+
+    /// Counts of an audience: total, per platform, and unreachable.
+    public func counts(of audience: Audience, _ txn: borrowing Transaction) throws -> AudienceCounts {
+        var ios = 0, android = 0
+        if !audience.devices.isEmpty {
+            ios = audience.devices.intersectionCount(try liveDevices(audience.projectID, .ios, txn))
+            android = audience.devices.intersectionCount(try liveDevices(audience.projectID, .android, txn))
+        }
+        let total = audience.devices.count
+        return AudienceCounts(asOfSeq: audience.asOfSeq, total: total, ios: ios, android: android,
+                              withoutToken: total - ios - android, unknownTopics: audience.unknownTopics)
+    }
+
+    /// The devices of `audience` that have a live token.
+    public func reachable(_ audience: Audience, _ txn: borrowing Transaction) throws -> Bitmap {
+        guard !audience.devices.isEmpty else { return Bitmap() }
+        let live = Bitmap.union([try liveDevices(audience.projectID, .ios, txn),
+                                 try liveDevices(audience.projectID, .android, txn)])
+        return audience.devices.intersection(live)
+    }
+
+    /// Calls `body` for each reachable device of `reachable` with an ordinal of
+    /// at least `from`, ascending, with its fields borrowed from the map (no
+    /// copies), until `body` returns false. Walks the device table in key order.
+    public func forEachRecipient(projectID pid: UInt32, in reachable: Bitmap, from: UInt32 = 0, _ txn: borrowing Transaction,
+                                 _ body: (_ ordinal: UInt32, _ platform: Platform, _ deviceID: UnsafeRawBufferPointer,
+                                          _ token: UnsafeRawBufferPointer) throws -> Bool) throws {
+        try txn.withCursor(tables.devices) { cursor in
+            var previous: UInt32? = nil
+            try reachable.forEachBatch(from: from) { batch in
+                for ordinal in batch {
+                    let entry: Cursor.Entry?
+                    if let p = previous, ordinal == p &+ 1 { entry = try cursor.next() }
+                    else { entry = try cursor.seek(exactly: Keys.pair(pid, ordinal)) }
+                    previous = ordinal
+                    guard let (key, value) = entry, key.count == 8,
+                          key.loadBigEndian(at: 0, as: UInt32.self) == pid,
+                          key.loadBigEndian(at: 4, as: UInt32.self) == ordinal else {
+                        throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device in a bitmap is missing")
+                    }
+                    guard let f = DeviceRecord.fields(of: value), let platform = Platform(rawValue: f.platform) else {
+                        throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device record does not decode")
+                    }
+                    if !f.live { continue }  // reachable bitmaps come from the same snapshot; this guards hand-built ones
+                    if try !body(ordinal, platform, f.deviceID, f.token) { return false }
+                }
+                return true
+            }
+        }
+    }
+
+    /// One page of recipients starting at ordinal `from`; `next` resumes after it (nil at the end).
+    public func recipients(projectID pid: UInt32, in reachable: Bitmap, from: UInt32, limit: Int,
+                           _ txn: borrowing Transaction) throws -> (page: [Recipient], next: UInt32?) {
+        var page: [Recipient] = []
+        page.reserveCapacity(min(limit, 10_000))
+        var next: UInt32? = nil
+        try forEachRecipient(projectID: pid, in: reachable, from: from, txn) { ordinal, platform, id, token in
+            if page.count == limit { next = ordinal; return false }
+            page.append(Recipient(ordinal: ordinal, deviceID: String(decoding: id, as: UTF8.self),
+                                  platform: platform, token: String(decoding: token, as: UTF8.self)))
+            return true
+        }
+        return (page, next)
+    }
+}

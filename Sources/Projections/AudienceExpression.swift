@@ -1,0 +1,167 @@
+import SubscriptionLog
+
+/// A boolean audience over topics, e.g. `news AND NOT user.12` or
+/// `(sport OR news) AND platform:ios`.
+///
+/// Grammar (keywords case-insensitive, `&` `|` `!` accepted as well):
+/// ```
+/// expr    := and ( OR and )*
+/// and     := unary ( AND unary )*
+/// unary   := NOT unary | primary
+/// primary := '(' expr ')' | topic-code | "quoted code" | platform:ios | platform:android | devices:all
+/// ```
+public indirect enum AudienceExpression: Sendable, Hashable, CustomStringConvertible {
+    case topic(String)
+    /// Devices whose token on this platform is live.
+    case platform(Platform)
+    /// Every device the project knows.
+    case allDevices
+    case and(AudienceExpression, AudienceExpression)
+    case or(AudienceExpression, AudienceExpression)
+    case not(AudienceExpression)
+
+    /// The union of `codes` (what MPush's `topics` array means).
+    public static func anyOf(_ codes: [String]) -> AudienceExpression? {
+        guard var result = codes.first.map(AudienceExpression.topic) else { return nil }
+        for code in codes.dropFirst() { result = .or(result, .topic(code)) }
+        return result
+    }
+
+    /// Topic codes named anywhere in the expression.
+    public var topicCodes: [String] {
+        switch self {
+        case .topic(let c): return [c]
+        case .platform, .allDevices: return []
+        case .and(let a, let b), .or(let a, let b): return a.topicCodes + b.topicCodes
+        case .not(let a): return a.topicCodes
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .topic(let c): return Validation.isValidTopicCode(c) && !Parser.isKeyword(c) ? c : "\"\(c)\""
+        case .platform(let p): return "platform:\(p)"
+        case .allDevices: return "devices:all"
+        case .and(let a, let b): return "(\(a) AND \(b))"
+        case .or(let a, let b): return "(\(a) OR \(b))"
+        case .not(let a): return "NOT \(a)"
+        }
+    }
+
+    public struct ParseError: Error, Sendable, CustomStringConvertible {
+        public let position: Int
+        public let message: String
+        public var description: String { "audience expression, at character \(position + 1): \(message)" }
+    }
+
+    public static let maxLength = 4096
+    public static let maxDepth = 64
+
+    public init(parsing text: String) throws(ParseError) {
+        guard text.utf8.count <= Self.maxLength else {
+            throw ParseError(position: 0, message: "longer than \(Self.maxLength) characters")
+        }
+        var parser = Parser(Array(text.utf8))
+        self = try parser.parseExpression(depth: 0)
+        parser.skipSpace()
+        guard parser.at == parser.bytes.count else {
+            throw ParseError(position: parser.at, message: "unexpected \(parser.peekDescription)")
+        }
+    }
+
+    struct Parser {
+        let bytes: [UInt8]
+        var at = 0
+        init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+        static func isKeyword(_ s: String) -> Bool { ["and", "or", "not"].contains(s.lowercased()) }
+
+        var peekDescription: String {
+            at < bytes.count ? "'\(String(decoding: bytes[at...].prefix(16), as: UTF8.self))'" : "end of expression"
+        }
+
+        mutating func skipSpace() {
+            while at < bytes.count, bytes[at] == 0x20 || bytes[at] == 0x09 || bytes[at] == 0x0A || bytes[at] == 0x0D { at += 1 }
+        }
+
+        static func isWordByte(_ c: UInt8) -> Bool {
+            Validation.isAlphanumeric(c) || Limits.topicCodePunctuation.contains(c) || c == 0x3A  // ':'
+        }
+
+        /// The next bare word without consuming it.
+        func peekWord() -> String? {
+            var end = at
+            while end < bytes.count, Self.isWordByte(bytes[end]) { end += 1 }
+            return end > at ? String(decoding: bytes[at..<end], as: UTF8.self) : nil
+        }
+
+        mutating func acceptOperator(_ keyword: String, symbol: UInt8) -> Bool {
+            skipSpace()
+            guard at < bytes.count else { return false }
+            if bytes[at] == symbol {
+                at += 1
+                if at < bytes.count, bytes[at] == symbol { at += 1 }  // && and ||
+                return true
+            }
+            if let w = peekWord(), w.lowercased() == keyword { at += w.utf8.count; return true }
+            return false
+        }
+
+        mutating func parseExpression(depth: Int) throws(ParseError) -> AudienceExpression {
+            guard depth < AudienceExpression.maxDepth else { throw ParseError(position: at, message: "nested too deeply") }
+            var left = try parseAnd(depth: depth)
+            while acceptOperator("or", symbol: 0x7C) { left = .or(left, try parseAnd(depth: depth)) }
+            return left
+        }
+
+        mutating func parseAnd(depth: Int) throws(ParseError) -> AudienceExpression {
+            var left = try parseUnary(depth: depth)
+            while acceptOperator("and", symbol: 0x26) { left = .and(left, try parseUnary(depth: depth)) }
+            return left
+        }
+
+        mutating func parseUnary(depth: Int) throws(ParseError) -> AudienceExpression {
+            guard depth < AudienceExpression.maxDepth else { throw ParseError(position: at, message: "nested too deeply") }
+            if acceptOperator("not", symbol: 0x21) { return .not(try parseUnary(depth: depth + 1)) }
+            return try parsePrimary(depth: depth)
+        }
+
+        mutating func parsePrimary(depth: Int) throws(ParseError) -> AudienceExpression {
+            skipSpace()
+            guard at < bytes.count else { throw ParseError(position: at, message: "expected a topic, found the end") }
+            let start = at
+            switch bytes[at] {
+            case 0x28:  // (
+                at += 1
+                let inner = try parseExpression(depth: depth + 1)
+                skipSpace()
+                guard at < bytes.count, bytes[at] == 0x29 else { throw ParseError(position: at, message: "expected ')'") }
+                at += 1
+                return inner
+            case 0x22:  // "quoted code"
+                at += 1
+                let begin = at
+                while at < bytes.count, bytes[at] != 0x22 { at += 1 }
+                guard at < bytes.count else { throw ParseError(position: start, message: "unterminated quoted topic code") }
+                let code = String(decoding: bytes[begin..<at], as: UTF8.self)
+                at += 1
+                guard Validation.isValidTopicCode(code) else { throw ParseError(position: start, message: "invalid topic code \"\(code)\"") }
+                return .topic(code)
+            default:
+                guard let word = peekWord() else { throw ParseError(position: at, message: "unexpected \(peekDescription)") }
+                if Self.isKeyword(word) { throw ParseError(position: at, message: "expected a topic, found '\(word)'") }
+                at += word.utf8.count
+                if word.contains(":") {
+                    switch word.lowercased() {
+                    case "platform:ios": return .platform(.ios)
+                    case "platform:android", "platform:and": return .platform(.android)
+                    case "devices:all": return .allDevices
+                    default: throw ParseError(position: start, message: "unknown built-in set '\(word)' (platform:ios, platform:android, devices:all)")
+                    }
+                }
+                guard Validation.isValidTopicCode(word) else { throw ParseError(position: start, message: "invalid topic code '\(word)'") }
+                return .topic(word)
+            }
+        }
+    }
+}

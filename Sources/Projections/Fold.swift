@@ -1,0 +1,129 @@
+import LMDB
+import SubscriptionLog
+
+/// The one fold from log records to projections: the live write path and
+/// replay both call `apply`, so the rule exists exactly once.
+public enum Fold {
+    /// Applies `record` (which must be the next sequence) to the projections.
+    public static func apply(_ record: LogRecord, to writer: ProjectionWriter, _ txn: borrowing Transaction) throws {
+        try writer.advance(to: record.sequence)
+        let event = record.event
+        guard var project = try writer.project(named: event.project, create: true, txn) else { return }
+        let pid = project.id
+
+        switch event.body {
+        case .token(let deviceID, let token, let platform):
+            let (ordinal, created) = try deviceOrdinal(pid, deviceID, &project, writer, txn)
+            var device = created ? DeviceRecord(deviceID: deviceID) : try writer.device(pid, ordinal, txn)
+            // A token that moves here from another device is taken from it:
+            // no duplicate deliveries after a reinstall.
+            if let holder = try writer.ordinal(pid, token: token, txn), holder != ordinal {
+                var previous = try writer.device(pid, holder, txn)
+                if let p = previous.platform { try writer.setBit(pid, ProjectionTables.BuiltIn.live(p), holder, false, txn) }
+                previous.token = nil
+                previous.rejectedAt = nil
+                try writer.put(device: previous, pid, holder, txn)
+            }
+            if let old = device.token, old != token {
+                try writer.txnDeleteToken(pid, old, txn)
+            }
+            if let p = device.platform, device.state == .live {
+                try writer.setBit(pid, ProjectionTables.BuiltIn.live(p), ordinal, false, txn)
+            }
+            device.token = token
+            device.platform = platform
+            device.tokenTime = record.timestamp
+            device.rejectedAt = nil
+            try writer.setIndex(writer.tables.tokens, pid, token, ordinal: ordinal, txn)
+            try writer.setBit(pid, ProjectionTables.BuiltIn.live(platform), ordinal, true, txn)
+            try writer.put(device: device, pid, ordinal, txn)
+
+        case .register(let deviceID, let specs):
+            let (ordinal, _) = try deviceOrdinal(pid, deviceID, &project, writer, txn)
+            for spec in specs {
+                let tid: UInt32
+                var topic: TopicRecord
+                if let existing = try writer.topicID(pid, code: spec.code, txn) {
+                    tid = existing
+                    guard let t = try writer.topic(pid, tid, txn) else {
+                        throw ProjectionCorruption(place: "topics/\(pid)/\(tid)", reason: "indexed topic \(spec.code) is missing")
+                    }
+                    topic = t
+                } else {
+                    tid = project.nextTopicID
+                    project.nextTopicID += 1
+                    try writer.insertTopicCode(pid, code: spec.code, id: tid, txn)
+                    topic = TopicRecord(code: spec.code, title: spec.title ?? spec.code, single: spec.single ?? false,
+                                        subscribers: 0, createdSeq: record.sequence, lastChangeSeq: record.sequence)
+                    writer.update(topic: tid, of: pid, topic)
+                }
+                var changed = false
+                if let title = spec.title, title != topic.title { topic.title = title; changed = true }
+                if let single = spec.single, single != topic.single { topic.single = single; changed = true }
+                if try !writer.isMember(pid, ordinal, tid, txn) {
+                    try writer.addMembership(pid, ordinal, tid, txn)
+                    topic.subscribers += 1
+                    changed = true
+                }
+                if changed {
+                    topic.lastChangeSeq = record.sequence
+                    writer.update(topic: tid, of: pid, topic)
+                }
+            }
+
+        case .unregister(let deviceID, let codes):
+            guard let ordinal = try writer.ordinal(pid, deviceID: deviceID, txn) else { break }
+            for code in codes {
+                guard let tid = try writer.topicID(pid, code: code, txn) else { continue }
+                try unsubscribe(pid, ordinal, tid, record.sequence, writer, txn)
+            }
+
+        case .unregisterAll(let deviceID):
+            guard let ordinal = try writer.ordinal(pid, deviceID: deviceID, txn) else { break }
+            for tid in try writer.memberships(pid, ordinal, txn) {
+                try unsubscribe(pid, ordinal, tid, record.sequence, writer, txn)
+            }
+
+        case .tokenRejected(let token, let rejectedAt, _):
+            guard let ordinal = try writer.ordinal(pid, token: token, txn) else { break }
+            var device = try writer.device(pid, ordinal, txn)
+            // Never drop a token that was registered again after the rejection.
+            guard device.token == token, device.rejectedAt == nil, device.tokenTime <= rejectedAt else { break }
+            if let p = device.platform { try writer.setBit(pid, ProjectionTables.BuiltIn.live(p), ordinal, false, txn) }
+            device.rejectedAt = rejectedAt
+            try writer.put(device: device, pid, ordinal, txn)
+        }
+        writer.update(project: event.project, project)
+    }
+
+    /// The ordinal of `deviceID`, allocating the next dense one for a new device.
+    private static func deviceOrdinal(_ pid: UInt32, _ deviceID: String, _ project: inout ProjectRecord,
+                                      _ writer: ProjectionWriter, _ txn: borrowing Transaction) throws -> (UInt32, Bool) {
+        if let ordinal = try writer.ordinal(pid, deviceID: deviceID, txn) { return (ordinal, false) }
+        let ordinal = project.nextOrdinal
+        guard ordinal < UInt32.max else { throw ProjectionCorruption(place: "projects/\(pid)", reason: "device ordinals exhausted") }
+        project.nextOrdinal += 1
+        try writer.setIndex(writer.tables.deviceIDs, pid, deviceID, ordinal: ordinal, txn)
+        try writer.put(device: DeviceRecord(deviceID: deviceID), pid, ordinal, txn)
+        try writer.setBit(pid, ProjectionTables.BuiltIn.knownDevices, ordinal, true, txn)
+        return (ordinal, true)
+    }
+
+    private static func unsubscribe(_ pid: UInt32, _ ordinal: UInt32, _ tid: UInt32, _ seq: UInt64,
+                                    _ writer: ProjectionWriter, _ txn: borrowing Transaction) throws {
+        guard try writer.isMember(pid, ordinal, tid, txn) else { return }
+        guard var topic = try writer.topic(pid, tid, txn) else {
+            throw ProjectionCorruption(place: "topics/\(pid)/\(tid)", reason: "membership of a missing topic")
+        }
+        try writer.removeMembership(pid, ordinal, tid, txn)
+        topic.subscribers -= 1
+        topic.lastChangeSeq = seq
+        writer.update(topic: tid, of: pid, topic)
+    }
+}
+
+extension ProjectionWriter {
+    func txnDeleteToken(_ pid: UInt32, _ token: String, _ txn: borrowing Transaction) throws {
+        try txn.delete(tables.tokens, Keys.named(pid, token))
+    }
+}

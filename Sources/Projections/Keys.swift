@@ -1,0 +1,45 @@
+/// Key builders for the projection tables. Fixed-width big-endian integers
+/// come first, so byte order is numeric order and a prefix selects a project,
+/// a topic or a device.
+enum Keys {
+    @inline(__always)
+    static func append(_ v: UInt32, to bytes: inout [UInt8]) {
+        bytes.append(UInt8(v >> 24)); bytes.append(UInt8((v >> 16) & 0xFF))
+        bytes.append(UInt8((v >> 8) & 0xFF)); bytes.append(UInt8(v & 0xFF))
+    }
+
+    static func project(_ pid: UInt32) -> [UInt8] {
+        var k: [UInt8] = []; k.reserveCapacity(4); append(pid, to: &k); return k
+    }
+
+    /// `pid ‖ a`
+    static func pair(_ pid: UInt32, _ a: UInt32) -> [UInt8] {
+        var k: [UInt8] = []; k.reserveCapacity(8); append(pid, to: &k); append(a, to: &k); return k
+    }
+
+    /// `pid ‖ a ‖ b` (device → topic membership)
+    static func triple(_ pid: UInt32, _ a: UInt32, _ b: UInt32) -> [UInt8] {
+        var k: [UInt8] = []; k.reserveCapacity(12)
+        append(pid, to: &k); append(a, to: &k); append(b, to: &k); return k
+    }
+
+    /// `pid ‖ utf8(name)` (device_id, token and topic code indexes)
+    static func named(_ pid: UInt32, _ name: String) -> [UInt8] {
+        var k: [UInt8] = []; k.reserveCapacity(4 + name.utf8.count)
+        append(pid, to: &k); k.append(contentsOf: name.utf8); return k
+    }
+
+    /// `pid ‖ topic ‖ high16` → one roaring container of device ordinals.
+    static func chunk(_ pid: UInt32, _ topic: UInt32, _ high: UInt16) -> [UInt8] {
+        var k: [UInt8] = []; k.reserveCapacity(10)
+        append(pid, to: &k); append(topic, to: &k)
+        k.append(UInt8(high >> 8)); k.append(UInt8(high & 0xFF)); return k
+    }
+
+    @inline(__always)
+    static func hasPrefix(_ key: UnsafeRawBufferPointer, _ prefix: [UInt8]) -> Bool {
+        guard key.count >= prefix.count else { return false }
+        for i in 0..<prefix.count where key[i] != prefix[i] { return false }
+        return true
+    }
+}

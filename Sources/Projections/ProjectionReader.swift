@@ -1,0 +1,122 @@
+import LMDB
+import Roaring
+import SubscriptionLog
+
+/// A project's topic with its subscriber count.
+public struct TopicInfo: Sendable, Hashable {
+    public var id: UInt32
+    public var record: TopicRecord
+}
+
+/// One device as a send service or an operator sees it.
+public struct DeviceInfo: Sendable, Hashable {
+    public var ordinal: UInt32
+    public var record: DeviceRecord
+    public var topics: [String]
+}
+
+/// Read-only questions asked of the projections inside one transaction.
+public struct ProjectionReader: Sendable {
+    public let tables: ProjectionTables
+    public init(tables: ProjectionTables) { self.tables = tables }
+
+    public func project(named name: String, _ txn: borrowing Transaction) throws -> ProjectRecord? {
+        guard let v = try txn.get(tables.projects, Array(name.utf8)) else { return nil }
+        return try ProjectRecord(decoding: v, at: "projects/\(name)")
+    }
+
+    /// Every project with its record, by name.
+    public func projects(_ txn: borrowing Transaction) throws -> [(name: String, record: ProjectRecord)] {
+        var result: [(String, ProjectRecord)] = []
+        try txn.withCursor(tables.projects) { cursor in
+            var entry = try cursor.first()
+            while let (key, value) = entry {
+                let name = String(decoding: key, as: UTF8.self)
+                result.append((name, try ProjectRecord(decoding: value, at: "projects/\(name)")))
+                entry = try cursor.next()
+            }
+        }
+        return result
+    }
+
+    public func topicID(_ pid: UInt32, code: String, _ txn: borrowing Transaction) throws -> UInt32? {
+        guard let v = try txn.get(tables.topicCodes, Keys.named(pid, code)) else { return nil }
+        guard v.count == 4 else { throw ProjectionCorruption(place: "topic_codes/\(pid)/\(code)", reason: "\(v.count) bytes") }
+        return v.loadBigEndian(at: 0, as: UInt32.self)
+    }
+
+    public func topic(_ pid: UInt32, _ tid: UInt32, _ txn: borrowing Transaction) throws -> TopicRecord? {
+        guard let v = try txn.get(tables.topics, Keys.pair(pid, tid)) else { return nil }
+        return try TopicRecord(decoding: v, at: "topics/\(pid)/\(tid)")
+    }
+
+    /// Every topic of a project, by topic id.
+    public func topics(_ pid: UInt32, _ txn: borrowing Transaction) throws -> [TopicInfo] {
+        let prefix = Keys.project(pid)
+        var result: [TopicInfo] = []
+        try txn.withCursor(tables.topics) { cursor in
+            var entry = try cursor.seek(atLeast: prefix)
+            while let (key, value) = entry, Keys.hasPrefix(key, prefix) {
+                guard key.count == 8 else { throw ProjectionCorruption(place: "topics/\(pid)", reason: "key of \(key.count) bytes") }
+                let tid = key.loadBigEndian(at: 4, as: UInt32.self)
+                result.append(TopicInfo(id: tid, record: try TopicRecord(decoding: value, at: "topics/\(pid)/\(tid)")))
+                entry = try cursor.next()
+            }
+        }
+        return result
+    }
+
+    public func ordinal(_ pid: UInt32, deviceID: String, _ txn: borrowing Transaction) throws -> UInt32? {
+        guard let v = try txn.get(tables.deviceIDs, Keys.named(pid, deviceID)) else { return nil }
+        guard v.count == 4 else { throw ProjectionCorruption(place: "device_ids/\(pid)/\(deviceID)", reason: "\(v.count) bytes") }
+        return v.loadBigEndian(at: 0, as: UInt32.self)
+    }
+
+    public func deviceRecord(_ pid: UInt32, ordinal: UInt32, _ txn: borrowing Transaction) throws -> DeviceRecord? {
+        guard let v = try txn.get(tables.devices, Keys.pair(pid, ordinal)) else { return nil }
+        return try DeviceRecord(decoding: v, at: "devices/\(pid)/\(ordinal)")
+    }
+
+    /// A device with its token, platform, state and topic codes.
+    public func device(_ pid: UInt32, deviceID: String, _ txn: borrowing Transaction) throws -> DeviceInfo? {
+        guard let ordinal = try ordinal(pid, deviceID: deviceID, txn),
+              let record = try deviceRecord(pid, ordinal: ordinal, txn) else { return nil }
+        var codes: [String] = []
+        for tid in try Self.memberships(pid, ordinal, tables: tables, txn) {
+            guard let t = try topic(pid, tid, txn) else {
+                throw ProjectionCorruption(place: "device_topics/\(pid)/\(ordinal)/\(tid)", reason: "membership of a missing topic")
+            }
+            codes.append(t.code)
+        }
+        return DeviceInfo(ordinal: ordinal, record: record, topics: codes)
+    }
+
+    static func memberships(_ pid: UInt32, _ ordinal: UInt32, tables: ProjectionTables, _ txn: borrowing Transaction) throws -> [UInt32] {
+        let prefix = Keys.pair(pid, ordinal)
+        var result: [UInt32] = []
+        try txn.withCursor(tables.deviceTopics) { cursor in
+            var entry = try cursor.seek(atLeast: prefix)
+            while let (key, _) = entry, Keys.hasPrefix(key, prefix) {
+                guard key.count == 12 else { throw ProjectionCorruption(place: "device_topics/\(pid)/\(ordinal)", reason: "key of \(key.count) bytes") }
+                result.append(key.loadBigEndian(at: 8, as: UInt32.self))
+                entry = try cursor.next()
+            }
+        }
+        return result
+    }
+
+    /// The bitmap of device ordinals subscribed to topic `tid`.
+    public func bitmap(_ pid: UInt32, topic tid: UInt32, _ txn: borrowing Transaction) throws -> Bitmap {
+        try PostingChunk.read(pid: pid, topic: tid, tables: tables, txn)
+    }
+
+    /// Devices with a live token on `platform`.
+    public func liveDevices(_ pid: UInt32, _ platform: Platform, _ txn: borrowing Transaction) throws -> Bitmap {
+        try bitmap(pid, topic: ProjectionTables.BuiltIn.live(platform), txn)
+    }
+
+    /// Every device the project knows.
+    public func knownDevices(_ pid: UInt32, _ txn: borrowing Transaction) throws -> Bitmap {
+        try bitmap(pid, topic: ProjectionTables.BuiltIn.knownDevices, txn)
+    }
+}

@@ -1,0 +1,79 @@
+import LMDB
+import SubscriptionLog
+
+/// The projection databases, all keyed with the project id first.
+///
+/// | table          | key                         | value                        |
+/// |----------------|-----------------------------|------------------------------|
+/// | meta           | name                        | schema version, applied seq  |
+/// | projects       | project name                | `ProjectRecord`              |
+/// | devices        | pid ‖ ordinal               | `DeviceRecord`               |
+/// | device_ids     | pid ‖ device_id             | ordinal                      |
+/// | tokens         | pid ‖ token                 | ordinal                      |
+/// | topics         | pid ‖ topic id              | `TopicRecord`                |
+/// | topic_codes    | pid ‖ code                  | topic id                     |
+/// | postings       | pid ‖ topic id ‖ high16     | one roaring container        |
+/// | device_topics  | pid ‖ ordinal ‖ topic id    | (empty)                      |
+public struct ProjectionTables: Sendable {
+    public static let schemaVersion: UInt32 = 1
+    public static let names = ["meta", "projects", "devices", "device_ids", "tokens",
+                               "topics", "topic_codes", "postings", "device_topics"]
+
+    public let meta: Database
+    public let projects: Database
+    public let devices: Database
+    public let deviceIDs: Database
+    public let tokens: Database
+    public let topics: Database
+    public let topicCodes: Database
+    public let postings: Database
+    public let deviceTopics: Database
+
+    public var all: [Database] { [meta, projects, devices, deviceIDs, tokens, topics, topicCodes, postings, deviceTopics] }
+
+    /// Built-in bitmaps kept per project beside the topics (ids below `firstTopicID`).
+    enum BuiltIn {
+        static let liveIOS: UInt32 = 0
+        static let liveAndroid: UInt32 = 1
+        static let knownDevices: UInt32 = 2
+        static func live(_ platform: Platform) -> UInt32 { platform == .ios ? liveIOS : liveAndroid }
+    }
+    static let firstTopicID: UInt32 = 16
+
+    static let appliedSeqKey = Array("appliedSeq".utf8)
+    static let versionKey = Array("schemaVersion".utf8)
+    static let nextProjectKey = Array("nextProject".utf8)
+
+    public static func open(in environment: Environment, _ txn: borrowing Transaction, create: Bool) throws -> ProjectionTables {
+        func open(_ name: String) throws -> Database { try environment.openDatabase(name, create: create, in: txn) }
+        let tables = ProjectionTables(meta: try open("meta"), projects: try open("projects"), devices: try open("devices"),
+                                      deviceIDs: try open("device_ids"), tokens: try open("tokens"), topics: try open("topics"),
+                                      topicCodes: try open("topic_codes"), postings: try open("postings"),
+                                      deviceTopics: try open("device_topics"))
+        if create, try txn.get(tables.meta, versionKey) == nil {
+            var w = ByteWriter(); w.u32(schemaVersion)
+            try txn.put(tables.meta, versionKey, w.bytes)
+        }
+        return tables
+    }
+
+    /// The schema version stored in `meta`, or nil when this is not a topicstore database.
+    public func storedSchemaVersion(_ txn: borrowing Transaction) throws -> UInt32? {
+        guard let v = try txn.get(meta, Self.versionKey), v.count == 4 else { return nil }
+        return v.loadBigEndian(at: 0, as: UInt32.self)
+    }
+
+    /// The sequence of the last event folded into these projections (0 when none).
+    public func appliedSequence(_ txn: borrowing Transaction) throws -> UInt64 {
+        guard let v = try txn.get(meta, Self.appliedSeqKey) else { return 0 }
+        guard v.count == 8 else { throw ProjectionCorruption(place: "meta/appliedSeq", reason: "\(v.count) bytes") }
+        return v.loadBigEndian(at: 0, as: UInt64.self)
+    }
+
+    /// Removes every projection entry (for a rebuild); the schema version stays.
+    public func clear(_ txn: borrowing Transaction) throws {
+        for db in all where db != meta { try txn.clear(db) }
+        try txn.delete(meta, Self.appliedSeqKey)
+        try txn.delete(meta, Self.nextProjectKey)
+    }
+}

@@ -1,0 +1,174 @@
+import SubscriptionLog
+
+/// What is known of a device. Its dense ordinal is its key in the device table
+/// and its position in every topic bitmap.
+public struct DeviceRecord: Sendable, Hashable {
+    public enum State: String, Sendable {
+        /// Has a token that no provider has rejected: it is targeted.
+        case live
+        /// Its token was rejected by the provider and not re-registered since.
+        case rejected
+        /// Never had a token, or its token moved to another device.
+        case noToken = "no-token"
+    }
+
+    public var deviceID: String
+    public var token: String?
+    public var platform: Platform?
+    /// Store time (ms) of the last token change, compared with rejection times.
+    public var tokenTime: Int64
+    /// Provider time (ms) of the rejection that stopped the token, when rejected.
+    public var rejectedAt: Int64?
+
+    public var state: State {
+        if token == nil { return .noToken }
+        return rejectedAt == nil ? .live : .rejected
+    }
+
+    public init(deviceID: String, token: String? = nil, platform: Platform? = nil, tokenTime: Int64 = 0, rejectedAt: Int64? = nil) {
+        self.deviceID = deviceID
+        self.token = token
+        self.platform = platform
+        self.tokenTime = tokenTime
+        self.rejectedAt = rejectedAt
+    }
+
+    // u8 flags (1 token, 2 rejected) ‖ u8 platform ‖ i64 tokenTime ‖ i64 rejectedAt ‖ str deviceID ‖ str token
+    func encoded() -> [UInt8] {
+        var w = ByteWriter(capacity: 24 + deviceID.utf8.count + (token?.utf8.count ?? 0))
+        var flags: UInt8 = 0
+        if token != nil { flags |= 1 }
+        if rejectedAt != nil { flags |= 2 }
+        w.u8(flags)
+        w.u8(platform?.rawValue ?? 0)
+        w.i64(tokenTime)
+        w.i64(rejectedAt ?? 0)
+        w.string(deviceID)
+        w.string(token ?? "")
+        return w.bytes
+    }
+
+    init(decoding bytes: UnsafeRawBufferPointer, at place: @autoclosure () -> String) throws {
+        do {
+            var r = ByteReader(bytes)
+            let flags = try r.u8()
+            let platformByte = try r.u8()
+            tokenTime = try r.i64()
+            let rejected = try r.i64()
+            deviceID = try r.string()
+            let token = try r.string()
+            self.token = flags & 1 != 0 ? token : nil
+            rejectedAt = flags & 2 != 0 ? rejected : nil
+            platform = platformByte == 0 ? nil : Platform(rawValue: platformByte)
+            if platformByte != 0 && platform == nil { throw ProjectionCorruption(place: place(), reason: "unknown platform \(platformByte)") }
+        } catch let e as ProjectionCorruption {
+            throw e
+        } catch {
+            throw ProjectionCorruption(place: place(), reason: "device record does not decode: \(error)")
+        }
+    }
+
+    /// The fields a token stream needs, read in place without building a record.
+    struct Fields {
+        var live: Bool
+        var platform: UInt8
+        var deviceID: UnsafeRawBufferPointer
+        var token: UnsafeRawBufferPointer
+    }
+
+    @inline(__always)
+    static func fields(of b: UnsafeRawBufferPointer) -> Fields? {
+        guard b.count >= 22 else { return nil }
+        let idLen = Int(b[18]) << 8 | Int(b[19])
+        guard b.count >= 22 + idLen else { return nil }
+        let tokLen = Int(b[20 + idLen]) << 8 | Int(b[21 + idLen])
+        guard b.count == 22 + idLen + tokLen else { return nil }
+        return Fields(live: b[0] & 3 == 1, platform: b[1],
+                      deviceID: UnsafeRawBufferPointer(rebasing: b[20..<20 + idLen]),
+                      token: UnsafeRawBufferPointer(rebasing: b[(22 + idLen)...]))
+    }
+}
+
+/// A topic of a project.
+public struct TopicRecord: Sendable, Hashable {
+    public var code: String
+    public var title: String
+    public var single: Bool
+    public var subscribers: UInt32
+    /// Sequence of the event that created the topic, and of the last one that changed it.
+    public var createdSeq: UInt64
+    public var lastChangeSeq: UInt64
+
+    func encoded() -> [UInt8] {
+        var w = ByteWriter(capacity: 32 + code.utf8.count + title.utf8.count)
+        w.u8(single ? 1 : 0)
+        w.u32(subscribers)
+        w.u64(createdSeq)
+        w.u64(lastChangeSeq)
+        w.string(code)
+        w.string(title)
+        return w.bytes
+    }
+
+    init(code: String, title: String, single: Bool, subscribers: UInt32, createdSeq: UInt64, lastChangeSeq: UInt64) {
+        self.code = code
+        self.title = title
+        self.single = single
+        self.subscribers = subscribers
+        self.createdSeq = createdSeq
+        self.lastChangeSeq = lastChangeSeq
+    }
+
+    init(decoding bytes: UnsafeRawBufferPointer, at place: @autoclosure () -> String) throws {
+        do {
+            var r = ByteReader(bytes)
+            single = try r.u8() != 0
+            subscribers = try r.u32()
+            createdSeq = try r.u64()
+            lastChangeSeq = try r.u64()
+            code = try r.string()
+            title = try r.string()
+        } catch {
+            throw ProjectionCorruption(place: place(), reason: "topic record does not decode: \(error)")
+        }
+    }
+}
+
+/// A project's identity and counters: ordinals and topic ids are dense and never reused.
+public struct ProjectRecord: Sendable, Hashable {
+    public var id: UInt32
+    public var nextOrdinal: UInt32
+    public var nextTopicID: UInt32
+
+    func encoded() -> [UInt8] {
+        var w = ByteWriter(capacity: 12)
+        w.u32(id); w.u32(nextOrdinal); w.u32(nextTopicID)
+        return w.bytes
+    }
+
+    init(id: UInt32, nextOrdinal: UInt32, nextTopicID: UInt32) {
+        self.id = id
+        self.nextOrdinal = nextOrdinal
+        self.nextTopicID = nextTopicID
+    }
+
+    init(decoding bytes: UnsafeRawBufferPointer, at place: @autoclosure () -> String) throws {
+        guard bytes.count == 12 else {
+            throw ProjectionCorruption(place: place(), reason: "project record of \(bytes.count) bytes (expected 12)")
+        }
+        id = bytes.loadBigEndian(at: 0)
+        nextOrdinal = bytes.loadBigEndian(at: 4)
+        nextTopicID = bytes.loadBigEndian(at: 8)
+    }
+}
+
+/// A projection value that cannot be trusted, with the table and key where it is.
+public struct ProjectionCorruption: Error, Sendable, CustomStringConvertible {
+    public let place: String
+    public let reason: String
+    public init(place: String, reason: String) {
+        self.place = place
+        self.reason = reason
+    }
+    public var description: String { "corrupt projection at \(place): \(reason)" }
+}

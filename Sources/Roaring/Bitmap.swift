@@ -1,0 +1,177 @@
+internal import CRoaring
+
+/// A set of `UInt32` as a roaring bitmap: a value type with copy-on-write
+/// over CRoaring. CRoaring stays behind this API.
+public struct Bitmap: Sendable {
+    final class Storage: @unchecked Sendable {
+        let pointer: UnsafeMutablePointer<roaring_bitmap_t>
+        init(_ pointer: UnsafeMutablePointer<roaring_bitmap_t>) { self.pointer = pointer }
+        deinit { roaring_bitmap_free(pointer) }
+    }
+
+    var storage: Storage
+
+    init(owning pointer: UnsafeMutablePointer<roaring_bitmap_t>) { storage = Storage(pointer) }
+
+    public init() { self.init(owning: roaring_bitmap_create()) }
+
+    public init<S: Sequence>(_ values: S) where S.Element == UInt32 {
+        self.init()
+        let array = Array(values)
+        array.withUnsafeBufferPointer { roaring_bitmap_add_many(storage.pointer, $0.count, $0.baseAddress) }
+    }
+
+    /// All values in `range`.
+    public init(range: Range<UInt32>) {
+        if range.isEmpty { self.init() } else {
+            self.init(owning: roaring_bitmap_from_range(UInt64(range.lowerBound), UInt64(range.upperBound), 1))
+        }
+    }
+
+    var pointer: UnsafePointer<roaring_bitmap_t> { UnsafePointer(storage.pointer) }
+
+    private mutating func mutablePointer() -> UnsafeMutablePointer<roaring_bitmap_t> {
+        if !isKnownUniquelyReferenced(&storage) {
+            storage = Storage(roaring_bitmap_copy(storage.pointer))
+        }
+        return storage.pointer
+    }
+
+    // MARK: Elements
+
+    public var count: Int { Int(roaring_bitmap_get_cardinality(pointer)) }
+    public var isEmpty: Bool { roaring_bitmap_is_empty(pointer) }
+    public func contains(_ value: UInt32) -> Bool { roaring_bitmap_contains(pointer, value) }
+    public var min: UInt32? { isEmpty ? nil : roaring_bitmap_minimum(pointer) }
+    public var max: UInt32? { isEmpty ? nil : roaring_bitmap_maximum(pointer) }
+
+    /// Inserts `value`; returns true when it was not there before.
+    @discardableResult
+    public mutating func insert(_ value: UInt32) -> Bool {
+        roaring_bitmap_add_checked(mutablePointer(), value)
+    }
+
+    /// Removes `value`; returns true when it was there.
+    @discardableResult
+    public mutating func remove(_ value: UInt32) -> Bool {
+        roaring_bitmap_remove_checked(mutablePointer(), value)
+    }
+
+    public mutating func removeAll() { roaring_bitmap_clear(mutablePointer()) }
+
+    /// Number of values in `lowerBound..<upperBound`.
+    public func count(in range: Range<UInt32>) -> Int {
+        Int(roaring_bitmap_range_cardinality(pointer, UInt64(range.lowerBound), UInt64(range.upperBound)))
+    }
+
+    // MARK: Set algebra
+
+    public mutating func formUnion(_ other: Bitmap) { roaring_bitmap_or_inplace(mutablePointer(), other.pointer) }
+    public mutating func formIntersection(_ other: Bitmap) { roaring_bitmap_and_inplace(mutablePointer(), other.pointer) }
+    public mutating func subtract(_ other: Bitmap) { roaring_bitmap_andnot_inplace(mutablePointer(), other.pointer) }
+
+    public func union(_ other: Bitmap) -> Bitmap { Bitmap(owning: roaring_bitmap_or(pointer, other.pointer)) }
+    public func intersection(_ other: Bitmap) -> Bitmap { Bitmap(owning: roaring_bitmap_and(pointer, other.pointer)) }
+    public func subtracting(_ other: Bitmap) -> Bitmap { Bitmap(owning: roaring_bitmap_andnot(pointer, other.pointer)) }
+    public func intersectionCount(_ other: Bitmap) -> Int { Int(roaring_bitmap_and_cardinality(pointer, other.pointer)) }
+
+    /// The union of many bitmaps in one pass.
+    public static func union(_ bitmaps: [Bitmap]) -> Bitmap {
+        switch bitmaps.count {
+        case 0: return Bitmap()
+        case 1: return bitmaps[0]
+        default:
+            var pointers: [UnsafePointer<roaring_bitmap_t>?] = bitmaps.map { $0.pointer }
+            let result = pointers.withUnsafeMutableBufferPointer {
+                roaring_bitmap_or_many($0.count, $0.baseAddress)
+            }
+            return withExtendedLifetime(bitmaps) { Bitmap(owning: result!) }
+        }
+    }
+
+    /// Converts containers to run encoding where that is smaller.
+    public mutating func optimize() {
+        roaring_bitmap_run_optimize(mutablePointer())
+        roaring_bitmap_shrink_to_fit(mutablePointer())
+    }
+
+    // MARK: Iteration
+
+    public func toArray() -> [UInt32] {
+        let n = count
+        return [UInt32](unsafeUninitializedCapacity: n) { buffer, initialized in
+            roaring_bitmap_to_uint32_array(pointer, buffer.baseAddress)
+            initialized = n
+        }
+    }
+
+    /// Calls `body` with successive ascending batches of values of at least
+    /// `from`, until `body` returns false or the values run out.
+    public func forEachBatch(from: UInt32 = 0, batchSize: Int = 4096,
+                             _ body: (UnsafeBufferPointer<UInt32>) throws -> Bool) rethrows {
+        var iterator = roaring_uint32_iterator_t()
+        roaring_init_iterator(pointer, &iterator)
+        if from > 0, !roaring_move_uint32_iterator_equalorlarger(&iterator, from) { return }
+        var buffer = [UInt32](repeating: 0, count: batchSize)
+        while true {
+            let n = buffer.withUnsafeMutableBufferPointer {
+                Int(roaring_read_uint32_iterator(&iterator, $0.baseAddress, UInt32($0.count)))
+            }
+            if n == 0 { return }
+            let more = try buffer.withUnsafeBufferPointer { try body(UnsafeBufferPointer(rebasing: $0[0..<n])) }
+            if !more || n < batchSize { return }
+        }
+    }
+
+    // MARK: Portable format (the on-disk form, compatible with other roaring implementations)
+
+    public var serializedSize: Int { roaring_bitmap_portable_size_in_bytes(pointer) }
+
+    /// Writes the portable serialization into `buffer`, which must hold `serializedSize` bytes.
+    public func serialize(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        precondition(buffer.count >= serializedSize)
+        return roaring_bitmap_portable_serialize(pointer, buffer.baseAddress!.assumingMemoryBound(to: CChar.self))
+    }
+
+    public func serialized() -> [UInt8] {
+        let n = serializedSize
+        return [UInt8](unsafeUninitializedCapacity: n) { buffer, initialized in
+            initialized = serialize(into: UnsafeMutableRawBufferPointer(buffer))
+        }
+    }
+
+    public struct FormatError: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Reads a portable serialization, checking that it fits `bytes` exactly.
+    public init(deserializing bytes: UnsafeRawBufferPointer) throws {
+        guard let base = bytes.baseAddress, bytes.count > 0 else {
+            throw FormatError(description: "empty roaring bitmap value")
+        }
+        let chars = base.assumingMemoryBound(to: CChar.self)
+        let expected = roaring_bitmap_portable_deserialize_size(chars, bytes.count)
+        guard expected == bytes.count else {
+            throw FormatError(description: "roaring bitmap value of \(bytes.count) bytes declares \(expected) bytes")
+        }
+        guard let result = roaring_bitmap_portable_deserialize_safe(chars, bytes.count) else {
+            throw FormatError(description: "roaring bitmap value of \(bytes.count) bytes does not decode")
+        }
+        self.init(owning: result)
+    }
+
+    public init(deserializing bytes: [UInt8]) throws {
+        self = try bytes.withUnsafeBytes { (b) throws in try Bitmap(deserializing: b) }
+    }
+}
+
+extension Bitmap: Equatable {
+    public static func == (lhs: Bitmap, rhs: Bitmap) -> Bool { roaring_bitmap_equals(lhs.pointer, rhs.pointer) }
+}
+
+extension Bitmap: CustomStringConvertible {
+    public var description: String {
+        let values = count <= 16 ? toArray().map(String.init).joined(separator: ", ") : "\(count) values"
+        return "Bitmap(\(values))"
+    }
+}

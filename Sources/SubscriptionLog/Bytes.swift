@@ -1,0 +1,81 @@
+/// Appends big-endian integers and length-prefixed strings to a byte array.
+public struct ByteWriter {
+    public private(set) var bytes: [UInt8]
+    public init(capacity: Int = 128) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+    }
+
+    public mutating func u8(_ v: UInt8) { bytes.append(v) }
+    public mutating func u16(_ v: UInt16) { bytes.append(UInt8(v >> 8)); bytes.append(UInt8(v & 0xFF)) }
+    public mutating func u32(_ v: UInt32) {
+        withUnsafeBytes(of: v.bigEndian) { bytes.append(contentsOf: $0) }
+    }
+    public mutating func u64(_ v: UInt64) {
+        withUnsafeBytes(of: v.bigEndian) { bytes.append(contentsOf: $0) }
+    }
+    public mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
+    /// A string as u16 length and UTF-8 bytes (validated strings are far shorter than 64 KiB).
+    public mutating func string(_ s: String) {
+        var s = s
+        s.withUTF8 { utf8 in
+            precondition(utf8.count <= Int(UInt16.max), "string too long for the record format")
+            u16(UInt16(utf8.count))
+            bytes.append(contentsOf: utf8)
+        }
+    }
+    public mutating func raw(_ b: UnsafeRawBufferPointer) { bytes.append(contentsOf: b) }
+    public mutating func raw(_ b: [UInt8]) { bytes.append(contentsOf: b) }
+}
+
+/// Reads what `ByteWriter` wrote, with a bounds check on every read.
+public struct ByteReader {
+    public struct OutOfBounds: Error {
+        public let offset: Int
+        public let wanted: Int
+    }
+
+    public let buffer: UnsafeRawBufferPointer
+    public private(set) var offset: Int = 0
+
+    public init(_ buffer: UnsafeRawBufferPointer) { self.buffer = buffer }
+
+    public var remaining: Int { buffer.count - offset }
+
+    @inline(__always)
+    private mutating func take(_ n: Int) throws(OutOfBounds) -> Int {
+        guard n <= buffer.count - offset else { throw OutOfBounds(offset: offset, wanted: n) }
+        defer { offset += n }
+        return offset
+    }
+
+    public mutating func u8() throws(OutOfBounds) -> UInt8 { buffer[try take(1)] }
+    public mutating func u16() throws(OutOfBounds) -> UInt16 {
+        let at = try take(2)
+        return UInt16(buffer[at]) << 8 | UInt16(buffer[at + 1])
+    }
+    public mutating func u32() throws(OutOfBounds) -> UInt32 {
+        UInt32(bigEndian: buffer.loadUnaligned(fromByteOffset: try take(4), as: UInt32.self))
+    }
+    public mutating func u64() throws(OutOfBounds) -> UInt64 {
+        UInt64(bigEndian: buffer.loadUnaligned(fromByteOffset: try take(8), as: UInt64.self))
+    }
+    public mutating func i64() throws(OutOfBounds) -> Int64 { Int64(bitPattern: try u64()) }
+    public mutating func bytes(_ n: Int) throws(OutOfBounds) -> UnsafeRawBufferPointer {
+        let at = try take(n)
+        return UnsafeRawBufferPointer(rebasing: buffer[at..<at + n])
+    }
+    /// A u16-length-prefixed string; invalid UTF-8 is repaired, never trusted blindly.
+    public mutating func string() throws(OutOfBounds) -> String {
+        let n = Int(try u16())
+        return String(decoding: try bytes(n), as: UTF8.self)
+    }
+}
+
+extension UnsafeRawBufferPointer {
+    /// A big-endian integer at `offset` (bounds checked by the caller's length check).
+    @inline(__always)
+    public func loadBigEndian<T: FixedWidthInteger>(at offset: Int, as: T.Type = T.self) -> T {
+        T(bigEndian: loadUnaligned(fromByteOffset: offset, as: T.self))
+    }
+}

@@ -1,0 +1,86 @@
+/// The platform a push token belongs to.
+public enum Platform: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+    case ios = 1
+    case android = 2
+
+    /// Accepts the names the MPush SDKs send: `ios`, `android`, and `and`.
+    public init?(name: String) {
+        switch name.lowercased() {
+        case "ios": self = .ios
+        case "android", "and": self = .android
+        default: return nil
+        }
+    }
+
+    public var description: String { self == .ios ? "ios" : "android" }
+}
+
+/// A topic as named in a register command. `title` and `single` are what the
+/// client sent; nil means "not sent" (a new topic then gets the code as title
+/// and single = false; an existing topic keeps what it has).
+public struct TopicSpec: Sendable, Hashable {
+    public var code: String
+    public var title: String?
+    public var single: Bool?
+    public init(code: String, title: String? = nil, single: Bool? = nil) {
+        self.code = code
+        self.title = title
+        self.single = single
+    }
+}
+
+/// What happened, self-describing: it names the project, device_id and topic
+/// codes, never a local ordinal, so any node can fold it into its own projections.
+public enum EventBody: Sendable, Hashable {
+    /// A device_id gets a push token and platform (an upsert keyed by device_id).
+    case token(deviceID: String, token: String, platform: Platform)
+    /// Subscribe a device to topics, creating unknown topics.
+    case register(deviceID: String, topics: [TopicSpec])
+    /// Remove a device from topics; unknown codes are ignored.
+    case unregister(deviceID: String, codes: [String])
+    /// Remove a device from every topic.
+    case unregisterAll(deviceID: String)
+    /// A provider refused a token at `rejectedAt` (milliseconds since 1970, the provider's clock).
+    case tokenRejected(token: String, rejectedAt: Int64, reason: String)
+
+    public var typeName: String {
+        switch self {
+        case .token: return "token"
+        case .register: return "register"
+        case .unregister: return "unregister"
+        case .unregisterAll: return "unregister-all"
+        case .tokenRejected: return "token-rejected"
+        }
+    }
+
+    /// The device the event is about, when it names one.
+    public var deviceID: String? {
+        switch self {
+        case .token(let d, _, _), .register(let d, _), .unregister(let d, _), .unregisterAll(let d): return d
+        case .tokenRejected: return nil
+        }
+    }
+}
+
+/// One accepted command for one project.
+public struct Event: Sendable, Hashable {
+    public var project: String
+    public var body: EventBody
+    public init(project: String, body: EventBody) {
+        self.project = project
+        self.body = body
+    }
+}
+
+/// An event as stored in the log: its gap-free sequence number and the time
+/// (milliseconds since 1970, never decreasing along the log) it was appended.
+public struct LogRecord: Sendable, Hashable {
+    public var sequence: UInt64
+    public var timestamp: Int64
+    public var event: Event
+    public init(sequence: UInt64, timestamp: Int64, event: Event) {
+        self.sequence = sequence
+        self.timestamp = timestamp
+        self.event = event
+    }
+}

@@ -1,0 +1,105 @@
+import LMDB
+
+/// The log of record: key = 8-byte big-endian sequence, value = an encoded
+/// `LogRecord`. Sequences are gap-free and appended with `MDB_APPEND`;
+/// timestamps never decrease, so a time maps to a sequence by binary search.
+public struct EventLog: Sendable {
+    public static let databaseName = "log"
+    public let database: Database
+
+    public init(database: Database) { self.database = database }
+
+    public static func open(in environment: Environment, _ txn: borrowing Transaction, create: Bool) throws -> EventLog {
+        EventLog(database: try environment.openDatabase(databaseName, create: create, in: txn))
+    }
+
+    public static func key(_ sequence: UInt64) -> [UInt8] {
+        withUnsafeBytes(of: sequence.bigEndian) { Array($0) }
+    }
+
+    static func sequence(ofKey key: UnsafeRawBufferPointer) throws -> UInt64 {
+        guard key.count == 8 else {
+            throw RecordCorruption(sequence: 0, offset: 0, reason: "log key of \(key.count) bytes (expected 8)")
+        }
+        return key.loadBigEndian(at: 0, as: UInt64.self)
+    }
+
+    /// The first and last sequence in the log and the last timestamp, or nil when empty.
+    public struct Bounds: Sendable, Equatable {
+        public var first: UInt64
+        public var last: UInt64
+        public var lastTimestamp: Int64
+    }
+
+    public func bounds(_ txn: borrowing Transaction) throws -> Bounds? {
+        try txn.withCursor(database) { cursor in
+            guard let first = try cursor.first() else { return nil }
+            let firstSeq = try Self.sequence(ofKey: first.key)
+            guard let last = try cursor.last() else { return nil }
+            let lastSeq = try Self.sequence(ofKey: last.key)
+            return Bounds(first: firstSeq, last: lastSeq,
+                          lastTimestamp: try RecordCodec.timestamp(of: last.value, key: lastSeq))
+        }
+    }
+
+    /// Appends an encoded record under `sequence`, which must be above every key in the log.
+    public func append(encoded bytes: [UInt8], sequence: UInt64, _ txn: borrowing Transaction) throws {
+        try txn.put(database, Self.key(sequence), bytes, flags: .append)
+    }
+
+    public func record(at sequence: UInt64, _ txn: borrowing Transaction) throws -> LogRecord? {
+        guard let bytes = try txn.get(database, Self.key(sequence)) else { return nil }
+        return try RecordCodec.decode(bytes, key: sequence)
+    }
+
+    /// Calls `body` with the raw bytes of each record from `from` through `through`
+    /// (inclusive) in order, until it returns false. The bytes are borrowed.
+    public func forEachEncoded(from: UInt64 = 0, through: UInt64 = .max, _ txn: borrowing Transaction,
+                               _ body: (UInt64, UnsafeRawBufferPointer) throws -> Bool) throws {
+        try txn.withCursor(database) { cursor in
+            var entry = try cursor.seek(atLeast: Self.key(from))
+            while let (key, value) = entry {
+                let seq = try Self.sequence(ofKey: key)
+                if seq > through { return }
+                if try !body(seq, value) { return }
+                entry = try cursor.next()
+            }
+        }
+    }
+
+    /// Decoded records from `from` through `through`, until `body` returns false.
+    public func forEach(from: UInt64 = 0, through: UInt64 = .max, _ txn: borrowing Transaction,
+                        _ body: (LogRecord) throws -> Bool) throws {
+        try forEachEncoded(from: from, through: through, txn) { seq, bytes in
+            try body(try RecordCodec.decode(bytes, key: seq))
+        }
+    }
+
+    /// The first sequence whose timestamp is at or after `time` (ms since 1970), or nil.
+    public func firstSequence(atOrAfter time: Int64, _ txn: borrowing Transaction) throws -> UInt64? {
+        guard let b = try bounds(txn) else { return nil }
+        if b.lastTimestamp < time { return nil }
+        var lo = b.first, hi = b.last  // answer in lo...hi
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2
+            if try timestamp(at: mid, txn) >= time { hi = mid } else { lo = mid + 1 }
+        }
+        return lo
+    }
+
+    /// The last sequence whose timestamp is at or before `time`, or nil when none is.
+    public func lastSequence(atOrBefore time: Int64, _ txn: borrowing Transaction) throws -> UInt64? {
+        guard let b = try bounds(txn) else { return nil }
+        if let after = try firstSequence(atOrAfter: time + 1, txn) {
+            return after > b.first ? after - 1 : nil
+        }
+        return b.last
+    }
+
+    func timestamp(at sequence: UInt64, _ txn: borrowing Transaction) throws -> Int64 {
+        guard let bytes = try txn.get(database, Self.key(sequence)) else {
+            throw RecordCorruption(sequence: sequence, offset: 0, reason: "missing record: the log has a gap")
+        }
+        return try RecordCodec.timestamp(of: bytes, key: sequence)
+    }
+}

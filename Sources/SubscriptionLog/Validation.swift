@@ -1,0 +1,146 @@
+/// The limits every command is checked against before it reaches the log.
+/// They are stated in the README; an error names the field and the rule.
+public enum Limits {
+    public static let projectNameLength = 1...64
+    public static let deviceIDLength = 1...256          // bytes of UTF-8
+    public static let tokenLength = 1...4096            // bytes
+    public static let topicCodeLength = 1...128         // bytes
+    public static let titleLength = 0...256             // characters
+    public static let topicsPerCommand = 1...100
+    public static let reasonLength = 0...256            // characters
+    /// Provider timestamps: from 2000-01-01 to 2200-01-01, in milliseconds.
+    public static let rejectedAtRange: ClosedRange<Int64> = 946_684_800_000...7_258_118_400_000
+
+    /// Characters allowed in a topic code besides ASCII letters and digits.
+    /// Spaces, parentheses, quotes and `:` are excluded so that codes can be
+    /// written bare in audience expressions (`:` names built-in sets like `platform:ios`).
+    public static let topicCodePunctuation: Set<UInt8> = Set("._-~@/+=#".utf8)
+    /// Characters allowed in a project name besides lowercase letters and digits.
+    public static let projectNamePunctuation: Set<UInt8> = Set("_-.".utf8)
+}
+
+/// A field that broke a rule. `field` uses the API's names (`device_id`, `topics.2.code`).
+public struct ValidationError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var field: String
+    public var message: String
+    public init(field: String, message: String) {
+        self.field = field
+        self.message = message
+    }
+    public var description: String { "\(field): \(message)" }
+}
+
+/// All the rule violations of one command (never empty when thrown).
+public struct InvalidCommand: Error, Sendable, CustomStringConvertible {
+    public var errors: [ValidationError]
+    public init(_ errors: [ValidationError]) { self.errors = errors }
+    public var description: String { errors.map(\.description).joined(separator: "; ") }
+}
+
+public enum Validation {
+    public static func validate(_ event: Event) throws(InvalidCommand) {
+        var errors: [ValidationError] = []
+        check(projectName: event.project, into: &errors)
+        switch event.body {
+        case .token(let deviceID, let token, _):
+            check(deviceID: deviceID, into: &errors)
+            check(token: token, field: "token", into: &errors)
+        case .register(let deviceID, let topics):
+            check(deviceID: deviceID, into: &errors)
+            checkCount(topics.count, into: &errors)
+            for (i, topic) in topics.enumerated() {
+                check(topicCode: topic.code, field: "topics.\(i).code", into: &errors)
+                if let title = topic.title, !Limits.titleLength.contains(title.count) {
+                    errors.append(ValidationError(field: "topics.\(i).title",
+                        message: "The title may not be greater than \(Limits.titleLength.upperBound) characters."))
+                }
+            }
+        case .unregister(let deviceID, let codes):
+            check(deviceID: deviceID, into: &errors)
+            checkCount(codes.count, into: &errors)
+            for (i, code) in codes.enumerated() { check(topicCode: code, field: "topics.\(i).code", into: &errors) }
+        case .unregisterAll(let deviceID):
+            check(deviceID: deviceID, into: &errors)
+        case .tokenRejected(let token, let at, let reason):
+            check(token: token, field: "token", into: &errors)
+            if !Limits.rejectedAtRange.contains(at) {
+                errors.append(ValidationError(field: "at",
+                    message: "The at field must be a provider timestamp in milliseconds since 1970 (between years 2000 and 2200)."))
+            }
+            if !Limits.reasonLength.contains(reason.count) {
+                errors.append(ValidationError(field: "reason",
+                    message: "The reason may not be greater than \(Limits.reasonLength.upperBound) characters."))
+            }
+        }
+        if !errors.isEmpty { throw InvalidCommand(errors) }
+    }
+
+    public static func isValidTopicCode(_ code: String) -> Bool {
+        var errors: [ValidationError] = []
+        check(topicCode: code, field: "code", into: &errors)
+        return errors.isEmpty
+    }
+
+    public static func check(projectName name: String, into errors: inout [ValidationError]) {
+        let utf8 = name.utf8
+        if !Limits.projectNameLength.contains(utf8.count) {
+            errors.append(ValidationError(field: "project",
+                message: "The project name must be 1 to \(Limits.projectNameLength.upperBound) characters."))
+        } else if !utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || Limits.projectNamePunctuation.contains($0) }) {
+            errors.append(ValidationError(field: "project",
+                message: "The project name may contain only lowercase letters, digits, '_', '-' and '.'."))
+        }
+    }
+
+    static func check(deviceID: String, into errors: inout [ValidationError]) {
+        let n = deviceID.utf8.count
+        if n == 0 {
+            errors.append(ValidationError(field: "device_id", message: "The device id field is required."))
+        } else if n > Limits.deviceIDLength.upperBound {
+            errors.append(ValidationError(field: "device_id",
+                message: "The device id may not be greater than \(Limits.deviceIDLength.upperBound) bytes."))
+        } else if deviceID.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            errors.append(ValidationError(field: "device_id", message: "The device id may not contain control characters."))
+        }
+    }
+
+    static func check(token: String, field: String, into errors: inout [ValidationError]) {
+        let n = token.utf8.count
+        if n == 0 {
+            errors.append(ValidationError(field: field, message: "The token field is required."))
+        } else if n > Limits.tokenLength.upperBound {
+            errors.append(ValidationError(field: field,
+                message: "The token may not be greater than \(Limits.tokenLength.upperBound) bytes."))
+        } else if !token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) {
+            errors.append(ValidationError(field: field,
+                message: "The token may contain only printable ASCII characters without spaces."))
+        }
+    }
+
+    static func check(topicCode code: String, field: String, into errors: inout [ValidationError]) {
+        let utf8 = code.utf8
+        if utf8.isEmpty {
+            errors.append(ValidationError(field: field, message: "The topic code is required."))
+        } else if utf8.count > Limits.topicCodeLength.upperBound {
+            errors.append(ValidationError(field: field,
+                message: "The topic code may not be greater than \(Limits.topicCodeLength.upperBound) characters."))
+        } else if !utf8.allSatisfy({ isAlphanumeric($0) || Limits.topicCodePunctuation.contains($0) }) {
+            errors.append(ValidationError(field: field,
+                message: "The topic code may contain only letters, digits and . _ - ~ @ / + = #."))
+        }
+    }
+
+    static func checkCount(_ n: Int, into errors: inout [ValidationError]) {
+        if n < Limits.topicsPerCommand.lowerBound {
+            errors.append(ValidationError(field: "topics", message: "The topics field is required."))
+        } else if n > Limits.topicsPerCommand.upperBound {
+            errors.append(ValidationError(field: "topics",
+                message: "The topics may not have more than \(Limits.topicsPerCommand.upperBound) items."))
+        }
+    }
+
+    @inline(__always)
+    public static func isAlphanumeric(_ c: UInt8) -> Bool {
+        (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
+    }
+}

@@ -1,0 +1,87 @@
+import Foundation
+import SubscriptionLog
+
+/// The single writer: a dedicated thread (never the cooperative pool, since an
+/// LMDB write transaction belongs to one thread) that takes every queued
+/// command, commits them in one transaction (group commit), then acknowledges
+/// each caller.
+final class CommitWriter: @unchecked Sendable {
+    struct Pending {
+        let event: Event
+        let done: @Sendable (Result<Receipt, any Error>) -> Void
+    }
+
+    private let maxBatch: Int
+    private let condition = NSCondition()
+    private var queue: [Pending] = []
+    private var stopping = false
+    private var thread: Thread?
+    private let finished = DispatchSemaphore(value: 0)
+    /// Batch sizes committed so far (for metrics).
+    private(set) var batches = 0
+    private(set) var committed = 0
+
+    init(maxBatch: Int) { self.maxBatch = maxBatch }
+
+    func start(store: TopicStore) {
+        // The thread holds the store weakly so that dropping the store stops it.
+        let thread = Thread { [weak store, self] in
+            self.run(store: store)
+        }
+        thread.name = "topicstore-writer"
+        thread.stackSize = 8 << 20
+        self.thread = thread
+        thread.start()
+    }
+
+    func enqueue(_ event: Event, done: @escaping @Sendable (Result<Receipt, any Error>) -> Void) {
+        condition.lock()
+        if stopping {
+            condition.unlock()
+            done(.failure(StoreError.closed))
+            return
+        }
+        queue.append(Pending(event: event, done: done))
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Takes no more commands, lets the thread commit what is queued, and waits for it.
+    func stop() {
+        condition.lock()
+        let wasRunning = !stopping && thread != nil
+        stopping = true
+        condition.signal()
+        condition.unlock()
+        if wasRunning, Thread.current !== thread { finished.wait() }
+    }
+
+    private func run(store: TopicStore?) {
+        defer { finished.signal() }
+        while true {
+            condition.lock()
+            while queue.isEmpty && !stopping { condition.wait() }
+            if queue.isEmpty && stopping {
+                condition.unlock()
+                return
+            }
+            let n = min(queue.count, maxBatch)
+            let batch = Array(queue.prefix(n))
+            queue.removeFirst(n)
+            condition.unlock()
+
+            guard let store else {
+                for p in batch { p.done(.failure(StoreError.closed)) }
+                continue
+            }
+            switch store.commit(batch) {
+            case .success(let receipts):
+                batches += 1
+                committed += batch.count
+                for (p, r) in zip(batch, receipts) { p.done(.success(r)) }
+            case .failure(let error):
+                for p in batch { p.done(.failure(error)) }
+            }
+        }
+    }
+}

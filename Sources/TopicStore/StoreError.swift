@@ -1,0 +1,20 @@
+/// Why a store could not be opened or used.
+public enum StoreError: Error, Sendable, CustomStringConvertible {
+    /// The directory holds no topicstore database (and may not become one).
+    case notADatabase(path: String, reason: String)
+    /// The database was written by a newer or unknown schema.
+    case unsupportedSchema(path: String, version: UInt32)
+    /// The store was opened read-only.
+    case readOnly
+    /// The store is closing and takes no more commands.
+    case closed
+
+    public var description: String {
+        switch self {
+        case .notADatabase(let path, let reason): return "\(path) is not a topicstore database: \(reason)"
+        case .unsupportedSchema(let path, let v): return "\(path) has schema version \(v), which this topicstore does not know"
+        case .readOnly: return "the store is open read-only"
+        case .closed: return "the store is closed"
+        }
+    }
+}
