@@ -25,13 +25,14 @@ let package = Package(
         .target(name: "SubscriptionLog", dependencies: ["LMDB"]),
         .target(name: "Projections", dependencies: ["LMDB", "Roaring", "SubscriptionLog"]),
         .target(name: "TopicStore", dependencies: ["LMDB", "Roaring", "SubscriptionLog", "Projections"]),
+        .target(name: "EventJSON", dependencies: ["SubscriptionLog"]),
         .target(name: "Replay", dependencies: ["LMDB", "SubscriptionLog", "Projections", "TopicStore"]),
 
         .executableTarget(name: "topicstore",
-                          dependencies: ["TopicStore", "Replay", "SubscriptionLog", "Projections"]),
+                          dependencies: ["TopicStore", "Replay", "SubscriptionLog", "Projections", "EventJSON", "LMDB", "Roaring"]),
 
         .testTarget(name: "TopicStoreTests",
-                    dependencies: ["LMDB", "Roaring", "SubscriptionLog", "Projections", "TopicStore", "Replay"],
+                    dependencies: ["LMDB", "Roaring", "SubscriptionLog", "Projections", "TopicStore", "Replay", "EventJSON"],
                     path: "Tests/TopicStoreTests"),
     ],
     swiftLanguageModes: [.v6]

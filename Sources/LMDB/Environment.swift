@@ -118,12 +118,25 @@ public final class Environment: @unchecked Sendable {
         return result
     }
 
-    /// Opens (or with `create`, creates) a named database. Must run in a write
-    /// transaction when creating; the handle is valid for the environment's life.
-    public func openDatabase(_ name: String, create: Bool, in txn: borrowing Transaction) throws -> Database {
-        var dbi: MDB_dbi = 0
-        try check(mdb_dbi_open(txn.pointer, name, create ? UInt32(MDB_CREATE) : 0, &dbi))
-        return Database(handle: dbi, name: name)
+    /// Opens (with `create`, creates) named databases in one transaction and
+    /// commits it, so the handles stay valid for the environment's life (LMDB
+    /// closes handles opened in a transaction that is aborted). A missing
+    /// database without `create` throws `LMDBError.notFound`.
+    public func openDatabases(_ names: [String], create: Bool) throws -> [Database] {
+        let txn = try Transaction(environment: self, readOnly: !create)
+        var result: [Database] = []
+        do {
+            for name in names {
+                var dbi: MDB_dbi = 0
+                try check(mdb_dbi_open(txn.pointer, name, create ? UInt32(MDB_CREATE) : 0, &dbi))
+                result.append(Database(handle: dbi, name: name))
+            }
+        } catch {
+            txn.abort()
+            throw error
+        }
+        try txn.commit()
+        return result
     }
 }
 

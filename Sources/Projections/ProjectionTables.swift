@@ -44,15 +44,18 @@ public struct ProjectionTables: Sendable {
     static let versionKey = Array("schemaVersion".utf8)
     static let nextProjectKey = Array("nextProject".utf8)
 
-    public static func open(in environment: Environment, _ txn: borrowing Transaction, create: Bool) throws -> ProjectionTables {
-        func open(_ name: String) throws -> Database { try environment.openDatabase(name, create: create, in: txn) }
-        let tables = ProjectionTables(meta: try open("meta"), projects: try open("projects"), devices: try open("devices"),
-                                      deviceIDs: try open("device_ids"), tokens: try open("tokens"), topics: try open("topics"),
-                                      topicCodes: try open("topic_codes"), postings: try open("postings"),
-                                      deviceTopics: try open("device_topics"))
-        if create, try txn.get(tables.meta, versionKey) == nil {
-            var w = ByteWriter(); w.u32(schemaVersion)
-            try txn.put(tables.meta, versionKey, w.bytes)
+    /// Opens the tables; with `create`, creates missing ones and stamps the schema version.
+    public static func open(in environment: Environment, create: Bool) throws -> ProjectionTables {
+        let d = try environment.openDatabases(names, create: create)
+        let tables = ProjectionTables(meta: d[0], projects: d[1], devices: d[2], deviceIDs: d[3], tokens: d[4],
+                                      topics: d[5], topicCodes: d[6], postings: d[7], deviceTopics: d[8])
+        if create {
+            try environment.write { txn in
+                if try txn.get(tables.meta, versionKey) == nil {
+                    var w = ByteWriter(); w.u32(schemaVersion)
+                    try txn.put(tables.meta, versionKey, w.bytes)
+                }
+            }
         }
         return tables
     }

@@ -9,8 +9,8 @@ public struct EventLog: Sendable {
 
     public init(database: Database) { self.database = database }
 
-    public static func open(in environment: Environment, _ txn: borrowing Transaction, create: Bool) throws -> EventLog {
-        EventLog(database: try environment.openDatabase(databaseName, create: create, in: txn))
+    public static func open(in environment: Environment, create: Bool) throws -> EventLog {
+        EventLog(database: try environment.openDatabases([databaseName], create: create)[0])
     }
 
     public static func key(_ sequence: UInt64) -> [UInt8] {

@@ -61,19 +61,11 @@ public final class TopicStore: Sendable {
         }
         try env.checkReaders()
         self.environment = env
-        if options.readOnly {
-            (log, tables) = try env.read { txn in
-                do {
-                    return (try EventLog.open(in: env, txn, create: false),
-                            try ProjectionTables.open(in: env, txn, create: false))
-                } catch LMDBError.notFound {
-                    throw StoreError.notADatabase(path: directory, reason: "it has no topicstore tables")
-                }
-            }
-        } else {
-            (log, tables) = try env.write { txn in
-                (try EventLog.open(in: env, txn, create: true), try ProjectionTables.open(in: env, txn, create: true))
-            }
+        do {
+            log = try EventLog.open(in: env, create: !options.readOnly)
+            tables = try ProjectionTables.open(in: env, create: !options.readOnly)
+        } catch LMDBError.notFound {
+            throw StoreError.notADatabase(path: directory, reason: "it has no topicstore tables")
         }
         let tables = self.tables
         let version = try env.read { txn in try tables.storedSchemaVersion(txn) }

@@ -1,1 +1,55 @@
-print("topicstore")
+import Foundation
+import TopicStore
+
+/// Every subcommand, in the order `topicstore --help` lists them.
+let commands: [any Command.Type] = [
+    LoadCommand.self,
+    AudienceCommand.self,
+    TopicsCommand.self,
+    DeviceCommand.self,
+    StatsCommand.self,
+]
+
+@MainActor func mainUsage() -> String {
+    var lines = ["usage: topicstore COMMAND [options]   (topicstore COMMAND --help for more)", "", "commands:"]
+    for c in commands {
+        lines.append("  " + c.spec.name.padding(toLength: 12, withPad: " ", startingAt: 0) + c.spec.summary)
+    }
+    lines += ["", ExitCode.documentation]
+    return lines.joined(separator: "\n")
+}
+
+
+let argv = Array(CommandLine.arguments.dropFirst())
+guard let name = argv.first, name != "--help", name != "-h", name != "help" else {
+    print(mainUsage())
+    exit(argv.isEmpty ? ExitCode.usage.rawValue : ExitCode.success.rawValue)
+}
+guard let command = commands.first(where: { $0.spec.name == name }) else {
+    Console.printError("unknown command '\(name)'\n\n" + mainUsage())
+    exit(ExitCode.usage.rawValue)
+}
+let code: ExitCode
+do {
+    let arguments = try Arguments(Array(argv.dropFirst()), spec: command.spec)
+    if arguments.has("help") {
+        print(command.spec.helpText)
+        code = .success
+    } else {
+        code = try command.run(arguments)
+    }
+} catch let error as UsageError {
+    Console.printError(error.description)
+    code = .usage
+} catch let error as StoreError {
+    Console.printError(error.description)
+    switch error {
+    case .notADatabase, .unsupportedSchema: code = .notADatabase
+    default: code = .failure
+    }
+} catch {
+    Console.printError("\(error)")
+    code = .failure
+}
+fflush(nil)
+exit(code.rawValue)

@@ -1,0 +1,196 @@
+import Foundation
+import SubscriptionLog
+
+/// The JSON form of commands and log records: what `topicstore load` reads,
+/// what `topicstore export` writes, and what the HTTP edge decodes.
+///
+/// ```
+/// {"project":"demo","type":"token","device_id":"D1","token":"…","platform":"ios"}
+/// {"project":"demo","type":"register","device_id":"D1","topics":[{"code":"news","title":"News","single":false}]}
+/// {"project":"demo","type":"unregister","device_id":"D1","topics":["news"]}
+/// {"project":"demo","type":"unregister-all","device_id":"D1"}
+/// {"project":"demo","type":"token-rejected","token":"…","at":1764100807728,"reason":"Unregistered"}
+/// ```
+/// Exported records add `"seq"` and `"ts"` (ms since 1970).
+public enum EventJSON {
+    /// Decodes one command object. Every problem is reported with the field it is in.
+    public static func event(from object: [String: Any], defaultProject: String? = nil) throws(InvalidCommand) -> Event {
+        var errors: [ValidationError] = []
+        let project = string(object, "project", required: defaultProject == nil, into: &errors) ?? defaultProject ?? ""
+        let type = string(object, "type", required: true, into: &errors) ?? ""
+        var body: EventBody?
+        switch type {
+        case "token":
+            let deviceID = string(object, "device_id", required: true, into: &errors)
+            let token = string(object, "token", required: true, into: &errors)
+            let platformName = string(object, "platform", required: true, into: &errors)
+            var platform: Platform?
+            if let name = platformName {
+                platform = Platform(name: name)
+                if platform == nil {
+                    errors.append(ValidationError(field: "platform", message: "The selected platform is invalid (ios or android)."))
+                }
+            }
+            if let deviceID, let token, let platform { body = .token(deviceID: deviceID, token: token, platform: platform) }
+        case "register":
+            let deviceID = string(object, "device_id", required: true, into: &errors)
+            let topics = topicSpecs(object["topics"], into: &errors)
+            if let deviceID, let topics { body = .register(deviceID: deviceID, topics: topics) }
+        case "unregister":
+            let deviceID = string(object, "device_id", required: true, into: &errors)
+            let topics = topicSpecs(object["topics"], into: &errors)
+            if let deviceID, let topics { body = .unregister(deviceID: deviceID, codes: topics.map(\.code)) }
+        case "unregister-all":
+            if let deviceID = string(object, "device_id", required: true, into: &errors) { body = .unregisterAll(deviceID: deviceID) }
+        case "token-rejected":
+            let token = string(object, "token", required: true, into: &errors)
+            let at = int64(object["at"])
+            if at == nil { errors.append(ValidationError(field: "at", message: "The at field is required (ms since 1970).")) }
+            let reason = string(object, "reason", required: false, into: &errors) ?? ""
+            if let token, let at { body = .tokenRejected(token: token, rejectedAt: at, reason: reason) }
+        case "":
+            break
+        default:
+            errors.append(ValidationError(field: "type",
+                message: "The selected type is invalid (token, register, unregister, unregister-all, token-rejected)."))
+        }
+        guard errors.isEmpty, let body else { throw InvalidCommand(errors) }
+        let event = Event(project: project, body: body)
+        try Validation.validate(event)
+        return event
+    }
+
+    /// Decodes one JSON text line into a command.
+    public static func event(fromLine line: some StringProtocol, defaultProject: String? = nil) throws(InvalidCommand) -> Event {
+        let object: Any
+        do {
+            object = try JSONSerialization.jsonObject(with: Data(line.utf8), options: [.fragmentsAllowed])
+        } catch {
+            throw InvalidCommand([ValidationError(field: "line", message: "The line is not valid JSON.")])
+        }
+        guard let dict = object as? [String: Any] else {
+            throw InvalidCommand([ValidationError(field: "line", message: "The line must be a JSON object.")])
+        }
+        return try event(from: dict, defaultProject: defaultProject)
+    }
+
+    /// `topics` as the SDKs send it: an array of objects `{code, title?, single?}`
+    /// or of plain codes, or a string that contains such a JSON array.
+    public static func topicSpecs(_ value: Any?, into errors: inout [ValidationError]) -> [TopicSpec]? {
+        var value = value
+        if let text = value as? String {
+            guard let parsed = try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed]) else {
+                errors.append(ValidationError(field: "topics", message: "The topics must be an array."))
+                return nil
+            }
+            value = parsed
+        }
+        guard let value else {
+            errors.append(ValidationError(field: "topics", message: "The topics field is required."))
+            return nil
+        }
+        guard let array = value as? [Any] else {
+            errors.append(ValidationError(field: "topics", message: "The topics must be an array."))
+            return nil
+        }
+        var specs: [TopicSpec] = []
+        let before = errors.count
+        for (i, item) in array.enumerated() {
+            if let code = item as? String {
+                specs.append(TopicSpec(code: code))
+            } else if let object = item as? [String: Any] {
+                guard let code = object["code"] as? String else {
+                    errors.append(ValidationError(field: "topics.\(i).code", message: "The topic code is required."))
+                    continue
+                }
+                var title: String? = nil
+                if let t = object["title"], !(t is NSNull) {
+                    if let t = t as? String { title = t } else {
+                        errors.append(ValidationError(field: "topics.\(i).title", message: "The title must be a string."))
+                    }
+                }
+                var single: Bool? = nil
+                if let s = object["single"], !(s is NSNull) {
+                    single = lenientBool(s)
+                    if single == nil {
+                        errors.append(ValidationError(field: "topics.\(i).single", message: "The single field must be true or false."))
+                    }
+                }
+                specs.append(TopicSpec(code: code, title: title, single: single))
+            } else {
+                errors.append(ValidationError(field: "topics.\(i)", message: "A topic must be a code or an object with a code."))
+            }
+        }
+        return errors.count == before ? specs : nil
+    }
+
+    /// true/false, 1/0 and "true"/"false"/"1"/"0", as SDKs send them.
+    public static func lenientBool(_ value: Any) -> Bool? {
+        if let n = value as? NSNumber {
+            // NSNumber bridges JSON true/false and integers alike.
+            if isBoolean(n) { return n.boolValue }
+            switch n.int64Value { case 0: return false; case 1: return true; default: return nil }
+        }
+        if let s = value as? String {
+            switch s.lowercased() {
+            case "true", "1": return true
+            case "false", "0": return false
+            default: return nil
+            }
+        }
+        return nil
+    }
+
+    /// JSON true/false decode as a boolean NSNumber (objCType "c"), integers do not.
+    public static func isBoolean(_ n: NSNumber) -> Bool {
+        String(cString: n.objCType) == "c"
+    }
+
+    static func string(_ object: [String: Any], _ key: String, required: Bool, into errors: inout [ValidationError]) -> String? {
+        guard let value = object[key], !(value is NSNull) else {
+            if required { errors.append(ValidationError(field: key, message: "The \(key.replacingOccurrences(of: "_", with: " ")) field is required.")) }
+            return nil
+        }
+        if let s = value as? String { return s }
+        errors.append(ValidationError(field: key, message: "The \(key.replacingOccurrences(of: "_", with: " ")) must be a string."))
+        return nil
+    }
+
+    static func int64(_ value: Any?) -> Int64? {
+        if let n = value as? NSNumber, !isBoolean(n) {
+            let d = n.doubleValue
+            guard d == d.rounded(), abs(d) < 9e15 else { return nil }
+            return n.int64Value
+        }
+        if let s = value as? String { return Int64(s) }
+        return nil
+    }
+
+    // MARK: Encoding
+
+    /// One log record as a JSON line (no newline), in the schema `event(from:)` reads, plus `seq` and `ts`.
+    public static func line(_ record: LogRecord) -> String {
+        var parts: [String] = ["\"seq\":\(record.sequence)", "\"ts\":\(record.timestamp)",
+                               "\"project\":\(JSONText.quoted(record.event.project))",
+                               "\"type\":\(JSONText.quoted(record.event.body.typeName))"]
+        switch record.event.body {
+        case .token(let d, let t, let p):
+            parts += ["\"device_id\":\(JSONText.quoted(d))", "\"token\":\(JSONText.quoted(t))", "\"platform\":\"\(p)\""]
+        case .register(let d, let topics):
+            let items = topics.map { t -> String in
+                var fields = ["\"code\":\(JSONText.quoted(t.code))"]
+                if let title = t.title { fields.append("\"title\":\(JSONText.quoted(title))") }
+                if let single = t.single { fields.append("\"single\":\(single)") }
+                return "{" + fields.joined(separator: ",") + "}"
+            }
+            parts += ["\"device_id\":\(JSONText.quoted(d))", "\"topics\":[\(items.joined(separator: ","))]"]
+        case .unregister(let d, let codes):
+            parts += ["\"device_id\":\(JSONText.quoted(d))", "\"topics\":[\(codes.map(JSONText.quoted).joined(separator: ","))]"]
+        case .unregisterAll(let d):
+            parts.append("\"device_id\":\(JSONText.quoted(d))")
+        case .tokenRejected(let t, let at, let reason):
+            parts += ["\"token\":\(JSONText.quoted(t))", "\"at\":\(at)", "\"reason\":\(JSONText.quoted(reason))"]
+        }
+        return "{" + parts.joined(separator: ",") + "}"
+    }
+}

@@ -1,0 +1,50 @@
+import LMDB
+import Projections
+import SubscriptionLog
+
+/// The store at a glance, from one snapshot.
+public struct StoreStatistics: Sendable {
+    public struct ProjectSummary: Sendable {
+        public var name: String
+        public var devices: Int
+        public var topics: Int
+        public var liveTokens: Int
+    }
+    public struct TableSummary: Sendable {
+        public var name: String
+        public var entries: Int
+        public var bytes: Int
+    }
+    public var firstSequence: UInt64?
+    public var lastSequence: UInt64
+    public var lastTimestamp: Int64?
+    public var appliedSequence: UInt64
+    public var projects: [ProjectSummary]
+    public var tables: [TableSummary]
+    public var usedBytes: Int
+    public var mapSize: Int
+}
+
+extension TopicStore {
+    public func statistics() throws -> StoreStatistics {
+        let reader = self.reader
+        let info = environment.info()
+        return try read { txn in
+            let bounds = try log.bounds(txn)
+            var projects: [StoreStatistics.ProjectSummary] = []
+            for (name, record) in try reader.projects(txn) {
+                let known = try reader.knownDevices(record.id, txn).count
+                let live = try reader.liveDevices(record.id, .ios, txn).count + reader.liveDevices(record.id, .android, txn).count
+                projects.append(.init(name: name, devices: known, topics: try reader.topics(record.id, txn).count, liveTokens: live))
+            }
+            var tables: [StoreStatistics.TableSummary] = []
+            for db in [log.database] + self.tables.all {
+                let s = try txn.statistics(db)
+                tables.append(.init(name: db.name, entries: s.entries, bytes: s.bytes))
+            }
+            return StoreStatistics(firstSequence: bounds?.first, lastSequence: bounds?.last ?? 0,
+                                   lastTimestamp: bounds?.lastTimestamp, appliedSequence: try self.tables.appliedSequence(txn),
+                                   projects: projects, tables: tables, usedBytes: info.usedBytes, mapSize: info.mapSize)
+        }
+    }
+}

@@ -1,0 +1,47 @@
+import Foundation
+
+/// Buffered writes to standard output (token streams print millions of lines).
+final class OutputBuffer {
+    private var buffer: [UInt8] = []
+    private let fd: Int32
+    init(fd: Int32 = 1) {
+        self.fd = fd
+        buffer.reserveCapacity(1 << 16)
+    }
+    deinit { flush() }
+
+    func write(_ s: String) { buffer.append(contentsOf: s.utf8); if buffer.count >= 1 << 16 { flush() } }
+    func write(bytes: [UInt8]) { buffer.append(contentsOf: bytes); if buffer.count >= 1 << 16 { flush() } }
+    func append(_ body: (inout [UInt8]) -> Void) { body(&buffer); if buffer.count >= 1 << 16 { flush() } }
+
+    func flush() {
+        var offset = 0
+        while offset < buffer.count {
+            let n = buffer.withUnsafeBytes { Foundation.write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if n <= 0 { if errno == EINTR { continue }; break }
+            offset += n
+        }
+        buffer.removeAll(keepingCapacity: true)
+    }
+}
+
+enum Console {
+    static func printError(_ message: String) {
+        FileHandle.standardError.write(Data(("topicstore: " + message + "\n").utf8))
+    }
+
+    /// A JSON object (sorted keys) on one line.
+    static func printJSON(_ object: Any) {
+        print(jsonString(object))
+    }
+
+    static func jsonString(_ object: Any, pretty: Bool = false) -> String {
+        var options: JSONSerialization.WritingOptions = [.sortedKeys, .withoutEscapingSlashes]
+        if pretty { options.insert(.prettyPrinted) }
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: options) else { return "{}" }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// Whether standard error is a terminal (progress is shown only there).
+    static var stderrIsTTY: Bool { isatty(2) == 1 }
+}

@@ -1,0 +1,48 @@
+import Projections
+import TopicStore
+
+/// `topicstore device`: one device with its token, platform, state and topics.
+enum DeviceCommand: Command {
+    static let spec = CommandSpec(
+        name: "device",
+        summary: "show one device: token, platform, state and topics",
+        usage: "device [--data DIR] --project P [--json] DEVICE_ID",
+        options: [.init(name: "project", value: "P", help: "the project")])
+
+    static func run(_ arguments: Arguments) throws -> ExitCode {
+        guard let project = arguments.value("project") else { throw UsageError(description: "--project is required") }
+        guard arguments.positionals.count == 1 else { throw UsageError(description: "name one DEVICE_ID") }
+        let deviceID = arguments.positionals[0]
+        var options = TopicStore.Options()
+        options.readOnly = true
+        let store = try TopicStore(directory: arguments.dataDirectory, options: options)
+        let reader = store.reader
+        let (asOf, info) = try store.read { txn -> (UInt64, DeviceInfo?) in
+            let asOf = try store.tables.appliedSequence(txn)
+            guard let p = try reader.project(named: project, txn) else { return (asOf, nil) }
+            return (asOf, try reader.device(p.id, deviceID: deviceID, txn))
+        }
+        guard let info else {
+            if arguments.json { Console.printJSON(["error": "device not found", "device_id": deviceID, "project": project]) }
+            else { Console.printError("no device '\(deviceID)' in project \(project)") }
+            return .failure
+        }
+        let r = info.record
+        if arguments.json {
+            var object: [String: Any] = ["project": project, "device_id": r.deviceID, "state": r.state.rawValue,
+                                         "topics": info.topics, "asOfSeq": asOf]
+            object["token"] = r.token ?? NSNullValue.null
+            object["platform"] = r.platform.map { "\($0)" } ?? NSNullValue.null
+            if let at = r.rejectedAt { object["rejectedAt"] = at }
+            Console.printJSON(object)
+        } else {
+            print("device \(r.deviceID) in \(project) as of seq \(asOf)")
+            print("  state:    \(r.state.rawValue)")
+            print("  platform: \(r.platform.map { "\($0)" } ?? "-")")
+            print("  token:    \(r.token ?? "-")")
+            if let at = r.rejectedAt { print("  rejected at: \(at) (provider time, ms)") }
+            print("  topics:   \(info.topics.isEmpty ? "-" : info.topics.joined(separator: ", "))")
+        }
+        return .success
+    }
+}

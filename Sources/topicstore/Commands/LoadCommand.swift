@@ -1,0 +1,102 @@
+import EventJSON
+import Foundation
+import SubscriptionLog
+import TopicStore
+
+/// `topicstore load`: bulk-applies commands given as JSON Lines.
+enum LoadCommand: Command {
+    static let spec = CommandSpec(
+        name: "load",
+        summary: "apply commands given as JSON Lines (a file, or - for standard input)",
+        usage: "load [--data DIR] [--stop-on-error] [--no-sync] [--batch N] FILE|-",
+        options: [
+            .init(name: "stop-on-error", value: nil, help: "stop at the first bad line (default: report it, skip it, go on)"),
+            .init(name: "no-sync", value: nil, help: "do not fsync each commit (faster; a machine crash may lose the tail)"),
+            .init(name: "batch", value: "N", help: "commands per commit (default 4096)"),
+            .init(name: "project", value: "NAME", help: "project for lines that name none"),
+        ],
+        details: """
+        One command per line:
+          {"project":"demo","type":"token","device_id":"D1","token":"…","platform":"ios"}
+          {"project":"demo","type":"register","device_id":"D1","topics":[{"code":"news","title":"News","single":false}]}
+          {"project":"demo","type":"unregister","device_id":"D1","topics":["news"]}
+          {"project":"demo","type":"unregister-all","device_id":"D1"}
+          {"project":"demo","type":"token-rejected","token":"…","at":1764100807728}
+        A bad line is reported on standard error with its line number and never half-applied.
+        Lines from `topicstore export` load as they are (seq and ts are ignored).
+        """)
+
+    static func run(_ arguments: Arguments) throws -> ExitCode {
+        guard arguments.positionals.count == 1 else { throw UsageError(description: "load takes one FILE (or - for standard input)") }
+        let batchSize = try arguments.integer("batch") ?? 4096
+        guard batchSize > 0 else { throw UsageError(description: "--batch must be positive") }
+        let reader = try LineReader(path: arguments.positionals[0])
+        var options = TopicStore.Options()
+        if arguments.has("no-sync") { options.durability = .noSync }
+        options.maxBatch = batchSize
+        let store = try TopicStore(directory: arguments.dataDirectory, options: options)
+        defer { store.close() }
+
+        let stopOnError = arguments.has("stop-on-error")
+        let started = Date()
+        var lineNumber = 0
+        var applied = 0, invalid = 0, failed = 0
+        var firstSeq: UInt64?, lastSeq: UInt64?
+        var stopped = false
+        var batch: [Event] = []
+        var batchLines: [Int] = []
+
+        func flush() {
+            guard !batch.isEmpty else { return }
+            for (i, result) in store.submitAndWait(batch).enumerated() {
+                switch result {
+                case .success(let receipt):
+                    applied += 1
+                    if firstSeq == nil { firstSeq = receipt.sequence }
+                    lastSeq = receipt.sequence
+                case .failure(let error):
+                    failed += 1
+                    Console.printError("line \(batchLines[i]): not applied: \(error)")
+                }
+            }
+            batch.removeAll(keepingCapacity: true)
+            batchLines.removeAll(keepingCapacity: true)
+        }
+
+        while let line = reader.next() {
+            lineNumber += 1
+            if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
+            do {
+                let text = String(decoding: line, as: UTF8.self)
+                batch.append(try EventJSON.event(fromLine: text, defaultProject: arguments.value("project")))
+                batchLines.append(lineNumber)
+            } catch {
+                invalid += 1
+                Console.printError("line \(lineNumber): \(error.description)")
+                if stopOnError { stopped = true; break }
+                continue
+            }
+            if batch.count >= batchSize { flush() }
+        }
+        flush()
+
+        let seconds = Date().timeIntervalSince(started)
+        if arguments.json {
+            var report: [String: Any] = ["applied": applied, "invalid": invalid, "failed": failed,
+                                         "lines": lineNumber, "stopped": stopped, "seconds": seconds]
+            if let firstSeq { report["firstSeq"] = firstSeq }
+            if let lastSeq { report["lastSeq"] = lastSeq }
+            Console.printJSON(report)
+        } else {
+            let rate = seconds > 0 ? Int(Double(applied) / seconds) : applied
+            var text = "applied \(applied) commands"
+            if let firstSeq, let lastSeq { text += " (seq \(firstSeq)…\(lastSeq))" }
+            text += " in \(String(format: "%.2f", seconds)) s, \(rate)/s"
+            if invalid > 0 { text += "; \(invalid) invalid line(s) \(stopped ? "— stopped at the first" : "skipped")" }
+            if failed > 0 { text += "; \(failed) not applied" }
+            print(text)
+        }
+        if failed > 0 { return .failure }
+        return invalid > 0 ? .invalidInput : .success
+    }
+}

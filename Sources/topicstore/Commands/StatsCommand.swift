@@ -1,0 +1,42 @@
+import Foundation
+import LMDB
+import TopicStore
+
+/// `topicstore stats`: the log, the projections and the file at a glance.
+enum StatsCommand: Command {
+    static let spec = CommandSpec(
+        name: "stats",
+        summary: "show the log range, projects, table sizes and file size",
+        usage: "stats [--data DIR] [--json]",
+        options: [])
+
+    static func run(_ arguments: Arguments) throws -> ExitCode {
+        var options = TopicStore.Options()
+        options.readOnly = true
+        let store = try TopicStore(directory: arguments.dataDirectory, options: options)
+        let stats = try store.statistics()
+        let fileBytes = (try? FileManager.default.attributesOfItem(atPath: store.directory + "/data.mdb")[.size] as? Int) ?? 0
+        if arguments.json {
+            Console.printJSON([
+                "firstSeq": stats.firstSequence as Any? ?? NSNullValue.null,
+                "lastSeq": stats.lastSequence, "appliedSeq": stats.appliedSequence,
+                "lastTimestamp": stats.lastTimestamp as Any? ?? NSNullValue.null,
+                "fileBytes": fileBytes, "usedBytes": stats.usedBytes, "mapBytes": stats.mapSize,
+                "projects": stats.projects.map { ["name": $0.name, "devices": $0.devices, "topics": $0.topics,
+                                                  "liveTokens": $0.liveTokens] },
+                "tables": Dictionary(uniqueKeysWithValues: stats.tables.map { ($0.name, ["entries": $0.entries, "bytes": $0.bytes]) }),
+            ])
+        } else {
+            print("log: seq \(stats.firstSequence.map(String.init) ?? "-")…\(stats.lastSequence), projections at seq \(stats.appliedSequence)")
+            print("file: \(fileBytes) bytes (\(stats.usedBytes) in use, map \(stats.mapSize))")
+            for p in stats.projects {
+                print("project \(p.name): \(p.devices) devices, \(p.liveTokens) live tokens, \(p.topics) topics")
+            }
+            for t in stats.tables { print("  table \(t.name): \(t.entries) entries, \(t.bytes) bytes") }
+        }
+        return .success
+    }
+}
+
+/// JSONSerialization's null.
+enum NSNullValue { static let null = NSNull() }

@@ -1,0 +1,36 @@
+import Projections
+import TopicStore
+
+/// `topicstore topics`: a project's topics with subscriber counts.
+enum TopicsCommand: Command {
+    static let spec = CommandSpec(
+        name: "topics",
+        summary: "list a project's topics with their subscriber counts",
+        usage: "topics [--data DIR] --project P [--json]",
+        options: [.init(name: "project", value: "P", help: "the project")])
+
+    static func run(_ arguments: Arguments) throws -> ExitCode {
+        guard let project = arguments.value("project") else { throw UsageError(description: "--project is required") }
+        var options = TopicStore.Options()
+        options.readOnly = true
+        let store = try TopicStore(directory: arguments.dataDirectory, options: options)
+        let reader = store.reader
+        let (asOf, topics) = try store.read { txn -> (UInt64, [TopicInfo]) in
+            let asOf = try store.tables.appliedSequence(txn)
+            guard let p = try reader.project(named: project, txn) else { return (asOf, []) }
+            return (asOf, try reader.topics(p.id, txn))
+        }
+        let sorted = topics.sorted { $0.record.code < $1.record.code }
+        if arguments.json {
+            Console.printJSON(["project": project, "asOfSeq": asOf, "topics": sorted.map { t -> [String: Any] in
+                ["code": t.record.code, "title": t.record.title, "single": t.record.single, "subscribers": t.record.subscribers]
+            }])
+        } else {
+            print("\(sorted.count) topics in \(project) as of seq \(asOf)")
+            for t in sorted {
+                print("  \(t.record.code)  \(t.record.subscribers) subscribers  \"\(t.record.title)\"\(t.record.single ? "  single" : "")")
+            }
+        }
+        return .success
+    }
+}
