@@ -1,0 +1,112 @@
+import Foundation
+import LMDB
+import Projections
+import Roaring
+import SubscriptionLog
+import TopicStore
+
+/// A fresh directory under the system temp dir, removed when the value is released.
+final class TemporaryDirectory: @unchecked Sendable {
+    let path: String
+    init(_ label: String = "topicstore") {
+        path = NSTemporaryDirectory() + "\(label)-\(UUID().uuidString)"
+        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+    func sub(_ name: String) -> String { path + "/" + name }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// Deterministic pseudo-random numbers (SplitMix64) so failures reproduce.
+struct SeededRandom: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// Where the package's executables were built (beside the test bundle).
+enum BuiltProducts {
+    static var directory: URL {
+        URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+    }
+    static func executable(_ name: String) -> String {
+        var dir = directory
+        // The runner may be inside the .xctest bundle on some layouts.
+        for _ in 0..<3 {
+            let candidate = dir.appendingPathComponent(name).path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            dir = dir.deletingLastPathComponent()
+        }
+        return directory.appendingPathComponent(name).path
+    }
+}
+
+/// Every projection table as key → value bytes, with postings decoded to their
+/// ordinals (container encodings may legitimately differ between two folds).
+struct ProjectionDump: Equatable, CustomStringConvertible {
+    var tables: [String: [[UInt8]: [UInt8]]]
+
+    static func of(_ store: TopicStore) throws -> ProjectionDump {
+        let tables = store.tables
+        return try store.read { txn in try of(tables, txn) }
+    }
+
+    static func of(_ tables: ProjectionTables, _ txn: borrowing Transaction) throws -> ProjectionDump {
+        var result: [String: [[UInt8]: [UInt8]]] = [:]
+        for db in tables.all {
+            var entries: [[UInt8]: [UInt8]] = [:]
+            try txn.withCursor(db) { cursor in
+                var entry = try cursor.first()
+                while let (k, v) = entry {
+                    if db.name == "postings" {
+                        let bitmap = try Bitmap(deserializing: v)
+                        entries[Array(k)] = bitmap.toArray().flatMap { withUnsafeBytes(of: $0.bigEndian, Array.init) }
+                    } else {
+                        entries[Array(k)] = Array(v)
+                    }
+                    entry = try cursor.next()
+                }
+            }
+            result[db.name] = entries
+        }
+        return ProjectionDump(tables: result)
+    }
+
+    var description: String {
+        tables.keys.sorted().map { "\($0): \(tables[$0]!.count) entries" }.joined(separator: ", ")
+    }
+
+    /// The first few differences, for failure messages.
+    func differences(from other: ProjectionDump) -> [String] {
+        var out: [String] = []
+        for name in Set(tables.keys).union(other.tables.keys).sorted() {
+            let a = tables[name] ?? [:], b = other.tables[name] ?? [:]
+            for key in Set(a.keys).union(b.keys) where a[key] != b[key] {
+                out.append("\(name) key \(key): \(a[key].map { "\($0)" } ?? "missing") vs \(b[key].map { "\($0)" } ?? "missing")")
+                if out.count >= 10 { return out }
+            }
+        }
+        return out
+    }
+}
+
+/// Folds the log of `store` into fresh projections in `directory` and dumps them.
+func foldLog(of store: TopicStore, into directory: String) throws -> ProjectionDump {
+    let target = try TopicStore(directory: directory)
+    defer { target.close() }
+    let log = store.log
+    var records: [LogRecord] = []
+    try store.read { txn in try log.forEach(txn) { records.append($0); return true } }
+    let writer = ProjectionWriter(tables: target.tables)
+    try target.environment.write { txn in
+        try writer.begin(txn)
+        for r in records { try Fold.apply(r, to: writer, txn) }
+        try writer.flush(txn)
+    }
+    return try ProjectionDump.of(target)
+}
