@@ -16,6 +16,10 @@ let package = Package(
                        providers: [.apt(["libroaring-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", path: "Sources/CMicroHTTPD",
                        providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(name: "CCrypto", path: "Sources/CCrypto",
+                       providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite",
+                       providers: [.apt(["libsqlite3-dev"])]),
 
         // Thin typed wrappers.
         .target(name: "LMDB", dependencies: ["CLMDB"]),
@@ -27,12 +31,21 @@ let package = Package(
         .target(name: "TopicStore", dependencies: ["LMDB", "Roaring", "SubscriptionLog", "Projections"]),
         .target(name: "EventJSON", dependencies: ["SubscriptionLog"]),
         .target(name: "Replay", dependencies: ["LMDB", "SubscriptionLog", "Projections", "TopicStore"]),
+        // The HTTP edge: libmicrohttpd wrapper, projects and keys, MPush routes.
+        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"]),
+        .target(name: "AccessControl", dependencies: ["LMDB", "SubscriptionLog", "TopicStore", "CCrypto"]),
+        .target(name: "MPushAPI", dependencies: ["HTTPServer", "AccessControl", "TopicStore", "Projections", "SubscriptionLog", "EventJSON", "LMDB"]),
+        // `topicstore bench`: workload generator, SQLite competitor, raw LMDB limit, report.
+        .target(name: "Benchmarks", dependencies: ["LMDB", "SubscriptionLog", "Projections", "TopicStore", "CSQLite"]),
 
         .executableTarget(name: "topicstore",
-                          dependencies: ["TopicStore", "Replay", "SubscriptionLog", "Projections", "EventJSON", "LMDB", "Roaring"]),
+                          dependencies: ["TopicStore", "Replay", "SubscriptionLog", "Projections", "EventJSON", "LMDB", "Roaring", "Benchmarks", "HTTPServer", "AccessControl", "MPushAPI"]),
+
+        // Test helper: concurrent writers that print each durable acknowledgement (crash tests).
+        .executableTarget(name: "topicstore-stress", dependencies: ["TopicStore", "SubscriptionLog"]),
 
         .testTarget(name: "TopicStoreTests",
-                    dependencies: ["LMDB", "Roaring", "SubscriptionLog", "Projections", "TopicStore", "Replay", "EventJSON"],
+                    dependencies: ["LMDB", "Roaring", "SubscriptionLog", "Projections", "TopicStore", "Replay", "EventJSON", "Benchmarks", "HTTPServer", "AccessControl", "MPushAPI"],
                     path: "Tests/TopicStoreTests"),
     ],
     swiftLanguageModes: [.v6]
