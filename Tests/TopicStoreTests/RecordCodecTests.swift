@@ -1,0 +1,46 @@
+import SubscriptionLog
+import Testing
+
+@Suite struct RecordCodecTests {
+    static let events: [EventBody] = [
+        .token(deviceID: "D1", token: String(repeating: "f", count: 64), platform: .ios),
+        .token(deviceID: "dév-ü", token: "fcm:" + String(repeating: "x", count: 150), platform: .android),
+        .register(deviceID: "D1", topics: [TopicSpec(code: "all"), TopicSpec(code: "user.1", title: "User 1", single: true),
+                                           TopicSpec(code: "news", title: "Néws", single: false)]),
+        .unregister(deviceID: "D1", codes: ["news", "nope"]),
+        .unregisterAll(deviceID: "D1"),
+        .tokenRejected(token: "abc", rejectedAt: 1_764_100_807_728, reason: "Unregistered"),
+    ]
+
+    @Test(arguments: events)
+    func roundTrip(body: EventBody) throws {
+        let record = LogRecord(sequence: 42, timestamp: 1_764_100_000_000, event: Event(project: "demo", body: body))
+        let bytes = RecordCodec.encode(record)
+        let decoded = try bytes.withUnsafeBytes { try RecordCodec.decode($0, key: 42) }
+        #expect(decoded == record)
+    }
+
+    @Test func everyFlippedByteIsDetectedAndLocated() throws {
+        let record = LogRecord(sequence: 7, timestamp: 1_764_100_000_000,
+                               event: Event(project: "demo", body: Self.events[2]))
+        let bytes = RecordCodec.encode(record)
+        for i in 0..<bytes.count {
+            var corrupt = bytes
+            corrupt[i] ^= 0x40
+            do {
+                _ = try corrupt.withUnsafeBytes { try RecordCodec.decode($0, key: 7) }
+                Issue.record("flipped byte \(i) went unnoticed")
+            } catch let e as RecordCorruption {
+                #expect(e.sequence == 7)
+            }
+        }
+        // Truncation and a record stored under the wrong key.
+        #expect(throws: RecordCorruption.self) { try Array(bytes.dropLast(5)).withUnsafeBytes { try RecordCodec.decode($0, key: 7) } }
+        #expect(throws: RecordCorruption.self) { try bytes.withUnsafeBytes { try RecordCodec.decode($0, key: 8) } }
+    }
+
+    @Test func crc32cMatchesTheStandardCheckValue() {
+        #expect(CRC32C.checksum(Array("123456789".utf8)) == 0xE306_9283)
+        #expect(CRC32C.checksum([]) == 0)
+    }
+}
