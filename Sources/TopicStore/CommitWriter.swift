@@ -23,11 +23,12 @@ final class CommitWriter: @unchecked Sendable {
 
     init(maxBatch: Int) { self.maxBatch = maxBatch }
 
+    /// The store this writer commits to; weak, so that releasing the store stops the writer.
+    private weak var store: TopicStore?
+
     func start(store: TopicStore) {
-        // The thread holds the store weakly so that dropping the store stops it.
-        let thread = Thread { [weak store, self] in
-            self.run(store: store)
-        }
+        self.store = store
+        let thread = Thread { [self] in self.run() }
         thread.name = "topicstore-writer"
         thread.stackSize = 8 << 20
         self.thread = thread
@@ -56,7 +57,7 @@ final class CommitWriter: @unchecked Sendable {
         if wasRunning, Thread.current !== thread { finished.wait() }
     }
 
-    private func run(store: TopicStore?) {
+    private func run() {
         defer { finished.signal() }
         while true {
             condition.lock()
@@ -70,11 +71,12 @@ final class CommitWriter: @unchecked Sendable {
             queue.removeFirst(n)
             condition.unlock()
 
-            guard let store else {
+            guard let store = self.store else {
                 for p in batch { p.done(.failure(StoreError.closed)) }
                 continue
             }
-            switch store.commit(batch) {
+            let result = store.commit(batch)
+            switch result {
             case .success(let receipts):
                 batches += 1
                 committed += batch.count

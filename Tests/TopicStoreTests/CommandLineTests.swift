@@ -1,0 +1,109 @@
+import Foundation
+import Testing
+
+/// The `topicstore` executable as an operator uses it: real processes, real files.
+@Suite struct CommandLineTests {
+    struct Run {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    @discardableResult
+    func topicstore(_ arguments: [String], stdin: String? = nil) throws -> Run {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: BuiltProducts.executable("topicstore"))
+        process.arguments = arguments
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        let input = Pipe()
+        process.standardInput = input
+        try process.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try input.fileHandleForWriting.close()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Run(status: process.terminationStatus, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
+    }
+
+    func json(_ text: String) -> [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
+    }
+
+    static let commands = """
+    {"project":"demo","type":"token","device_id":"D1","token":"aaaa1111","platform":"ios"}
+    {"project":"demo","type":"token","device_id":"D2","token":"bbbb2222","platform":"and"}
+    {"project":"demo","type":"register","device_id":"D1","topics":[{"code":"news","title":"News","single":false},"all","user.1"]}
+    {"project":"demo","type":"register","device_id":"D2","topics":["news","all"]}
+    {"project":"demo","type":"bogus"}
+    {"project":"demo","type":"register","device_id":"D3","topics":["all"]}
+    """
+
+    @Test func loadReportsBadLinesAndAppliesTheRest() throws {
+        let dir = TemporaryDirectory()
+        let load = try topicstore(["load", "--data", dir.path, "--json", "-"], stdin: Self.commands)
+        #expect(load.status == 5)
+        #expect(load.stderr.contains("line 5: type:"))
+        let report = json(load.stdout)
+        #expect(report["applied"] as? Int == 5 && report["invalid"] as? Int == 1)
+
+        let counts = try topicstore(["audience", "--data", dir.path, "--project", "demo", "--json", "all"])
+        #expect(counts.status == 0)
+        let c = json(counts.stdout)
+        #expect(c["total"] as? Int == 3 && c["ios"] as? Int == 1 && c["android"] as? Int == 1 && c["withoutToken"] as? Int == 1)
+        #expect(c["asOfSeq"] as? Int == 5)
+
+        let expr = try topicstore(["audience", "--data", dir.path, "--project", "demo", "--json", "--expr", "all AND NOT news"])
+        #expect(json(expr.stdout)["total"] as? Int == 1)
+
+        let tokens = try topicstore(["audience", "--data", dir.path, "--project", "demo", "--tokens", "news"])
+        let lines = tokens.stdout.split(separator: "\n").map { json(String($0)) }
+        #expect(lines.count == 2)
+        #expect(Set(lines.compactMap { $0["token"] as? String }) == ["aaaa1111", "bbbb2222"])
+        #expect(Set(lines.compactMap { $0["platform"] as? String }) == ["ios", "android"])
+
+        let topics = json(try topicstore(["topics", "--data", dir.path, "--project", "demo", "--json"]).stdout)
+        let list = topics["topics"] as? [[String: Any]] ?? []
+        #expect(list.first { $0["code"] as? String == "news" }?["title"] as? String == "News")
+        #expect(list.first { $0["code"] as? String == "all" }?["subscribers"] as? Int == 3)
+
+        let device = json(try topicstore(["device", "--data", dir.path, "--project", "demo", "--json", "D1"]).stdout)
+        #expect(device["token"] as? String == "aaaa1111" && device["state"] as? String == "live")
+        #expect((device["topics"] as? [String])?.sorted() == ["all", "news", "user.1"])
+        #expect(try topicstore(["device", "--data", dir.path, "--project", "demo", "nobody"]).status == 1)
+
+        let stats = json(try topicstore(["stats", "--data", dir.path, "--json"]).stdout)
+        #expect(stats["lastSeq"] as? Int == 5)
+    }
+
+    @Test func stopOnErrorAppliesNothingAfterTheBadLine() throws {
+        let dir = TemporaryDirectory()
+        let load = try topicstore(["load", "--data", dir.path, "--stop-on-error", "-"], stdin: Self.commands)
+        #expect(load.status == 5)
+        let stats = json(try topicstore(["stats", "--data", dir.path, "--json"]).stdout)
+        #expect(stats["lastSeq"] as? Int == 4)
+    }
+
+    @Test func foreignDirectoriesAndBadUsageHaveTheirExitCodes() throws {
+        let dir = TemporaryDirectory()
+        try Data("x".utf8).write(to: URL(fileURLWithPath: dir.sub("other.txt")))
+        let refused = try topicstore(["stats", "--data", dir.path])
+        #expect(refused.status == 3)
+        #expect(refused.stderr.contains("is not a topicstore database"))
+        #expect(try topicstore(["load", "--data", dir.path, "-"], stdin: "").status == 3)
+        #expect(try topicstore(["audience", "--data", dir.path]).status == 2)
+        #expect(try topicstore(["audience", "--bogus"]).status == 2)
+        #expect(try topicstore(["nope"]).status == 2)
+        #expect(try topicstore(["audience", "--data", dir.path, "--project", "p", "--expr", "a AND ("]).status == 2)
+    }
+
+    @Test(arguments: ["load", "audience", "topics", "device", "stats"])
+    func everyCommandHasHelp(command: String) throws {
+        let help = try topicstore([command, "--help"])
+        #expect(help.status == 0)
+        #expect(help.stdout.contains("usage: topicstore \(command)"))
+        #expect(help.stdout.contains("--data DIR") && help.stdout.contains("--json") && help.stdout.contains("exit codes"))
+    }
+}

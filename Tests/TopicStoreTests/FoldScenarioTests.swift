@@ -1,0 +1,98 @@
+import Projections
+import SubscriptionLog
+import Testing
+import TopicStore
+
+/// The rules of the fold, one scenario each, as a reader of the API would state them.
+@Suite struct FoldScenarioTests {
+    let dir = TemporaryDirectory()
+    let store: TopicStore
+
+    init() throws { store = try TopicStore(directory: dir.path) }
+
+    @discardableResult
+    func send(_ body: EventBody, project: String = "demo") throws -> Receipt {
+        try store.submitAndWait(Event(project: project, body: body))
+    }
+
+    func device(_ id: String, project: String = "demo") throws -> DeviceInfo? {
+        try store.read { txn in
+            guard let p = try store.reader.project(named: project, txn) else { return nil }
+            return try store.reader.device(p.id, deviceID: id, txn)
+        }
+    }
+
+    func counts(_ expression: String, project: String = "demo") throws -> AudienceCounts {
+        let e = try AudienceExpression(parsing: expression)
+        return try store.read { txn in try store.reader.counts(of: try store.reader.audience(project: project, e, txn), txn) }
+    }
+
+    @Test func aTokenThatMovesIsTakenFromTheOldDevice() throws {
+        try send(.token(deviceID: "old-install", token: "T1", platform: .ios))
+        try send(.register(deviceID: "old-install", topics: [TopicSpec(code: "all")]))
+        try send(.token(deviceID: "new-install", token: "T1", platform: .ios))
+        try send(.register(deviceID: "new-install", topics: [TopicSpec(code: "all")]))
+        #expect(try device("old-install")?.record.state == .noToken)
+        #expect(try device("new-install")?.record.token == "T1")
+        let c = try counts("all")
+        #expect(c.total == 2 && c.ios == 1 && c.withoutToken == 1)  // one delivery, not two
+    }
+
+    @Test func aRejectionStopsATokenUntilItIsRegisteredAgain() throws {
+        let first = try send(.token(deviceID: "D", token: "T", platform: .android))
+        try send(.register(deviceID: "D", topics: [TopicSpec(code: "news")]))
+        // A rejection dated before the token was registered is stale: ignored.
+        try send(.tokenRejected(token: "T", rejectedAt: first.timestamp - 1000, reason: "UNREGISTERED"))
+        #expect(try device("D")?.record.state == .live)
+        try send(.tokenRejected(token: "T", rejectedAt: first.timestamp + 1, reason: "UNREGISTERED"))
+        #expect(try device("D")?.record.state == .rejected)
+        #expect(try counts("news").withoutToken == 1)
+        // The app registers the same token again after the rejection: it is live again.
+        try send(.token(deviceID: "D", token: "T", platform: .android))
+        #expect(try device("D")?.record.state == .live)
+        #expect(try counts("news").android == 1)
+    }
+
+    @Test func topicsAreCreatedWithDefaultsAndTitlesCanChange() throws {
+        try send(.register(deviceID: "D", topics: [TopicSpec(code: "sport")]))
+        try send(.register(deviceID: "E", topics: [TopicSpec(code: "sport", title: "Sport Club", single: nil)]))
+        try send(.register(deviceID: "F", topics: [TopicSpec(code: "sport")]))
+        let topics = try store.read { txn in try store.reader.topics(try store.reader.project(named: "demo", txn)!.id, txn) }
+        #expect(topics.count == 1)
+        #expect(topics[0].record.title == "Sport Club" && !topics[0].record.single && topics[0].record.subscribers == 3)
+    }
+
+    @Test func unregisterIgnoresUnknownCodesAndUnregisterAllEmptiesADevice() throws {
+        try send(.register(deviceID: "D", topics: [TopicSpec(code: "a"), TopicSpec(code: "b"), TopicSpec(code: "c")]))
+        try send(.unregister(deviceID: "D", codes: ["a", "never-seen"]))
+        #expect(try device("D")?.topics.sorted() == ["b", "c"])
+        try send(.unregisterAll(deviceID: "D"))
+        #expect(try device("D")?.topics == [])
+        #expect(try counts("a OR b OR c").total == 0)
+        try send(.unregister(deviceID: "nobody", codes: ["a"]))
+        #expect(try device("nobody") == nil)
+    }
+
+    @Test func projectsNeverSeeEachOther() throws {
+        try send(.token(deviceID: "D", token: "T", platform: .ios), project: "one")
+        try send(.register(deviceID: "D", topics: [TopicSpec(code: "all")]), project: "one")
+        try send(.register(deviceID: "D", topics: [TopicSpec(code: "all")]), project: "two")
+        #expect(try counts("all", project: "one").ios == 1)
+        #expect(try counts("all", project: "two").ios == 0)
+        #expect(try counts("all", project: "three").total == 0)
+        // The same token in another project is another device's business.
+        try send(.tokenRejected(token: "T", rejectedAt: 7_000_000_000_000, reason: "Unregistered"), project: "two")
+        #expect(try device("D", project: "one")?.record.state == .live)
+    }
+
+    @Test func expressionsCombineTopicsAndPlatforms() throws {
+        for i in 0..<10 {
+            try send(.token(deviceID: "d\(i)", token: "t\(i)", platform: i < 7 ? .ios : .android))
+            try send(.register(deviceID: "d\(i)", topics: [TopicSpec(code: i % 2 == 0 ? "sport" : "news"), TopicSpec(code: "user.\(i)")]))
+        }
+        #expect(try counts("(sport OR news) AND platform:ios").total == 7)
+        #expect(try counts("news AND NOT user.1").total == 4)
+        #expect(try counts("NOT sport").total == 5)
+        #expect(try counts("devices:all AND NOT platform:android").total == 7)
+    }
+}

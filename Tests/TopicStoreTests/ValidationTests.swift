@@ -1,0 +1,78 @@
+import EventJSON
+import SubscriptionLog
+import Testing
+
+@Suite struct ValidationTests {
+    func errors(_ body: EventBody, project: String = "demo") -> [ValidationError] {
+        do {
+            try Validation.validate(Event(project: project, body: body))
+            return []
+        } catch {
+            return error.errors
+        }
+    }
+
+    func fields(_ body: EventBody, project: String = "demo") -> [String] { errors(body, project: project).map(\.field) }
+
+    @Test func validCommandsPass() {
+        #expect(fields(.token(deviceID: "D1", token: String(repeating: "a", count: 64), platform: .ios)).isEmpty)
+        #expect(fields(.register(deviceID: "D1", topics: [TopicSpec(code: "user.12"), TopicSpec(code: "a-b_c~d@e/f+g=h#1")])).isEmpty)
+        #expect(fields(.tokenRejected(token: "t", rejectedAt: 1_764_100_807_728, reason: "Unregistered")).isEmpty)
+    }
+
+    @Test func projectNames() {
+        #expect(fields(.unregisterAll(deviceID: "D"), project: "") == ["project"])
+        #expect(fields(.unregisterAll(deviceID: "D"), project: "Demo") == ["project"])
+        #expect(fields(.unregisterAll(deviceID: "D"), project: String(repeating: "p", count: 65)) == ["project"])
+        #expect(fields(.unregisterAll(deviceID: "D"), project: "my-app_2.prod").isEmpty)
+    }
+
+    @Test func deviceIDs() {
+        #expect(fields(.unregisterAll(deviceID: "")) == ["device_id"])
+        #expect(fields(.unregisterAll(deviceID: String(repeating: "d", count: 257))) == ["device_id"])
+        #expect(fields(.unregisterAll(deviceID: String(repeating: "d", count: 256))).isEmpty)
+        #expect(fields(.unregisterAll(deviceID: "bad\nid")) == ["device_id"])
+    }
+
+    @Test func tokens() {
+        #expect(fields(.token(deviceID: "D", token: "", platform: .ios)) == ["token"])
+        #expect(fields(.token(deviceID: "D", token: "has space", platform: .ios)) == ["token"])
+        #expect(fields(.token(deviceID: "D", token: String(repeating: "t", count: 4097), platform: .ios)) == ["token"])
+        #expect(fields(.token(deviceID: "D", token: String(repeating: "t", count: 4096), platform: .android)).isEmpty)
+    }
+
+    @Test func topicCodesTitlesAndCounts() {
+        #expect(fields(.register(deviceID: "D", topics: [])) == ["topics"])
+        #expect(fields(.register(deviceID: "D", topics: (0..<101).map { TopicSpec(code: "t\($0)") })) == ["topics"])
+        #expect(fields(.register(deviceID: "D", topics: (0..<100).map { TopicSpec(code: "t\($0)") })).isEmpty)
+        #expect(fields(.register(deviceID: "D", topics: [TopicSpec(code: "ok"), TopicSpec(code: "has space")])) == ["topics.1.code"])
+        #expect(fields(.register(deviceID: "D", topics: [TopicSpec(code: "a:b")])) == ["topics.0.code"])
+        #expect(fields(.register(deviceID: "D", topics: [TopicSpec(code: String(repeating: "c", count: 129))])) == ["topics.0.code"])
+        #expect(fields(.register(deviceID: "D", topics: [TopicSpec(code: "c", title: String(repeating: "é", count: 257))])) == ["topics.0.title"])
+        #expect(fields(.register(deviceID: "D", topics: [TopicSpec(code: "c", title: String(repeating: "é", count: 256))])).isEmpty)
+        #expect(fields(.unregister(deviceID: "D", codes: ["(x)"])) == ["topics.0.code"])
+    }
+
+    @Test func rejectionTimes() {
+        #expect(fields(.tokenRejected(token: "t", rejectedAt: 1_764_100_807, reason: "")) == ["at"])  // seconds, not ms
+        #expect(fields(.tokenRejected(token: "t", rejectedAt: 1_764_100_807_728, reason: String(repeating: "r", count: 257))) == ["reason"])
+    }
+
+    @Test func errorsNameEveryBrokenField() {
+        let e = errors(.register(deviceID: "", topics: [TopicSpec(code: "bad code")]), project: "X")
+        #expect(Set(e.map(\.field)) == ["project", "device_id", "topics.0.code"])
+        #expect(e.allSatisfy { !$0.message.isEmpty })
+    }
+
+    @Test func jsonCommandsDecodeLeniently() throws {
+        let e = try EventJSON.event(fromLine: #"{"project":"demo","type":"register","device_id":"D","topics":"[{\"code\":\"a\",\"single\":\"true\"},\"b\"]"}"#)
+        #expect(e.body == .register(deviceID: "D", topics: [TopicSpec(code: "a", single: true), TopicSpec(code: "b")]))
+        let t = try EventJSON.event(fromLine: #"{"type":"token","device_id":"D","token":"x","platform":"and","os":"13"}"#, defaultProject: "demo")
+        #expect(t.body == .token(deviceID: "D", token: "x", platform: .android))
+        let single = try EventJSON.event(fromLine: #"{"project":"demo","type":"register","device_id":"D","topics":[{"code":"u","single":1}]}"#)
+        #expect(single.body == .register(deviceID: "D", topics: [TopicSpec(code: "u", single: true)]))
+        #expect(throws: InvalidCommand.self) { try EventJSON.event(fromLine: #"{"project":"demo","type":"token","device_id":"D","token":"x","platform":"web"}"#) }
+        #expect(throws: InvalidCommand.self) { try EventJSON.event(fromLine: #"{"project":"demo","type":"register","device_id":"D","topics":[{"code":"u","single":2}]}"#) }
+        #expect(throws: InvalidCommand.self) { try EventJSON.event(fromLine: "not json") }
+    }
+}
