@@ -92,17 +92,11 @@ public struct ProjectionReader: Sendable {
     }
 
     static func memberships(_ pid: UInt32, _ ordinal: UInt32, tables: ProjectionTables, _ txn: borrowing Transaction) throws -> [UInt32] {
-        let prefix = Keys.pair(pid, ordinal)
-        var result: [UInt32] = []
-        try txn.withCursor(tables.deviceTopics) { cursor in
-            var entry = try cursor.seek(atLeast: prefix)
-            while let (key, _) = entry, Keys.hasPrefix(key, prefix) {
-                guard key.count == 12 else { throw ProjectionCorruption(place: "device_topics/\(pid)/\(ordinal)", reason: "key of \(key.count) bytes") }
-                result.append(key.loadBigEndian(at: 8, as: UInt32.self))
-                entry = try cursor.next()
-            }
+        guard let v = try txn.get(tables.deviceTopics, Keys.pair(pid, ordinal)) else { return [] }
+        guard let list = DeviceTopics.decode(v) else {
+            throw ProjectionCorruption(place: "device_topics/\(pid)/\(ordinal)", reason: "\(v.count) bytes is not an ascending topic id list")
         }
-        return result
+        return list
     }
 
     /// The bitmap of device ordinals subscribed to topic `tid`.

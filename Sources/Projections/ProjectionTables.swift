@@ -13,7 +13,7 @@ import SubscriptionLog
 /// | topics         | pid ‖ topic id              | `TopicRecord`                |
 /// | topic_codes    | pid ‖ code                  | topic id                     |
 /// | postings       | pid ‖ topic id ‖ high16     | one roaring container        |
-/// | device_topics  | pid ‖ ordinal ‖ topic id    | (empty)                      |
+/// | device_topics  | pid ‖ ordinal               | ascending u32 topic ids      |
 public struct ProjectionTables: Sendable {
     public static let schemaVersion: UInt32 = 1
     public static let names = ["meta", "projects", "devices", "device_ids", "tokens",

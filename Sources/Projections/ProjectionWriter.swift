@@ -13,6 +13,8 @@ public final class ProjectionWriter {
 
     struct ChunkKey: Hashable { var pid: UInt32; var topic: UInt32; var high: UInt16 }
     struct TopicKey: Hashable { var pid: UInt32; var topic: UInt32 }
+    struct DeviceKey: Hashable { var pid: UInt32; var ordinal: UInt32 }
+    struct CodeKey: Hashable { var pid: UInt32; var code: String }
 
     private var projects: [String: ProjectRecord] = [:]
     private var dirtyProjects: Set<String> = []
@@ -20,6 +22,9 @@ public final class ProjectionWriter {
     private var dirtyTopics: Set<TopicKey> = []
     private var chunks: [ChunkKey: Bitmap] = [:]
     private var dirtyChunks: Set<ChunkKey> = []
+    private var memberships: [DeviceKey: [UInt32]] = [:]
+    private var dirtyMemberships: Set<DeviceKey> = []
+    private var topicCodes: [CodeKey: UInt32] = [:]
     private var nextProjectID: UInt32?
     public private(set) var appliedSequence: UInt64
 
@@ -33,6 +38,7 @@ public final class ProjectionWriter {
     public func begin(_ txn: borrowing Transaction) throws {
         projects = [:]; dirtyProjects = []; topics = [:]; dirtyTopics = []
         chunks = [:]; dirtyChunks = []; nextProjectID = nil
+        memberships = [:]; dirtyMemberships = []; topicCodes = [:]
         appliedSequence = try tables.appliedSequence(txn)
     }
 
@@ -84,14 +90,19 @@ public final class ProjectionWriter {
     }
 
     func topicID(_ pid: UInt32, code: String, _ txn: borrowing Transaction) throws -> UInt32? {
+        let key = CodeKey(pid: pid, code: code)
+        if let id = topicCodes[key] { return id }
         guard let v = try txn.get(tables.topicCodes, Keys.named(pid, code)) else { return nil }
         guard v.count == 4 else { throw ProjectionCorruption(place: "topic_codes/\(pid)/\(code)", reason: "\(v.count) bytes") }
-        return v.loadBigEndian(at: 0)
+        let id: UInt32 = v.loadBigEndian(at: 0)
+        topicCodes[key] = id
+        return id
     }
 
     func insertTopicCode(_ pid: UInt32, code: String, id: UInt32, _ txn: borrowing Transaction) throws {
         var w = ByteWriter(capacity: 4); w.u32(id)
         try txn.put(tables.topicCodes, Keys.named(pid, code), w.bytes)
+        topicCodes[CodeKey(pid: pid, code: code)] = id
     }
 
     // MARK: Devices
@@ -127,42 +138,63 @@ public final class ProjectionWriter {
         try txn.put(tables.devices, Keys.pair(pid, ordinal), device.encoded())
     }
 
-    // MARK: Memberships (device → topic and topic → device, kept together)
+    // MARK: Memberships (device → topics and topic → devices, kept together)
+
+    /// Loads a device's topic list into the batch cache.
+    private func loadMemberships(_ key: DeviceKey, _ txn: borrowing Transaction) throws {
+        if memberships[key] == nil {
+            memberships[key] = try ProjectionReader.memberships(key.pid, key.ordinal, tables: tables, txn)
+        }
+    }
 
     func isMember(_ pid: UInt32, _ ordinal: UInt32, _ tid: UInt32, _ txn: borrowing Transaction) throws -> Bool {
-        try txn.get(tables.deviceTopics, Keys.triple(pid, ordinal, tid)) != nil
+        let key = DeviceKey(pid: pid, ordinal: ordinal)
+        try loadMemberships(key, txn)
+        return DeviceTopics.search(memberships[key]!, tid).found
     }
 
     func addMembership(_ pid: UInt32, _ ordinal: UInt32, _ tid: UInt32, _ txn: borrowing Transaction) throws {
-        try txn.put(tables.deviceTopics, Keys.triple(pid, ordinal, tid), [])
+        let key = DeviceKey(pid: pid, ordinal: ordinal)
+        try loadMemberships(key, txn)
+        let (found, index) = DeviceTopics.search(memberships[key]!, tid)
+        if !found {
+            memberships[key]!.insert(tid, at: index)
+            dirtyMemberships.insert(key)
+        }
         try setBit(pid, tid, ordinal, true, txn)
     }
 
     func removeMembership(_ pid: UInt32, _ ordinal: UInt32, _ tid: UInt32, _ txn: borrowing Transaction) throws {
-        try txn.delete(tables.deviceTopics, Keys.triple(pid, ordinal, tid))
+        let key = DeviceKey(pid: pid, ordinal: ordinal)
+        try loadMemberships(key, txn)
+        let (found, index) = DeviceTopics.search(memberships[key]!, tid)
+        if found {
+            memberships[key]!.remove(at: index)
+            dirtyMemberships.insert(key)
+        }
         try setBit(pid, tid, ordinal, false, txn)
     }
 
     /// The topic ids a device belongs to, ascending.
     func memberships(_ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws -> [UInt32] {
-        try ProjectionReader.memberships(pid, ordinal, tables: tables, txn)
+        let key = DeviceKey(pid: pid, ordinal: ordinal)
+        try loadMemberships(key, txn)
+        return memberships[key]!
     }
 
     /// Sets or clears one device's bit in a topic's (or built-in set's) bitmap.
     @discardableResult
     func setBit(_ pid: UInt32, _ tid: UInt32, _ ordinal: UInt32, _ on: Bool, _ txn: borrowing Transaction) throws -> Bool {
         let key = ChunkKey(pid: pid, topic: tid, high: PostingChunk.high(ordinal))
-        var bitmap: Bitmap
-        if let cached = chunks[key] {
-            bitmap = cached
-        } else if let v = try txn.get(tables.postings, Keys.chunk(pid, tid, key.high)) {
-            bitmap = try PostingChunk.decode(v, pid: pid, topic: tid, high: key.high)
-        } else {
-            bitmap = Bitmap()
+        if chunks[key] == nil {
+            if let v = try txn.get(tables.postings, Keys.chunk(pid, tid, key.high)) {
+                chunks[key] = try PostingChunk.decode(v, pid: pid, topic: tid, high: key.high)
+            } else {
+                chunks[key] = Bitmap()
+            }
         }
-        chunks[key] = nil  // keep the bitmap uniquely referenced so the change is in place
-        let changed = on ? bitmap.insert(ordinal) : bitmap.remove(ordinal)
-        chunks[key] = bitmap
+        // Mutated in place through the dictionary, so the bitmap stays uniquely referenced.
+        let changed = on ? chunks[key]!.insert(ordinal) : chunks[key]!.remove(ordinal)
         if changed { dirtyChunks.insert(key) }
         return changed
     }
@@ -201,6 +233,17 @@ public final class ProjectionWriter {
                 chunks[key] = bitmap
             }
         }
+        for key in dirtyMemberships {
+            let list = memberships[key]!
+            let dbKey = Keys.pair(key.pid, key.ordinal)
+            if list.isEmpty {
+                try txn.delete(tables.deviceTopics, dbKey)
+            } else {
+                try txn.put(tables.deviceTopics, dbKey, reserving: list.count * 4) { DeviceTopics.encode(list, into: $0) }
+            }
+        }
+        dirtyMemberships = []
+        if memberships.count > 200_000 { memberships = [:] }
         var w = ByteWriter(capacity: 8); w.u64(appliedSequence)
         try txn.put(tables.meta, ProjectionTables.appliedSeqKey, w.bytes)
         dirtyProjects = []; dirtyTopics = []; dirtyChunks = []
