@@ -24,13 +24,14 @@ let package = Package(
         // Thin typed wrappers.
         .target(name: "LMDB", dependencies: ["CLMDB"]),
         .target(name: "Roaring", dependencies: ["CRoaring"]),
+        .target(name: "Digest", dependencies: ["CCrypto"]),
 
         // The domain, layer by layer; lower never imports higher.
-        .target(name: "SubscriptionLog", dependencies: ["LMDB"]),
+        .target(name: "SubscriptionLog", dependencies: ["LMDB", "Digest"]),
         .target(name: "Projections", dependencies: ["LMDB", "Roaring", "SubscriptionLog"]),
         .target(name: "TopicStore", dependencies: ["LMDB", "Roaring", "SubscriptionLog", "Projections"]),
         .target(name: "EventJSON", dependencies: ["SubscriptionLog"]),
-        .target(name: "Replay", dependencies: ["LMDB", "SubscriptionLog", "Projections", "TopicStore"]),
+        .target(name: "Replay", dependencies: ["LMDB", "Roaring", "SubscriptionLog", "Projections", "TopicStore", "EventJSON"]),
         // The HTTP edge: libmicrohttpd wrapper, projects and keys, MPush routes.
         .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"]),
         .target(name: "AccessControl", dependencies: ["LMDB", "SubscriptionLog", "TopicStore", "CCrypto"]),

@@ -42,6 +42,23 @@ public struct EventLog: Sendable {
         }
     }
 
+    /// The last record's sequence and chain link, or nil when the log is empty.
+    /// An unchained (version 1) last record yields the genesis link: the chain starts after it.
+    public func head(_ txn: borrowing Transaction) throws -> ChainHead? {
+        try txn.withCursor(database) { cursor in
+            guard let last = try cursor.last() else { return nil }
+            let seq = try Self.sequence(ofKey: last.key)
+            return ChainHead(sequence: seq, hash: try RecordCodec.storedLink(of: last.value, key: seq) ?? .genesis)
+        }
+    }
+
+    /// The chain link a record at `sequence` must extend: the link of the record
+    /// before it, or genesis when there is none.
+    public func link(before sequence: UInt64, _ txn: borrowing Transaction) throws -> ChainHash {
+        guard sequence > 0, let bytes = try txn.get(database, Self.key(sequence - 1)) else { return .genesis }
+        return try RecordCodec.storedLink(of: bytes, key: sequence - 1) ?? .genesis
+    }
+
     /// Appends an encoded record under `sequence`, which must be above every key in the log.
     public func append(encoded bytes: [UInt8], sequence: UInt64, _ txn: borrowing Transaction) throws {
         try txn.put(database, Self.key(sequence), bytes, flags: .append)

@@ -1,23 +1,52 @@
-/// The binary form of a log record, version 1:
+/// The binary form of a log record, version 2 (hash-chained):
 ///
 /// ```
-/// u8  version (1)        u8  type
+/// u8  version (2)        u8  type
 /// u64 sequence           i64 timestamp (ms since 1970)
 /// str project            ...type-specific fields...
+/// [32] chain link = SHA-256(previous record's link ‖ every byte before this field)
 /// u32 CRC-32C of every byte before it
 /// ```
-/// Integers are big-endian; `str` is a u16 length and UTF-8 bytes.
-/// The version byte leaves room for a hash-chained format without rewriting history.
+/// Integers are big-endian; `str` is a u16 length and UTF-8 bytes. The first
+/// record's previous link is `ChainHash.genesis` (32 zero bytes).
+///
+/// Version 1 is the same without the chain link; it still decodes (it carries
+/// no link, so an audit reports it as unchained) but is never written.
 public enum RecordCodec {
-    public static let currentVersion: UInt8 = 1
+    public static let currentVersion: UInt8 = 2
+    /// Unchained records, readable but never written.
+    public static let legacyVersion: UInt8 = 1
+
+    /// Bytes after the fields: the chain link and the CRC.
+    static let trailerSize = ChainHash.byteCount + 4
+    /// version, type, sequence, timestamp, empty project, CRC.
+    static let minimumV1Size = 1 + 1 + 8 + 8 + 2 + 4
 
     enum TypeCode: UInt8 {
         case token = 1, register = 2, unregister = 3, unregisterAll = 4, tokenRejected = 5
     }
 
-    public static func encode(_ record: LogRecord) -> [UInt8] {
-        var w = ByteWriter(capacity: 96)
-        w.u8(currentVersion)
+    /// Encodes `record` chained to `previous` and advances `previous` to this record's link.
+    public static func encode(_ record: LogRecord, chainingFrom previous: inout ChainHash) -> [UInt8] {
+        var w = ByteWriter(capacity: 128)
+        writeFields(record, version: currentVersion, into: &w)
+        let link = w.bytes.withUnsafeBytes { previous.next(over: $0) }
+        link.withUnsafeBytes { w.raw($0) }
+        let crc = w.bytes.withUnsafeBytes { CRC32C.checksum($0) }
+        w.u32(crc)
+        previous = link
+        return w.bytes
+    }
+
+    /// Encodes `record` chained to `previous` (by default genesis: valid only as
+    /// a log's first record; appends carry the chain with `chainingFrom:`).
+    public static func encode(_ record: LogRecord, previous: ChainHash = .genesis) -> [UInt8] {
+        var link = previous
+        return encode(record, chainingFrom: &link)
+    }
+
+    static func writeFields(_ record: LogRecord, version: UInt8, into w: inout ByteWriter) {
+        w.u8(version)
         let event = record.event
         switch event.body {
         case .token: w.u8(TypeCode.token.rawValue)
@@ -56,14 +85,21 @@ public enum RecordCodec {
             w.i64(at)
             w.string(reason)
         }
+    }
+
+    /// Encodes in the legacy unchained version 1 (for tests of old data only).
+    public static func encodeLegacyV1(_ record: LogRecord) -> [UInt8] {
+        var w = ByteWriter(capacity: 96)
+        writeFields(record, version: legacyVersion, into: &w)
         let crc = w.bytes.withUnsafeBytes { CRC32C.checksum($0) }
         w.u32(crc)
         return w.bytes
     }
 
-    /// Decodes a record stored under `key`; every failure names the sequence and offset.
-    public static func decode(_ bytes: UnsafeRawBufferPointer, key: UInt64) throws -> LogRecord {
-        guard bytes.count >= 1 + 1 + 8 + 8 + 2 + 4 else {
+    /// Checks size, checksum and version; returns the version and the span of the fields.
+    @inline(__always)
+    static func checkFrame(_ bytes: UnsafeRawBufferPointer, key: UInt64) throws(RecordCorruption) -> (version: UInt8, fieldsEnd: Int) {
+        guard bytes.count >= minimumV1Size else {
             throw RecordCorruption(sequence: key, offset: 0, reason: "record of \(bytes.count) bytes is too short")
         }
         let body = UnsafeRawBufferPointer(rebasing: bytes[0..<bytes.count - 4])
@@ -71,14 +107,63 @@ public enum RecordCodec {
         let computed = CRC32C.checksum(body)
         guard stored == computed else {
             throw RecordCorruption(sequence: key, offset: bytes.count - 4,
-                                   reason: "checksum mismatch (stored \(hex(stored)), computed \(hex(computed)))")
+                                   reason: "checksum mismatch (stored \(hex(stored)), computed \(hex(computed)))", kind: .checksum)
         }
+        let version = bytes[0]
+        switch version {
+        case currentVersion:
+            guard bytes.count >= minimumV1Size + ChainHash.byteCount else {
+                throw RecordCorruption(sequence: key, offset: 0, reason: "version 2 record of \(bytes.count) bytes is too short")
+            }
+            return (version, bytes.count - trailerSize)
+        case legacyVersion:
+            return (version, bytes.count - 4)
+        default:
+            throw RecordCorruption(sequence: key, offset: 0, reason: "unknown record version \(version)", kind: .version)
+        }
+    }
+
+    /// The chain link stored in a record (after its checksum and version are
+    /// checked), or nil for an unchained version 1 record.
+    public static func storedLink(of bytes: UnsafeRawBufferPointer, key: UInt64) throws -> ChainHash? {
+        let (version, fieldsEnd) = try checkFrame(bytes, key: key)
+        guard version == currentVersion else { return nil }
+        return ChainHash(bytes: UnsafeRawBufferPointer(rebasing: bytes[fieldsEnd..<fieldsEnd + ChainHash.byteCount]))
+    }
+
+    /// The bytes where a version 2 record keeps its link, without checking
+    /// anything else: lets an audit carry the chain past a record whose other
+    /// bytes are damaged, so that one damaged record is reported once.
+    public static func unverifiedLink(of bytes: UnsafeRawBufferPointer) -> ChainHash? {
+        guard bytes.count >= minimumV1Size + ChainHash.byteCount, bytes[0] == currentVersion else { return nil }
+        let at = bytes.count - trailerSize
+        return ChainHash(bytes: UnsafeRawBufferPointer(rebasing: bytes[at..<at + ChainHash.byteCount]))
+    }
+
+    /// Verifies that the record's link is SHA-256(`previous` ‖ its bytes before
+    /// the link) and returns it; a mismatch (an altered record, or an altered
+    /// record before it) is thrown with the sequence.
+    public static func verifyLink(of bytes: UnsafeRawBufferPointer, key: UInt64, previous: ChainHash) throws -> ChainHash {
+        let (version, fieldsEnd) = try checkFrame(bytes, key: key)
+        guard version == currentVersion else {
+            throw RecordCorruption(sequence: key, offset: 0, reason: "version \(version) record carries no chain link", kind: .unchained)
+        }
+        let computed = previous.next(over: UnsafeRawBufferPointer(rebasing: bytes[0..<fieldsEnd]))
+        let stored = ChainHash(bytes: UnsafeRawBufferPointer(rebasing: bytes[fieldsEnd..<fieldsEnd + ChainHash.byteCount]))!
+        guard stored == computed else {
+            throw RecordCorruption(sequence: key, offset: fieldsEnd,
+                                   reason: "hash chain broken (stored link \(stored.hex), computed \(computed.hex))", kind: .chain)
+        }
+        return stored
+    }
+
+    /// Decodes a record stored under `key`; every failure names the sequence and offset.
+    public static func decode(_ bytes: UnsafeRawBufferPointer, key: UInt64) throws -> LogRecord {
+        let (_, fieldsEnd) = try checkFrame(bytes, key: key)
+        let body = UnsafeRawBufferPointer(rebasing: bytes[0..<fieldsEnd])
         var r = ByteReader(body)
         do {
-            let version = try r.u8()
-            guard version == currentVersion else {
-                throw RecordCorruption(sequence: key, offset: 0, reason: "unknown record version \(version)")
-            }
+            _ = try r.u8()  // the version, checked by checkFrame
             let typeOffset = r.offset
             guard let type = TypeCode(rawValue: try r.u8()) else {
                 throw RecordCorruption(sequence: key, offset: typeOffset, reason: "unknown event type")
@@ -156,8 +241,28 @@ public enum RecordCodec {
 
 /// A log record that cannot be trusted, located by its sequence and byte offset.
 public struct RecordCorruption: Error, Sendable, CustomStringConvertible {
+    /// What is wrong, for reports that group faults.
+    public enum Kind: String, Sendable {
+        /// Too short, a field runs past the end, an unknown type, trailing bytes, a wrong sequence.
+        case format
+        /// The CRC-32C does not match the bytes.
+        case checksum
+        /// A version this codec does not know.
+        case version
+        /// The stored chain link is not SHA-256(previous link ‖ record).
+        case chain
+        /// A version 1 record, which carries no chain link.
+        case unchained
+    }
     public let sequence: UInt64
     public let offset: Int
     public let reason: String
+    public let kind: Kind
+    public init(sequence: UInt64, offset: Int, reason: String, kind: Kind = .format) {
+        self.sequence = sequence
+        self.offset = offset
+        self.reason = reason
+        self.kind = kind
+    }
     public var description: String { "corrupt log record at sequence \(sequence), byte \(offset): \(reason)" }
 }

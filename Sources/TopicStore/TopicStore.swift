@@ -180,6 +180,7 @@ public final class TopicStore: Sendable {
                     let bounds = try log.bounds(txn)
                     var sequence = bounds?.last ?? 0
                     var lastTime = bounds?.lastTimestamp ?? 0
+                    var chain = try log.head(txn)?.hash ?? .genesis
                     let now = Int64(Date().timeIntervalSince1970 * 1000)
                     var receipts: [Receipt] = []
                     receipts.reserveCapacity(batch.count)
@@ -187,7 +188,7 @@ public final class TopicStore: Sendable {
                         sequence += 1
                         lastTime = max(now, lastTime)
                         let record = LogRecord(sequence: sequence, timestamp: lastTime, event: pending.event)
-                        try log.append(encoded: RecordCodec.encode(record), sequence: sequence, txn)
+                        try log.append(encoded: RecordCodec.encode(record, chainingFrom: &chain), sequence: sequence, txn)
                         try Fold.apply(record, to: projections, txn)
                         receipts.append(Receipt(sequence: sequence, timestamp: lastTime))
                     }

@@ -8,6 +8,7 @@ let commands: [any Command.Type] = [
     TopicsCommand.self,
     DeviceCommand.self,
     StatsCommand.self,
+    BenchCommand.self,
 ]
 
 @MainActor func mainUsage() -> String {

@@ -1,0 +1,332 @@
+import Foundation
+import SubscriptionLog
+
+/// What to run.
+public struct BenchmarkConfig: Sendable {
+    public var spec: WorkloadSpec
+    /// Where the three databases go; created when missing.
+    public var directory: String
+    public var skipSQLite = false
+    /// Commands per durable batch, for every engine.
+    public var batchSize = 1000
+    /// Commands per commit of the concurrent churn writer.
+    public var churnBatchSize = 100
+    /// Fewer query repetitions and shorter time budgets (CI smoke runs).
+    public var quick = false
+    public init(spec: WorkloadSpec, directory: String) {
+        self.spec = spec
+        self.directory = directory
+    }
+}
+
+/// Runs every measurement on the same generated data, engine after engine, and builds the report.
+public struct BenchmarkRunner {
+    public let config: BenchmarkConfig
+    let progress: (String) -> Void
+
+    public init(config: BenchmarkConfig, progress: @escaping (String) -> Void = { _ in }) {
+        self.config = config
+        self.progress = progress
+    }
+
+    var spec: WorkloadSpec { config.spec }
+    var budget: Double { config.quick ? 0.5 : 4 }
+    var mapSize: Int { Swift.max(1 << 30, spec.devices * 4096) }
+
+    /// Results of one engine, gathered before the report compares them.
+    struct EngineResults {
+        var installRate = 0.0          // commands/s
+        var installSubscriptionRate = 0.0
+        var churnRate = 0.0
+        var commits = 0
+        var quiet: [String: LatencySamples] = [:]
+        var loaded: [String: LatencySamples] = [:]
+        var loadedWriterRate = 0.0
+        var answers: [AudienceQuery: AudienceTally] = [:]
+        var streamRate = 0.0           // recipients/s
+        var streamBytesRate = 0.0
+        var streamRecipients = 0
+        var walkRate = 0.0
+        var walkRecipients = 0
+        var diskBytes = 0
+        var peakRSS = 0
+    }
+
+    public func run() throws -> BenchmarkReport {
+        let started = monotonicNanos()
+        try FileManager.default.createDirectory(atPath: config.directory, withIntermediateDirectories: true)
+        let classes = QueryClass.standard(for: spec, quick: config.quick)
+        var report = BenchmarkReport(spec: spec, batchSize: config.batchSize)
+        report.skippedSQLite = config.skipSQLite
+
+        let ts = try runTopicStore(classes)
+        let raw = try runRawLMDB()
+        let sql = config.skipSQLite ? nil : try runSQLite(classes)
+
+        // Same data, same questions: the answers must agree.
+        if let sql {
+            for (q, a) in ts.answers.sorted(by: { $0.key.description < $1.key.description }) {
+                report.comparedQueries += 1
+                if let b = sql.answers[q], a != b { report.disagreements.append("\(q): topicstore \(a); SQLite \(b)") }
+            }
+        }
+
+        func rate(_ v: Double?) -> Figure? { v.map { Figure($0) } }
+        var rows: [ReportRow] = []
+        rows.append(ReportRow(name: "durable ingest, install phase", unit: "commands", kind: .rate,
+                              topicstore: Figure(ts.installRate), sqlite: rate(sql?.installRate), limit: Figure(raw.installRate),
+                              note: "\(spec.devices * 2) commands (token + register per device) in batches of \(config.batchSize); "
+                                  + "topicstore committed them in \(ts.commits) write transactions, the raw log in \(raw.commits)"))
+        rows.append(ReportRow(name: "durable ingest, install phase", unit: "subscription changes", kind: .rate,
+                              topicstore: Figure(ts.installSubscriptionRate), sqlite: rate(sql?.installSubscriptionRate),
+                              limit: Figure(raw.installSubscriptionRate)))
+        rows.append(ReportRow(name: "durable ingest, churn phase", unit: "commands", kind: .rate,
+                              topicstore: Figure(ts.churnRate), sqlite: rate(sql?.churnRate), limit: Figure(raw.churnRate),
+                              note: "\(spec.churnCommands) commands: 40% re-subscribe, 25% unregister, 5% unregister-all, 20% token change, 10% token rejected"))
+        for c in classes {
+            rows.append(ReportRow(name: "audience count: \(c.name)", unit: "", kind: .latency,
+                                  topicstore: ts.quiet[c.name].map(Figure.latency), sqlite: sql?.quiet[c.name].map(Figure.latency)))
+        }
+        for c in classes {
+            rows.append(ReportRow(name: "audience count under writes: \(c.name)", unit: "", kind: .latency,
+                                  topicstore: ts.loaded[c.name].map(Figure.latency), sqlite: sql?.loaded[c.name].map(Figure.latency)))
+        }
+        rows.append(ReportRow(name: "churn committed while counting", unit: "commands", kind: .rate,
+                              topicstore: Figure(ts.loadedWriterRate), sqlite: rate(sql?.loadedWriterRate),
+                              note: "a writer thread commits churn in batches of \(config.churnBatchSize) while the counts above run"))
+        rows.append(ReportRow(name: "token streaming, all", unit: "recipients", kind: .rate,
+                              topicstore: Figure(ts.streamRate), sqlite: rate(sql?.streamRate), limit: Figure(ts.walkRate),
+                              note: "\(ts.streamRecipients) reachable recipients of `all`, each device_id and token copied into a buffer "
+                                  + "(\(BenchmarkReport.bytes(ts.streamBytesRate))/s); limit = bare LMDB cursor walk over all \(ts.walkRecipients) device records doing the same copy"))
+        rows.append(ReportRow(name: "bytes on disk", unit: "", kind: .bytes,
+                              topicstore: Figure(Double(ts.diskBytes)), sqlite: sql.map { Figure(Double($0.diskBytes)) },
+                              limit: Figure(Double(raw.diskBytes)),
+                              note: "allocated blocks; topicstore holds the log and every projection, the limit only the log; SQLite after a WAL checkpoint"))
+        rows.append(ReportRow(name: "peak RSS", unit: "", kind: .bytes,
+                              topicstore: Figure(Double(ts.peakRSS)), sqlite: sql.map { Figure(Double($0.peakRSS)) },
+                              limit: Figure(Double(raw.peakRSS)),
+                              note: "VmHWM of each engine's phase (reset between phases); mapped LMDB pages count as resident"))
+        report.rows = rows
+        report.goals = goals(ts: ts, raw: raw, sql: sql, classes: classes)
+        report.notes.append("SQLite: WAL, synchronous=FULL, 128 MiB cache, mmap; one project per file; the same encoded records in an events table.")
+        report.notes.append("Latencies include opening the read transaction; each query class is sampled round-robin (samples in --json).")
+        report.seconds = Double(monotonicNanos() - started) / 1e9
+        return report
+    }
+
+    // MARK: Goals
+
+    func goals(ts: EngineResults, raw: EngineResults, sql: EngineResults?, classes: [QueryClass]) -> [GoalCheck] {
+        let scale = spec.devices == 1_000_000 ? "" : " (goal set for 1M devices; this run has \(spec.devices))"
+        var goals: [GoalCheck] = []
+        let ingest = ts.installRate / raw.installRate
+        goals.append(GoalCheck(name: "durable ingest vs raw LMDB append" + scale, target: "≥ 25%",
+                               measured: BenchmarkReport.percent(ingest), met: ingest >= 0.25))
+        let stream = ts.streamRate / ts.walkRate
+        goals.append(GoalCheck(name: "token streaming vs raw cursor walk" + scale, target: "≥ 50%",
+                               measured: BenchmarkReport.percent(stream), met: stream >= 0.5))
+        for (label, set) in [("every audience count, p99", ts.quiet), ("every audience count under writes, p99", ts.loaded)] {
+            let worst = classes.compactMap { c in set[c.name].map { (c.name, $0.p99) } }.max { $0.1 < $1.1 }
+            goals.append(GoalCheck(name: label + scale, target: "< 1 ms",
+                                   measured: worst.map { "worst \(BenchmarkReport.duration($0.1)) (\($0.0))" } ?? "—",
+                                   met: (worst?.1 ?? .infinity) < 1e6))
+        }
+        if let sql {
+            var worst: (String, Double)?
+            for c in classes {
+                for (ts, s, tag) in [(ts.quiet[c.name], sql.quiet[c.name], ""), (ts.loaded[c.name], sql.loaded[c.name], " under writes")] {
+                    guard let t = ts, let s else { continue }
+                    let r = s.p50 / Swift.max(t.p50, 1)
+                    if worst == nil || r < worst!.1 { worst = (c.name + tag, r) }
+                }
+            }
+            goals.append(GoalCheck(name: "audience counts vs SQLite (p50)" + scale, target: "≥ 100×",
+                                   measured: worst.map { "worst \(BenchmarkReport.ratio($0.1)) (\($0.0))" } ?? "—",
+                                   met: (worst?.1 ?? 0) >= 100))
+            let s = ts.streamRate / sql.streamRate
+            goals.append(GoalCheck(name: "token streaming vs SQLite" + scale, target: "≥ 4×", measured: BenchmarkReport.ratio(s), met: s >= 4))
+            let i = ts.installRate / sql.installRate
+            goals.append(GoalCheck(name: "durable ingest vs SQLite" + scale, target: "≥ 5×", measured: BenchmarkReport.ratio(i), met: i >= 5))
+        }
+        return goals
+    }
+
+    // MARK: Phases shared by the engines
+
+    /// Feeds the install stream in batches to `apply`, timing only `apply`.
+    func ingestInstall(_ apply: ([Event]) throws -> Void) throws -> (rate: Double, subscriptionRate: Double) {
+        var stream = InstallStream(spec: spec)
+        var events: [Event] = []
+        events.reserveCapacity(config.batchSize)
+        var nanos: UInt64 = 0
+        var commands = 0, changes = 0
+        var nextReport = spec.devices / 10
+        while !stream.isFinished {
+            events.removeAll(keepingCapacity: true)
+            let tally = stream.next(commands: config.batchSize, into: &events)
+            let t0 = monotonicNanos()
+            try apply(events)
+            nanos += monotonicNanos() - t0
+            commands += tally.commands
+            changes += tally.subscriptionChanges
+            if stream.nextDevice >= nextReport {
+                progress("  \(stream.nextDevice) devices, \(BenchmarkReport.number(Double(commands) / (Double(nanos) / 1e9)))/s")
+                nextReport += spec.devices / 10
+            }
+        }
+        let seconds = Double(nanos) / 1e9
+        return (Double(commands) / seconds, Double(changes) / seconds)
+    }
+
+    /// Feeds `spec.churnCommands` churn commands in batches; returns commands/s and the stream to continue.
+    func ingestChurn(_ apply: ([Event]) throws -> Void) throws -> (rate: Double, stream: ChurnStream) {
+        var churn = ChurnStream(spec: spec)
+        var events: [Event] = []
+        var nanos: UInt64 = 0
+        var done = 0
+        while done < spec.churnCommands {
+            events.removeAll(keepingCapacity: true)
+            let n = Swift.min(config.batchSize, spec.churnCommands - done)
+            _ = churn.next(commands: n, into: &events)
+            let t0 = monotonicNanos()
+            try apply(events)
+            nanos += monotonicNanos() - t0
+            done += n
+        }
+        return (Double(done) / (Double(nanos) / 1e9), churn)
+    }
+
+    func sample(_ classes: [QueryClass], _ ask: (AudienceQuery) throws -> AudienceTally) throws -> [String: LatencySamples] {
+        var result: [String: LatencySamples] = [:]
+        for c in classes {
+            result[c.name] = try sampleLatencies(c.queries, repetitions: c.repetitions, budgetSeconds: budget) { q in
+                _ = try ask(q)
+            }
+        }
+        return result
+    }
+
+    func answers(_ classes: [QueryClass], _ ask: (AudienceQuery) throws -> AudienceTally) throws -> [AudienceQuery: AudienceTally] {
+        var result: [AudienceQuery: AudienceTally] = [:]
+        for c in classes { for q in c.queries { result[q] = try ask(q) } }
+        return result
+    }
+
+    /// Runs `body` three times and returns the median rate of items per second.
+    func medianRate(_ body: (inout RecipientSink) throws -> Void) throws -> (rate: Double, bytesRate: Double, items: Int) {
+        var runs: [(Double, Double, Int)] = []
+        for _ in 0..<3 {
+            var sink = RecipientSink()
+            defer { sink.deallocate() }
+            let t0 = monotonicNanos()
+            try body(&sink)
+            let s = Double(monotonicNanos() - t0) / 1e9
+            runs.append((Double(sink.recipients) / s, Double(sink.bytes) / s, sink.recipients))
+        }
+        return runs.sorted { $0.0 < $1.0 }[1]
+    }
+
+    // MARK: Engines
+
+    func runTopicStore(_ classes: [QueryClass]) throws -> EngineResults {
+        ProcessMemory.resetPeak()
+        let dir = config.directory + "/topicstore"
+        var r = EngineResults()
+        let engine = try TopicStoreEngine(directory: dir, project: spec.project, mapSize: mapSize,
+                                          maxBatch: Swift.max(4096, config.batchSize))
+        defer { engine.close() }
+        progress("topicstore: install phase (\(spec.devices) devices)")
+        let t0 = engine.transactionID
+        (r.installRate, r.installSubscriptionRate) = try ingestInstall { try engine.submit($0) }
+        r.commits = engine.transactionID - t0
+        progress("topicstore: churn phase (\(spec.churnCommands) commands)")
+        let churn: ChurnStream
+        (r.churnRate, churn) = try ingestChurn { try engine.submit($0) }
+        progress("topicstore: audience counts")
+        r.answers = try answers(classes, engine.counts)
+        r.quiet = try sample(classes, engine.counts)
+        progress("topicstore: token streaming")
+        (r.streamRate, r.streamBytesRate, r.streamRecipients) = try medianRate { try engine.stream(topic: WorkloadSpec.allTopic, into: &$0) }
+        (r.walkRate, _, r.walkRecipients) = try medianRate { try engine.rawDeviceWalk(into: &$0) }
+        progress("topicstore: audience counts under concurrent churn writes")
+        let stream = Handoff(churn)
+        let batch = config.churnBatchSize
+        let writer = BackgroundWriter {
+            var events: [Event] = []
+            _ = stream.value.next(commands: batch, into: &events)
+            try engine.submit(events)
+            return events.count
+        }
+        let loaded = Result { try sample(classes, engine.counts) }
+        let w = try writer.stop()
+        r.loaded = try loaded.get()
+        r.loadedWriterRate = w.perSecond
+        r.peakRSS = ProcessMemory.peakResidentBytes()
+        engine.close()
+        r.diskBytes = diskUsage(ofDirectory: dir).allocated
+        return r
+    }
+
+    func runRawLMDB() throws -> EngineResults {
+        ProcessMemory.resetPeak()
+        let dir = config.directory + "/raw-lmdb"
+        var r = EngineResults()
+        let raw = try RawLMDBLog(directory: dir, mapSize: mapSize)
+        progress("raw LMDB log: install phase")
+        let t0 = raw.environment.info().lastTransactionID
+        // Encoding happens outside the timed part: the limit is LMDB's own append rate.
+        var pending: [[UInt8]] = []
+        (r.installRate, r.installSubscriptionRate) = try ingestInstall { events in
+            pending = raw.encode(events)
+            try raw.append(pending)
+        }
+        r.commits = raw.environment.info().lastTransactionID - t0
+        progress("raw LMDB log: churn phase")
+        (r.churnRate, _) = try ingestChurn { events in try raw.append(raw.encode(events)) }
+        r.peakRSS = ProcessMemory.peakResidentBytes()
+        r.diskBytes = diskUsage(ofDirectory: dir).allocated
+        return r
+    }
+
+    func runSQLite(_ classes: [QueryClass]) throws -> EngineResults {
+        ProcessMemory.resetPeak()
+        let dir = config.directory + "/sqlite"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        var r = EngineResults()
+        let sql = try SQLiteCompetitor(directory: dir)
+        progress("SQLite: install phase")
+        (r.installRate, r.installSubscriptionRate) = try ingestInstall { try sql.apply($0) }
+        progress("SQLite: churn phase")
+        let churn: ChurnStream
+        (r.churnRate, churn) = try ingestChurn { try sql.apply($0) }
+        let reader = try sql.openReader()
+        func ask(_ q: AudienceQuery) throws -> AudienceTally {
+            switch q {
+            case .anyOf(let codes): return try reader.counts(anyOf: codes)
+            case .expression: return try reader.counts(expression: try q.parsed())
+            }
+        }
+        progress("SQLite: audience counts")
+        r.answers = try answers(classes, ask)
+        r.quiet = try sample(classes, ask)
+        progress("SQLite: token streaming")
+        (r.streamRate, r.streamBytesRate, r.streamRecipients) = try medianRate { try reader.stream(topic: WorkloadSpec.allTopic, into: &$0) }
+        progress("SQLite: audience counts under concurrent churn writes")
+        let state = Handoff((sql, churn))
+        let batch = config.churnBatchSize
+        let writer = BackgroundWriter {
+            var events: [Event] = []
+            _ = state.value.1.next(commands: batch, into: &events)
+            try state.value.0.apply(events)
+            return events.count
+        }
+        let loaded = Result { try sample(classes, ask) }
+        let w = try writer.stop()
+        r.loaded = try loaded.get()
+        r.loadedWriterRate = w.perSecond
+        r.peakRSS = ProcessMemory.peakResidentBytes()
+        try sql.checkpoint()
+        r.diskBytes = diskUsage(ofDirectory: dir).allocated
+        return r
+    }
+}

@@ -1,0 +1,112 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Monotonic time in nanoseconds.
+@inline(__always)
+public func monotonicNanos() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
+/// Latency samples of one query class, in nanoseconds.
+public struct LatencySamples: Sendable, Hashable {
+    public private(set) var nanos: [UInt64] = []
+    public init() {}
+    public mutating func add(_ ns: UInt64) { nanos.append(ns) }
+    public mutating func add(contentsOf other: LatencySamples) { nanos.append(contentsOf: other.nanos) }
+    public var count: Int { nanos.count }
+
+    /// The `p`-quantile (0…1), nearest-rank; 0 without samples.
+    public func quantile(_ p: Double) -> Double {
+        guard !nanos.isEmpty else { return 0 }
+        let sorted = nanos.sorted()
+        let rank = Swift.max(1, Int((p * Double(sorted.count)).rounded(.up)))
+        return Double(sorted[Swift.min(rank, sorted.count) - 1])
+    }
+    public var p50: Double { quantile(0.50) }
+    public var p99: Double { quantile(0.99) }
+}
+
+/// Times `body` over and over, round-robin over `queries`, until each query
+/// has `repetitions` samples or `budgetSeconds` have passed (at least
+/// `minimumPerQuery` samples each). One warm-up call per query is not counted.
+public func sampleLatencies<Q>(_ queries: [Q], repetitions: Int, minimumPerQuery: Int = 3, budgetSeconds: Double,
+                               _ body: (Q) throws -> Void) rethrows -> LatencySamples {
+    var samples = LatencySamples()
+    for q in queries { try body(q) }
+    let deadline = monotonicNanos() + UInt64(budgetSeconds * 1e9)
+    var round = 0
+    while round < repetitions {
+        if round >= minimumPerQuery && monotonicNanos() > deadline { break }
+        for q in queries {
+            let t0 = monotonicNanos()
+            try body(q)
+            samples.add(monotonicNanos() - t0)
+        }
+        round += 1
+    }
+    return samples
+}
+
+/// Process memory as the kernel reports it.
+public enum ProcessMemory {
+    /// Peak resident set (VmHWM) in bytes since start or the last `resetPeak`; falls back to ru_maxrss.
+    public static func peakResidentBytes() -> Int {
+        if let kb = statusField("VmHWM:") { return kb * 1024 }
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Int(usage.ru_maxrss) * 1024
+    }
+
+    /// Current resident set (VmRSS) in bytes.
+    public static func residentBytes() -> Int { (statusField("VmRSS:") ?? 0) * 1024 }
+
+    /// Resets the peak to the current resident set (Linux: `5` into /proc/self/clear_refs),
+    /// so that each phase reports its own peak. Returns false where unsupported.
+    @discardableResult
+    public static func resetPeak() -> Bool {
+        let fd = open("/proc/self/clear_refs", O_WRONLY)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        return write(fd, "5", 1) == 1
+    }
+
+    private static func statusField(_ name: String) -> Int? {
+        let fd = open("/proc/self/status", O_RDONLY)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 8192)
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard n > 0 else { return nil }
+        let text = String(decoding: buffer[0..<n], as: UTF8.self)
+        for line in text.split(separator: "\n") where line.hasPrefix(name) {
+            let digits = line.dropFirst(name.count).filter { $0.isNumber }
+            return Int(digits)
+        }
+        return nil
+    }
+}
+
+/// Bytes a directory's files take on disk (allocated blocks, as `du` counts them),
+/// and their apparent sizes.
+public func diskUsage(ofDirectory path: String) -> (allocated: Int, apparent: Int) {
+    guard let dir = opendir(path) else { return (0, 0) }
+    defer { closedir(dir) }
+    var allocated = 0, apparent = 0
+    while let entry = readdir(dir) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+            String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+        }
+        if name == "." || name == ".." { continue }
+        var st = stat()
+        if stat(path + "/" + name, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG {
+            allocated += Int(st.st_blocks) * 512
+            apparent += Int(st.st_size)
+        }
+    }
+    return (allocated, apparent)
+}
