@@ -13,6 +13,9 @@ public final class Environment: @unchecked Sendable {
         public var readOnly = false
         /// Weaker durability: commits are not fsynced (`MDB_NOSYNC`). Never the default.
         public var noSync = false
+        /// Writes go straight into the shared map (`MDB_WRITEMAP`) instead of
+        /// through malloc'd page copies and pwrite; commits msync. Same durability.
+        public var writeMap = false
         public init() {}
     }
 
@@ -31,6 +34,7 @@ public final class Environment: @unchecked Sendable {
             var flags = UInt32(MDB_NOTLS)
             if options.readOnly { flags |= UInt32(MDB_RDONLY) }
             if options.noSync { flags |= UInt32(MDB_NOSYNC) }
+            if options.writeMap && !options.readOnly { flags |= UInt32(MDB_WRITEMAP) }
             try check(mdb_env_open(env, path, flags, 0o644))
         } catch {
             mdb_env_close(env)

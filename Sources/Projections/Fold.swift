@@ -25,63 +25,62 @@ public enum Fold {
                 try writer.put(device: previous, pid, holder, txn)
             }
             if let old = device.token, old != token {
-                try writer.txnDeleteToken(pid, old, txn)
+                try writer.deleteIndex(writer.tables.tokens, pid, old, txn)
             }
-            if let p = device.platform, device.state == .live {
+            if let p = device.platform, device.state == .live, p != platform {
                 try writer.setBit(pid, ProjectionTables.BuiltIn.live(p), ordinal, false, txn)
             }
+            if device.token != token { try writer.setIndex(writer.tables.tokens, pid, token, ordinal: ordinal, txn) }
             device.token = token
             device.platform = platform
             device.tokenTime = record.timestamp
             device.rejectedAt = nil
-            try writer.setIndex(writer.tables.tokens, pid, token, ordinal: ordinal, txn)
             try writer.setBit(pid, ProjectionTables.BuiltIn.live(platform), ordinal, true, txn)
             try writer.put(device: device, pid, ordinal, txn)
 
         case .register(let deviceID, let specs):
-            let (ordinal, _) = try deviceOrdinal(pid, deviceID, &project, writer, txn)
+            let (ordinal, created) = try deviceOrdinal(pid, deviceID, &project, writer, txn)
+            let member = created ? writer.newMembershipSlot(pid, ordinal) : try writer.membershipSlot(pid, ordinal, txn)
             for spec in specs {
-                let tid: UInt32
-                var topic: TopicRecord
-                if let existing = try writer.topicID(pid, code: spec.code, txn) {
-                    tid = existing
-                    guard let t = try writer.topic(pid, tid, txn) else {
+                let slot: Int
+                if let tid = try writer.topicID(pid, code: spec.code, txn) {
+                    guard let s = try writer.topicSlot(pid, tid, txn) else {
                         throw ProjectionCorruption(place: "topics/\(pid)/\(tid)", reason: "indexed topic \(spec.code) is missing")
                     }
-                    topic = t
+                    slot = s
+                    let current = writer.topic(at: slot)
+                    if let title = spec.title, title != current.title {
+                        writer.modifyTopic(at: slot) { $0.title = title; $0.lastChangeSeq = record.sequence }
+                    }
+                    if let single = spec.single, single != current.single {
+                        writer.modifyTopic(at: slot) { $0.single = single; $0.lastChangeSeq = record.sequence }
+                    }
                 } else {
-                    tid = project.nextTopicID
+                    let tid = project.nextTopicID
                     project.nextTopicID += 1
-                    try writer.insertTopicCode(pid, code: spec.code, id: tid, txn)
-                    topic = TopicRecord(code: spec.code, title: spec.title ?? spec.code, single: spec.single ?? false,
-                                        subscribers: 0, createdSeq: record.sequence, lastChangeSeq: record.sequence)
-                    writer.update(topic: tid, of: pid, topic)
+                    slot = try writer.createTopic(pid, tid, TopicRecord(
+                        code: spec.code, title: spec.title ?? spec.code, single: spec.single ?? false,
+                        subscribers: 0, createdSeq: record.sequence, lastChangeSeq: record.sequence), txn)
                 }
-                var changed = false
-                if let title = spec.title, title != topic.title { topic.title = title; changed = true }
-                if let single = spec.single, single != topic.single { topic.single = single; changed = true }
-                if try !writer.isMember(pid, ordinal, tid, txn) {
-                    try writer.addMembership(pid, ordinal, tid, txn)
-                    topic.subscribers += 1
-                    changed = true
-                }
-                if changed {
-                    topic.lastChangeSeq = record.sequence
-                    writer.update(topic: tid, of: pid, topic)
+                let tid = writer.topicKey(at: slot)
+                if try writer.subscribe(member, tid, txn) {
+                    writer.modifyTopic(at: slot) { $0.subscribers += 1; $0.lastChangeSeq = record.sequence }
                 }
             }
 
         case .unregister(let deviceID, let codes):
             guard let ordinal = try writer.ordinal(pid, deviceID: deviceID, txn) else { break }
+            let member = try writer.membershipSlot(pid, ordinal, txn)
             for code in codes {
                 guard let tid = try writer.topicID(pid, code: code, txn) else { continue }
-                try unsubscribe(pid, ordinal, tid, record.sequence, writer, txn)
+                try unsubscribe(pid, member, tid, record.sequence, writer, txn)
             }
 
         case .unregisterAll(let deviceID):
             guard let ordinal = try writer.ordinal(pid, deviceID: deviceID, txn) else { break }
-            for tid in try writer.memberships(pid, ordinal, txn) {
-                try unsubscribe(pid, ordinal, tid, record.sequence, writer, txn)
+            let member = try writer.membershipSlot(pid, ordinal, txn)
+            for tid in writer.topicIDs(at: member) {
+                try unsubscribe(pid, member, tid, record.sequence, writer, txn)
             }
 
         case .tokenRejected(let token, let rejectedAt, _):
@@ -109,21 +108,18 @@ public enum Fold {
         return (ordinal, true)
     }
 
-    private static func unsubscribe(_ pid: UInt32, _ ordinal: UInt32, _ tid: UInt32, _ seq: UInt64,
+    private static func unsubscribe(_ pid: UInt32, _ member: Int, _ tid: UInt32, _ seq: UInt64,
                                     _ writer: ProjectionWriter, _ txn: borrowing Transaction) throws {
-        guard try writer.isMember(pid, ordinal, tid, txn) else { return }
-        guard var topic = try writer.topic(pid, tid, txn) else {
+        guard try writer.unsubscribe(member, tid, txn) else { return }
+        guard let slot = try writer.topicSlot(pid, tid, txn) else {
             throw ProjectionCorruption(place: "topics/\(pid)/\(tid)", reason: "membership of a missing topic")
         }
-        try writer.removeMembership(pid, ordinal, tid, txn)
-        topic.subscribers -= 1
-        topic.lastChangeSeq = seq
-        writer.update(topic: tid, of: pid, topic)
-    }
-}
-
-extension ProjectionWriter {
-    func txnDeleteToken(_ pid: UInt32, _ token: String, _ txn: borrowing Transaction) throws {
-        try txn.delete(tables.tokens, Keys.named(pid, token))
+        try writer.modifyTopic(at: slot) { (t: inout TopicRecord) throws in
+            guard t.subscribers > 0 else {
+                throw ProjectionCorruption(place: "topics/\(pid)/\(tid)", reason: "subscriber count below zero")
+            }
+            t.subscribers -= 1
+            t.lastChangeSeq = seq
+        }
     }
 }

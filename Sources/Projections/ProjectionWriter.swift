@@ -3,27 +3,38 @@ import Roaring
 import SubscriptionLog
 
 /// The projections' side of one write transaction. It caches what a batch of
-/// events touches over and over (project counters, topic records, posting
-/// chunks) and writes it back once in `flush`, which must run before commit.
-/// Device records and indexes are written straight through.
+/// events touches over and over (project counters, topic records, topic codes,
+/// posting containers, device topic lists) and writes each back once in
+/// `flush`, which must run before commit. Device records and the device_id and
+/// token indexes are written straight through.
 ///
 /// Used by the live write path and by replay alike, through `Fold.apply`.
 public final class ProjectionWriter {
     public let tables: ProjectionTables
 
-    struct ChunkKey: Hashable { var pid: UInt32; var topic: UInt32; var high: UInt16 }
-    struct TopicKey: Hashable { var pid: UInt32; var topic: UInt32 }
-    struct DeviceKey: Hashable { var pid: UInt32; var ordinal: UInt32 }
+    struct ChunkKey: SlotKey {
+        var pid: UInt32; var topic: UInt32; var high: UInt16
+        var hash64: UInt64 { (UInt64(pid) << 48 ^ UInt64(topic) << 16) ^ UInt64(high) }
+    }
+    struct TopicKey: SlotKey {
+        var pid: UInt32; var topic: UInt32
+        var hash64: UInt64 { UInt64(pid) << 32 | UInt64(topic) }
+    }
+    struct DeviceKey: SlotKey {
+        var pid: UInt32; var ordinal: UInt32
+        var hash64: UInt64 { UInt64(pid) << 32 | UInt64(ordinal) }
+    }
     struct CodeKey: Hashable { var pid: UInt32; var code: String }
 
-    private var projects: [String: ProjectRecord] = [:]
-    private var dirtyProjects: Set<String> = []
-    private var topics: [TopicKey: TopicRecord] = [:]
-    private var dirtyTopics: Set<TopicKey> = []
-    private var chunks: [ChunkKey: Bitmap] = [:]
-    private var dirtyChunks: Set<ChunkKey> = []
-    private var memberships: [DeviceKey: [UInt32]] = [:]
-    private var dirtyMemberships: Set<DeviceKey> = []
+    struct Cached<Value> {
+        var value: Value
+        var dirty: Bool
+    }
+
+    private var projects: [String: Cached<ProjectRecord>] = [:]
+    private var topics = SlotTable<TopicKey, Cached<TopicRecord>>()
+    private var chunks = SlotTable<ChunkKey, Cached<Bitmap>>()
+    private var memberships = SlotTable<DeviceKey, Cached<[UInt32]>>()
     private var topicCodes: [CodeKey: UInt32] = [:]
     private var nextProjectID: UInt32?
     public private(set) var appliedSequence: UInt64
@@ -36,32 +47,30 @@ public final class ProjectionWriter {
     /// Starts a batch on top of what `txn` holds, forgetting anything cached
     /// before: another transaction (or process) may have changed the tables since.
     public func begin(_ txn: borrowing Transaction) throws {
-        projects = [:]; dirtyProjects = []; topics = [:]; dirtyTopics = []
-        chunks = [:]; dirtyChunks = []; nextProjectID = nil
-        memberships = [:]; dirtyMemberships = []; topicCodes = [:]
+        projects = [:]
+        topics.removeAll(); chunks.removeAll(); memberships.removeAll()
+        topicCodes = [:]
+        nextProjectID = nil
         appliedSequence = try tables.appliedSequence(txn)
     }
 
     // MARK: Projects
 
     func project(named name: String, create: Bool, _ txn: borrowing Transaction) throws -> ProjectRecord? {
-        if let p = projects[name] { return p }
+        if let p = projects[name] { return p.value }
         if let v = try txn.get(tables.projects, Array(name.utf8)) {
             let p = try ProjectRecord(decoding: v, at: "projects/\(name)")
-            projects[name] = p
+            projects[name] = Cached(value: p, dirty: false)
             return p
         }
         guard create else { return nil }
-        let id = try allocateProjectID(txn)
-        let p = ProjectRecord(id: id, nextOrdinal: 0, nextTopicID: ProjectionTables.firstTopicID)
-        projects[name] = p
-        dirtyProjects.insert(name)
+        let p = ProjectRecord(id: try allocateProjectID(txn), nextOrdinal: 0, nextTopicID: ProjectionTables.firstTopicID)
+        projects[name] = Cached(value: p, dirty: true)
         return p
     }
 
     func update(project name: String, _ record: ProjectRecord) {
-        projects[name] = record
-        dirtyProjects.insert(name)
+        if projects[name]?.value != record { projects[name] = Cached(value: record, dirty: true) }
     }
 
     private func allocateProjectID(_ txn: borrowing Transaction) throws -> UInt32 {
@@ -72,21 +81,31 @@ public final class ProjectionWriter {
         return next
     }
 
-    // MARK: Topics
+    // MARK: Topics (by slot: look a topic up once, then read and change it in place)
 
-    func topic(_ pid: UInt32, _ tid: UInt32, _ txn: borrowing Transaction) throws -> TopicRecord? {
+    /// The cache slot of topic `tid`, loading it; nil when the topic does not exist.
+    func topicSlot(_ pid: UInt32, _ tid: UInt32, _ txn: borrowing Transaction) throws -> Int? {
         let key = TopicKey(pid: pid, topic: tid)
-        if let t = topics[key] { return t }
+        if let slot = topics.slot(of: key) { return slot }
         guard let v = try txn.get(tables.topics, Keys.pair(pid, tid)) else { return nil }
-        let t = try TopicRecord(decoding: v, at: "topics/\(pid)/\(tid)")
-        topics[key] = t
-        return t
+        return topics.insert(key, Cached(value: try TopicRecord(decoding: v, at: "topics/\(pid)/\(tid)"), dirty: false))
     }
 
-    func update(topic tid: UInt32, of pid: UInt32, _ record: TopicRecord) {
-        let key = TopicKey(pid: pid, topic: tid)
-        topics[key] = record
-        dirtyTopics.insert(key)
+    /// Creates topic `tid` with its code index entry; returns its slot.
+    func createTopic(_ pid: UInt32, _ tid: UInt32, _ record: TopicRecord, _ txn: borrowing Transaction) throws -> Int {
+        var w = ByteWriter(capacity: 4); w.u32(tid)
+        try txn.put(tables.topicCodes, Keys.named(pid, record.code), w.bytes)
+        topicCodes[CodeKey(pid: pid, code: record.code)] = tid
+        return topics.insert(TopicKey(pid: pid, topic: tid), Cached(value: record, dirty: true))
+    }
+
+    func topic(at slot: Int) -> TopicRecord { topics.values[slot].value }
+    func topicKey(at slot: Int) -> UInt32 { topics.keys[slot].topic }
+
+    /// Changes the cached topic in `slot`; it is written back at flush.
+    func modifyTopic<R>(at slot: Int, _ body: (inout TopicRecord) throws -> R) rethrows -> R {
+        topics.values[slot].dirty = true
+        return try body(&topics.values[slot].value)
     }
 
     func topicID(_ pid: UInt32, code: String, _ txn: borrowing Transaction) throws -> UInt32? {
@@ -97,12 +116,6 @@ public final class ProjectionWriter {
         let id: UInt32 = v.loadBigEndian(at: 0)
         topicCodes[key] = id
         return id
-    }
-
-    func insertTopicCode(_ pid: UInt32, code: String, id: UInt32, _ txn: borrowing Transaction) throws {
-        var w = ByteWriter(capacity: 4); w.u32(id)
-        try txn.put(tables.topicCodes, Keys.named(pid, code), w.bytes)
-        topicCodes[CodeKey(pid: pid, code: code)] = id
     }
 
     // MARK: Devices
@@ -127,6 +140,10 @@ public final class ProjectionWriter {
         try txn.put(db, Keys.named(pid, name), w.bytes)
     }
 
+    func deleteIndex(_ db: Database, _ pid: UInt32, _ name: String, _ txn: borrowing Transaction) throws {
+        try txn.delete(db, Keys.named(pid, name))
+    }
+
     func device(_ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws -> DeviceRecord {
         guard let v = try txn.get(tables.devices, Keys.pair(pid, ordinal)) else {
             throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "indexed device is missing")
@@ -140,62 +157,59 @@ public final class ProjectionWriter {
 
     // MARK: Memberships (device → topics and topic → devices, kept together)
 
-    /// Loads a device's topic list into the batch cache.
-    private func loadMemberships(_ key: DeviceKey, _ txn: borrowing Transaction) throws {
-        if memberships[key] == nil {
-            memberships[key] = try ProjectionReader.memberships(key.pid, key.ordinal, tables: tables, txn)
-        }
+    /// The cache slot of a device's topic list, loading it.
+    func membershipSlot(_ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws -> Int {
+        let key = DeviceKey(pid: pid, ordinal: ordinal)
+        if let slot = memberships.slot(of: key) { return slot }
+        let list = try ProjectionReader.memberships(pid, ordinal, tables: tables, txn)
+        return memberships.insert(key, Cached(value: list, dirty: false))
     }
 
-    func isMember(_ pid: UInt32, _ ordinal: UInt32, _ tid: UInt32, _ txn: borrowing Transaction) throws -> Bool {
-        let key = DeviceKey(pid: pid, ordinal: ordinal)
-        try loadMemberships(key, txn)
-        return DeviceTopics.search(memberships[key]!, tid).found
+    /// A new device has no topics: no need to look.
+    func newMembershipSlot(_ pid: UInt32, _ ordinal: UInt32) -> Int {
+        memberships.insert(DeviceKey(pid: pid, ordinal: ordinal), Cached(value: [], dirty: false))
     }
 
-    func addMembership(_ pid: UInt32, _ ordinal: UInt32, _ tid: UInt32, _ txn: borrowing Transaction) throws {
-        let key = DeviceKey(pid: pid, ordinal: ordinal)
-        try loadMemberships(key, txn)
-        let (found, index) = DeviceTopics.search(memberships[key]!, tid)
-        if !found {
-            memberships[key]!.insert(tid, at: index)
-            dirtyMemberships.insert(key)
-        }
-        try setBit(pid, tid, ordinal, true, txn)
+    func topicIDs(at slot: Int) -> [UInt32] { memberships.values[slot].value }
+
+    /// Adds topic `tid` to the device in `slot` (and the device to the topic's
+    /// bitmap); returns false when it was already there.
+    func subscribe(_ slot: Int, _ tid: UInt32, _ txn: borrowing Transaction) throws -> Bool {
+        let (found, at) = DeviceTopics.search(memberships.values[slot].value, tid)
+        if found { return false }
+        memberships.values[slot].value.insert(tid, at: at)
+        memberships.values[slot].dirty = true
+        let key = memberships.keys[slot]
+        try setBit(key.pid, tid, key.ordinal, true, txn)
+        return true
     }
 
-    func removeMembership(_ pid: UInt32, _ ordinal: UInt32, _ tid: UInt32, _ txn: borrowing Transaction) throws {
-        let key = DeviceKey(pid: pid, ordinal: ordinal)
-        try loadMemberships(key, txn)
-        let (found, index) = DeviceTopics.search(memberships[key]!, tid)
-        if found {
-            memberships[key]!.remove(at: index)
-            dirtyMemberships.insert(key)
-        }
-        try setBit(pid, tid, ordinal, false, txn)
-    }
-
-    /// The topic ids a device belongs to, ascending.
-    func memberships(_ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws -> [UInt32] {
-        let key = DeviceKey(pid: pid, ordinal: ordinal)
-        try loadMemberships(key, txn)
-        return memberships[key]!
+    /// Removes topic `tid` from the device in `slot`; returns false when it was not there.
+    func unsubscribe(_ slot: Int, _ tid: UInt32, _ txn: borrowing Transaction) throws -> Bool {
+        let (found, at) = DeviceTopics.search(memberships.values[slot].value, tid)
+        if !found { return false }
+        memberships.values[slot].value.remove(at: at)
+        memberships.values[slot].dirty = true
+        let key = memberships.keys[slot]
+        try setBit(key.pid, tid, key.ordinal, false, txn)
+        return true
     }
 
     /// Sets or clears one device's bit in a topic's (or built-in set's) bitmap.
     @discardableResult
     func setBit(_ pid: UInt32, _ tid: UInt32, _ ordinal: UInt32, _ on: Bool, _ txn: borrowing Transaction) throws -> Bool {
         let key = ChunkKey(pid: pid, topic: tid, high: PostingChunk.high(ordinal))
-        if chunks[key] == nil {
-            if let v = try txn.get(tables.postings, Keys.chunk(pid, tid, key.high)) {
-                chunks[key] = try PostingChunk.decode(v, pid: pid, topic: tid, high: key.high)
-            } else {
-                chunks[key] = Bitmap()
-            }
+        let slot: Int
+        if let s = chunks.slot(of: key) {
+            slot = s
+        } else if let v = try txn.get(tables.postings, Keys.chunk(pid, tid, key.high)) {
+            slot = chunks.insert(key, Cached(value: try PostingChunk.decode(v, pid: pid, topic: tid, high: key.high), dirty: false))
+        } else {
+            slot = chunks.insert(key, Cached(value: Bitmap(), dirty: false))
         }
-        // Mutated in place through the dictionary, so the bitmap stays uniquely referenced.
-        let changed = on ? chunks[key]!.insert(ordinal) : chunks[key]!.remove(ordinal)
-        if changed { dirtyChunks.insert(key) }
+        // Mutated in place in the table's array, so the bitmap stays uniquely referenced.
+        let changed = on ? chunks.values[slot].value.insert(ordinal) : chunks.values[slot].value.remove(ordinal)
+        if changed { chunks.values[slot].dirty = true }
         return changed
     }
 
@@ -208,47 +222,51 @@ public final class ProjectionWriter {
         appliedSequence = sequence
     }
 
-    /// Writes every cached change into the transaction.
+    /// Writes every cached change into the transaction. The caches stay valid
+    /// for further events in the same transaction.
     public func flush(_ txn: borrowing Transaction) throws {
-        for name in dirtyProjects {
-            try txn.put(tables.projects, Array(name.utf8), projects[name]!.encoded())
+        for (name, cached) in projects where cached.dirty {
+            try txn.put(tables.projects, Array(name.utf8), cached.value.encoded())
+            projects[name]!.dirty = false
         }
         if let next = nextProjectID {
             var w = ByteWriter(capacity: 4); w.u32(next)
             try txn.put(tables.meta, ProjectionTables.nextProjectKey, w.bytes)
         }
-        for key in dirtyTopics {
-            try txn.put(tables.topics, Keys.pair(key.pid, key.topic), topics[key]!.encoded())
+        for slot in 0..<topics.count where topics.values[slot].dirty {
+            let key = topics.keys[slot]
+            try txn.put(tables.topics, Keys.pair(key.pid, key.topic), topics.values[slot].value.encoded())
+            topics.values[slot].dirty = false
         }
-        for key in dirtyChunks {
+        for slot in 0..<chunks.count where chunks.values[slot].dirty {
+            let key = chunks.keys[slot]
             let dbKey = Keys.chunk(key.pid, key.topic, key.high)
-            guard var bitmap = chunks[key] else { continue }
-            if bitmap.isEmpty {
+            chunks.values[slot].dirty = false
+            if chunks.values[slot].value.isEmpty {
                 try txn.delete(tables.postings, dbKey)
             } else {
-                chunks[key] = nil
-                bitmap.optimize()
-                let size = bitmap.serializedSize
-                try txn.put(tables.postings, dbKey, reserving: size) { _ = bitmap.serialize(into: $0) }
-                chunks[key] = bitmap
+                chunks.values[slot].value.optimize()
+                let bitmap = chunks.values[slot].value
+                try txn.put(tables.postings, dbKey, reserving: bitmap.serializedSize) { _ = bitmap.serialize(into: $0) }
             }
         }
-        for key in dirtyMemberships {
-            let list = memberships[key]!
+        for slot in 0..<memberships.count where memberships.values[slot].dirty {
+            let key = memberships.keys[slot]
+            let list = memberships.values[slot].value
             let dbKey = Keys.pair(key.pid, key.ordinal)
+            memberships.values[slot].dirty = false
             if list.isEmpty {
                 try txn.delete(tables.deviceTopics, dbKey)
             } else {
                 try txn.put(tables.deviceTopics, dbKey, reserving: list.count * 4) { DeviceTopics.encode(list, into: $0) }
             }
         }
-        dirtyMemberships = []
-        if memberships.count > 200_000 { memberships = [:] }
         var w = ByteWriter(capacity: 8); w.u64(appliedSequence)
         try txn.put(tables.meta, ProjectionTables.appliedSeqKey, w.bytes)
-        dirtyProjects = []; dirtyTopics = []; dirtyChunks = []
-        // Whatever was flushed is in the transaction now; bound the cache for long replays.
-        if chunks.count > 50_000 { chunks = [:] }
+        // Bound the caches for long replays: everything is written, so start afresh.
+        if chunks.count > 50_000 || memberships.count > 200_000 || topics.count > 200_000 {
+            topics.removeAll(); chunks.removeAll(); memberships.removeAll(); topicCodes = [:]
+        }
     }
 }
 

@@ -99,9 +99,21 @@ public enum Validation {
         } else if n > Limits.deviceIDLength.upperBound {
             errors.append(ValidationError(field: "device_id",
                 message: "The device id may not be greater than \(Limits.deviceIDLength.upperBound) bytes."))
-        } else if deviceID.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+        } else if hasControlCharacter(deviceID) {
             errors.append(ValidationError(field: "device_id", message: "The device id may not contain control characters."))
         }
+    }
+
+    /// Whether `s` holds a control character (C0, DEL, C1), checking bytes
+    /// first: almost every device id is ASCII, and Unicode properties are slow.
+    static func hasControlCharacter(_ s: String) -> Bool {
+        var ascii = true
+        for b in s.utf8 {
+            if b < 0x20 || b == 0x7F { return true }
+            if b >= 0x80 { ascii = false }
+        }
+        if ascii { return false }
+        return s.unicodeScalars.contains { $0.properties.generalCategory == .control }
     }
 
     static func check(token: String, field: String, into errors: inout [ValidationError]) {

@@ -47,6 +47,19 @@ final class CommitWriter: @unchecked Sendable {
         condition.unlock()
     }
 
+    /// Enqueues several commands at once, so a caller's batch reaches the writer whole.
+    func enqueue(_ items: [Pending]) {
+        condition.lock()
+        if stopping {
+            condition.unlock()
+            for p in items { p.done(.failure(StoreError.closed)) }
+            return
+        }
+        queue.append(contentsOf: items)
+        condition.signal()
+        condition.unlock()
+    }
+
     /// Takes no more commands, lets the thread commit what is queued, and waits for it.
     func stop() {
         condition.lock()

@@ -51,6 +51,7 @@ public final class TopicStore: Sendable {
         envOptions.readOnly = options.readOnly
         envOptions.noSync = options.durability == .noSync
         envOptions.maxDatabases = 32
+        envOptions.writeMap = ProcessInfo.processInfo.environment["TOPICSTORE_WRITEMAP"] == "1"
         let env: Environment
         do {
             env = try Environment(path: directory, options: envOptions)
@@ -147,6 +148,8 @@ public final class TopicStore: Sendable {
         guard let writer else { return events.map { _ in .failure(StoreError.readOnly) } }
         let results = ResultSlots(count: events.count)
         let group = DispatchGroup()
+        var pending: [CommitWriter.Pending] = []
+        pending.reserveCapacity(events.count)
         for (i, event) in events.enumerated() {
             do {
                 try Validation.validate(event)
@@ -155,11 +158,12 @@ public final class TopicStore: Sendable {
                 continue
             }
             group.enter()
-            writer.enqueue(event) { result in
+            pending.append(CommitWriter.Pending(event: event) { result in
                 results.set(i, result)
                 group.leave()
-            }
+            })
         }
+        writer.enqueue(pending)
         group.wait()
         return results.values
     }
