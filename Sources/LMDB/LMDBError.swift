@@ -33,7 +33,7 @@ public struct LMDBError: Error, RawRepresentable, Hashable, Sendable, CustomStri
 
 /// Calls an LMDB function and turns a non-zero return into a thrown `LMDBError`.
 @inline(__always)
-func check(_ code: Int32) throws(LMDBError) {
+func check(_ code: Int32) throws {
     if code != 0 { throw LMDBError(rawValue: code) }
 }
 

@@ -74,7 +74,7 @@ public struct ByteReader {
 
 extension UnsafeRawBufferPointer {
     /// A big-endian integer at `offset` (bounds checked by the caller's length check).
-    @inline(__always)
+    @inlinable @inline(__always)
     public func loadBigEndian<T: FixedWidthInteger>(at offset: Int, as: T.Type = T.self) -> T {
         T(bigEndian: loadUnaligned(fromByteOffset: offset, as: T.self))
     }
