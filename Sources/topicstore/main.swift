@@ -3,6 +3,9 @@ import TopicStore
 
 /// Every subcommand, in the order `topicstore --help` lists them.
 let commands: [any Command.Type] = [
+    ServeCommand.self,
+    ProjectCommand.self,
+    KeyCommand.self,
     LoadCommand.self,
     AudienceCommand.self,
     TopicsCommand.self,
