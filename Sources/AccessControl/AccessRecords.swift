@@ -22,6 +22,11 @@ public struct Credential: Sendable, Hashable {
     public var project: String
     public var kind: KeyKind
     public var keyID: String
+    public init(project: String, kind: KeyKind, keyID: String) {
+        self.project = project
+        self.kind = kind
+        self.keyID = keyID
+    }
 }
 
 // Stored forms (little helpers; every value starts with a format version byte).

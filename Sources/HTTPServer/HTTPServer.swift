@@ -98,6 +98,8 @@ final class RequestState {
     var body: [UInt8] = []
     var received = 0
     var tooLarge = false
+    /// The request began after shutdown started: it is refused with 503.
+    var arrivedWhileDraining = false
     var responded = false
     var status = 0
     var responseBytes = 0
@@ -238,6 +240,7 @@ final class ServerCore: @unchecked Sendable {
             slot.pointee = Unmanaged.passRetained(state).toOpaque()
             condition.lock()
             inFlight += 1
+            state.arrivedWhileDraining = draining
             condition.unlock()
             if let text = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length"),
                let declared = Int(String(cString: text)), declared > configuration.bodyLimit {
@@ -267,7 +270,7 @@ final class ServerCore: @unchecked Sendable {
         if state.tooLarge {
             return respond(connection, state, configuration.errorResponse(413), close: true)
         }
-        if isDraining {
+        if state.arrivedWhileDraining {
             var response = configuration.errorResponse(503)
             response.headers.set("Retry-After", "1")
             return respond(connection, state, response, close: true)
