@@ -11,6 +11,11 @@ let commands: [any Command.Type] = [
     TopicsCommand.self,
     DeviceCommand.self,
     StatsCommand.self,
+    ReplayCommand.self,
+    AuditCommand.self,
+    HistoryCommand.self,
+    ExportCommand.self,
+    ImportCommand.self,
     BenchCommand.self,
 ]
 
