@@ -13,7 +13,9 @@ enum ReplayCommand: Command {
             .init(name: "at", value: "TIME", help: "through the last event at or before TIME (ISO-8601 or ms since 1970)"),
             .init(name: "out", value: "DIR", help: "the new store directory (must not exist or be empty)"),
             .init(name: "projections-only", value: nil, help: "write only the projections, not the log records"),
+            .init(name: "commit-every", value: "N", help: "records folded per write transaction of the output (default 200000)"),
             .init(name: "benchmark", value: nil, help: "measure the rebuild rate and audit time of --data (no --out)"),
+            .init(name: "generate", value: "DEVICES", help: "with --benchmark: first write a workload of DEVICES devices into --data (new)"),
         ],
         details: """
         The output is an ordinary store: audience, topics, device and stats answer questions
@@ -26,6 +28,14 @@ enum ReplayCommand: Command {
         var readOnly = TopicStore.Options()
         readOnly.readOnly = true
         if arguments.has("benchmark") {
+            if let n = try arguments.integer("generate") {
+                guard n > 0 else { throw UsageError(description: "--generate must be positive") }
+                let bar = ProgressBar(arguments: arguments)
+                let started = Date()
+                let events = try ReplayBenchmark.generateWorkload(into: arguments.dataDirectory, devices: n, progress: bar.update)
+                bar.finish()
+                if !arguments.json { print(String(format: "generated %llu events for %d devices in %.1f s", events, n, Date().timeIntervalSince(started))) }
+            }
             let store = try TopicStore(directory: arguments.dataDirectory, options: readOnly)
             let r = try ReplayBenchmark.run(store: store)
             if arguments.json {
@@ -50,6 +60,10 @@ enum ReplayCommand: Command {
         let store = try TopicStore(directory: arguments.dataDirectory, options: readOnly)
         var options = Replay.Options()
         options.includeLog = !arguments.has("projections-only")
+        if let n = try arguments.integer("commit-every") {
+            guard n > 0 else { throw UsageError(description: "--commit-every must be positive") }
+            options.recordsPerCommit = n
+        }
         let bar = ProgressBar(arguments: arguments)
         let report = try Replay.rebuild(from: store, to: point, into: out, options: options, progress: bar.update)
         bar.finish()
