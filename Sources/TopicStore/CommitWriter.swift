@@ -20,6 +20,14 @@ final class CommitWriter: @unchecked Sendable {
     /// Batch sizes committed so far (for metrics).
     private(set) var batches = 0
     private(set) var committed = 0
+    /// Committed batches by size: bucket i counts batches of at most 2^i commands.
+    private var sizeBuckets = [Int](repeating: 0, count: 14)
+
+    /// Batches and commands committed so far, and batch counts by size (for metrics).
+    var counters: CommitCounters {
+        condition.lock(); defer { condition.unlock() }
+        return CommitCounters(batches: batches, commands: committed, batchesBySize: sizeBuckets)
+    }
 
     init(maxBatch: Int) { self.maxBatch = maxBatch }
 
@@ -91,8 +99,11 @@ final class CommitWriter: @unchecked Sendable {
             let result = store.commit(batch)
             switch result {
             case .success(let receipts):
+                condition.lock()
                 batches += 1
                 committed += batch.count
+                sizeBuckets[min(sizeBuckets.count - 1, Int.bitWidth - (batch.count - 1).leadingZeroBitCount)] += 1
+                condition.unlock()
                 for (p, r) in zip(batch, receipts) { p.done(.success(r)) }
             case .failure(let error):
                 for p in batch { p.done(.failure(error)) }

@@ -101,6 +101,9 @@ public final class TopicStore: Sendable {
         }
     }
 
+    /// Group-commit counters since this store was opened (zero when read-only).
+    public var commitCounters: CommitCounters { writer?.counters ?? CommitCounters(batches: 0, commands: 0, batchesBySize: []) }
+
     /// Stops taking commands, commits what was accepted, and stops the writer.
     public func close() { writer?.stop() }
 
@@ -209,6 +212,14 @@ public final class TopicStore: Sendable {
             }
         }
     }
+}
+
+/// Commits by the writer since the store was opened. `batchesBySize[i]` counts
+/// batches of at most 2^i commands (and more than 2^(i-1)); the last bucket takes the rest.
+public struct CommitCounters: Sendable, Hashable {
+    public var batches: Int
+    public var commands: Int
+    public var batchesBySize: [Int]
 }
 
 /// Result slots filled from the writer thread, read once everything is in.

@@ -3,11 +3,19 @@ import TopicStore
 
 /// Every subcommand, in the order `topicstore --help` lists them.
 let commands: [any Command.Type] = [
+    ServeCommand.self,
+    ProjectCommand.self,
+    KeyCommand.self,
     LoadCommand.self,
     AudienceCommand.self,
     TopicsCommand.self,
     DeviceCommand.self,
     StatsCommand.self,
+    ReplayCommand.self,
+    AuditCommand.self,
+    HistoryCommand.self,
+    ExportCommand.self,
+    ImportCommand.self,
     BenchCommand.self,
 ]
 

@@ -1,0 +1,248 @@
+import Foundation
+import LMDB
+import SubscriptionLog
+import TopicStore
+
+/// Projects and their API keys, kept in the store's own LMDB environment
+/// (tables `access_projects` and `access_keys`) so that the command line and a
+/// running server share them. Only the SHA-256 of a key is stored.
+///
+/// Every lookup reads a fresh snapshot (or a cached answer at most
+/// `cacheLifetime` old), so a key added or revoked by another process is
+/// honoured by a running server within that time, without a restart.
+public final class AccessControl: Sendable {
+    public static let projectsTable = "access_projects"
+    public static let keysTable = "access_keys"
+    /// Keys given with `--value` must be this long (bytes of printable ASCII).
+    public static let keyLength = 16...256
+
+    private let store: TopicStore
+    private let projectsDB: Database?
+    private let keysDB: Database?
+    private let cache: KeyCache
+    /// How long an answer to `authenticate` may be reused.
+    public let cacheLifetime: Double
+
+    /// Opens the access tables, creating them unless the store is read-only
+    /// (a read-only store that has none sees no projects and no keys).
+    public init(store: TopicStore, cacheLifetime: Double = 0.5) throws {
+        self.store = store
+        self.cacheLifetime = cacheLifetime
+        self.cache = KeyCache(lifetime: cacheLifetime)
+        let readOnly = store.environment.isReadOnly
+        do {
+            let dbs = try store.environment.openDatabases([Self.projectsTable, Self.keysTable], create: !readOnly)
+            projectsDB = dbs[0]
+            keysDB = dbs[1]
+        } catch LMDBError.notFound where readOnly {
+            projectsDB = nil
+            keysDB = nil
+        }
+    }
+
+    // MARK: Projects
+
+    @discardableResult
+    public func addProject(_ name: String) throws -> ProjectInfo {
+        var problems: [ValidationError] = []
+        Validation.check(projectName: name, into: &problems)
+        if let p = problems.first { throw AccessError.invalidProjectName(name, reason: p.message) }
+        let db = try writable(projectsDB)
+        let now = Self.now()
+        return try store.environment.write { txn in
+            if try txn.get(db, Array(name.utf8)) != nil { throw AccessError.projectExists(name) }
+            try txn.put(db, Array(name.utf8), AccessCodec.project(createdAt: now))
+            return ProjectInfo(name: name, createdAt: now)
+        }
+    }
+
+    public func projects() throws -> [ProjectInfo] {
+        guard let db = projectsDB else { return [] }
+        return try store.read { txn in
+            try txn.withCursor(db) { cursor in
+                var result: [ProjectInfo] = []
+                var entry = try cursor.first()
+                while let (key, value) = entry {
+                    result.append(try AccessCodec.decodeProject(name: String(decoding: key, as: UTF8.self), value))
+                    entry = try cursor.next()
+                }
+                return result
+            }
+        }
+    }
+
+    public func project(named name: String) throws -> ProjectInfo? {
+        guard let db = projectsDB else { return nil }
+        return try store.read { txn in
+            guard let v = try txn.get(db, Array(name.utf8)) else { return nil }
+            return try AccessCodec.decodeProject(name: name, v)
+        }
+    }
+
+    // MARK: Keys
+
+    /// A fresh random key: a kind prefix and 32 base-62 characters (190 bits)
+    /// from the system's cryptographic generator.
+    public static func generateKey(kind: KeyKind) -> String {
+        let alphabet = Array("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz".utf8)
+        var rng = SystemRandomNumberGenerator()
+        var out = Array((kind == .client ? "tsc_" : "tss_").utf8)
+        for _ in 0..<32 { out.append(alphabet[Int(rng.next(upperBound: UInt64(alphabet.count)))]) }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Registers a key for `project` (a random one when `value` is nil) and
+    /// returns it: the only time the key itself is seen.
+    public func addKey(project: String, kind: KeyKind, value: String? = nil) throws -> (key: String, info: KeyInfo) {
+        let key = value ?? Self.generateKey(kind: kind)
+        if let value {
+            guard Self.keyLength.contains(value.utf8.count) else {
+                throw AccessError.invalidKey(reason: "a key must be \(Self.keyLength.lowerBound) to \(Self.keyLength.upperBound) characters")
+            }
+            guard value.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+                throw AccessError.invalidKey(reason: "a key may contain only printable ASCII characters without spaces")
+            }
+        }
+        let projects = try writable(projectsDB), keys = try writable(keysDB)
+        let hash = KeyHash(key: key)
+        let now = Self.now()
+        let info = try store.environment.write { txn -> KeyInfo in
+            guard try txn.get(projects, Array(project.utf8)) != nil else { throw AccessError.noSuchProject(project) }
+            if try txn.get(keys, hash.bytes) != nil { throw AccessError.keyExists }
+            try txn.put(keys, hash.bytes, AccessCodec.key(project: project, kind: kind, createdAt: now, revokedAt: nil))
+            return KeyInfo(id: hash.id, project: project, kind: kind, createdAt: now, revokedAt: nil)
+        }
+        cache.removeAll()
+        return (key, info)
+    }
+
+    /// Revokes a key given as the key itself or as its id (from `keys()`).
+    /// Revoking a revoked key changes nothing and returns it.
+    @discardableResult
+    public func revoke(_ keyOrID: String) throws -> KeyInfo {
+        let keys = try writable(keysDB)
+        let now = Self.now()
+        let info = try store.environment.write { txn -> KeyInfo in
+            var hash = KeyHash(key: keyOrID)
+            if try txn.get(keys, hash.bytes) == nil {
+                guard let found = try Self.findByID(keyOrID.lowercased(), keys, txn) else { throw AccessError.noSuchKey(keyOrID) }
+                hash = found
+            }
+            guard let stored = try txn.get(keys, hash.bytes) else { throw AccessError.noSuchKey(keyOrID) }
+            var info = try AccessCodec.decodeKey(id: hash.id, stored)
+            if info.revokedAt == nil {
+                info.revokedAt = now
+                try txn.put(keys, hash.bytes, AccessCodec.key(project: info.project, kind: info.kind,
+                                                               createdAt: info.createdAt, revokedAt: now))
+            }
+            return info
+        }
+        cache.removeAll()
+        return info
+    }
+
+    private static func findByID(_ id: String, _ db: Database, _ txn: borrowing Transaction) throws -> KeyHash? {
+        guard id.utf8.count == 16, id.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) else { return nil }
+        return try txn.withCursor(db) { cursor in
+            var entry = try cursor.first()
+            while let (key, _) = entry {
+                if let h = KeyHash(stored: key), h.id == id { return h }
+                entry = try cursor.next()
+            }
+            return nil
+        }
+    }
+
+    /// Every key (active and revoked), optionally of one project, oldest first.
+    public func keys(project: String? = nil) throws -> [KeyInfo] {
+        guard let db = keysDB else { return [] }
+        let all = try store.read { txn in
+            try txn.withCursor(db) { cursor in
+                var result: [KeyInfo] = []
+                var entry = try cursor.first()
+                while let (key, value) = entry {
+                    guard let hash = KeyHash(stored: key) else { throw AccessError.corrupted(place: "access_keys (a key of \(key.count) bytes)") }
+                    result.append(try AccessCodec.decodeKey(id: hash.id, value))
+                    entry = try cursor.next()
+                }
+                return result
+            }
+        }
+        return all.filter { project == nil || $0.project == project }
+            .sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }
+    }
+
+    /// The credential of an active key, or nil for an unknown or revoked one.
+    public func authenticate(_ key: String) throws -> Credential? {
+        guard !key.isEmpty, key.utf8.count <= Self.keyLength.upperBound, let db = keysDB else { return nil }
+        let hash = KeyHash(key: key)
+        let now = DispatchTime.now().uptimeNanoseconds
+        if let cached = cache.lookup(hash, now: now) { return cached }
+        let credential = try store.read { txn -> Credential? in
+            guard let v = try txn.get(db, hash.bytes) else { return nil }
+            let info = try AccessCodec.decodeKey(id: hash.id, v)
+            return info.isActive ? Credential(project: info.project, kind: info.kind, keyID: info.id) : nil
+        }
+        cache.store(hash, credential, now: now)
+        return credential
+    }
+
+    // MARK: First run
+
+    /// When no project exists yet, creates project `name` with one fresh client
+    /// key and one fresh server key, in one transaction, and returns the keys.
+    /// Returns nil when any project already exists.
+    public func bootstrap(project name: String = "demo") throws -> (project: String, client: String, server: String)? {
+        let projects = try writable(projectsDB), keys = try writable(keysDB)
+        let client = Self.generateKey(kind: .client), server = Self.generateKey(kind: .server)
+        let now = Self.now()
+        let created = try store.environment.write { txn -> Bool in
+            let empty = try txn.withCursor(projects) { try $0.first() == nil }
+            guard empty else { return false }
+            try txn.put(projects, Array(name.utf8), AccessCodec.project(createdAt: now))
+            try txn.put(keys, KeyHash(key: client).bytes, AccessCodec.key(project: name, kind: .client, createdAt: now, revokedAt: nil))
+            try txn.put(keys, KeyHash(key: server).bytes, AccessCodec.key(project: name, kind: .server, createdAt: now, revokedAt: nil))
+            return true
+        }
+        cache.removeAll()
+        return created ? (name, client, server) : nil
+    }
+
+    // MARK: Helpers
+
+    private func writable(_ db: Database?) throws -> Database {
+        guard let db else { throw StoreError.readOnly }
+        return db
+    }
+
+    static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+}
+
+/// Recent answers of `authenticate`, each reused for at most `lifetime` seconds.
+final class KeyCache: @unchecked Sendable {
+    private struct Entry { var credential: Credential?; var loadedAt: UInt64 }
+    private let lock = NSLock()
+    private var entries: [KeyHash: Entry] = [:]
+    private let lifetimeNanos: UInt64
+    private let capacity = 10_000
+
+    init(lifetime: Double) { lifetimeNanos = UInt64(max(0, lifetime) * 1e9) }
+
+    func lookup(_ hash: KeyHash, now: UInt64) -> Credential?? {
+        lock.lock(); defer { lock.unlock() }
+        guard let e = entries[hash], now &- e.loadedAt < lifetimeNanos else { return nil }
+        return .some(e.credential)
+    }
+
+    func store(_ hash: KeyHash, _ credential: Credential?, now: UInt64) {
+        guard lifetimeNanos > 0 else { return }
+        lock.lock(); defer { lock.unlock() }
+        if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+        entries[hash] = Entry(credential: credential, loadedAt: now)
+    }
+
+    func removeAll() {
+        lock.lock(); defer { lock.unlock() }
+        entries.removeAll()
+    }
+}

@@ -1,0 +1,352 @@
+internal import CMicroHTTPD
+import Foundation
+
+/// An HTTP/1.1 server on libmicrohttpd.
+///
+/// Handlers run on libmicrohttpd's threads (one per connection by default), so a
+/// handler may block — on a durable commit, say — without touching the Swift
+/// cooperative pool. The body is read whole before the handler runs; a body over
+/// `Configuration.bodyLimit` is answered with `errorResponse(413)` and the
+/// connection closed.
+public final class HTTPServer: Sendable {
+    public enum Threading: Sendable, Hashable {
+        /// A thread per connection (polled with `poll`): handlers may block freely.
+        case threadPerConnection
+        /// A pool of this many threads multiplexing connections with epoll:
+        /// fewer threads, but a blocking handler stalls its thread's other connections.
+        case threadPool(Int)
+    }
+
+    public struct Configuration: Sendable {
+        /// An IP address or host name (`127.0.0.1`, `::1`, `0.0.0.0`, `localhost`).
+        public var host = "127.0.0.1"
+        /// 0 picks a free port; `HTTPServer.port` tells which.
+        public var port: UInt16 = 8080
+        public var threading = Threading.threadPerConnection
+        /// Largest request body read, in bytes; a larger one gets 413.
+        public var bodyLimit = 1 << 20
+        public var connectionLimit = 1024
+        /// Seconds an idle connection is kept.
+        public var connectionTimeout = 60
+        /// Per-connection buffer for the request line and headers.
+        public var connectionMemoryLimit = 64 << 10
+        /// The response the server itself sends: 413 (body too large) and 503 (shutting down).
+        public var errorResponse: @Sendable (_ status: Int) -> HTTPResponse = { status in
+            HTTPResponse(status: status, headers: ["Content-Type": "application/json"],
+                         body: Array("{\"message\":\"\(HTTPResponse.reason(status))\"}".utf8))
+        }
+        public init() {}
+    }
+
+    /// What the access log and metrics learn about each finished request.
+    public struct Completion: Sendable {
+        public var method: String
+        public var path: String
+        public var remoteAddress: String
+        public var status: Int
+        public var requestBytes: Int
+        public var responseBytes: Int
+        /// From the start of the request to the end of the response, in seconds.
+        public var duration: Double
+        public var route: String?
+        public var principal: String?
+        /// False when the client went away or the server stopped before the response was sent.
+        public var completedNormally: Bool
+    }
+
+    public typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
+
+    private let core: ServerCore
+    /// The port the server listens on.
+    public let port: UInt16
+
+    /// Starts listening at once.
+    public init(configuration: Configuration, handler: @escaping Handler,
+                onComplete: (@Sendable (Completion) -> Void)? = nil) throws {
+        let core = ServerCore(configuration: configuration, handler: handler, onComplete: onComplete)
+        port = try core.start()
+        self.core = core
+    }
+
+    /// Requests started and not yet finished.
+    public var activeRequests: Int { core.activeRequests }
+    /// Open connections.
+    public var connections: Int { core.connections }
+    /// Whether `shutdown` has begun.
+    public var isShuttingDown: Bool { core.isDraining }
+
+    /// Stops accepting connections, answers requests that arrive on open
+    /// connections with 503, waits up to `drainTimeout` seconds for requests in
+    /// progress to finish (their handlers always run to the end), then closes
+    /// every connection. Safe to call more than once.
+    public func shutdown(drainTimeout: Double = 10) {
+        core.shutdown(drainTimeout: drainTimeout)
+    }
+
+    deinit { core.shutdown(drainTimeout: 0) }
+}
+
+// MARK: - The libmicrohttpd side
+
+/// Per-request state, kept in MHD's `con_cls` slot from the first callback to completion.
+final class RequestState {
+    let start = DispatchTime.now().uptimeNanoseconds
+    let method: String
+    let path: String
+    let version: String
+    let remoteAddress: String
+    var body: [UInt8] = []
+    var received = 0
+    var tooLarge = false
+    /// The request began after shutdown started: it is refused with 503.
+    var arrivedWhileDraining = false
+    var responded = false
+    var status = 0
+    var responseBytes = 0
+    var route: String?
+    var principal: String?
+
+    init(method: String, path: String, version: String, remoteAddress: String) {
+        self.method = method
+        self.path = path
+        self.version = version
+        self.remoteAddress = remoteAddress
+    }
+}
+
+/// Collects key/value pairs from `MHD_get_connection_values`.
+final class PairCollector {
+    var pairs: [(String, String)] = []
+}
+
+final class ServerCore: @unchecked Sendable {
+    let configuration: HTTPServer.Configuration
+    let handler: HTTPServer.Handler
+    let onComplete: (@Sendable (HTTPServer.Completion) -> Void)?
+
+    private let condition = NSCondition()
+    private var daemon: OpaquePointer?
+    private var inFlight = 0
+    private var draining = false
+    private var stopped = false
+    private var retainedSelf: Unmanaged<ServerCore>?
+
+    init(configuration: HTTPServer.Configuration, handler: @escaping HTTPServer.Handler,
+         onComplete: (@Sendable (HTTPServer.Completion) -> Void)?) {
+        self.configuration = configuration
+        self.handler = handler
+        self.onComplete = onComplete
+    }
+
+    var activeRequests: Int { condition.lock(); defer { condition.unlock() }; return inFlight }
+    var isDraining: Bool { condition.lock(); defer { condition.unlock() }; return draining }
+    var connections: Int {
+        condition.lock(); defer { condition.unlock() }
+        guard let daemon, !stopped else { return 0 }
+        return Int(topicstore_mhd_connection_count(daemon))
+    }
+
+    func start() throws -> UInt16 {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_flags = AI_NUMERICSERV | AI_PASSIVE
+        var list: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(configuration.host, String(configuration.port), &hints, &list)
+        guard rc == 0, let first = list else {
+            throw HTTPServerError("cannot resolve listen address \(configuration.host): \(String(cString: gai_strerror(rc)))")
+        }
+        defer { freeaddrinfo(list) }
+        // Prefer IPv4 when a name resolves to both.
+        var chosen = first
+        var cursor: UnsafeMutablePointer<addrinfo>? = first
+        while let c = cursor {
+            if c.pointee.ai_family == AF_INET { chosen = c; break }
+            cursor = c.pointee.ai_next
+        }
+
+        var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_ITC.rawValue
+        var poolSize: UInt32 = 0
+        switch configuration.threading {
+        case .threadPerConnection:
+            flags |= MHD_USE_THREAD_PER_CONNECTION.rawValue | MHD_USE_POLL.rawValue
+        case .threadPool(let n):
+            flags |= MHD_USE_EPOLL.rawValue
+            poolSize = UInt32(max(1, n))
+        }
+        if chosen.pointee.ai_family == AF_INET6 { flags |= MHD_USE_IPv6.rawValue }
+
+        let me = Unmanaged.passRetained(self)
+        retainedSelf = me
+        let daemon = topicstore_mhd_start(
+            flags, chosen.pointee.ai_addr,
+            { cls, connection, url, method, version, uploadData, uploadSize, conCls in
+                guard let cls, let connection, let uploadSize, let conCls else { return .NO }
+                let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
+                return core.handle(connection, url: url, method: method, version: version,
+                                   uploadData: uploadData, uploadSize: uploadSize, slot: conCls)
+            }, me.toOpaque(),
+            { cls, _, conCls, termination in
+                guard let cls, let conCls, let raw = conCls.pointee else { return }
+                conCls.pointee = nil
+                let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
+                let state = Unmanaged<RequestState>.fromOpaque(raw).takeRetainedValue()
+                core.finish(state, normally: termination == .REQUEST_TERMINATED_COMPLETED_OK)
+            }, me.toOpaque(),
+            UInt32(configuration.connectionLimit), UInt32(configuration.connectionTimeout),
+            configuration.connectionMemoryLimit, poolSize)
+        guard let daemon else {
+            me.release()
+            retainedSelf = nil
+            let reason = String(cString: strerror(errno))
+            throw HTTPServerError("cannot listen on \(configuration.host):\(configuration.port): \(reason)")
+        }
+        self.daemon = daemon
+        return topicstore_mhd_bound_port(daemon)
+    }
+
+    func shutdown(drainTimeout: Double) {
+        condition.lock()
+        guard let daemon, !stopped else { condition.unlock(); return }
+        if !draining {
+            draining = true
+            // Stop accepting: the daemon gives the listening socket back; close it.
+            let fd = MHD_quiesce_daemon(daemon)
+            if fd >= 0 { close(fd) }
+        }
+        let deadline = Date().addingTimeInterval(drainTimeout)
+        while inFlight > 0 && condition.wait(until: deadline) {}
+        stopped = true
+        condition.unlock()
+        // Joins the connection threads; requests still running finish their handler first.
+        MHD_stop_daemon(daemon)
+        condition.lock()
+        self.daemon = nil
+        let me = retainedSelf
+        retainedSelf = nil
+        condition.unlock()
+        me?.release()
+    }
+
+    // Called on an MHD thread for each step of a request.
+    func handle(_ connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?,
+                version: UnsafePointer<CChar>?, uploadData: UnsafePointer<CChar>?,
+                uploadSize: UnsafeMutablePointer<Int>, slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
+        guard let raw = slot.pointee else {
+            // First call: headers are in, the body (if any) is not.
+            let state = RequestState(method: method.map { String(cString: $0) } ?? "",
+                                     path: url.map { String(cString: $0) } ?? "/",
+                                     version: version.map { String(cString: $0) } ?? "",
+                                     remoteAddress: Self.address(topicstore_mhd_client_address(connection)))
+            slot.pointee = Unmanaged.passRetained(state).toOpaque()
+            condition.lock()
+            inFlight += 1
+            state.arrivedWhileDraining = draining
+            condition.unlock()
+            if let text = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length"),
+               let declared = Int(String(cString: text)), declared > configuration.bodyLimit {
+                state.tooLarge = true
+                return respond(connection, state, configuration.errorResponse(413), close: true)
+            }
+            return .YES
+        }
+        let state = Unmanaged<RequestState>.fromOpaque(raw).takeUnretainedValue()
+        if uploadSize.pointee > 0 {
+            let n = uploadSize.pointee
+            state.received += n
+            if !state.tooLarge {
+                if state.body.count + n > configuration.bodyLimit {
+                    state.tooLarge = true
+                    state.body = []
+                } else if let uploadData {
+                    UnsafeRawBufferPointer(start: uploadData, count: n).withMemoryRebound(to: UInt8.self) {
+                        state.body.append(contentsOf: $0)
+                    }
+                }
+            }
+            uploadSize.pointee = 0
+            return .YES
+        }
+        if state.responded { return .YES }
+        if state.tooLarge {
+            return respond(connection, state, configuration.errorResponse(413), close: true)
+        }
+        if state.arrivedWhileDraining {
+            var response = configuration.errorResponse(503)
+            response.headers.set("Retry-After", "1")
+            return respond(connection, state, response, close: true)
+        }
+        let request = HTTPRequest(method: state.method, path: state.path, version: state.version,
+                                  headers: HTTPHeaders(Self.values(connection, .HEADER_KIND)),
+                                  query: Self.values(connection, .GET_ARGUMENT_KIND).map { (name: $0.0, value: $0.1) },
+                                  body: state.body, remoteAddress: state.remoteAddress)
+        let response = handler(request)
+        return respond(connection, state, response, close: isDraining)
+    }
+
+    private func respond(_ connection: OpaquePointer, _ state: RequestState, _ response: HTTPResponse, close: Bool) -> MHD_Result {
+        state.responded = true
+        state.status = response.status
+        state.responseBytes = response.body.count
+        state.route = response.route
+        state.principal = response.principal
+        let created = response.body.withUnsafeBytes { bytes in
+            MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
+                                            .RESPMEM_MUST_COPY)
+        }
+        guard let mhdResponse = created else { return .NO }
+        defer { MHD_destroy_response(mhdResponse) }
+        for (name, value) in response.headers {
+            _ = MHD_add_response_header(mhdResponse, name, value)
+        }
+        if close { _ = MHD_add_response_header(mhdResponse, "Connection", "close") }
+        return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
+    }
+
+    func finish(_ state: RequestState, normally: Bool) {
+        condition.lock()
+        inFlight -= 1
+        if inFlight == 0 { condition.broadcast() }
+        condition.unlock()
+        guard let onComplete else { return }
+        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - state.start) / 1e9
+        onComplete(HTTPServer.Completion(method: state.method, path: state.path, remoteAddress: state.remoteAddress,
+                                         status: state.responded ? state.status : 0,
+                                         requestBytes: state.received, responseBytes: state.responseBytes,
+                                         duration: elapsed, route: state.route, principal: state.principal,
+                                         completedNormally: normally && state.responded))
+    }
+
+    static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind) -> [(String, String)] {
+        let collector = PairCollector()
+        withExtendedLifetime(collector) {
+            _ = MHD_get_connection_values(connection, kind, { cls, _, key, value in
+                guard let cls, let key else { return .YES }
+                let collector = Unmanaged<PairCollector>.fromOpaque(cls).takeUnretainedValue()
+                collector.pairs.append((String(cString: key), value.map { String(cString: $0) } ?? ""))
+                return .YES
+            }, Unmanaged.passUnretained(collector).toOpaque())
+        }
+        return collector.pairs
+    }
+
+    static func address(_ sa: UnsafePointer<sockaddr>?) -> String {
+        guard let sa else { return "-" }
+        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        switch Int32(sa.pointee.sa_family) {
+        case AF_INET:
+            return sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
+                var addr = sin.pointee.sin_addr
+                guard inet_ntop(AF_INET, &addr, &buffer, socklen_t(buffer.count)) != nil else { return "-" }
+                return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            }
+        case AF_INET6:
+            return sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin in
+                var addr = sin.pointee.sin6_addr
+                guard inet_ntop(AF_INET6, &addr, &buffer, socklen_t(buffer.count)) != nil else { return "-" }
+                return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            }
+        default:
+            return "-"
+        }
+    }
+}

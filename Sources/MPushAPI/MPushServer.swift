@@ -1,0 +1,49 @@
+import AccessControl
+import Foundation
+import HTTPServer
+import TopicStore
+
+/// The MPush-compatible API served over a store: start it, then `shutdown()`.
+///
+/// It does not own the store: after `shutdown()` returns, every request that
+/// was answered 200 is durable, and the caller closes the store.
+public final class MPushServer: Sendable {
+    private let service: MPushService
+    private let http: HTTPServer
+    private let configuration: ServerConfiguration
+
+    /// Starts listening at once. `log` receives one access-log line per request
+    /// (default: standard error, when `configuration.accessLog` is on).
+    public init(store: TopicStore, access: AccessControl, configuration: ServerConfiguration,
+                log: (@Sendable (String) -> Void)? = nil) throws {
+        let service = MPushService(store: store, access: access, configuration: configuration)
+        let metrics = service.metrics
+        let sink: (@Sendable (String) -> Void)? = configuration.accessLog ? (log ?? AccessLog.toStandardError) : nil
+        let http = try HTTPServer(configuration: configuration.httpConfiguration,
+                                  handler: { service.handle($0) },
+                                  onComplete: { completion in
+                                      metrics.record(completion)
+                                      sink?(AccessLog.line(completion))
+                                  })
+        service.attach(http)
+        self.service = service
+        self.http = http
+        self.configuration = configuration
+    }
+
+    /// The port listened on (the real one when 0 was configured).
+    public var port: UInt16 { http.port }
+    public var host: String { configuration.host }
+    public var activeRequests: Int { http.activeRequests }
+
+    /// Graceful stop: no new connections, 503 for new requests on open ones,
+    /// requests in progress run to the end (their commits included) within
+    /// `configuration.shutdownTimeout`, then every connection is closed.
+    public func shutdown() {
+        http.shutdown(drainTimeout: configuration.shutdownTimeout)
+        service.attach(nil)
+    }
+
+    /// The Prometheus text `/metrics` serves.
+    public func metricsText() -> String { service.metrics.render(store: service.store, server: http) }
+}

@@ -1,0 +1,382 @@
+import AccessControl
+import EventJSON
+import Foundation
+import HTTPServer
+import LMDB
+import Projections
+import SubscriptionLog
+import TopicStore
+
+/// The request handler: routes, authentication, rate limits, and the bridge to
+/// the store. It runs on libmicrohttpd's threads and blocks on durable commits
+/// with `TopicStore.submitAndWait`, never on the Swift cooperative pool.
+final class MPushService: Sendable {
+    let store: TopicStore
+    let access: AccessControl
+    let configuration: ServerConfiguration
+    let limiter = RateLimiter()
+    let metrics = Metrics()
+    private let serverBox = ServerBox()
+
+    init(store: TopicStore, access: AccessControl, configuration: ServerConfiguration) {
+        self.store = store
+        self.access = access
+        self.configuration = configuration
+    }
+
+    func attach(_ server: HTTPServer?) { serverBox.set(server) }
+
+    func handle(_ request: HTTPRequest) -> HTTPResponse {
+        guard let (route, parameter) = Route.match(request.path) else {
+            return APIResponse.error(404)
+        }
+        var response = answer(route, parameter, request)
+        response.route = route.rawValue
+        return response
+    }
+
+    private func answer(_ route: Route, _ parameter: String?, _ request: HTTPRequest) -> HTTPResponse {
+        guard route.methods.contains(request.method) else {
+            return APIResponse.message(405, "The \(request.method) method is not supported for this route. Supported methods: \(route.methods.joined(separator: ", ")).",
+                                       headers: ["Allow": route.methods.joined(separator: ", ")])
+        }
+        if !Self.acceptsJSON(request, route: route) { return APIResponse.error(406) }
+        switch route {
+        case .health: return health()
+        case .metrics:
+            return HTTPResponse(status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"],
+                                body: Array(metrics.render(store: store, server: serverBox.server).utf8))
+        case .openAPI:
+            return HTTPResponse(status: 200, headers: ["Content-Type": "application/json"], body: Array(OpenAPIDocument.json.utf8))
+        default: break
+        }
+
+        // Authentication, permission, rate limit.
+        guard let key = request.headers["X-MPush-Token"]?.trimmingCharacters(in: .whitespaces), !key.isEmpty else {
+            return APIResponse.error(401)
+        }
+        let credential: Credential?
+        do { credential = try access.authenticate(key) } catch { return serverError(error) }
+        guard let credential else { return APIResponse.message(401, "The project token is invalid.") }
+        var response = authorized(route, parameter, request, credential)
+        response.principal = credential.keyID
+        return response
+    }
+
+    private func authorized(_ route: Route, _ parameter: String?, _ request: HTTPRequest, _ credential: Credential) -> HTTPResponse {
+        if route.access == .server && credential.kind != .server { return APIResponse.error(403) }
+        if let limit = configuration.rateLimits[credential.kind] {
+            switch limiter.take(key: credential.keyID, limit: limit) {
+            case .limited(let retryAfter):
+                return APIResponse.message(429, "Too Many Attempts.",
+                                           headers: ["Retry-After": String(retryAfter), "X-RateLimit-Limit": String(Int(limit.perSecond)),
+                                                     "X-RateLimit-Remaining": "0"])
+            case .allowed:
+                break
+            }
+        }
+        do {
+            switch route {
+            case .tokens: return try membership("token", request, credential)
+            case .register: return try membership("register", request, credential)
+            case .unregister: return try membership("unregister", request, credential)
+            case .unregisterAll: return try membership("unregister-all", request, credential)
+            case .audienceCount: return try audienceCount(request, credential)
+            case .audience: return try audiencePage(request, credential)
+            case .topics: return try topics(credential)
+            case .device: return try device(parameter ?? "", credential)
+            case .feedback: return try feedback(request, credential)
+            case .health, .metrics, .openAPI: return APIResponse.error(404)
+            }
+        } catch let problem as RequestBody.Problem {
+            return problem.response
+        } catch let invalid as InvalidCommand {
+            return APIResponse.invalid(invalid.errors)
+        } catch {
+            return serverError(error)
+        }
+    }
+
+    // MARK: Membership (MPush v2)
+
+    private func membership(_ type: String, _ request: HTTPRequest, _ credential: Credential) throws -> HTTPResponse {
+        var object = try RequestBody.object(request)
+        // The key decides the project: a body cannot name another one.
+        object["project"] = credential.project
+        object["type"] = type
+        let event = try EventJSON.event(from: object)
+        try commit([event])
+        return APIResponse.success()
+    }
+
+    /// Blocks this (libmicrohttpd) thread until every event is durable.
+    private func commit(_ events: [Event]) throws {
+        for result in store.submitAndWait(events) { _ = try result.get() }
+    }
+
+    // MARK: Send service
+
+    private struct AudienceQuery {
+        var expression: AudienceExpression
+        var limit: Int
+        var cursor: String?
+    }
+
+    /// `topics` (a JSON array, or comma-separated / repeated in the query) or `expr`.
+    private func audienceQuery(_ request: HTTPRequest) throws -> AudienceQuery {
+        var topics: [String] = []
+        var expr: String?
+        var limitValue: Any?
+        var cursor: String?
+        var errors: [ValidationError] = []
+        if request.method == "POST" {
+            let object = try RequestBody.object(request)
+            if let t = object["topics"] {
+                var topicErrors: [ValidationError] = []
+                if let specs = EventJSON.topicSpecs(t, into: &topicErrors) { topics = specs.map(\.code) }
+                errors += topicErrors
+            }
+            if let e = object["expr"] {
+                if let s = e as? String { expr = s } else { errors.append(ValidationError(field: "expr", message: "The expr must be a string.")) }
+            }
+            limitValue = object["limit"]
+            if let c = object["cursor"] {
+                if let s = c as? String { cursor = s } else if !(c is NSNull) { errors.append(ValidationError(field: "cursor", message: "The cursor must be a string.")) }
+            }
+        } else {
+            topics = request.queryValues("topics").flatMap { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+                .filter { !$0.isEmpty }
+            expr = request.queryValue("expr")
+            limitValue = request.queryValue("limit")
+            cursor = request.queryValue("cursor")
+        }
+        var limit = 1000
+        if let v = limitValue, !(v is NSNull) {
+            let n: Int? = (v as? String).flatMap { Int($0) } ?? ((v as? NSNumber).flatMap { EventJSON.isBoolean($0) ? nil : $0.intValue })
+            if let n, (1...configuration.audiencePageLimit).contains(n) { limit = n } else {
+                errors.append(ValidationError(field: "limit", message: "The limit must be an integer between 1 and \(configuration.audiencePageLimit)."))
+            }
+        }
+        var expression: AudienceExpression?
+        switch (topics.isEmpty, expr) {
+        case (false, nil):
+            for (i, code) in topics.enumerated() where !Validation.isValidTopicCode(code) {
+                errors.append(ValidationError(field: "topics.\(i)", message: "The topic code is invalid."))
+            }
+            if topics.count > 1000 { errors.append(ValidationError(field: "topics", message: "The topics may not have more than 1000 items.")) }
+            expression = AudienceExpression.anyOf(topics)
+        case (true, let text?):
+            do { expression = try AudienceExpression(parsing: text) } catch {
+                errors.append(ValidationError(field: "expr", message: error.description))
+            }
+        case (false, _?):
+            errors.append(ValidationError(field: "topics", message: "Give topics or expr, not both."))
+        case (true, nil):
+            if errors.isEmpty { errors.append(ValidationError(field: "topics", message: "The topics field is required when expr is not present.")) }
+        }
+        guard errors.isEmpty, let expression else { throw InvalidCommand(errors) }
+        return AudienceQuery(expression: expression, limit: limit, cursor: cursor)
+    }
+
+    private func audienceCount(_ request: HTTPRequest, _ credential: Credential) throws -> HTTPResponse {
+        let query = try audienceQuery(request)
+        let reader = store.reader
+        let counts = try store.read { txn in
+            try reader.counts(of: try reader.audience(project: credential.project, query.expression, txn), txn)
+        }
+        return APIResponse.json(200, ["project": credential.project, "asOfSeq": counts.asOfSeq, "total": counts.total,
+                                      "ios": counts.ios, "android": counts.android, "withoutToken": counts.withoutToken,
+                                      "unknownTopics": counts.unknownTopics, "expr": query.expression.description])
+    }
+
+    /// One NDJSON page of reachable recipients in ascending ordinal order.
+    ///
+    /// Snapshot semantics: every page is read from one fresh snapshot and
+    /// reports it in `X-As-Of-Seq`; the cursor carries the next ordinal and the
+    /// first page's sequence (`X-Walk-As-Of-Seq`). Walking ordinals upward, no
+    /// device is delivered twice; a device that joins during the walk is
+    /// delivered if its ordinal is still ahead of the cursor; one that leaves
+    /// before its page is read is not. When `X-As-Of-Seq` equals
+    /// `X-Walk-As-Of-Seq` on the last page, the whole walk was one snapshot.
+    private func audiencePage(_ request: HTTPRequest, _ credential: Credential) throws -> HTTPResponse {
+        let query = try audienceQuery(request)
+        var from: UInt32 = 0
+        var walkSeq: UInt64?
+        if let cursor = query.cursor {
+            guard let parsed = AudienceCursor(cursor) else {
+                throw InvalidCommand([ValidationError(field: "cursor", message: "The cursor is not one this server issued.")])
+            }
+            from = parsed.ordinal
+            walkSeq = parsed.walkSequence
+        }
+        let reader = store.reader
+        var body: [UInt8] = []
+        var count = 0
+        var next: UInt32?
+        let ios = Array(",\"platform\":\"ios\",\"token\":".utf8)
+        let android = Array(",\"platform\":\"android\",\"token\":".utf8)
+        let asOf = try store.read { txn -> UInt64 in
+            let audience = try reader.audience(project: credential.project, query.expression, txn)
+            let reachable = try reader.reachable(audience, txn)
+            if !reachable.isEmpty {
+                try reader.forEachRecipient(projectID: audience.projectID, in: reachable, from: from, txn) { ordinal, platform, id, token in
+                    if count == query.limit { next = ordinal; return false }
+                    body.append(contentsOf: Array("{\"device_id\":".utf8))
+                    JSONText.appendQuoted(id, to: &body)
+                    body.append(contentsOf: platform == .ios ? ios : android)
+                    JSONText.appendQuoted(token, to: &body)
+                    body.append(contentsOf: [0x7D, 0x0A])
+                    count += 1
+                    return true
+                }
+            }
+            return audience.asOfSeq
+        }
+        var headers: HTTPHeaders = ["Content-Type": "application/x-ndjson", "X-As-Of-Seq": String(asOf),
+                                    "X-Walk-As-Of-Seq": String(walkSeq ?? asOf), "X-Page-Count": String(count)]
+        if let next { headers.add("X-Next-Cursor", AudienceCursor(ordinal: next, walkSequence: walkSeq ?? asOf).text) }
+        return HTTPResponse(status: 200, headers: headers, body: body)
+    }
+
+    private func topics(_ credential: Credential) throws -> HTTPResponse {
+        let reader = store.reader
+        let (asOf, topics) = try store.read { txn -> (UInt64, [TopicInfo]) in
+            let asOf = try store.tables.appliedSequence(txn)
+            guard let p = try reader.project(named: credential.project, txn) else { return (asOf, []) }
+            return (asOf, try reader.topics(p.id, txn))
+        }
+        let items = topics.sorted { $0.record.code < $1.record.code }.map { t -> [String: Any] in
+            ["code": t.record.code, "title": t.record.title, "single": t.record.single, "subscribers": t.record.subscribers]
+        }
+        return APIResponse.json(200, ["project": credential.project, "asOfSeq": asOf, "topics": items])
+    }
+
+    private func device(_ deviceID: String, _ credential: Credential) throws -> HTTPResponse {
+        let reader = store.reader
+        let (asOf, info) = try store.read { txn -> (UInt64, DeviceInfo?) in
+            let asOf = try store.tables.appliedSequence(txn)
+            guard let p = try reader.project(named: credential.project, txn) else { return (asOf, nil) }
+            return (asOf, try reader.device(p.id, deviceID: deviceID, txn))
+        }
+        guard let info else { return APIResponse.message(404, "The device was not found.") }
+        let r = info.record
+        var object: [String: Any] = ["project": credential.project, "asOfSeq": asOf, "device_id": r.deviceID,
+                                     "state": r.state.rawValue, "topics": info.topics.sorted()]
+        object["token"] = r.token ?? NSNull()
+        object["platform"] = r.platform.map { "\($0)" } ?? NSNull()
+        if let at = r.rejectedAt { object["rejectedAt"] = at }
+        return APIResponse.json(200, object)
+    }
+
+    /// Provider feedback: APNs 410 `{"reason":"Unregistered","timestamp":ms}` or
+    /// FCM `UNREGISTERED`, one object or an array of up to 1000.
+    private func feedback(_ request: HTTPRequest, _ credential: Credential) throws -> HTTPResponse {
+        let items: [[String: Any]]
+        let trimmed = request.body.drop { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
+        if trimmed.first == 0x5B {  // [
+            guard String(validating: request.body, as: UTF8.self) != nil,
+                  let parsed = try? JSONSerialization.jsonObject(with: Data(request.body)) else {
+                throw RequestBody.Problem(response: APIResponse.message(400, "The request body is not valid JSON."))
+            }
+            guard let array = parsed as? [[String: Any]] else {
+                throw RequestBody.Problem(response: APIResponse.message(400, "The request body must be an object or an array of objects."))
+            }
+            items = array
+        } else {
+            items = [try RequestBody.object(request)]
+        }
+        guard (1...1000).contains(items.count) else {
+            throw InvalidCommand([ValidationError(field: "items", message: "Send 1 to 1000 rejections at a time.")])
+        }
+        var events: [Event] = []
+        var errors: [ValidationError] = []
+        for (i, item) in items.enumerated() {
+            let prefix = items.count > 1 ? "\(i)." : ""
+            do {
+                events.append(try Self.rejection(item, project: credential.project))
+            } catch {
+                errors += error.errors.map { ValidationError(field: prefix + $0.field, message: $0.message) }
+            }
+        }
+        guard errors.isEmpty else { throw InvalidCommand(errors) }
+        let results = store.submitAndWait(events)
+        var last: UInt64 = 0
+        for r in results { last = max(last, try r.get().sequence) }
+        return APIResponse.json(200, ["status_code": 0, "accepted": events.count, "sequence": last])
+    }
+
+    static func rejection(_ item: [String: Any], project: String) throws(InvalidCommand) -> Event {
+        var object: [String: Any] = ["project": project, "type": "token-rejected"]
+        object["token"] = item["token"]
+        let provider = (item["provider"] as? String)?.lowercased()
+        if let provider, provider != "apns", provider != "fcm" {
+            throw InvalidCommand([ValidationError(field: "provider", message: "The provider must be apns or fcm.")])
+        }
+        var at = item["timestamp"] ?? item["at"]
+        // APNs gives milliseconds; a value that can only be seconds is taken as seconds.
+        if let n = at as? NSNumber, !EventJSON.isBoolean(n), n.doubleValue > 0, n.doubleValue < 1e11 {
+            at = NSNumber(value: Int64(n.doubleValue * 1000))
+        }
+        object["at"] = at
+        object["reason"] = item["reason"] ?? (provider == "fcm" ? "UNREGISTERED" : provider == "apns" ? "Unregistered" : "")
+        return try EventJSON.event(from: object)
+    }
+
+    // MARK: Operations
+
+    private func health() -> HTTPResponse {
+        if serverBox.server?.isShuttingDown == true { return APIResponse.error(503) }
+        do {
+            let seq = try store.read { txn in try store.tables.appliedSequence(txn) }
+            return APIResponse.json(200, ["status": "ok", "lastSequence": seq])
+        } catch {
+            return serverError(error)
+        }
+    }
+
+    private func serverError(_ error: any Error) -> HTTPResponse {
+        if case StoreError.closed = error { return APIResponse.error(503) }
+        AccessLog.toStandardError("topicstore serve: error: \(error)")
+        return APIResponse.error(500)
+    }
+
+    /// Clients that send Accept must accept JSON (or NDJSON / text for those routes); no Accept is fine.
+    static func acceptsJSON(_ request: HTTPRequest, route: Route) -> Bool {
+        let values = request.headers.values("Accept")
+        guard !values.isEmpty else { return true }
+        let ranges = values.flatMap { $0.split(separator: ",") }
+            .map { $0.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? "" }
+        if ranges.allSatisfy({ $0.isEmpty }) { return true }
+        return ranges.contains { r in
+            r == "*/*" || r == "application/*" || r.contains("json") || (route == .metrics && (r == "text/plain" || r == "text/*"))
+        }
+    }
+}
+
+/// `<ordinal>.<walk sequence>`: where the next page starts and the snapshot the walk began in.
+struct AudienceCursor {
+    var ordinal: UInt32
+    var walkSequence: UInt64
+
+    init(ordinal: UInt32, walkSequence: UInt64) {
+        self.ordinal = ordinal
+        self.walkSequence = walkSequence
+    }
+
+    init?(_ text: String) {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, let o = UInt32(parts[0]), let s = UInt64(parts[1]) else { return nil }
+        ordinal = o
+        walkSequence = s
+    }
+
+    var text: String { "\(ordinal).\(walkSequence)" }
+}
+
+/// The running server, set once it has started (for /metrics and /healthz).
+final class ServerBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: HTTPServer?
+    func set(_ server: HTTPServer?) { lock.lock(); value = server; lock.unlock() }
+    var server: HTTPServer? { lock.lock(); defer { lock.unlock() }; return value }
+}

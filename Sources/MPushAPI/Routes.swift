@@ -1,0 +1,48 @@
+import HTTPServer
+
+/// Every route of the API, with its methods and who may call it.
+enum Route: String, CaseIterable, Sendable {
+    case tokens = "/api/tokens"
+    case register = "/api/register"
+    case unregister = "/api/unregister"
+    case unregisterAll = "/api/unregister-all"
+    case audienceCount = "/v1/audience/count"
+    case audience = "/v1/audience"
+    case topics = "/v1/topics"
+    case device = "/v1/devices/{device_id}"
+    case feedback = "/v1/feedback"
+    case health = "/healthz"
+    case metrics = "/metrics"
+    case openAPI = "/openapi.json"
+
+    enum Access { case `public`, membership, server }
+
+    var access: Access {
+        switch self {
+        case .tokens, .register, .unregister, .unregisterAll: return .membership
+        case .audienceCount, .audience, .topics, .device, .feedback: return .server
+        case .health, .metrics, .openAPI: return .public
+        }
+    }
+
+    var methods: [String] {
+        switch self {
+        case .tokens, .register, .unregister, .unregisterAll, .feedback: return ["POST"]
+        case .audienceCount, .audience: return ["GET", "POST"]
+        case .topics, .device, .health, .metrics, .openAPI: return ["GET", "HEAD"]
+        }
+    }
+
+    /// The route for `path` and, for `/v1/devices/…`, the device id in it.
+    static func match(_ path: String) -> (Route, String?)? {
+        var p = path
+        if p.count > 1, p.hasSuffix("/") { p.removeLast() }
+        if let r = Route(rawValue: p), r != .device { return (r, nil) }
+        let prefix = "/v1/devices/"
+        if p.hasPrefix(prefix) {
+            let id = String(p.dropFirst(prefix.count))
+            if !id.isEmpty { return (.device, id) }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,125 @@
+import AccessControl
+import Foundation
+import HTTPServer
+
+/// Everything `topicstore serve` can be told, from flags or a JSON config file:
+///
+/// ```json
+/// {
+///   "listen": "127.0.0.1:8080",
+///   "data": "./data",
+///   "threads": 0,
+///   "connectionLimit": 1024,
+///   "bodyLimitBytes": 1048576,
+///   "rateLimit": {"client": {"perSecond": 2000, "burst": 4000},
+///                 "server": {"perSecond": 500, "burst": 1000}},
+///   "accessLog": true,
+///   "shutdownTimeoutSeconds": 10,
+///   "keyCacheSeconds": 0.5,
+///   "audiencePageLimit": 10000
+/// }
+/// ```
+/// `threads` 0 means a thread per connection; n > 1 an epoll pool of n threads.
+/// A rate of 0 turns the limit off for that kind of key.
+public struct ServerConfiguration: Sendable {
+    public var host = "127.0.0.1"
+    public var port: UInt16 = 8080
+    public var dataDirectory = "./data"
+    public var threads = 0
+    public var connectionLimit = 1024
+    public var bodyLimit = 1 << 20
+    public var rateLimits: [KeyKind: RateLimit] = [.client: RateLimit(perSecond: 2000, burst: 4000),
+                                                   .server: RateLimit(perSecond: 500, burst: 1000)]
+    public var accessLog = true
+    public var shutdownTimeout = 10.0
+    public var keyCacheSeconds = 0.5
+    /// Largest `limit` of an audience page.
+    public var audiencePageLimit = 10_000
+
+    public init() {}
+
+    public struct Invalid: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// `HOST:PORT`, `[IPv6]:PORT`, `:PORT` or `PORT`.
+    public mutating func setListen(_ text: String) throws(Invalid) {
+        var host = host
+        var portText = text
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { throw Invalid(description: "bad listen address '\(text)'") }
+            host = String(text[text.index(after: text.startIndex)..<close])
+            portText = String(text[text.index(after: close)...].drop { $0 == ":" })
+        } else if let colon = text.lastIndex(of: ":") {
+            let h = String(text[..<colon])
+            if !h.isEmpty { host = h }
+            portText = String(text[text.index(after: colon)...])
+        }
+        guard let port = UInt16(portText) else { throw Invalid(description: "bad port in listen address '\(text)'") }
+        self.host = host
+        self.port = port
+    }
+
+    /// Reads a JSON config file over the defaults.
+    public mutating func load(file path: String) throws {
+        let data: Data
+        do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
+            throw Invalid(description: "cannot read config file \(path): \(error.localizedDescription)")
+        }
+        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            throw Invalid(description: "config file \(path) is not a JSON object")
+        }
+        let known: Set<String> = ["listen", "data", "threads", "connectionLimit", "bodyLimitBytes", "rateLimit",
+                                  "accessLog", "shutdownTimeoutSeconds", "keyCacheSeconds", "audiencePageLimit"]
+        if let unknown = object.keys.first(where: { !known.contains($0) }) {
+            throw Invalid(description: "config file \(path): unknown setting '\(unknown)'")
+        }
+        func number(_ key: String) throws(Invalid) -> Double? {
+            guard let v = object[key] else { return nil }
+            guard let n = v as? NSNumber, !(String(cString: n.objCType) == "c") else {
+                throw Invalid(description: "config file \(path): '\(key)' must be a number")
+            }
+            return n.doubleValue
+        }
+        if let v = object["listen"] {
+            guard let s = v as? String else { throw Invalid(description: "config file \(path): 'listen' must be a string") }
+            try setListen(s)
+        }
+        if let v = object["data"] {
+            guard let s = v as? String else { throw Invalid(description: "config file \(path): 'data' must be a string") }
+            dataDirectory = s
+        }
+        if let n = try number("threads") { threads = Int(n) }
+        if let n = try number("connectionLimit") { connectionLimit = max(1, Int(n)) }
+        if let n = try number("bodyLimitBytes") { bodyLimit = max(1, Int(n)) }
+        if let n = try number("shutdownTimeoutSeconds") { shutdownTimeout = max(0, n) }
+        if let n = try number("keyCacheSeconds") { keyCacheSeconds = min(1, max(0, n)) }
+        if let n = try number("audiencePageLimit") { audiencePageLimit = max(1, Int(n)) }
+        if let v = object["accessLog"] {
+            guard let b = v as? Bool else { throw Invalid(description: "config file \(path): 'accessLog' must be true or false") }
+            accessLog = b
+        }
+        if let v = object["rateLimit"] {
+            guard let limits = v as? [String: Any] else { throw Invalid(description: "config file \(path): 'rateLimit' must be an object") }
+            for (kindName, spec) in limits {
+                guard let kind = KeyKind(rawValue: kindName), let spec = spec as? [String: Any],
+                      let rate = (spec["perSecond"] as? NSNumber)?.doubleValue else {
+                    throw Invalid(description: "config file \(path): rateLimit.\(kindName) must be {\"perSecond\": N, \"burst\": M} for client or server")
+                }
+                let burst = (spec["burst"] as? NSNumber)?.doubleValue ?? max(1, rate)
+                rateLimits[kind] = RateLimit(perSecond: rate, burst: burst)
+            }
+        }
+    }
+
+    var httpConfiguration: HTTPServer.Configuration {
+        var c = HTTPServer.Configuration()
+        c.host = host
+        c.port = port
+        c.threading = threads > 1 ? .threadPool(threads) : .threadPerConnection
+        c.bodyLimit = bodyLimit
+        c.connectionLimit = connectionLimit
+        c.errorResponse = { APIResponse.error($0) }
+        return c
+    }
+}

@@ -1,0 +1,273 @@
+import Foundation
+import LMDB
+import Projections
+import Roaring
+import SubscriptionLog
+import TopicStore
+
+/// Verifies a store: the log (gap-free sequences, checksums, decodable records,
+/// the hash chain) and the projections (every entry of every table compared
+/// with a rebuild from the log by the same fold).
+///
+/// It never blocks the store's writer: the log is read in bounded read
+/// transactions, and the comparison goes table by table in bounded chunks. For
+/// each chunk it opens one live snapshot, catches the rebuild up to the
+/// sequence that snapshot reflects, and compares that key range at that
+/// sequence, so every entry is compared at a point where both sides must agree.
+public enum Audit {
+    public struct Options: Sendable {
+        public var recordsPerReadTransaction = 50_000
+        public var recordsPerCommit = 200_000
+        /// Entries compared per pair of read transactions.
+        public var entriesPerComparison = 20_000
+        /// Most issues and differences kept in the report (the rest are counted).
+        public var maxReported = 1000
+        /// A head published earlier (`SEQ:HEX`): the link at that sequence must match.
+        public var expectedHead: ChainHead?
+        /// Where the rebuild is made (a new directory inside it; removed afterwards).
+        public var scratchDirectory: String = NSTemporaryDirectory()
+        public init() {}
+    }
+
+    public struct Report: Sendable {
+        /// The last record checked and its chain link: publish it to anchor the log.
+        public var head: ChainHead?
+        public var firstSequence: UInt64?
+        public var recordsChecked: UInt64
+        public var logIssues: [LogIssue]
+        public var logIssueCount: Int
+        /// False when the log could not be folded to its end (see `foldStop`).
+        public var projectionsCompared: Bool
+        public var foldStop: LogIssue?
+        public var differences: [ProjectionDifference]
+        public var differenceCount: Int
+        public var entriesCompared: Int
+        /// Posting chunks holding the same set in a different roaring encoding (not differences).
+        public var equivalentEncodings: Int = 0
+        /// The live applied sequence at the last comparison chunk.
+        public var comparedAsOf: UInt64
+        public var rebuildSeconds: Double
+        public var compareSeconds: Double
+        public var seconds: Double
+
+        /// Everything matches: exit 0.
+        public var isClean: Bool { logIssueCount == 0 && differenceCount == 0 && projectionsCompared }
+    }
+
+    public static func run(_ store: TopicStore, options: Options = Options(),
+                           progress: ((ReplayProgress) -> Void)? = nil) throws -> Report {
+        let started = Date()
+        let log = store.log
+        let (bounds, head0) = try store.read { txn in (try log.bounds(txn), try log.head(txn)) }
+        let scratch = (options.scratchDirectory as NSString)
+            .appendingPathComponent("topicstore-audit-\(getpid())-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let mapSize = store.environment.info().usedBytes * 2 + (256 << 20)
+        let builder = try ProjectionBuilder(creating: scratch, writesLog: false, mapSize: mapSize)
+
+        var replayOptions = Replay.Options()
+        replayOptions.recordsPerReadTransaction = options.recordsPerReadTransaction
+        replayOptions.recordsPerCommit = options.recordsPerCommit
+        replayOptions.includeLog = false
+        var verifier = LogVerifier(verifies: true, maxIssues: options.maxReported)
+        var stop: LogIssue?
+        var events: UInt64 = 0
+        if let head0, head0.sequence > 0 {
+            (verifier, stop) = try Replay.fold(from: store, through: head0.sequence, into: builder, verifier: verifier,
+                                               options: replayOptions, phase: "rebuild", progress: progress, events: &events)
+        }
+        let rebuildSeconds = Date().timeIntervalSince(started)
+
+        var report = Report(head: nil, firstSequence: bounds?.first, recordsChecked: 0, logIssues: [], logIssueCount: 0,
+                            projectionsCompared: false, foldStop: stop, differences: [], differenceCount: 0,
+                            entriesCompared: 0, comparedAsOf: 0, rebuildSeconds: rebuildSeconds, compareSeconds: 0, seconds: 0)
+        if stop == nil {
+            var comparer = Comparer(store: store, builder: builder, options: options, verifier: verifier)
+            try comparer.run(progress: progress)
+            verifier = comparer.verifier
+            report.projectionsCompared = comparer.stop == nil
+            report.foldStop = comparer.stop
+            report.differences = comparer.differences
+            report.differenceCount = comparer.differenceCount
+            report.entriesCompared = comparer.entriesCompared
+            report.equivalentEncodings = comparer.equivalentEncodings
+            report.comparedAsOf = comparer.asOf
+        }
+        if let s = report.foldStop, !verifier.issues.contains(where: { $0.sequence == s.sequence }) {
+            verifier.report(s)  // e.g. fields that do not decode under a valid checksum and link
+        }
+        if let last = verifier.previousSequence {
+            report.head = ChainHead(sequence: last, hash: verifier.link)
+        }
+        if let expected = options.expectedHead {
+            try checkAnchor(expected, store: store, verifier: &verifier)
+        }
+        report.recordsChecked = verifier.checked
+        report.logIssues = verifier.issues
+        report.logIssueCount = verifier.issueCount
+        report.compareSeconds = Date().timeIntervalSince(started) - rebuildSeconds
+        report.seconds = Date().timeIntervalSince(started)
+        return report
+    }
+
+    /// The link stored at the anchored sequence must be the anchored one (the
+    /// chain itself was verified up to the head, so this pins every record before it).
+    static func checkAnchor(_ expected: ChainHead, store: TopicStore, verifier: inout LogVerifier) throws {
+        let log = store.log
+        let stored: ChainHash?? = try store.read { txn in
+            guard let bytes = try txn.get(log.database, EventLog.key(expected.sequence)) else { return .none }
+            return .some(RecordCodec.unverifiedLink(of: bytes))
+        }
+        switch stored {
+        case .none:
+            verifier.report(LogIssue(sequence: expected.sequence, kind: .headMismatch,
+                message: "the anchored head \(expected) names a record the log no longer has"))
+        case .some(let link) where link != expected.hash:
+            verifier.report(LogIssue(sequence: expected.sequence, kind: .headMismatch,
+                message: "the link at the anchored sequence is \(link?.hex ?? "absent"), the anchor says \(expected.hash.hex)"))
+        default:
+            break
+        }
+    }
+
+    /// Compares every table, chunk by chunk, catching the rebuild up with the live store.
+    struct Comparer {
+        let store: TopicStore
+        let builder: ProjectionBuilder
+        let options: Options
+        var verifier: LogVerifier
+        var differences: [ProjectionDifference] = []
+        var differenceCount = 0
+        var entriesCompared = 0
+        var equivalentEncodings = 0
+        var asOf: UInt64 = 0
+        var stop: LogIssue?
+
+        init(store: TopicStore, builder: ProjectionBuilder, options: Options, verifier: LogVerifier) {
+            self.store = store
+            self.builder = builder
+            self.options = options
+            self.verifier = verifier
+        }
+
+        enum Step { case compared(lastKey: [UInt8]?, done: Bool), behind(UInt64) }
+
+        mutating func run(progress: ((ReplayProgress) -> Void)?) throws {
+            let live = store.tables
+            let rebuilt = builder.tables
+            var describer = DifferenceDescriber(live: live, rebuilt: rebuilt)
+            let pairs = Array(zip(live.all, rebuilt.all))
+            let totalEntries = try store.read { txn in try live.all.reduce(0) { $0 + (try txn.statistics($1).entries) } }
+            for (liveDB, rebuiltDB) in pairs {
+                var resume: [UInt8]? = nil
+                while true {
+                    let step = try store.read { txn -> Step in
+                        let s = try live.appliedSequence(txn)
+                        if s > builder.appliedSequence {
+                            if s - builder.appliedSequence > UInt64(options.recordsPerReadTransaction) { return .behind(s) }
+                            // Catch up inside this snapshot: the records are few.
+                            var chunk = try LogReader.read(log: store.log, from: builder.appliedSequence + 1, through: s,
+                                                           limit: options.recordsPerReadTransaction, keepRaw: false,
+                                                           verifier: &verifier, txn)
+                            if let st = chunk.stop { stop = st; chunk.records = chunk.records.filter { $0.sequence < st.sequence } }
+                            try builder.apply(chunk)
+                            if stop != nil { return .compared(lastKey: nil, done: true) }
+                        }
+                        asOf = s
+                        return try builder.environment.read { rtxn in
+                            try compareChunk(liveDB, rebuiltDB, after: resume, asOf: s, txn, rtxn, &describer)
+                        }
+                    }
+                    if stop != nil { return }
+                    switch step {
+                    case .behind(let target):
+                        try catchUp(to: target)
+                        if stop != nil { return }
+                    case .compared(let lastKey, let done):
+                        resume = lastKey
+                        progress?(ReplayProgress(phase: "compare", done: UInt64(min(entriesCompared, totalEntries)),
+                                                 total: UInt64(max(totalEntries, entriesCompared))))
+                        if done { break }
+                        continue
+                    }
+                    if case .compared(_, true) = step { break }
+                }
+            }
+        }
+
+        /// Posting chunks are compared as sets: CRoaring keeps a run or an array
+        /// container when both serialize to the same size, so equal sets may be
+        /// encoded differently depending on the order of changes (and batching).
+        mutating func sameContent(_ table: String, _ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+            guard table == "postings", let x = try? Bitmap(deserializing: a), let y = try? Bitmap(deserializing: b),
+                  x.count == y.count, x.intersectionCount(y) == x.count else { return false }
+            equivalentEncodings += 1
+            return true
+        }
+
+        /// Folds the live log up to `target` in bounded read transactions.
+        mutating func catchUp(to target: UInt64) throws {
+            let reader = LogReader(store: store, recordsPerTransaction: options.recordsPerReadTransaction)
+            while builder.appliedSequence < target {
+                var chunk = try reader.read(from: builder.appliedSequence + 1, through: target, keepRaw: false, verifier: &verifier)
+                if let st = chunk.stop { stop = st; chunk.records = chunk.records.filter { $0.sequence < st.sequence } }
+                try builder.apply(chunk)
+                if stop != nil || chunk.lastRead == 0 { return }
+            }
+        }
+
+        /// Compares up to `entriesPerComparison` entries after `after` (exclusive).
+        mutating func compareChunk(_ liveDB: Database, _ rebuiltDB: Database, after: [UInt8]?, asOf: UInt64,
+                                   _ liveTxn: borrowing Transaction, _ rebuiltTxn: borrowing Transaction,
+                                   _ describer: inout DifferenceDescriber) throws -> Step {
+            var found: [(key: [UInt8], live: [UInt8]?, rebuilt: [UInt8]?)] = []
+            let limit = options.entriesPerComparison
+            var compared = 0
+            var lastKey: [UInt8]? = after
+            let done: Bool = try liveTxn.withCursor(liveDB) { lc in
+                try rebuiltTxn.withCursor(rebuiltDB) { rc in
+                    func start(_ c: inout Cursor) throws -> Cursor.Entry? {
+                        guard let after else { return try c.first() }
+                        guard let e = try c.seek(atLeast: after) else { return nil }
+                        return e.key.elementsEqual(after) ? try c.next() : e
+                    }
+                    var l = try start(&lc)
+                    var r = try start(&rc)
+                    while compared < limit {
+                        switch (l, r) {
+                        case (nil, nil):
+                            return true
+                        case (let le?, nil):
+                            found.append((Array(le.key), Array(le.value), nil)); lastKey = Array(le.key); l = try lc.next()
+                        case (nil, let re?):
+                            found.append((Array(re.key), nil, Array(re.value))); lastKey = Array(re.key); r = try rc.next()
+                        case (let le?, let re?):
+                            if le.key.elementsEqual(re.key) {
+                                if !le.value.elementsEqual(re.value) && !sameContent(liveDB.name, le.value, re.value) {
+                                    found.append((Array(le.key), Array(le.value), Array(re.value)))
+                                }
+                                lastKey = Array(le.key)
+                                l = try lc.next(); r = try rc.next()
+                            } else if le.key.lexicographicallyPrecedes(re.key) {
+                                found.append((Array(le.key), Array(le.value), nil)); lastKey = Array(le.key); l = try lc.next()
+                            } else {
+                                found.append((Array(re.key), nil, Array(re.value))); lastKey = Array(re.key); r = try rc.next()
+                            }
+                        }
+                        compared += 1
+                    }
+                    return l == nil && r == nil
+                }
+            }
+            entriesCompared += compared
+            for f in found {
+                differenceCount += 1
+                if differences.count < options.maxReported {
+                    differences.append(describer.describe(table: liveDB.name, key: f.key, live: f.live, rebuilt: f.rebuilt,
+                                                          asOf: asOf, liveTxn, rebuiltTxn))
+                }
+            }
+            return .compared(lastKey: lastKey, done: done)
+        }
+    }
+}

@@ -1,0 +1,100 @@
+import Foundation
+import TopicStore
+
+/// Reads and checks the log on a second thread while the caller folds: on two
+/// cores, decoding (and, for an audit, CRC and SHA-256) overlaps the fold.
+/// At most `depth` chunks wait in between, so memory stays bounded.
+final class ChunkPipeline: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var queue: [RecordChunk] = []
+    private var finished = false
+    private var cancelled = false
+    private var failure: (any Error)?
+    private var verifierResult: LogVerifier?
+    private let depth: Int
+
+    /// Starts reading `from...through` with `verifier` on a new thread.
+    /// With `stopAtFault`, reading stops at the first record that cannot be
+    /// folded; otherwise it goes on to the end (checking every record).
+    init(store: TopicStore, from: UInt64, through: UInt64, recordsPerTransaction: Int, keepRaw: Bool,
+         verifier: LogVerifier, stopAtFault: Bool, depth: Int = 3) {
+        self.depth = depth
+        let reader = LogReader(store: store, recordsPerTransaction: recordsPerTransaction)
+        let thread = Thread { [self] in
+            var verifier = verifier
+            var next = from
+            var folding = true
+            do {
+                while next <= through {
+                    if isCancelled { break }
+                    var chunk = try reader.read(from: next, through: through, keepRaw: keepRaw && folding, verifier: &verifier)
+                    if chunk.lastRead == 0 { break }
+                    if !folding { chunk.records = []; chunk.raw = []; chunk.ends = [] }
+                    let stopped = chunk.stop != nil
+                    put(chunk)
+                    if stopped { folding = false; if stopAtFault { break } }
+                    next = chunk.lastRead + 1
+                }
+                finish(verifier: verifier, error: nil)
+            } catch {
+                finish(verifier: verifier, error: error)
+            }
+        }
+        thread.name = "topicstore-replay-reader"
+        thread.stackSize = 8 << 20
+        thread.start()
+    }
+
+    private var isCancelled: Bool {
+        condition.lock(); defer { condition.unlock() }
+        return cancelled
+    }
+
+    private func put(_ chunk: RecordChunk) {
+        condition.lock()
+        while queue.count >= depth && !cancelled { condition.wait() }
+        queue.append(chunk)
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    private func finish(verifier: LogVerifier, error: (any Error)?) {
+        condition.lock()
+        verifierResult = verifier
+        failure = error
+        finished = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// The next chunk, or nil when reading is over (then `result()` has the verifier).
+    func next() throws -> RecordChunk? {
+        condition.lock()
+        defer { condition.unlock() }
+        while queue.isEmpty && !finished { condition.wait() }
+        if !queue.isEmpty {
+            let chunk = queue.removeFirst()
+            condition.broadcast()
+            return chunk
+        }
+        if let failure { throw failure }
+        return nil
+    }
+
+    /// Stops the reader early (after an error while folding) and waits for it.
+    func cancel() {
+        condition.lock()
+        cancelled = true
+        queue = []
+        condition.broadcast()
+        while !finished { condition.wait() }
+        condition.unlock()
+    }
+
+    /// The verifier after the last chunk (call after `next()` returned nil).
+    func result() -> LogVerifier {
+        condition.lock(); defer { condition.unlock() }
+        while !finished { condition.wait() }
+        return verifierResult!
+    }
+}

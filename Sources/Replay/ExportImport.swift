@@ -1,0 +1,115 @@
+import Foundation
+import EventJSON
+import SubscriptionLog
+import TopicStore
+
+/// The log as JSON Lines, in the schema `topicstore load` reads plus `seq` and `ts`.
+public enum Export {
+    public struct Summary: Sendable {
+        public var records: UInt64
+        public var firstSequence: UInt64?
+        public var lastSequence: UInt64?
+    }
+
+    /// Calls `body` with the JSON line (no newline) of each record from `from`
+    /// through `through`, reading in bounded read transactions. A record that
+    /// does not decode stops the export with its sequence.
+    @discardableResult
+    public static func lines(from store: TopicStore, from: UInt64 = 1, through: UInt64 = .max,
+                             recordsPerReadTransaction: Int = 50_000,
+                             progress: ((ReplayProgress) -> Void)? = nil,
+                             _ body: (String) throws -> Void) throws -> Summary {
+        let log = store.log
+        let end = min(through, try store.read { txn in try log.bounds(txn)?.last } ?? 0)
+        var summary = Summary(records: 0)
+        var next = max(from, 1)
+        let total = end >= next ? end - next + 1 : 0
+        while next <= end {
+            var lines: [String] = []
+            lines.reserveCapacity(recordsPerReadTransaction)
+            var last: UInt64 = 0
+            try store.read { txn in
+                try log.forEachEncoded(from: next, through: end, txn) { seq, bytes in
+                    lines.append(EventJSON.line(try RecordCodec.decode(bytes, key: seq)))
+                    last = seq
+                    return lines.count < recordsPerReadTransaction
+                }
+            }
+            if lines.isEmpty { break }
+            if summary.firstSequence == nil { summary.firstSequence = last - UInt64(lines.count) + 1 }
+            for line in lines { try body(line) }
+            summary.records += UInt64(lines.count)
+            summary.lastSequence = last
+            progress?(ReplayProgress(phase: "export", done: min(last - max(from, 1) + 1, total), total: total))
+            next = last + 1
+        }
+        return summary
+    }
+}
+
+/// Loads an export into a new store exactly: same sequences, same times, so
+/// the same log bytes, the same chain head and the same projections. (`load`
+/// instead appends commands as new events, with new times.)
+public final class Importer {
+    private let builder: ProjectionBuilder
+    private var pending = RecordChunk()
+    private let recordsPerCommit: Int
+    public private(set) var records: UInt64 = 0
+
+    /// Creates a store in `directory`, which must be new or empty.
+    public init(creating directory: String, recordsPerCommit: Int = 100_000) throws {
+        builder = try ProjectionBuilder(creating: directory, writesLog: true, mapSize: 256 << 20)
+        self.recordsPerCommit = recordsPerCommit
+    }
+
+    /// Parses one exported line: an event with `seq` and `ts`.
+    public static func record(fromLine line: String, lineNumber: Int) throws -> LogRecord {
+        guard let data = line.data(using: .utf8),
+              let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+            throw ReplayError.invalidLine(line: lineNumber, "not a JSON object")
+        }
+        guard let seq = (object["seq"] as? NSNumber)?.uint64Value, seq > 0 else {
+            throw ReplayError.invalidLine(line: lineNumber, "no seq: import takes lines written by export (use load for plain commands)")
+        }
+        guard let ts = (object["ts"] as? NSNumber)?.int64Value else {
+            throw ReplayError.invalidLine(line: lineNumber, "no ts (ms since 1970)")
+        }
+        let event: Event
+        do { event = try EventJSON.event(from: object) } catch {
+            throw ReplayError.invalidLine(line: lineNumber, error.description)
+        }
+        return LogRecord(sequence: seq, timestamp: ts, event: event)
+    }
+
+    /// Adds the next record: its sequence must follow the previous one, its
+    /// time must not go back, and its event must be valid.
+    public func add(_ record: LogRecord) throws {
+        let expected = (pending.records.last?.sequence ?? builder.appliedSequence) + 1
+        guard record.sequence == expected else {
+            throw ReplayError.invalidInput(sequence: record.sequence, "expected sequence \(expected): an import must be gap-free from 1")
+        }
+        let previousTime = pending.records.last?.timestamp ?? builder.lastTimestamp
+        guard record.timestamp >= previousTime else {
+            throw ReplayError.invalidInput(sequence: record.sequence, "time \(record.timestamp) is before the previous record's \(previousTime)")
+        }
+        do { try Validation.validate(record.event) } catch {
+            throw ReplayError.invalidInput(sequence: record.sequence, error.description)
+        }
+        pending.records.append(record)
+        if pending.records.count >= recordsPerCommit { try flush() }
+    }
+
+    private func flush() throws {
+        try builder.apply(pending)
+        records += UInt64(pending.records.count)
+        pending = RecordChunk()
+    }
+
+    /// Commits what is pending and syncs; returns the new log's head.
+    @discardableResult
+    public func finish() throws -> ChainHead? {
+        try flush()
+        try builder.finish()
+        return builder.appliedSequence == 0 ? nil : ChainHead(sequence: builder.appliedSequence, hash: builder.link)
+    }
+}

@@ -1,0 +1,198 @@
+import Foundation
+import LMDB
+import SubscriptionLog
+import TopicStore
+
+/// Auditors' history questions, answered from the log (bounded read transactions).
+///
+/// The state shown after each entry follows the rules of `Fold.apply` for one
+/// device or one topic; tests check it against replayed projections at every
+/// point so the two cannot drift apart unnoticed.
+public enum History {
+    // MARK: Device timeline
+
+    /// One event in a device's life.
+    public struct DeviceEntry: Sendable, Hashable {
+        public enum Kind: String, Sendable {
+            case token, register, unregister
+            case unregisterAll = "unregister-all"
+            /// A provider rejected the device's token.
+            case tokenRejected = "token-rejected"
+            /// A rejection that did not apply (an older rejection, or the token was registered again after it).
+            case rejectionIgnored = "rejection-ignored"
+            /// Another device registered this device's token, taking it away.
+            case tokenTaken = "token-taken"
+        }
+        public var sequence: UInt64
+        public var timestamp: Int64
+        public var kind: Kind
+        /// What the event said: topics, token, reason, other device.
+        public var detail: String
+        /// Topic codes subscribed after the event, sorted.
+        public var topics: [String]
+        /// Topics this event added or removed.
+        public var subscribed: [String]
+        public var unsubscribed: [String]
+        /// The token state after the event: live, rejected or no-token.
+        public var state: String
+        public var token: String?
+        public var platform: String?
+    }
+
+    public struct DeviceTimeline: Sendable {
+        public var project: String
+        public var deviceID: String
+        public var entries: [DeviceEntry]
+        /// The last sequence scanned.
+        public var asOfSeq: UInt64
+    }
+
+    /// The timeline of `deviceID` in `project`.
+    public static func device(_ deviceID: String, project: String, in store: TopicStore,
+                              recordsPerReadTransaction: Int = 50_000,
+                              progress: ((ReplayProgress) -> Void)? = nil) throws -> DeviceTimeline {
+        var token: String?
+        var platform: Platform?
+        var tokenTime: Int64 = 0
+        var rejected = false
+        var topics = Set<String>()
+        var entries: [DeviceEntry] = []
+        func state() -> String { token == nil ? "no-token" : (rejected ? "rejected" : "live") }
+        func add(_ r: LogRecord, _ kind: DeviceEntry.Kind, _ detail: String, _ added: [String] = [], _ removed: [String] = []) {
+            entries.append(DeviceEntry(sequence: r.sequence, timestamp: r.timestamp, kind: kind, detail: detail,
+                                       topics: topics.sorted(), subscribed: added, unsubscribed: removed,
+                                       state: state(), token: token, platform: platform.map { "\($0)" }))
+        }
+        let last = try scan(store, project: project, recordsPerReadTransaction: recordsPerReadTransaction, progress: progress) { r in
+            switch r.event.body {
+            case .token(let d, let t, let p) where d == deviceID:
+                token = t; platform = p; tokenTime = r.timestamp; rejected = false
+                add(r, .token, "token \(t) (\(p))")
+            case .token(let d, let t, _) where t == token:
+                // The token moves to another device: this one loses it.
+                token = nil; rejected = false
+                add(r, .tokenTaken, "device \(d) registered this token")
+            case .register(let d, let specs) where d == deviceID:
+                var added: [String] = []
+                for s in specs where topics.insert(s.code).inserted { added.append(s.code) }
+                add(r, .register, "topics " + specs.map(\.code).joined(separator: ", "), added)
+            case .unregister(let d, let codes) where d == deviceID:
+                var removed: [String] = []
+                for c in codes where topics.remove(c) != nil { removed.append(c) }
+                add(r, .unregister, "topics " + codes.joined(separator: ", "), [], removed)
+            case .unregisterAll(let d) where d == deviceID:
+                let removed = topics.sorted()
+                topics = []
+                add(r, .unregisterAll, "every topic", [], removed)
+            case .tokenRejected(let t, let at, let reason) where t == token:
+                if !rejected && tokenTime <= at {
+                    rejected = true
+                    add(r, .tokenRejected, "provider rejected the token at \(at)" + (reason.isEmpty ? "" : ": \(reason)"))
+                } else {
+                    add(r, .rejectionIgnored, "rejection at \(at) ignored" + (rejected ? " (already rejected)" : " (token registered again at \(tokenTime))"))
+                }
+            default:
+                break
+            }
+        }
+        return DeviceTimeline(project: project, deviceID: deviceID, entries: entries, asOfSeq: last)
+    }
+
+    // MARK: Topic flow
+
+    /// A change in a topic's subscribers.
+    public struct TopicPoint: Sendable, Hashable {
+        public var sequence: UInt64
+        public var timestamp: Int64
+        public var deviceID: String
+        /// +1 subscribe, -1 unsubscribe.
+        public var change: Int
+        /// register, unregister or unregister-all.
+        public var cause: String
+        /// Subscribers after the change.
+        public var subscribers: Int
+    }
+
+    public struct TopicFlow: Sendable {
+        public var project: String
+        public var code: String
+        /// Sequence and time of the event that created the topic, if it exists.
+        public var createdSeq: UInt64?
+        public var createdAt: Int64?
+        public var points: [TopicPoint]
+        public var subscribers: Int { points.last?.subscribers ?? 0 }
+        public var asOfSeq: UInt64
+        /// The time the scan reached (the last record's timestamp).
+        public var asOfTime: Int64?
+    }
+
+    /// Subscribe/unsubscribe flow of topic `code` in `project`, with the count after each change.
+    public static func topic(_ code: String, project: String, in store: TopicStore,
+                             recordsPerReadTransaction: Int = 50_000,
+                             progress: ((ReplayProgress) -> Void)? = nil) throws -> TopicFlow {
+        var members = Set<String>()
+        var points: [TopicPoint] = []
+        var createdSeq: UInt64?, createdAt: Int64?
+        var lastTime: Int64?
+        let last = try scan(store, project: project, recordsPerReadTransaction: recordsPerReadTransaction, progress: progress) { r in
+            lastTime = r.timestamp
+            switch r.event.body {
+            case .register(let d, let specs) where specs.contains(where: { $0.code == code }):
+                if createdSeq == nil { createdSeq = r.sequence; createdAt = r.timestamp }
+                if members.insert(d).inserted {
+                    points.append(TopicPoint(sequence: r.sequence, timestamp: r.timestamp, deviceID: d, change: 1,
+                                             cause: "register", subscribers: members.count))
+                }
+            case .unregister(let d, let codes) where codes.contains(code):
+                if members.remove(d) != nil {
+                    points.append(TopicPoint(sequence: r.sequence, timestamp: r.timestamp, deviceID: d, change: -1,
+                                             cause: "unregister", subscribers: members.count))
+                }
+            case .unregisterAll(let d):
+                if members.remove(d) != nil {
+                    points.append(TopicPoint(sequence: r.sequence, timestamp: r.timestamp, deviceID: d, change: -1,
+                                             cause: "unregister-all", subscribers: members.count))
+                }
+            default:
+                break
+            }
+        }
+        return TopicFlow(project: project, code: code, createdSeq: createdSeq, createdAt: createdAt,
+                         points: points, asOfSeq: last, asOfTime: lastTime)
+    }
+
+    /// Calls `body` with each record of `project`, in bounded read transactions;
+    /// records of other projects are skipped before decoding. Returns the last sequence.
+    static func scan(_ store: TopicStore, project: String, recordsPerReadTransaction: Int,
+                     progress: ((ReplayProgress) -> Void)?, _ body: (LogRecord) throws -> Void) throws -> UInt64 {
+        let log = store.log
+        let projectBytes = Array(project.utf8)
+        guard let end = try store.read({ txn in try log.bounds(txn)?.last }) else { return 0 }
+        var next: UInt64 = 1
+        var last: UInt64 = 0
+        // Bounded transactions: at most this many records decoded, or four times as many skipped.
+        let limit = recordsPerReadTransaction
+        while next <= end {
+            var records: [LogRecord] = []
+            var scanned = 0
+            try store.read { txn in
+                try log.forEachEncoded(from: next, through: end, txn) { seq, bytes in
+                    last = seq
+                    scanned += 1
+                    // version ‖ type ‖ seq ‖ ts ‖ u16 length ‖ project: skip other projects undecoded.
+                    if bytes.count >= 20 + projectBytes.count,
+                       Int(bytes[18]) << 8 | Int(bytes[19]) == projectBytes.count,
+                       bytes[20..<20 + projectBytes.count].elementsEqual(projectBytes) {
+                        records.append(try RecordCodec.decode(bytes, key: seq))
+                    }
+                    return records.count < limit && scanned < 4 * limit
+                }
+            }
+            if scanned == 0 { break }
+            next = last + 1
+            for r in records { try body(r) }
+            progress?(ReplayProgress(phase: "scan", done: last, total: end))
+        }
+        return last
+    }
+}

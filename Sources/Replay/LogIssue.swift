@@ -1,0 +1,49 @@
+import SubscriptionLog
+
+/// Something wrong with the log itself, located by sequence.
+public struct LogIssue: Sendable, Hashable, CustomStringConvertible {
+    public enum Kind: String, Sendable {
+        /// Sequences are missing between two records.
+        case gap
+        /// The log does not start at sequence 1 (and there is no snapshot to start from).
+        case missingStart = "missing-start"
+        /// The CRC-32C does not match the record's bytes.
+        case checksum
+        /// The stored chain link is not SHA-256(previous link ‖ record): this
+        /// record, or one before it, was altered (with its checksum recomputed).
+        case chain
+        /// A version 1 record, which carries no chain link.
+        case unchained
+        /// Unknown version, or fields that do not decode.
+        case undecodable
+        /// The key is not 8 bytes, or the record names another sequence.
+        case misplaced
+        /// A timestamp earlier than the record before it.
+        case timeWentBack = "time-went-back"
+        /// The chain head differs from the one anchored outside.
+        case headMismatch = "head-mismatch"
+    }
+    public var sequence: UInt64
+    public var kind: Kind
+    public var message: String
+
+    public init(sequence: UInt64, kind: Kind, message: String) {
+        self.sequence = sequence
+        self.kind = kind
+        self.message = message
+    }
+
+    public var description: String { "log seq \(sequence): \(kind.rawValue): \(message)" }
+
+    init(_ corruption: RecordCorruption) {
+        let kind: Kind
+        switch corruption.kind {
+        case .checksum: kind = .checksum
+        case .chain: kind = .chain
+        case .unchained: kind = .unchained
+        case .version, .format: kind = .undecodable
+        }
+        self.init(sequence: corruption.sequence, kind: kind,
+                  message: "byte \(corruption.offset): \(corruption.reason)")
+    }
+}

@@ -1,0 +1,131 @@
+import Foundation
+import LMDB
+import Projections
+import SubscriptionLog
+
+/// A new store directory being built record by record: the projections folded
+/// with `Fold.apply` (the one fold the live path uses) and, optionally, the log
+/// records themselves, so the result is a store any read command opens.
+///
+/// Commits are not fsynced (the build can be redone); `finish()` syncs once.
+final class ProjectionBuilder {
+    let directory: String
+    let environment: Environment
+    let log: EventLog
+    let tables: ProjectionTables
+    let writer: ProjectionWriter
+    let writesLog: Bool
+    /// The last sequence folded (and committed).
+    private(set) var appliedSequence: UInt64 = 0
+    /// The chain link of the last record written to the log (when writing it).
+    private(set) var link = ChainHash.genesis
+    private(set) var lastTimestamp: Int64 = .min
+
+    /// Creates the store in `directory`, which must not exist or be empty.
+    init(creating directory: String, writesLog: Bool, mapSize: Int = 1 << 30) throws {
+        try Self.prepare(directory)
+        var options = Environment.Options()
+        options.mapSize = max(mapSize, 64 << 20)
+        options.noSync = true
+        options.maxDatabases = 32
+        let env = try Environment(path: directory, options: options)
+        self.directory = directory
+        self.environment = env
+        self.log = try EventLog.open(in: env, create: true)
+        self.tables = try ProjectionTables.open(in: env, create: true)
+        self.writer = ProjectionWriter(tables: tables)
+        self.writesLog = writesLog
+    }
+
+    static func prepare(_ directory: String) throws {
+        let fm = FileManager.default
+        var isDir: ObjCBool = false
+        if fm.fileExists(atPath: directory, isDirectory: &isDir) {
+            guard isDir.boolValue else { throw ReplayError.outputNotEmpty(directory, "it is not a directory") }
+            let contents = try fm.contentsOfDirectory(atPath: directory).filter { !$0.hasPrefix(".") }
+            guard contents.isEmpty else {
+                throw ReplayError.outputNotEmpty(directory, "it holds \(contents.sorted().prefix(3).joined(separator: ", "))")
+            }
+        } else {
+            try fm.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        }
+    }
+
+    /// Folds `chunk` (records in sequence order, the next after `appliedSequence`)
+    /// in one write transaction; when writing the log, copies the encoded bytes
+    /// if the chunk has them or encodes the records chained to the log's head.
+    /// A full map is grown and the transaction redone.
+    func apply(_ chunk: RecordChunk) throws { try apply([chunk]) }
+
+    /// Folds `chunks` in one write transaction (see `apply(_:)`).
+    func apply(_ chunks: [RecordChunk]) throws {
+        guard chunks.contains(where: { !$0.records.isEmpty }) else { return }
+        while true {
+            do {
+                let (newLink, newTime) = try environment.write { txn -> (ChainHash, Int64) in
+                    try writer.begin(txn)
+                    var link = self.link
+                    var time = self.lastTimestamp
+                    for chunk in chunks {
+                    let copyRaw = writesLog && chunk.ends.count == chunk.records.count
+                    for (i, record) in chunk.records.enumerated() {
+                        if writesLog {
+                            guard record.timestamp >= time else {
+                                throw ReplayError.invalidInput(sequence: record.sequence,
+                                    "timestamp \(record.timestamp) is before the previous record's \(time)")
+                            }
+                            if copyRaw {
+                                // The source's bytes as they are: the copy keeps the source's chain.
+                                let key = EventLog.key(record.sequence)
+                                try chunk.encoded(i).withUnsafeBytes { b in
+                                    try key.withUnsafeBytes { k in try txn.put(log.database, k, b, flags: .append) }
+                                    link = RecordCodec.unverifiedLink(of: b) ?? .genesis
+                                }
+                            } else {
+                                try log.append(encoded: RecordCodec.encode(record, chainingFrom: &link),
+                                               sequence: record.sequence, txn)
+                            }
+                        }
+                        time = max(time, record.timestamp)
+                        try Fold.apply(record, to: writer, txn)
+                    }
+                    }
+                    try writer.flush(txn)
+                    return (link, time)
+                }
+                link = newLink
+                lastTimestamp = newTime
+                appliedSequence = chunks.last(where: { !$0.records.isEmpty })!.records.last!.sequence
+                return
+            } catch LMDBError.mapFull {
+                try environment.setMapSize(environment.info().mapSize * 2)
+            }
+        }
+    }
+
+    /// Flushes everything to disk.
+    func finish() throws {
+        try environment.sync(force: true)
+    }
+}
+
+/// Why a replay, audit, import or export could not run.
+public enum ReplayError: Error, Sendable, CustomStringConvertible {
+    case outputNotEmpty(String, String)
+    case sameDirectory(String)
+    case beyondLog(requested: UInt64, last: UInt64)
+    case cannotFold(LogIssue)
+    case invalidInput(sequence: UInt64, String)
+    case invalidLine(line: Int, String)
+
+    public var description: String {
+        switch self {
+        case .outputNotEmpty(let dir, let why): return "refusing to write into \(dir): \(why) (give a new or empty directory)"
+        case .sameDirectory(let dir): return "the output \(dir) is the store being read; replay never writes into it"
+        case .beyondLog(let r, let last): return "sequence \(r) is beyond the log, which ends at \(last)"
+        case .cannotFold(let issue): return "cannot rebuild past \(issue)"
+        case .invalidInput(let seq, let why): return "record \(seq): \(why)"
+        case .invalidLine(let line, let why): return "line \(line): \(why)"
+        }
+    }
+}

@@ -1,0 +1,145 @@
+import Foundation
+import LMDB
+import Projections
+import SubscriptionLog
+import TopicStore
+
+/// How far a long run has got, for progress bars.
+public struct ReplayProgress: Sendable {
+    /// What is running: "rebuild", "catch-up", "compare", "export", "import", "scan".
+    public var phase: String
+    public var done: UInt64
+    public var total: UInt64
+}
+
+/// Rebuilding projections from the log, as of any point.
+public enum Replay {
+    /// A point in the log's history.
+    public enum Point: Sendable, Hashable {
+        /// Through this sequence (0: before the first event).
+        case sequence(UInt64)
+        /// Through the last event appended at or before this time (ms since 1970).
+        case time(Int64)
+        /// Through the last event in the log.
+        case end
+    }
+
+    public struct Options: Sendable {
+        /// Records read per read transaction of the source (bounded, so a long
+        /// replay never pins the live store's pages for long).
+        public var recordsPerReadTransaction = 50_000
+        /// Records folded per write transaction of the target.
+        public var recordsPerCommit = 200_000
+        /// Copy the log records too, so the output is a complete store as of
+        /// the point (whose own audit passes); without it only projections are written.
+        public var includeLog = true
+        public init() {}
+    }
+
+    public struct Report: Sendable {
+        public var directory: String
+        /// The last sequence folded (0 when the point is before the first event).
+        public var through: UInt64
+        /// Time of that event (ms), when there is one.
+        public var throughTimestamp: Int64?
+        public var events: UInt64
+        public var seconds: Double
+        public var eventsPerSecond: Double { seconds > 0 ? Double(events) / seconds : 0 }
+    }
+
+    /// The sequence `point` names in `store`'s log.
+    public static func resolve(_ point: Point, in store: TopicStore) throws -> UInt64 {
+        let log = store.log
+        return try store.read { txn in
+            let last = try log.bounds(txn)?.last ?? 0
+            switch point {
+            case .end:
+                return last
+            case .sequence(let s):
+                guard s <= last else { throw ReplayError.beyondLog(requested: s, last: last) }
+                return s
+            case .time(let t):
+                return try log.lastSequence(atOrBefore: t, txn) ?? 0
+            }
+        }
+    }
+
+    /// Rebuilds the projections as of `point` into `directory` (new or empty),
+    /// folding the log with `Fold.apply`, the fold the live path uses. The
+    /// source store is only read, in bounded read transactions.
+    @discardableResult
+    public static func rebuild(from store: TopicStore, to point: Point, into directory: String,
+                               options: Options = Options(),
+                               progress: ((ReplayProgress) -> Void)? = nil) throws -> Report {
+        let started = Date()
+        if samePath(directory, store.directory) { throw ReplayError.sameDirectory(directory) }
+        let through = try resolve(point, in: store)
+        let mapSize = store.environment.info().usedBytes * 2 + (256 << 20)
+        let builder = try ProjectionBuilder(creating: directory, writesLog: options.includeLog, mapSize: mapSize)
+        var events: UInt64 = 0
+        if through > 0 {
+            _ = try fold(from: store, through: through, into: builder, verifier: LogVerifier(verifies: false),
+                         options: options, phase: "rebuild", progress: progress, events: &events)
+        }
+        try builder.finish()
+        var time: Int64? = nil
+        if through > 0 { time = try store.read { txn in try store.log.record(at: through, txn)?.timestamp } }
+        return Report(directory: directory, through: through, throughTimestamp: time, events: events,
+                      seconds: Date().timeIntervalSince(started))
+    }
+
+    /// Folds `builder.appliedSequence + 1 ... through` from `store`'s log with a
+    /// reader thread. Without verification, a record that cannot be folded
+    /// throws; with it, folding stops there and the verifier reads on to the end.
+    static func fold(from store: TopicStore, through: UInt64, into builder: ProjectionBuilder,
+                     verifier: LogVerifier, options: Options, phase: String,
+                     progress: ((ReplayProgress) -> Void)?, events: inout UInt64) throws -> (LogVerifier, LogIssue?) {
+        let start = builder.appliedSequence + 1
+        let pipeline = ChunkPipeline(store: store, from: start, through: through,
+                                     recordsPerTransaction: options.recordsPerReadTransaction,
+                                     keepRaw: builder.writesLog, verifier: verifier, stopAtFault: !verifier.verifies)
+        var pending: [RecordChunk] = []
+        var pendingCount = 0
+        var stop: LogIssue?
+        let total = through - start + 1
+        do {
+            while let chunk = try pipeline.next() {
+                if stop == nil {
+                    if !chunk.records.isEmpty {
+                        pendingCount += chunk.records.count
+                        pending.append(chunk)
+                    }
+                    if let s = chunk.stop { stop = s }
+                    if pendingCount >= options.recordsPerCommit || stop != nil {
+                        try builder.apply(pending)
+                        events += UInt64(pendingCount)
+                        pending = []; pendingCount = 0
+                    }
+                }
+                if let progress, chunk.lastRead > 0 {
+                    progress(ReplayProgress(phase: phase, done: min(chunk.lastRead - start + 1, total), total: total))
+                }
+            }
+            try builder.apply(pending)
+            events += UInt64(pendingCount)
+        } catch {
+            pipeline.cancel()
+            throw error
+        }
+        let verified = pipeline.result()
+        if stop == nil, builder.appliedSequence < through {
+            // The log ended early (it cannot shrink, but a reader may be handed a wrong bound).
+            stop = LogIssue(sequence: builder.appliedSequence + 1, kind: .gap,
+                            message: "record \(builder.appliedSequence + 1) is missing")
+        }
+        if let stop, !verifier.verifies { throw ReplayError.cannotFold(stop) }
+        return (verified, stop)
+    }
+
+    static func samePath(_ a: String, _ b: String) -> Bool {
+        func canonical(_ p: String) -> String {
+            URL(fileURLWithPath: p).standardizedFileURL.resolvingSymlinksInPath().path
+        }
+        return canonical(a) == canonical(b)
+    }
+}

@@ -1,0 +1,139 @@
+import LMDB
+import SubscriptionLog
+import TopicStore
+
+/// Records read from the log in one bounded read transaction: decoded, with
+/// their encoded bytes kept when they are to be copied.
+struct RecordChunk: Sendable {
+    var records: [LogRecord] = []
+    /// The encoded records back to back (only when copying the log).
+    var raw: [UInt8] = []
+    /// End offset in `raw` of each record.
+    var ends: [Int] = []
+    /// Why the records stop short of what was read: a missing or undecodable
+    /// record, before which a fold must stop.
+    var stop: LogIssue?
+    /// The last sequence read (decodable or not).
+    var lastRead: UInt64 = 0
+
+    func encoded(_ i: Int) -> ArraySlice<UInt8> {
+        raw[(i == 0 ? 0 : ends[i - 1])..<ends[i]]
+    }
+}
+
+/// Walks the log's records checking what an auditor checks: gap-free
+/// sequences, checksums, decodability, non-decreasing time and the hash chain.
+struct LogVerifier: Sendable {
+    var issues: [LogIssue] = []
+    /// Issues past `maxIssues` are counted, not kept.
+    var issueCount = 0
+    let maxIssues: Int
+    var previousSequence: UInt64?
+    var previousTimestamp: Int64 = .min
+    var link = ChainHash.genesis
+    var checked: UInt64 = 0
+    let verifies: Bool
+
+    init(verifies: Bool, maxIssues: Int = 1000, startingAfter sequence: UInt64? = nil, link: ChainHash = .genesis) {
+        self.verifies = verifies
+        self.maxIssues = maxIssues
+        self.previousSequence = sequence
+        self.link = link
+    }
+
+    mutating func report(_ issue: LogIssue) {
+        issueCount += 1
+        if issues.count < maxIssues { issues.append(issue) }
+    }
+
+    /// Checks one record's frame, place and link; returns whether to try decoding it.
+    mutating func check(_ sequence: UInt64, _ bytes: UnsafeRawBufferPointer) {
+        checked += 1
+        var chainVerifiable = true
+        if let previous = previousSequence {
+            if sequence != previous + 1 {
+                report(LogIssue(sequence: sequence, kind: .gap,
+                                message: "sequences \(previous + 1)…\(sequence - 1) are missing (the chain cannot be checked across the gap)"))
+                chainVerifiable = false
+            }
+        } else if sequence != 1 {
+            report(LogIssue(sequence: sequence, kind: .missingStart,
+                            message: "the log starts at sequence \(sequence): records 1…\(sequence - 1) are missing"))
+            chainVerifiable = false
+        }
+        previousSequence = sequence
+        do {
+            if chainVerifiable {
+                link = try RecordCodec.verifyLink(of: bytes, key: sequence, previous: link)
+            } else {
+                link = try RecordCodec.storedLink(of: bytes, key: sequence) ?? .genesis
+            }
+        } catch let e as RecordCorruption {
+            report(LogIssue(e))
+            // Carry the chain on from what the record stores, so one damaged record is reported once.
+            link = RecordCodec.unverifiedLink(of: bytes) ?? link
+        } catch {
+            report(LogIssue(sequence: sequence, kind: .undecodable, message: "\(error)"))
+        }
+    }
+
+    mutating func checkTime(_ record: LogRecord) {
+        if record.timestamp < previousTimestamp {
+            report(LogIssue(sequence: record.sequence, kind: .timeWentBack,
+                            message: "timestamp \(record.timestamp) is before the previous record's \(previousTimestamp)"))
+        }
+        previousTimestamp = record.timestamp
+    }
+}
+
+/// Reads the log in bounded read transactions.
+struct LogReader {
+    let store: TopicStore
+    /// Records per read transaction of the source.
+    let recordsPerTransaction: Int
+
+    /// Reads records from `from` through `through` (at most `recordsPerTransaction`)
+    /// in one read transaction, decoding them (and checking them with `verifier`
+    /// when it verifies). Decoding stops at the first missing or undecodable
+    /// record (`stop`); checking goes on. `lastRead` stays 0 past the log's end.
+    func read(from: UInt64, through: UInt64, keepRaw: Bool, verifier: inout LogVerifier) throws -> RecordChunk {
+        let limit = recordsPerTransaction
+        let log = store.log
+        return try store.read { txn in
+            try Self.read(log: log, from: from, through: through, limit: limit, keepRaw: keepRaw, verifier: &verifier, txn)
+        }
+    }
+
+    static func read(log: EventLog, from: UInt64, through: UInt64, limit: Int, keepRaw: Bool,
+                     verifier: inout LogVerifier, _ txn: borrowing Transaction) throws -> RecordChunk {
+        var chunk = RecordChunk()
+        chunk.records.reserveCapacity(min(limit, Int(clamping: through &- from &+ 1)))
+        if keepRaw { chunk.ends.reserveCapacity(chunk.records.capacity) }
+        var expected = from
+        try log.forEachEncoded(from: from, through: through, txn) { seq, bytes in
+            chunk.lastRead = seq
+            if verifier.verifies { verifier.check(seq, bytes) }
+            if chunk.stop == nil {
+                if seq != expected {
+                    chunk.stop = LogIssue(sequence: expected, kind: expected == 1 ? .missingStart : .gap,
+                                          message: "record \(expected) is missing (the next record is \(seq))")
+                } else {
+                    do {
+                        let record = try RecordCodec.decode(bytes, key: seq)
+                        if verifier.verifies { verifier.checkTime(record) }
+                        chunk.records.append(record)
+                        if keepRaw {
+                            chunk.raw.append(contentsOf: bytes)
+                            chunk.ends.append(chunk.raw.count)
+                        }
+                    } catch let e as RecordCorruption {
+                        chunk.stop = LogIssue(e)
+                    }
+                }
+            }
+            expected = seq + 1
+            return seq - from + 1 < UInt64(limit)
+        }
+        return chunk
+    }
+}

@@ -1,0 +1,123 @@
+import EventJSON
+import Foundation
+import Replay
+import TopicStore
+
+/// `topicstore history`: a device's timeline or a topic's subscriber flow, from the log.
+enum HistoryCommand: Command {
+    static let spec = CommandSpec(
+        name: "history",
+        summary: "a device's timeline, or a topic's subscribe/unsubscribe flow and subscriber count over time",
+        usage: "history [--data DIR] --project P (--device ID | --topic CODE) [--json | --csv] [--svg FILE]",
+        options: [
+            .init(name: "project", value: "P", help: "the project"),
+            .init(name: "device", value: "ID", help: "a device_id: token changes, subscriptions, rejections"),
+            .init(name: "topic", value: "CODE", help: "a topic code: every subscribe and unsubscribe with the count after it"),
+            .init(name: "csv", value: nil, help: "print CSV"),
+            .init(name: "svg", value: "FILE", help: "with --topic: draw the subscriber count over time into FILE"),
+        ],
+        details: """
+        Each entry has its log sequence and time, so `topicstore replay --to-seq N` shows the
+        whole store at that moment. Answers "when did this device stop getting news pushes?"
+        (the entry whose topics no longer list news, or whose state leaves live).
+        """)
+
+    static func run(_ arguments: Arguments) throws -> ExitCode {
+        guard let project = arguments.value("project") else { throw UsageError(description: "--project is required") }
+        if arguments.json && arguments.has("csv") { throw UsageError(description: "give --json or --csv, not both") }
+        var readOnly = TopicStore.Options()
+        readOnly.readOnly = true
+        let bar = ProgressBar(arguments: arguments)
+        switch (arguments.value("device"), arguments.value("topic")) {
+        case (let device?, nil):
+            if arguments.value("svg") != nil { throw UsageError(description: "--svg draws a topic's subscribers: use it with --topic") }
+            let store = try TopicStore(directory: arguments.dataDirectory, options: readOnly)
+            let timeline = try History.device(device, project: project, in: store, progress: bar.update)
+            bar.finish()
+            printDevice(timeline, arguments)
+        case (nil, let code?):
+            let store = try TopicStore(directory: arguments.dataDirectory, options: readOnly)
+            let flow = try History.topic(code, project: project, in: store, progress: bar.update)
+            bar.finish()
+            if let file = arguments.value("svg") {
+                do { try SubscriberChart.svg(flow).write(toFile: file, atomically: true, encoding: .utf8) } catch {
+                    throw UsageError(description: "cannot write \(file): \(error.localizedDescription)")
+                }
+            }
+            printTopic(flow, arguments)
+        default:
+            throw UsageError(description: "give one of --device ID or --topic CODE")
+        }
+        return .success
+    }
+
+    static func csvField(_ s: String) -> String {
+        s.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" }) ? "\"" + s.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : s
+    }
+
+    static func printDevice(_ t: History.DeviceTimeline, _ arguments: Arguments) {
+        let out = OutputBuffer()
+        if arguments.json {
+            let entries = t.entries.map { e -> [String: Any] in
+                var o: [String: Any] = ["seq": e.sequence, "ts": e.timestamp, "time": TimeArgument.iso(e.timestamp),
+                                        "kind": e.kind.rawValue, "detail": e.detail, "topics": e.topics, "state": e.state]
+                if !e.subscribed.isEmpty { o["subscribed"] = e.subscribed }
+                if !e.unsubscribed.isEmpty { o["unsubscribed"] = e.unsubscribed }
+                if let tok = e.token { o["token"] = tok }
+                if let p = e.platform { o["platform"] = p }
+                return o
+            }
+            out.write(Console.jsonString(["project": t.project, "deviceID": t.deviceID, "asOfSeq": t.asOfSeq, "entries": entries]) + "\n")
+        } else if arguments.has("csv") {
+            out.write("seq,ts,time,kind,detail,subscribed,unsubscribed,topics,state,token,platform\n")
+            for e in t.entries {
+                let fields = ["\(e.sequence)", "\(e.timestamp)", TimeArgument.iso(e.timestamp), e.kind.rawValue, e.detail,
+                              e.subscribed.joined(separator: " "), e.unsubscribed.joined(separator: " "), e.topics.joined(separator: " "),
+                              e.state, e.token ?? "", e.platform ?? ""]
+                out.write(fields.map(csvField).joined(separator: ",") + "\n")
+            }
+        } else {
+            out.write("device \(t.deviceID) in project \(t.project): \(t.entries.count) event(s), log read through seq \(t.asOfSeq)\n")
+            for e in t.entries {
+                var line = "seq \(e.sequence)  \(TimeArgument.iso(e.timestamp))  \(e.kind.rawValue): \(e.detail)"
+                if !e.subscribed.isEmpty { line += "  +[\(e.subscribed.joined(separator: ", "))]" }
+                if !e.unsubscribed.isEmpty { line += "  -[\(e.unsubscribed.joined(separator: ", "))]" }
+                line += "  → \(e.state), topics [\(e.topics.joined(separator: ", "))]"
+                out.write(line + "\n")
+            }
+        }
+        out.flush()
+    }
+
+    static func printTopic(_ f: History.TopicFlow, _ arguments: Arguments) {
+        let out = OutputBuffer()
+        if arguments.json {
+            var object: [String: Any] = ["project": f.project, "topic": f.code, "asOfSeq": f.asOfSeq, "subscribers": f.subscribers]
+            if let c = f.createdSeq { object["createdSeq"] = c }
+            // Points are written one by one: a popular topic has millions.
+            out.write(String(Console.jsonString(object).dropLast()) + ",\"points\":[")
+            for (i, p) in f.points.enumerated() {
+                if i > 0 { out.write(",") }
+                var line = "{\"seq\":\(p.sequence),\"ts\":\(p.timestamp),\"device_id\":"
+                line += JSONText.quoted(p.deviceID)
+                line += ",\"change\":\(p.change),\"cause\":\"\(p.cause)\",\"subscribers\":\(p.subscribers)}"
+                out.write(line)
+            }
+            out.write("]}\n")
+        } else if arguments.has("csv") {
+            out.write("seq,ts,time,device_id,change,cause,subscribers\n")
+            for p in f.points {
+                out.write("\(p.sequence),\(p.timestamp),\(TimeArgument.iso(p.timestamp)),\(csvField(p.deviceID)),\(p.change),\(p.cause),\(p.subscribers)\n")
+            }
+        } else {
+            var head = "topic \(f.code) in project \(f.project): "
+            if let c = f.createdSeq, let at = f.createdAt { head += "created at seq \(c) (\(TimeArgument.iso(at))), " } else { head += "never created, " }
+            head += "\(f.subscribers) subscriber(s) as of seq \(f.asOfSeq), \(f.points.count) change(s)\n"
+            out.write(head)
+            for p in f.points {
+                out.write("seq \(p.sequence)  \(TimeArgument.iso(p.timestamp))  \(p.change > 0 ? "+" : "-") \(p.deviceID) (\(p.cause))  → \(p.subscribers)\n")
+            }
+        }
+        out.flush()
+    }
+}

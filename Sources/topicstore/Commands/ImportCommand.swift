@@ -1,0 +1,57 @@
+import Foundation
+import Replay
+import SubscriptionLog
+import TopicStore
+
+/// `topicstore import`: an export loaded exactly into a new store.
+enum ImportCommand: Command {
+    static let spec = CommandSpec(
+        name: "import",
+        summary: "rebuild a store from an export, keeping sequences and times (same chain head and projections)",
+        usage: "import [--data DIR] [--expect-head SEQ:HEX] FILE|-",
+        options: [
+            .init(name: "expect-head", value: "SEQ:HEX", help: "fail unless the imported log ends at this head"),
+        ],
+        details: """
+        DIR must be new or empty. Lines must come from `topicstore export` from sequence 1,
+        gap-free, times never going back. The first bad line stops the import (exit 5) and
+        the partial store is left for inspection. For plain commands use `topicstore load`.
+        """)
+
+    static func run(_ arguments: Arguments) throws -> ExitCode {
+        guard arguments.positionals.count == 1 else { throw UsageError(description: "import takes one FILE (or - for standard input)") }
+        var expected: ChainHead?
+        if let text = arguments.value("expect-head") {
+            guard let h = ChainHead(parsing: text) else { throw UsageError(description: "--expect-head must be SEQ:HEX (64 hex digits)") }
+            expected = h
+        }
+        let reader = try LineReader(path: arguments.positionals[0])
+        let started = Date()
+        let importer = try Importer(creating: arguments.dataDirectory)
+        var lineNumber = 0
+        do {
+            while let line = reader.next() {
+                lineNumber += 1
+                if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
+                try importer.add(try Importer.record(fromLine: String(decoding: line, as: UTF8.self), lineNumber: lineNumber))
+            }
+        } catch let error as ReplayError {
+            _ = try? importer.finish()
+            if case .invalidLine = error { Console.printError(error.description) } else { Console.printError("line \(lineNumber): \(error)") }
+            return .invalidInput
+        }
+        let head = try importer.finish()
+        let seconds = Date().timeIntervalSince(started)
+        let matches = expected == nil || expected == head
+        if arguments.json {
+            var object: [String: Any] = ["records": importer.records, "seconds": seconds, "headMatches": matches]
+            if let head { object["head"] = ["seq": head.sequence, "hash": head.hash.hex] }
+            Console.printJSON(object)
+        } else {
+            print(String(format: "imported %llu records in %.2f s", importer.records, seconds)
+                  + (head.map { "; head seq \($0.sequence) sha256 \($0.hash.hex)" } ?? ""))
+            if !matches { print("the head differs from --expect-head \(expected!)") }
+        }
+        return matches ? .success : .verificationFailed
+    }
+}

@@ -1,0 +1,80 @@
+import AccessControl
+import Dispatch
+import Foundation
+import MPushAPI
+import TopicStore
+
+/// `topicstore serve`: the MPush-compatible HTTP API over the store.
+enum ServeCommand: Command {
+    static let spec = CommandSpec(
+        name: "serve",
+        summary: "serve the MPush-compatible HTTP API (membership for apps, audiences for send services)",
+        usage: "serve [--data DIR] [--listen HOST:PORT] [--config FILE] [--threads N] [--quiet]",
+        options: [
+            .init(name: "listen", value: "HOST:PORT", help: "where to listen (default 127.0.0.1:8080; port 0 picks a free one)"),
+            .init(name: "config", value: "FILE", help: "a JSON config file (flags given here win over it)"),
+            .init(name: "threads", value: "N", help: "0: a thread per connection (default); N > 1: an epoll pool of N threads"),
+            .init(name: "quiet", value: nil, help: "no access log on standard error"),
+        ],
+        details: """
+        On the first run (no project yet) a project `demo` is created with a fresh client key and
+        server key, printed once. Manage projects and keys with `topicstore project` and
+        `topicstore key`; a running server honours changes within a second.
+        SIGTERM or SIGINT: stop accepting, finish and commit the requests in progress, close the store.
+        Prints `listening on http://HOST:PORT` on standard output once it accepts connections.
+        """)
+
+    static func run(_ arguments: Arguments) throws -> ExitCode {
+        var configuration = ServerConfiguration()
+        do {
+            if let file = arguments.value("config") { try configuration.load(file: file) }
+            if let listen = arguments.value("listen") { try configuration.setListen(listen) }
+        } catch let error as ServerConfiguration.Invalid {
+            throw UsageError(description: error.description)
+        }
+        if let data = arguments.value("data") { configuration.dataDirectory = data }
+        if let threads = try arguments.integer("threads") { configuration.threads = threads }
+        if arguments.has("quiet") { configuration.accessLog = false }
+
+        let store = try TopicStore(directory: configuration.dataDirectory)
+        let access = try AccessControl(store: store, cacheLifetime: configuration.keyCacheSeconds)
+        if let demo = try access.bootstrap(project: "demo") {
+            print("""
+            first run: created project '\(demo.project)' with these keys (shown once; only their hashes are stored):
+              client key (membership endpoints, ships in apps): \(demo.client)
+              server key (everything, keep it secret):          \(demo.server)
+            """)
+        }
+
+        // Signals are taken by a dispatch source, never by the default handler.
+        signal(SIGTERM, SIG_IGN)
+        signal(SIGINT, SIG_IGN)
+        let stopRequested = DispatchSemaphore(value: 0)
+        let signalQueue = DispatchQueue(label: "topicstore.serve.signals")
+        let sources = [SIGTERM, SIGINT].map { sig -> DispatchSourceSignal in
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: signalQueue)
+            source.setEventHandler { stopRequested.signal() }
+            source.resume()
+            return source
+        }
+
+        let server: MPushServer
+        do {
+            server = try MPushServer(store: store, access: access, configuration: configuration)
+        } catch {
+            store.close()
+            throw error
+        }
+        let shownHost = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+        print("listening on http://\(shownHost):\(server.port)")
+        fflush(nil)
+
+        stopRequested.wait()
+        Console.printError("shutting down: finishing \(server.activeRequests) request(s) in progress")
+        server.shutdown()
+        store.close()
+        sources.forEach { $0.cancel() }
+        Console.printError("stopped; every acknowledged command is committed")
+        return .success
+    }
+}

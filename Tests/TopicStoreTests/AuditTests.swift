@@ -1,0 +1,186 @@
+import EventJSON
+import Foundation
+import LMDB
+import Projections
+import Replay
+import SubscriptionLog
+import Testing
+import TopicStore
+
+@Suite("Audit")
+struct AuditTests {
+    @Test("a healthy store audits clean and names its head")
+    func clean() throws {
+        let dir = ReplayTempDir("clean")
+        let store = try TopicStore(directory: dir.sub("live"))
+        try HashChainTests.fill(store, count: 300, seed: 4)
+        var options = Audit.Options()
+        options.recordsPerReadTransaction = 41
+        options.entriesPerComparison = 17   // many chunks
+        let report = try Audit.run(store, options: options)
+        #expect(report.isClean, "\(report.logIssues) \(report.differences.prefix(3))")
+        #expect(report.head == (try store.read { txn in try store.log.head(txn) }))
+        #expect(report.recordsChecked == 300)
+        let entries = try store.read { txn in try store.tables.all.reduce(0) { $0 + (try txn.statistics($1).entries) } }
+        #expect(report.entriesCompared == entries)
+    }
+
+    @Test("tampered projections are reported entry by entry: project, topic or device, both sides")
+    func tamperedProjections() throws {
+        let dir = ReplayTempDir("tamper")
+        let store = try TopicStore(directory: dir.sub("live"))
+        try store.submitAndWait(Event(project: "alpha", body: .token(deviceID: "d1", token: "tokA", platform: .ios)))
+        try store.submitAndWait(Event(project: "alpha", body: .register(deviceID: "d1", topics: [TopicSpec(code: "news")])))
+        try store.submitAndWait(Event(project: "alpha", body: .register(deviceID: "d2", topics: [TopicSpec(code: "news")])))
+        #expect(try Audit.run(store).isClean)
+        // Someone removes d2 from the news bitmap and the membership table, and adds a stray token.
+        let tables = store.tables
+        try store.environment.write { txn in
+            let d2: [UInt8] = [0, 0, 0, 1, 0, 0, 0, 1]
+            #expect(try txn.delete(tables.deviceTopics, d2 + [0, 0, 0, 16]))
+            try txn.put(tables.tokens, [0, 0, 0, 1] + Array("forged".utf8), [0, 0, 0, 1])
+        }
+        let report = try Audit.run(store)
+        #expect(!report.isClean)
+        #expect(report.logIssueCount == 0)
+        #expect(report.differenceCount == 2)
+        let membership = try #require(report.differences.first { $0.table == "device_topics" })
+        #expect(membership.project == "alpha")
+        #expect(membership.subject == "device d2 in topic news")
+        #expect(membership.live == nil && membership.rebuilt == "subscribed")
+        let token = try #require(report.differences.first { $0.table == "tokens" })
+        #expect(token.subject == "token forged" && token.live == "ordinal 1 (device d2)" && token.rebuilt == nil)
+        #expect(report.differences.allSatisfy { $0.asOfSeq == 3 })
+    }
+
+    @Test("audit runs while a writer is writing, without blocking it, and finds nothing wrong")
+    func auditWhileWriting() throws {
+        let dir = ReplayTempDir("concurrent")
+        let store = try TopicStore(directory: dir.sub("live"))
+        try HashChainTests.fill(store, count: 2000, seed: 11)
+        let stop = ReplayFlag()
+        let counter = ReplayCounter()
+        let writer = Thread {
+            var workload = ReplayWorkload(seed: 12)
+            while !stop.isSet {
+                let now = Int64(Date().timeIntervalSince1970 * 1000)
+                let events = (0..<10).map { _ in workload.next(now: now) }
+                for r in store.submitAndWait(events) where (try? r.get()) != nil { counter.add() }
+            }
+            stop.done()
+        }
+        writer.start()
+        while counter.value < 50 { Thread.sleep(forTimeInterval: 0.001) }
+        var options = Audit.Options()
+        options.recordsPerReadTransaction = 300
+        options.entriesPerComparison = 50
+        let before = counter.value
+        let report = try Audit.run(store, options: options)
+        let during = counter.value - before
+        stop.set()
+        stop.waitDone()
+        #expect(report.isClean, "\(report.logIssues.prefix(3)) \(report.differences.prefix(3))")
+        #expect(during > 0, "the writer made no progress during the audit")
+        #expect(report.comparedAsOf > 2000)
+        // The audit caught up with writes made while it ran.
+        #expect(report.recordsChecked == report.head!.sequence)
+        #expect(try Audit.run(store).isClean)
+    }
+
+    @Test("export → import into an empty store reproduces the log, the chain head and every projection")
+    func exportImportRoundTrip() throws {
+        let dir = ReplayTempDir("roundtrip")
+        let store = try TopicStore(directory: dir.sub("live"))
+        try HashChainTests.fill(store, count: 700, seed: 21)
+        var lines: [String] = []
+        let summary = try Export.lines(from: store, recordsPerReadTransaction: 64) { lines.append($0) }
+        #expect(summary.records == 700 && lines.count == 700)
+        // The lines are in load's schema: the same events come back.
+        let events = try store.read { txn -> [Event] in
+            var out: [Event] = []
+            try store.log.forEach(txn) { out.append($0.event); return true }
+            return out
+        }
+        for (line, event) in zip(lines, events) { #expect(try EventJSONRoundTrip.event(line) == event) }
+
+        let importer = try Importer(creating: dir.sub("imported"), recordsPerCommit: 97)
+        for (i, line) in lines.enumerated() { try importer.add(try Importer.record(fromLine: line, lineNumber: i + 1)) }
+        let head = try importer.finish()
+        #expect(head == (try store.read { txn in try store.log.head(txn) }))
+        let imported = try replayOpenReadOnly(dir.sub("imported"))
+        #expect(replayDumpDifferences(try replayDumpTables(store), try replayDumpTables(imported)).isEmpty)
+        #expect(try Audit.run(imported).isClean)
+
+        // A range exports just that range.
+        var part: [String] = []
+        let s = try Export.lines(from: store, from: 100, through: 199) { part.append($0) }
+        #expect(s.firstSequence == 100 && s.lastSequence == 199 && part == Array(lines[99..<199]))
+        // An import must start at 1 and be gap-free.
+        let bad = try Importer(creating: dir.sub("bad"))
+        #expect(throws: ReplayError.self) { try bad.add(try Importer.record(fromLine: lines[1], lineNumber: 1)) }
+    }
+
+    @Test("history: the device timeline and topic flow agree with replayed projections at every entry")
+    func historyMatchesReplay() throws {
+        let dir = ReplayTempDir("history")
+        let store = try TopicStore(directory: dir.sub("live"))
+        try HashChainTests.fill(store, count: 400, seed: 31)
+        let timeline = try History.device("dev-3", project: "alpha", in: store, recordsPerReadTransaction: 29)
+        let flow = try History.topic("news", project: "alpha", in: store, recordsPerReadTransaction: 29)
+        #expect(timeline.entries.count > 10 && flow.points.count > 5)
+        #expect(Set(timeline.entries.map(\.kind)).isSuperset(of: [.token, .register, .unregister]))
+        var checked = 0
+        for (i, entry) in timeline.entries.enumerated() where i % 3 == 0 || i == timeline.entries.count - 1 {
+            let out = dir.sub("d\(entry.sequence)")
+            try Replay.rebuild(from: store, to: .sequence(entry.sequence), into: out)
+            let replayed = try replayOpenReadOnly(out)
+            let info = try replayed.read { txn -> DeviceInfo? in
+                guard let p = try replayed.reader.project(named: "alpha", txn) else { return nil }
+                return try replayed.reader.device(p.id, deviceID: "dev-3", txn)
+            }
+            #expect(Set(info?.topics ?? []) == Set(entry.topics), "seq \(entry.sequence)")
+            #expect((info?.record.state.rawValue ?? "no-token") == entry.state, "seq \(entry.sequence) \(entry.kind)")
+            #expect(info?.record.token == entry.token, "seq \(entry.sequence)")
+            checked += 1
+        }
+        for (i, point) in flow.points.enumerated() where i % 4 == 0 || i == flow.points.count - 1 {
+            let out = dir.sub("t\(point.sequence)")
+            try Replay.rebuild(from: store, to: .sequence(point.sequence), into: out)
+            let replayed = try replayOpenReadOnly(out)
+            let subscribers = try replayed.read { txn -> Int in
+                let p = try #require(try replayed.reader.project(named: "alpha", txn))
+                let tid = try #require(try replayed.reader.topicID(p.id, code: "news", txn))
+                return Int(try #require(try replayed.reader.topic(p.id, tid, txn)).subscribers)
+            }
+            #expect(subscribers == point.subscribers, "seq \(point.sequence)")
+            checked += 1
+        }
+        #expect(checked > 8)
+        let svg = SubscriberChart.svg(flow)
+        #expect(svg.hasPrefix("<svg") && svg.contains("<path d=\"M") && svg.contains("subscribers") && svg.contains("time (UTC)"))
+    }
+}
+
+/// The export schema is load's schema: decode a line as `load` does.
+enum EventJSONRoundTrip {
+    static func event(_ line: String) throws -> Event {
+        try EventJSON.event(fromLine: line)
+    }
+}
+
+final class ReplayFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var flag = false
+    private let finished = DispatchSemaphore(value: 0)
+    var isSet: Bool { lock.lock(); defer { lock.unlock() }; return flag }
+    func set() { lock.lock(); flag = true; lock.unlock() }
+    func done() { finished.signal() }
+    func waitDone() { finished.wait() }
+}
+
+final class ReplayCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var n = 0
+    var value: Int { lock.lock(); defer { lock.unlock() }; return n }
+    func add() { lock.lock(); n += 1; lock.unlock() }
+}

@@ -1,0 +1,132 @@
+import MPushAPI
+import Foundation
+import Testing
+
+/// Every error comes back as a JSON object in the MPush shapes.
+@Suite("HTTP error shapes")
+struct HTTPErrorTests {
+    func expectJSONError(_ r: RawResponse, _ status: Int, _ message: String? = nil,
+                         sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(r.status == status, "\(r.status) \(r.text)", sourceLocation: sourceLocation)
+        #expect(r.header("Content-Type") == "application/json", sourceLocation: sourceLocation)
+        #expect(r.object != nil, "not a JSON object: \(r.text)", sourceLocation: sourceLocation)
+        #expect(r.object?["status_code"] == nil, sourceLocation: sourceLocation)
+        if let message { #expect(r.message == message, sourceLocation: sourceLocation) }
+        else { #expect(!(r.message ?? "").isEmpty, sourceLocation: sourceLocation) }
+    }
+
+    @Test func authenticationErrors() throws {
+        let t = try HTTPTestServer()
+        let body = #"{"device_id":"D1","token":"t","platform":"ios"}"#
+        expectJSONError(try t.send("POST", "/api/tokens", json: body), 401, "The project token is not present.")
+        expectJSONError(try t.send("POST", "/api/tokens", key: "", json: body), 401, "The project token is not present.")
+        expectJSONError(try t.send("POST", "/api/tokens", key: "tsc_not_a_real_key_at_all", json: body), 401)
+        // The key is read from X-MPush-Token only, not from Authorization.
+        expectJSONError(try t.send("POST", "/api/tokens", headers: [("Authorization", "Bearer \(t.clientKey)")], json: body), 401)
+        // A client key on every server endpoint.
+        for (method, path) in [("GET", "/v1/audience/count?topics=a"), ("GET", "/v1/audience?topics=a"), ("GET", "/v1/topics"),
+                               ("GET", "/v1/devices/D1"), ("POST", "/v1/feedback")] {
+            expectJSONError(try t.send(method, path, key: t.clientKey, json: method == "POST" ? "{}" : nil), 403, "This action is unauthorized.")
+        }
+        #expect(try t.device("D1") == nil)
+    }
+
+    @Test func validationErrors() throws {
+        let t = try HTTPTestServer()
+        func check(_ path: String, _ json: String, fields: [String], sourceLocation: SourceLocation = #_sourceLocation) throws {
+            let r = try t.send("POST", path, key: t.clientKey, json: json)
+            expectJSONError(r, 422, "The given data was invalid.", sourceLocation: sourceLocation)
+            let errors = r.errorFields ?? [:]
+            #expect(Set(errors.keys) == Set(fields), "\(r.text)", sourceLocation: sourceLocation)
+            #expect(errors.values.allSatisfy { !$0.isEmpty }, sourceLocation: sourceLocation)
+        }
+        try check("/api/tokens", "{}", fields: ["device_id", "token", "platform"])
+        try check("/api/tokens", #"{"device_id":"D","token":"t","platform":"windows"}"#, fields: ["platform"])
+        try check("/api/tokens", #"{"device_id":7,"token":"t","platform":"ios"}"#, fields: ["device_id"])
+        try check("/api/register", #"{"device_id":"D"}"#, fields: ["topics"])
+        try check("/api/register", #"{"device_id":"D","topics":[]}"#, fields: ["topics"])
+        try check("/api/register", #"{"device_id":"D","topics":"not json"}"#, fields: ["topics"])
+        try check("/api/register", #"{"device_id":"D","topics":[{"code":"ok"},{"code":"bad code"}]}"#, fields: ["topics.1.code"])
+        try check("/api/register", #"{"device_id":"D","topics":[{"code":"a","single":"maybe"}]}"#, fields: ["topics.0.single"])
+        try check("/api/unregister", #"{"topics":["a"]}"#, fields: ["device_id"])
+        try check("/api/unregister-all", #"{}"#, fields: ["device_id"])
+        // An empty body is an empty object: every required field is named.
+        let empty = try t.client().request("POST", "/api/unregister-all", headers: [("X-MPush-Token", t.clientKey)])
+        expectJSONError(empty, 422, "The given data was invalid.")
+        #expect(t.store.commitCounters.commands == 0)
+    }
+
+    @Test func malformedBodies() throws {
+        let t = try HTTPTestServer()
+        let h = [("Content-Type", "application/json"), ("X-MPush-Token", t.clientKey)]
+        let c = try t.client()
+        for body: [UInt8] in [Array(#"{"device_id":"D1","topics":["a""#.utf8),   // truncated
+                              Array("{device_id: D1}".utf8),                         // not JSON
+                              Array(#"["D1"]"#.utf8),                                // not an object
+                              [0x7B, 0x22, 0x64, 0xFF, 0xFE, 0x22, 0x3A, 0x31, 0x7D]] { // not UTF-8
+            expectJSONError(try c.request("POST", "/api/register", headers: h, body: body), 400)
+        }
+        // Not UTF-8 in a form body either.
+        expectJSONError(try c.request("POST", "/api/register",
+                                      headers: [("Content-Type", "application/x-www-form-urlencoded"), ("X-MPush-Token", t.clientKey)],
+                                      body: Array("device_id=%FF%FE&topics=a".utf8)), 400)
+        expectJSONError(try c.request("POST", "/api/register",
+                                      headers: [("Content-Type", "multipart/form-data; boundary=x"), ("X-MPush-Token", t.clientKey)],
+                                      text: "--x--"), 400)
+        #expect(t.store.commitCounters.commands == 0)
+    }
+
+    @Test func routingErrors() throws {
+        let t = try HTTPTestServer()
+        expectJSONError(try t.send("GET", "/nothing/here"), 404)
+        expectJSONError(try t.send("POST", "/api/register/extra", key: t.clientKey, json: "{}"), 404)
+        let wrongMethod = try t.send("GET", "/api/register", key: t.clientKey)
+        expectJSONError(wrongMethod, 405)
+        #expect(wrongMethod.header("Allow") == "POST")
+        expectJSONError(try t.send("DELETE", "/v1/topics", key: t.serverKey), 405)
+        expectJSONError(try t.send("POST", "/api/register", key: t.clientKey, headers: [("Accept", "text/html")],
+                                   json: #"{"device_id":"D","topics":["a"]}"#), 406, "You requested a format that isn't json.")
+        expectJSONError(try t.send("GET", "/v1/devices/nobody", key: t.serverKey), 404)
+    }
+
+    @Test func bodyLimitGives413() throws {
+        let t = try HTTPTestServer { $0.bodyLimit = 1024 }
+        let big = #"{"device_id":"D1","topics":["a"],"pad":""# + String(repeating: "x", count: 4000) + "\"}"
+        // Declared length over the limit: answered before the body is read.
+        let r = try t.send("POST", "/api/register", key: t.clientKey, json: big)
+        expectJSONError(r, 413)
+        // Chunked body over the limit (no Content-Length): read, discarded, answered 413.
+        let c = try t.client()
+        var chunked = "POST /api/register HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-MPush-Token: \(t.clientKey)\r\nTransfer-Encoding: chunked\r\n\r\n"
+        for _ in 0..<4 { chunked += "400\r\n" + String(repeating: " ", count: 1024) + "\r\n" }
+        chunked += "0\r\n\r\n"
+        try c.send(raw: Array(chunked.utf8))
+        expectJSONError(try c.readResponse(), 413)
+        // Under the limit still works.
+        let ok = try t.send("POST", "/api/register", key: t.clientKey, json: #"{"device_id":"D1","topics":["a"]}"#)
+        #expect(ok.status == 200)
+        #expect(try t.device("D1")?.topics == ["a"])
+    }
+
+    @Test func rateLimitGives429WithRetryAfter() throws {
+        let t = try HTTPTestServer { $0.rateLimits[.client] = RateLimit(perSecond: 0.5, burst: 3) }
+        let c = try t.client()
+        let h = [("Content-Type", "application/json"), ("X-MPush-Token", t.clientKey)]
+        var statuses: [Int] = []
+        var limited: RawResponse?
+        for i in 0..<5 {
+            let r = try c.request("POST", "/api/register", headers: h, text: #"{"device_id":"R\#(i)","topics":["a"]}"#)
+            statuses.append(r.status)
+            if r.status == 429 { limited = r }
+        }
+        #expect(statuses == [200, 200, 200, 429, 429])
+        let r = try #require(limited)
+        expectJSONError(r, 429, "Too Many Attempts.")
+        let retry = try #require(r.header("Retry-After").flatMap { Int($0) })
+        #expect(retry >= 1 && retry <= 2)
+        // Limits are per key: the server key is not limited by the client key's use.
+        #expect(try t.send("GET", "/v1/topics", key: t.serverKey).status == 200)
+        #expect(try t.device("R3") == nil)
+    }
+}
+

@@ -1,0 +1,173 @@
+import Foundation
+import MPushAPI
+import Testing
+import TopicStore
+
+/// Health, metrics, OpenAPI, access log, concurrency and graceful shutdown.
+@Suite("HTTP operations")
+struct HTTPOperationsTests {
+    @Test func healthMetricsAndOpenAPI() throws {
+        let t = try HTTPTestServer()
+        let health = try t.send("GET", "/healthz")
+        #expect(health.status == 200 && health.object?["status"] as? String == "ok" && health.object?["lastSequence"] as? Int == 0)
+        for i in 0..<2 {
+            #expect(try t.send("POST", "/api/register", key: t.clientKey, json: #"{"device_id":"M\#(i)","topics":["a"]}"#).status == 200)
+        }
+        #expect(try t.send("GET", "/v1/topics", key: t.clientKey).status == 403)
+        #expect(try t.send("GET", "/healthz").object?["lastSequence"] as? Int == 2)
+        // Metrics count a request once its response is sent: wait for the five so far.
+        let deadline = Date().addingTimeInterval(2)
+        while t.accessLog.count < 5 && Date() < deadline { usleep(5_000) }
+        let metrics = try t.send("GET", "/metrics", headers: [("Accept", "text/plain")])
+        #expect(metrics.status == 200)
+        #expect(metrics.header("Content-Type")?.hasPrefix("text/plain; version=0.0.4") == true)
+        let text = metrics.text
+        for expected in ["topicstore_http_requests_total{route=\"/api/register\",status=\"200\"} 2",
+                         "topicstore_http_requests_total{route=\"/v1/topics\",status=\"403\"} 1",
+                         "topicstore_http_requests_total{route=\"/healthz\",status=\"200\"} 2",
+                         "# TYPE topicstore_http_request_duration_seconds histogram",
+                         "topicstore_http_request_duration_seconds_count{route=\"/api/register\"} 2",
+                         "topicstore_http_request_duration_seconds_bucket{route=\"/api/register\",le=\"+Inf\"} 2",
+                         "# TYPE topicstore_commit_batch_size histogram",
+                         "topicstore_commit_batch_size_sum 2",
+                         "topicstore_commit_batch_size_count 2",
+                         "topicstore_commit_batch_size_bucket{le=\"1\"} 2",
+                         "topicstore_log_last_sequence 2",
+                         "topicstore_map_size_bytes \(t.store.environment.info().mapSize)"] {
+            #expect(text.contains(expected), "missing \(expected)")
+        }
+        #expect(text.contains("topicstore_db_used_bytes "))
+        // Every line is a comment or `name{labels} value`.
+        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+            #expect(line.split(separator: " ").count == 2 && Double(line.split(separator: " ")[1]) != nil, "\(line)")
+        }
+        let openapi = try t.send("GET", "/openapi.json")
+        let doc = try #require(openapi.object)
+        #expect(doc["openapi"] as? String == "3.0.3")
+        let paths = Set((doc["paths"] as? [String: Any] ?? [:]).keys)
+        #expect(paths == ["/api/tokens", "/api/register", "/api/unregister", "/api/unregister-all", "/v1/audience/count",
+                          "/v1/audience", "/v1/topics", "/v1/devices/{device_id}", "/v1/feedback", "/healthz", "/metrics", "/openapi.json"])
+    }
+
+    @Test func oneAccessLogLinePerRequest() throws {
+        let t = try HTTPTestServer()
+        #expect(try t.send("POST", "/api/register", key: t.clientKey, json: #"{"device_id":"L1","topics":["a"]}"#).status == 200)
+        #expect(try t.send("GET", "/missing").status == 404)
+        #expect(try t.send("GET", "/v1/topics", key: t.serverKey).status == 200)
+        // The completion callback runs just after the response is sent.
+        let deadline = Date().addingTimeInterval(2)
+        while t.accessLog.count < 3 && Date() < deadline { usleep(5_000) }
+        let lines = t.accessLog
+        #expect(lines.count == 3)
+        #expect(lines[0].contains("\"POST /api/register\" 200 17 ") && lines[0].contains("route=/api/register key="))
+        #expect(!lines[0].contains(t.clientKey), "the key itself is never logged")
+        #expect(lines[1].contains("\"GET /missing\" 404 ") && lines[1].contains("route=- key=-"))
+        #expect(lines[2].contains("\"GET /v1/topics\" 200 "))
+        #expect(lines.allSatisfy { $0.hasPrefix("20") && $0.contains(" 127.0.0.1 ") && $0.contains("ms ") })
+    }
+
+    @Test func concurrentKeepAliveClientsAreGroupCommitted() throws {
+        let t = try HTTPTestServer()
+        let failures = LogBox()
+        let clients = 16, perClient = 40
+        DispatchQueue.concurrentPerform(iterations: clients) { c in
+            do {
+                let client = try t.client()
+                for i in 0..<perClient {
+                    let r = try client.request("POST", "/api/register", headers: [("Content-Type", "application/json"), ("X-MPush-Token", t.clientKey)],
+                                               text: #"{"device_id":"C\#(c)-\#(i)","topics":["all","c\#(c)"]}"#)
+                    if r.status != 200 { failures.append("\(r.status) \(r.text)") }
+                }
+            } catch {
+                failures.append("\(error)")
+            }
+        }
+        #expect(failures.lines.isEmpty, "\(failures.lines.prefix(3))")
+        let counters = t.store.commitCounters
+        #expect(counters.commands == clients * perClient)
+        #expect(counters.batches <= counters.commands)
+        let all = try #require(t.send("GET", "/v1/audience/count?topics=all", key: t.serverKey).object)
+        #expect(all["total"] as? Int == clients * perClient)
+    }
+
+    @Test func gracefulShutdownFinishesRequestsInProgress() throws {
+        let t = try HTTPTestServer()
+        // A request in progress: headers and half of the body sent.
+        let body = Array(#"{"device_id":"inflight","topics":["a"]}"#.utf8)
+        let slow = try t.client()
+        try slow.send(raw: Array("POST /api/register HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-MPush-Token: \(t.clientKey)\r\nContent-Length: \(body.count)\r\n\r\n".utf8) + body.prefix(10))
+        // An idle keep-alive connection.
+        let idle = try t.client()
+        #expect(try idle.request("POST", "/api/register", headers: [("X-MPush-Token", t.clientKey), ("Content-Type", "application/json")],
+                                 text: #"{"device_id":"before","topics":["a"]}"#).status == 200)
+        let deadline = Date().addingTimeInterval(2)
+        while t.server.activeRequests != 1 && Date() < deadline { usleep(5_000) }
+        #expect(t.server.activeRequests == 1)
+
+        let stopped = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            t.server.shutdown()
+            stopped.signal()
+        }
+        usleep(200_000)
+        #expect(stopped.wait(timeout: .now()) == .timedOut, "shutdown waits for the request in progress")
+        // No new connections.
+        #expect(throws: (any Error).self) { _ = try RawHTTPClient(port: t.port).request("GET", "/healthz") }
+        // A new request on an open connection: 503, as JSON.
+        let refused = try idle.request("POST", "/api/register", headers: [("X-MPush-Token", t.clientKey), ("Content-Type", "application/json")],
+                                       text: #"{"device_id":"after","topics":["a"]}"#)
+        #expect(refused.status == 503 && refused.message != nil && refused.header("Retry-After") == "1")
+        // The request in progress completes, is committed, and then the server stops.
+        try slow.send(raw: Array(body.dropFirst(10)))
+        let finished = try slow.readResponse()
+        #expect(finished.status == 200 && finished.text == "{\"status_code\":0}")
+        #expect(stopped.wait(timeout: .now() + 10) == .success)
+        #expect(try t.device("inflight")?.topics == ["a"])
+        #expect(try t.device("before")?.topics == ["a"])
+        #expect(try t.device("after") == nil)
+    }
+
+    @Test func sigtermFinishesAndCommitsTheRequestInProgress() throws {
+        let dir = HTTPTestDirectory()
+        let serve = try ServeProcess(data: dir.path)
+        let key = try #require(serve.clientKey)
+        let body = Array(#"{"device_id":"term","topics":["a"]}"#.utf8)
+        let slow = try RawHTTPClient(port: serve.port)
+        try slow.send(raw: Array("POST /api/register HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-MPush-Token: \(key)\r\nContent-Length: \(body.count)\r\n\r\n".utf8) + body.prefix(5))
+        usleep(100_000)
+        serve.signal(SIGTERM)
+        usleep(300_000)
+        #expect(serve.process.isRunning, "waits for the request in progress")
+        try slow.send(raw: Array(body.dropFirst(5)))
+        #expect(try slow.readResponse().status == 200)
+        #expect(serve.wait() == 0)
+        var options = TopicStore.Options()
+        options.readOnly = true
+        let store = try TopicStore(directory: dir.path, options: options)
+        let found = try store.read { txn -> [String]? in
+            guard let p = try store.reader.project(named: "demo", txn) else { return nil }
+            return try store.reader.device(p.id, deviceID: "term", txn)?.topics
+        }
+        #expect(found == ["a"])
+    }
+
+    @Test func sigkillRightAfter200LosesNothing() throws {
+        let dir = HTTPTestDirectory()
+        let first = try ServeProcess(data: dir.path)
+        let client = try #require(first.clientKey), server = try #require(first.serverKey)
+        let c = try RawHTTPClient(port: first.port)
+        let h = [("Content-Type", "application/json"), ("X-MPush-Token", client)]
+        #expect(try c.request("POST", "/api/tokens", headers: h, text: #"{"device_id":"K1","token":"tok-k1","platform":"ios"}"#).status == 200)
+        #expect(try c.request("POST", "/api/register", headers: h, text: #"{"device_id":"K1","topics":["killed"]}"#).status == 200)
+        first.signal(SIGKILL)
+        #expect(first.wait() != nil)
+        // Restart on the same directory: no new demo keys, the old ones work, the command is there.
+        let second = try ServeProcess(data: dir.path)
+        #expect(second.clientKey == nil)
+        let d = try RawHTTPClient(port: second.port).request("GET", "/v1/devices/K1", headers: [("X-MPush-Token", server)])
+        #expect(d.status == 200)
+        #expect(d.object?["topics"] as? [String] == ["killed"] && d.object?["token"] as? String == "tok-k1")
+        second.signal(SIGTERM)
+        #expect(second.wait() == 0)
+    }
+}

@@ -1,0 +1,149 @@
+import Foundation
+import Testing
+
+/// The /v1 endpoints a send service uses, with a server key.
+@Suite("HTTP send-service endpoints")
+struct HTTPSendServiceTests {
+    /// Five devices: 3 android (a1..a3) and 2 ios (i1, i2); news: a1 a2 i1; sport: a3 i1 i2; n1 has no token.
+    func populate(_ t: HTTPTestServer) throws {
+        let c = try t.client()
+        let h = [("Content-Type", "application/json"), ("X-MPush-Token", t.clientKey)]
+        for (d, p) in [("a1", "and"), ("a2", "android"), ("a3", "android"), ("i1", "ios"), ("i2", "ios")] {
+            #expect(try c.request("POST", "/api/tokens", headers: h, text: #"{"device_id":"\#(d)","token":"tok-\#(d)","platform":"\#(p)"}"#).status == 200)
+        }
+        for (d, topics) in [("a1", "news"), ("a2", "news"), ("i1", "news\",\"sport"), ("a3", "sport"), ("i2", "sport"), ("n1", "news")] {
+            #expect(try c.request("POST", "/api/register", headers: h, text: #"{"device_id":"\#(d)","topics":["\#(topics)"]}"#).status == 200)
+        }
+    }
+
+    @Test func audienceCountsForTopicsAndExpressions() throws {
+        let t = try HTTPTestServer()
+        try populate(t)
+        let seq = t.store.commitCounters.commands
+        let r = try t.send("GET", "/v1/audience/count?topics=news,sport", key: t.serverKey)
+        #expect(r.status == 200)
+        let o = try #require(r.object)
+        #expect(o["total"] as? Int == 6 && o["ios"] as? Int == 2 && o["android"] as? Int == 3 && o["withoutToken"] as? Int == 1)
+        #expect(o["asOfSeq"] as? Int == seq)
+        #expect(o["unknownTopics"] as? [String] == [])
+        // Repeated parameter, and an unknown topic reported.
+        let r2 = try t.send("GET", "/v1/audience/count?topics=news&topics=ghost", key: t.serverKey).object
+        #expect(r2?["total"] as? Int == 4 && r2?["unknownTopics"] as? [String] == ["ghost"])
+        // An expression in the query (spaces as + and %20) and in a POST body.
+        let e = try t.send("GET", "/v1/audience/count?expr=news+AND%20NOT+platform:ios", key: t.serverKey).object
+        #expect(e?["total"] as? Int == 3 && e?["ios"] as? Int == 0)
+        let p = try t.send("POST", "/v1/audience/count", key: t.serverKey, json: #"{"expr":"(news OR sport) AND platform:android"}"#).object
+        #expect(p?["total"] as? Int == 3)
+        let p2 = try t.send("POST", "/v1/audience/count", key: t.serverKey, json: #"{"topics":["sport"]}"#).object
+        #expect(p2?["total"] as? Int == 3)
+        // Bad queries are 422 with the field named.
+        #expect(try t.send("GET", "/v1/audience/count", key: t.serverKey).errorFields?["topics"] != nil)
+        #expect(try t.send("GET", "/v1/audience/count?expr=news+AND", key: t.serverKey).errorFields?["expr"] != nil)
+        #expect(try t.send("GET", "/v1/audience/count?topics=a&expr=b", key: t.serverKey).status == 422)
+    }
+
+    @Test func audiencePagesWithResumableCursor() throws {
+        let t = try HTTPTestServer()
+        try populate(t)
+        var seen: [String] = []
+        var cursor: String?
+        var pages = 0
+        repeat {
+            let path = "/v1/audience?topics=news,sport&limit=2" + (cursor.map { "&cursor=\($0)" } ?? "")
+            let r = try t.send("GET", path, key: t.serverKey)
+            #expect(r.status == 200)
+            #expect(r.header("Content-Type") == "application/x-ndjson")
+            let lines = r.text.split(separator: "\n")
+            #expect(lines.count <= 2)
+            #expect(r.header("X-Page-Count") == String(lines.count))
+            for line in lines {
+                let o = try #require((try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any])
+                let d = try #require(o["device_id"] as? String)
+                #expect(o["token"] as? String == "tok-\(d)")
+                #expect(o["platform"] as? String == (d.hasPrefix("i") ? "ios" : "android"))
+                seen.append(d)
+            }
+            // The first page is its own snapshot; after the change below, later pages are newer ones.
+            if pages == 0 { #expect(r.header("X-As-Of-Seq") == r.header("X-Walk-As-Of-Seq")) }
+            else { #expect(Int(r.header("X-As-Of-Seq") ?? "") ?? 0 > Int(r.header("X-Walk-As-Of-Seq") ?? "") ?? 0) }
+            cursor = r.header("X-Next-Cursor")
+            pages += 1
+            // A change mid-walk: a new device joins (a higher ordinal, so it is still ahead).
+            if pages == 1 {
+                #expect(try t.send("POST", "/api/tokens", key: t.clientKey, json: #"{"device_id":"late","token":"tok-late","platform":"and"}"#).status == 200)
+                #expect(try t.send("POST", "/api/register", key: t.clientKey, json: #"{"device_id":"late","topics":["news"]}"#).status == 200)
+            }
+        } while cursor != nil && pages < 10
+        #expect(seen.count == Set(seen).count, "no device twice")
+        #expect(Set(seen) == ["a1", "a2", "a3", "i1", "i2", "late"])
+        #expect(pages == 3)
+        #expect(try t.send("GET", "/v1/audience?topics=news&cursor=garbage", key: t.serverKey).errorFields?["cursor"] != nil)
+        #expect(try t.send("GET", "/v1/audience?topics=news&limit=0", key: t.serverKey).errorFields?["limit"] != nil)
+        // POST form of the query.
+        let posted = try t.send("POST", "/v1/audience", key: t.serverKey, json: #"{"expr":"sport AND platform:ios","limit":10}"#)
+        #expect(posted.text.split(separator: "\n").count == 2)
+        #expect(posted.header("X-Next-Cursor") == nil)
+    }
+
+    @Test func topicsAndDevice() throws {
+        let t = try HTTPTestServer()
+        try populate(t)
+        let topics = try #require(t.send("GET", "/v1/topics", key: t.serverKey).object)
+        let list = topics["topics"] as? [[String: Any]] ?? []
+        #expect(list.map { $0["code"] as? String ?? "" } == ["news", "sport"])
+        #expect(list.map { $0["subscribers"] as? Int ?? -1 } == [4, 3])
+        let d = try #require(t.send("GET", "/v1/devices/i1", key: t.serverKey).object)
+        #expect(d["device_id"] as? String == "i1" && d["platform"] as? String == "ios" && d["token"] as? String == "tok-i1")
+        #expect(d["topics"] as? [String] == ["news", "sport"] && d["state"] as? String == "live")
+        let n = try #require(t.send("GET", "/v1/devices/n1", key: t.serverKey).object)
+        #expect(n["token"] is NSNull && n["state"] as? String == "no-token")
+        // A device id with a slash, percent-encoded in the path.
+        #expect(try t.send("POST", "/api/register", key: t.clientKey, json: #"{"device_id":"x/y","topics":["news"]}"#).status == 200)
+        #expect(try t.send("GET", "/v1/devices/x%2Fy", key: t.serverKey).object?["device_id"] as? String == "x/y")
+    }
+
+    @Test func tokenRejectedFeedback() throws {
+        let t = try HTTPTestServer()
+        try populate(t)
+        // Provider time after the tokens were registered (a rejection older than the token is ignored).
+        let now = Int64(Date().timeIntervalSince1970 * 1000) + 1000
+        // APNs 410 with its timestamp (ms).
+        let apns = try t.send("POST", "/v1/feedback", key: t.serverKey,
+                              json: #"{"provider":"apns","status":410,"reason":"Unregistered","token":"tok-i1","timestamp":\#(now)}"#)
+        #expect(apns.status == 200, "\(apns.text)")
+        #expect(apns.object?["accepted"] as? Int == 1)
+        let d = try #require(t.send("GET", "/v1/devices/i1", key: t.serverKey).object)
+        #expect(d["state"] as? String == "rejected" && (d["rejectedAt"] as? NSNumber)?.int64Value == now)
+        // FCM UNREGISTERED, a batch, timestamp in seconds accepted.
+        let fcm = try t.send("POST", "/v1/feedback", key: t.serverKey,
+                             json: #"[{"provider":"fcm","token":"tok-a1","timestamp":\#(now / 1000 + 1)},{"provider":"fcm","token":"tok-a2","at":\#(now)}]"#)
+        #expect(fcm.status == 200 && fcm.object?["accepted"] as? Int == 2, "\(fcm.text)")
+        #expect(try t.device("a1")?.state == "rejected")
+        let counts = try #require(t.send("GET", "/v1/audience/count?topics=news", key: t.serverKey).object)
+        #expect(counts["total"] as? Int == 4 && counts["android"] as? Int == 0 && counts["ios"] as? Int == 0)
+        // A rejection older than the token's registration is stale and changes nothing.
+        #expect(try t.send("POST", "/v1/feedback", key: t.serverKey, json: #"{"token":"tok-a3","timestamp":1764100807728}"#).status == 200)
+        #expect(try t.device("a3")?.state == "live")
+        // Invalid feedback: 422 with fields.
+        let bad = try t.send("POST", "/v1/feedback", key: t.serverKey, json: #"{"provider":"mail","token":"x"}"#)
+        #expect(bad.status == 422 && bad.errorFields?["provider"] != nil)
+        let missing = try t.send("POST", "/v1/feedback", key: t.serverKey, json: #"[{"token":"x"},{"timestamp":1764100807728}]"#)
+        #expect(missing.status == 422 && missing.errorFields?["0.at"] != nil && missing.errorFields?["1.token"] != nil, "\(missing.text)")
+    }
+
+    @Test func oneProjectCannotSeeAnother() throws {
+        let t = try HTTPTestServer()
+        try populate(t)
+        try t.access.addProject("beta")
+        let betaServer = try t.access.addKey(project: "beta", kind: .server).key
+        let counts = try #require(t.send("GET", "/v1/audience/count?topics=news", key: betaServer).object)
+        #expect(counts["project"] as? String == "beta" && counts["total"] as? Int == 0)
+        #expect(try t.send("GET", "/v1/audience?topics=news", key: betaServer).body.isEmpty)
+        #expect(try t.send("GET", "/v1/devices/a1", key: betaServer).status == 404)
+        #expect((try t.send("GET", "/v1/topics", key: betaServer).object?["topics"] as? [Any])?.isEmpty == true)
+        // Feedback with beta's key cannot reject demo's tokens.
+        let now = Int64(Date().timeIntervalSince1970 * 1000) + 1000
+        #expect(try t.send("POST", "/v1/feedback", key: betaServer, json: #"{"token":"tok-a3","timestamp":\#(now)}"#).status == 200)
+        #expect(try t.device("a3")?.state == "live")
+    }
+}

@@ -1,0 +1,176 @@
+import Digest
+import Foundation
+import LMDB
+import Replay
+import SubscriptionLog
+import Testing
+import TopicStore
+
+@Suite("HashChain")
+struct HashChainTests {
+    @Test("SHA-256 from libcrypto gives the FIPS 180-2 answers")
+    func knownAnswers() {
+        #expect(ChainHash(bytes: SHA256.hash(Array("abc".utf8)))!.hex
+                == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(ChainHash(bytes: SHA256.hash([]))!.hex
+                == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(ChainHash.genesis.bytes == [UInt8](repeating: 0, count: 32))
+        #expect(ChainHash(hex: ChainHash.genesis.hex) == .genesis)
+        #expect(ChainHead(parsing: "12:" + String(repeating: "ab", count: 32))?.sequence == 12)
+        #expect(ChainHead(parsing: "12:abc") == nil)
+    }
+
+    static func fill(_ store: TopicStore, count: Int, seed: UInt64 = 9) throws {
+        var workload = ReplayWorkload(seed: seed)
+        var done = 0
+        while done < count {
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let events = (0..<min(25, count - done)).map { _ in workload.next(now: now) }
+            for r in store.submitAndWait(events) { _ = try r.get() }
+            done += events.count
+        }
+    }
+
+    static func rawRecord(_ store: TopicStore, _ seq: UInt64) throws -> [UInt8] {
+        try store.read { txn in Array(try #require(try txn.get(store.log.database, EventLog.key(seq)))) }
+    }
+
+    static func overwrite(_ store: TopicStore, _ seq: UInt64, _ bytes: [UInt8]) throws {
+        try store.environment.write { txn in try txn.put(store.log.database, EventLog.key(seq), bytes) }
+    }
+
+    @Test("every record written by the store links to the one before, from genesis, across batches")
+    func chainIsComputedIndependently() throws {
+        let dir = ReplayTempDir("chain")
+        let store = try TopicStore(directory: dir.sub("live"))
+        try Self.fill(store, count: 120)
+        var link = ChainHash.genesis
+        for seq in UInt64(1)...120 {
+            let bytes = try Self.rawRecord(store, seq)
+            #expect(bytes[0] == 2)
+            // SHA-256(previous ‖ bytes before the link), computed here from scratch.
+            let expected = ChainHash(bytes: SHA256.hash(link.bytes + bytes[0..<(bytes.count - 36)]))!
+            #expect(Array(bytes[(bytes.count - 36)..<(bytes.count - 4)]) == expected.bytes, "seq \(seq)")
+            link = expected
+        }
+        let head = try store.read { txn in try store.log.head(txn) }
+        #expect(head == ChainHead(sequence: 120, hash: link))
+        // A store reopened carries the chain on.
+        store.close()
+        let reopened = try TopicStore(directory: dir.sub("live"))
+        try reopened.submitAndWait(Event(project: "alpha", body: .unregisterAll(deviceID: "dev-1")))
+        let bytes = try Self.rawRecord(reopened, 121)
+        let expected = ChainHash(bytes: SHA256.hash(link.bytes + bytes[0..<(bytes.count - 36)]))!
+        #expect(try reopened.read { txn in try reopened.log.head(txn) }?.hash == expected)
+        #expect(try Audit.run(reopened).isClean)
+    }
+
+    @Test("version 1 records still decode; unknown versions and damaged trailers are rejected")
+    func versions() throws {
+        let record = LogRecord(sequence: 5, timestamp: 1_700_000_000_000,
+                               event: Event(project: "alpha", body: .register(deviceID: "d", topics: [TopicSpec(code: "news", title: "N", single: true)])))
+        let v1 = RecordCodec.encodeLegacyV1(record)
+        #expect(try v1.withUnsafeBytes { try RecordCodec.decode($0, key: 5) } == record)
+        #expect(try v1.withUnsafeBytes { try RecordCodec.storedLink(of: $0, key: 5) } == nil)
+        #expect(throws: RecordCorruption.self) { try v1.withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: 5, previous: .genesis) } }
+        let v2 = RecordCodec.encode(record, previous: .genesis)
+        #expect(v2.count == v1.count + 32)
+        #expect(try v2.withUnsafeBytes { try RecordCodec.decode($0, key: 5) } == record)
+        var v3 = v2
+        v3[0] = 3
+        let crc = CRC32C.checksum(Array(v3[0..<(v3.count - 4)]))
+        v3.replaceSubrange((v3.count - 4)..., with: withUnsafeBytes(of: crc.bigEndian) { Array($0) })
+        do {
+            _ = try v3.withUnsafeBytes { try RecordCodec.decode($0, key: 5) }
+            Issue.record("version 3 decoded")
+        } catch let e as RecordCorruption {
+            #expect(e.kind == .version)
+        }
+    }
+
+    @Test("a flipped byte in one record is found, located by its sequence, and fails the audit")
+    func flippedByte() throws {
+        let dir = ReplayTempDir("flip")
+        let store = try TopicStore(directory: dir.sub("live"))
+        try Self.fill(store, count: 200)
+        #expect(try Audit.run(store).isClean)
+        var bytes = try Self.rawRecord(store, 137)
+        bytes[21] ^= 0x04   // inside the project name
+        try Self.overwrite(store, 137, bytes)
+        let report = try Audit.run(store)
+        #expect(!report.isClean)
+        #expect(report.logIssues.map(\.sequence) == [137])
+        #expect(report.logIssues.first?.kind == .checksum)
+        #expect(report.foldStop?.sequence == 137)
+        #expect(!report.projectionsCompared)
+        // The chain is carried past the damaged record: nothing else is blamed.
+        #expect(report.recordsChecked == 200)
+        #expect(report.head?.sequence == 200)
+    }
+
+    @Test("a record rewritten with a valid checksum breaks the chain at its sequence; its content shows in the projections")
+    func rewrittenWithValidChecksum() throws {
+        let dir = ReplayTempDir("rewrite")
+        let store = try TopicStore(directory: dir.sub("live"))
+        try store.submitAndWait(Event(project: "alpha", body: .token(deviceID: "d1", token: "tokA", platform: .ios)))
+        try store.submitAndWait(Event(project: "alpha", body: .register(deviceID: "d1", topics: [TopicSpec(code: "news")])))
+        try store.submitAndWait(Event(project: "alpha", body: .register(deviceID: "d2", topics: [TopicSpec(code: "sport")])))
+        try Self.fill(store, count: 50)
+        // Record 2 now says "nexs": same length, checksum recomputed, link left as it was.
+        var bytes = try Self.rawRecord(store, 2)
+        let at = try #require(bytes.indices.first { i in i + 4 <= bytes.count && Array(bytes[i..<i + 4]) == Array("news".utf8) })
+        bytes[at + 2] = UInt8(ascii: "x")
+        let crc = CRC32C.checksum(Array(bytes[0..<(bytes.count - 4)]))
+        bytes.replaceSubrange((bytes.count - 4)..., with: withUnsafeBytes(of: crc.bigEndian) { Array($0) })
+        try Self.overwrite(store, 2, bytes)
+        #expect(try store.read { txn in try store.log.record(at: 2, txn) } != nil)  // it decodes: only the chain tells
+
+        let report = try Audit.run(store)
+        #expect(!report.isClean)
+        #expect(report.logIssues.map(\.sequence) == [2])
+        #expect(report.logIssues.first?.kind == .chain)
+        // The fold of the altered log disagrees with the live projections, and says where.
+        #expect(report.projectionsCompared)
+        #expect(report.differences.contains { $0.table == "topic_codes" && $0.project == "alpha" && $0.subject == "topic nexs" && $0.live == nil })
+        #expect(report.differences.contains { $0.table == "topics" && $0.project == "alpha" && $0.subject == "topic news (id 16)"
+            && ($0.live ?? "").hasPrefix("code news,") && ($0.rebuilt ?? "").hasPrefix("code nexs,") })
+    }
+
+    @Test("a record rewritten with a recomputed link breaks the next link; the last one is caught by the anchored head")
+    func rewrittenWithRecomputedLink() throws {
+        let dir = ReplayTempDir("relink")
+        let store = try TopicStore(directory: dir.sub("live"))
+        try Self.fill(store, count: 60)
+        func forge(_ seq: UInt64) throws {
+            let previous = try store.read { txn in try store.log.link(before: seq, txn) }
+            var record = try #require(try store.read { txn in try store.log.record(at: seq, txn) })
+            record.timestamp += 1   // same length; a plausible forgery
+            try Self.overwrite(store, seq, RecordCodec.encode(record, previous: previous))
+        }
+        let anchored = try #require(try store.read { txn in try store.log.head(txn) })
+        try forge(30)
+        var report = try Audit.run(store)
+        // Record 31's link no longer follows (and its time may now be before 30's).
+        #expect(Set(report.logIssues.map(\.sequence)) == [31])
+        #expect(report.logIssues.first?.kind == .chain)
+
+        let dir2 = ReplayTempDir("relink-last")
+        let other = try TopicStore(directory: dir2.sub("live"))
+        try Self.fill(other, count: 60)
+        let head = try #require(try other.read { txn in try other.log.head(txn) })
+        let previous = try other.read { txn in try other.log.link(before: 60, txn) }
+        var last = try #require(try other.read { txn in try other.log.record(at: 60, txn) })
+        last.timestamp += 1
+        try Self.overwrite(other, 60, RecordCodec.encode(last, previous: previous))
+        report = try Audit.run(other)
+        #expect(report.logIssueCount == 0)     // internally consistent…
+        #expect(report.head != head)           // …but the head moved
+        var options = Audit.Options()
+        options.expectedHead = head
+        report = try Audit.run(other, options: options)
+        #expect(!report.isClean)
+        #expect(report.logIssues.map(\.kind) == [.headMismatch])
+        #expect(report.logIssues.first?.sequence == 60)
+        _ = anchored
+    }
+}
