@@ -127,11 +127,17 @@ struct DifferenceDescriber {
             }
             d.live = members(l, live, extra: l.map { $0.subtracting(r ?? Bitmap()) })
             d.rebuilt = members(r, rebuilt, extra: r.map { $0.subtracting(l ?? Bitmap()) })
-        case "device_topics" where key.count == 12:
-            let o = u32(key, 4), tid = u32(key, 8)
-            d.subject = "device \(deviceID(pid!, o, liveTxn, rebuiltTxn)) in \(topicName(pid!, tid, liveTxn, rebuiltTxn))"
-            d.live = live.map { $0.isEmpty ? "subscribed" : "subscribed, with unexpected value \(hex($0))" }
-            d.rebuilt = rebuilt.map { $0.isEmpty ? "subscribed" : "subscribed, with unexpected value \(hex($0))" }
+        case "device_topics" where key.count == 8:
+            let o = u32(key, 4)
+            d.subject = "device \(deviceID(pid!, o, liveTxn, rebuiltTxn)) topics"
+            func text(_ v: [UInt8]?) -> String? {
+                guard let v else { return nil }
+                guard v.count % 4 == 0 else { return "undecodable \(hex(v))" }
+                let ids = stride(from: 0, to: v.count, by: 4).map { u32(v, $0) }
+                return ids.map { topicName(pid!, $0, liveTxn, rebuiltTxn).replacingOccurrences(of: "topic ", with: "") }.joined(separator: ", ")
+            }
+            d.live = text(live)
+            d.rebuilt = text(rebuilt)
         default:
             d.live = live.map(hex)
             d.rebuilt = rebuilt.map(hex)

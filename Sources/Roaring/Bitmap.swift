@@ -89,10 +89,14 @@ public struct Bitmap: Sendable {
         }
     }
 
-    /// Converts containers to run encoding where that is smaller.
+    /// Chooses each container's smallest encoding, canonically: the same set
+    /// always serializes to the same bytes, whatever edits led to it (CRoaring
+    /// keeps a run container when a run and an array tie, so runs are undone first).
     public mutating func optimize() {
-        roaring_bitmap_run_optimize(mutablePointer())
-        roaring_bitmap_shrink_to_fit(mutablePointer())
+        let p = mutablePointer()
+        roaring_bitmap_remove_run_compression(p)
+        roaring_bitmap_run_optimize(p)
+        roaring_bitmap_shrink_to_fit(p)
     }
 
     // MARK: Iteration

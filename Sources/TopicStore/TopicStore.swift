@@ -51,7 +51,6 @@ public final class TopicStore: Sendable {
         envOptions.readOnly = options.readOnly
         envOptions.noSync = options.durability == .noSync
         envOptions.maxDatabases = 32
-        envOptions.writeMap = ProcessInfo.processInfo.environment["TOPICSTORE_WRITEMAP"] == "1"
         let env: Environment
         do {
             env = try Environment(path: directory, options: envOptions)
