@@ -167,6 +167,25 @@ public final class SQLiteCompetitor {
         case .tokenRejected(let token, let at, _):
             rejectToken.bind(1, token); rejectToken.bind(2, at)
             try rejectToken.run()
+        case .forgetDevice(let deviceID):
+            // Garbage collection; not in the benchmark workload, so prepared on demand.
+            guard let device = try deviceRow(deviceID, create: false) else { return }
+            for sql in ["DELETE FROM subscriptions WHERE device_id = ?1", "DELETE FROM devices WHERE id = ?1"] {
+                let statement = try db.prepare(sql)
+                statement.bind(1, device)
+                try statement.run()
+            }
+        case .dropTopic(let code):
+            for sql in ["DELETE FROM subscriptions WHERE topic_id = (SELECT id FROM topics WHERE code = ?1)",
+                        "DELETE FROM topics WHERE code = ?1"] {
+                let statement = try db.prepare(sql)
+                statement.bind(1, code)
+                try statement.run()
+            }
+        case .expireToken(let token):
+            let statement = try db.prepare("UPDATE devices SET token = NULL, rejected_at = NULL WHERE token = ?1 AND rejected_at IS NOT NULL")
+            statement.bind(1, token)
+            try statement.run()
         }
     }
 

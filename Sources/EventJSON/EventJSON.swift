@@ -48,11 +48,17 @@ public enum EventJSON {
             if at == nil { errors.append(ValidationError(field: "at", message: "The at field is required (ms since 1970).")) }
             let reason = string(object, "reason", required: false, into: &errors) ?? ""
             if let token, let at { body = .tokenRejected(token: token, rejectedAt: at, reason: reason) }
+        case "forget-device":
+            if let deviceID = string(object, "device_id", required: true, into: &errors) { body = .forgetDevice(deviceID: deviceID) }
+        case "drop-topic":
+            if let code = string(object, "code", required: true, into: &errors) { body = .dropTopic(code: code) }
+        case "expire-token":
+            if let token = string(object, "token", required: true, into: &errors) { body = .expireToken(token: token) }
         case "":
             break
         default:
             errors.append(ValidationError(field: "type",
-                message: "The selected type is invalid (token, register, unregister, unregister-all, token-rejected)."))
+                message: "The selected type is invalid (token, register, unregister, unregister-all, token-rejected, forget-device, drop-topic, expire-token)."))
         }
         guard errors.isEmpty, let body else { throw InvalidCommand(errors) }
         let event = Event(project: project, body: body)
@@ -190,6 +196,12 @@ public enum EventJSON {
             parts.append("\"device_id\":\(JSONText.quoted(d))")
         case .tokenRejected(let t, let at, let reason):
             parts += ["\"token\":\(JSONText.quoted(t))", "\"at\":\(at)", "\"reason\":\(JSONText.quoted(reason))"]
+        case .forgetDevice(let d):
+            parts.append("\"device_id\":\(JSONText.quoted(d))")
+        case .dropTopic(let code):
+            parts.append("\"code\":\(JSONText.quoted(code))")
+        case .expireToken(let t):
+            parts.append("\"token\":\(JSONText.quoted(t))")
         }
         return "{" + parts.joined(separator: ",") + "}"
     }

@@ -83,6 +83,41 @@ public enum Fold {
                 try unsubscribe(pid, member, tid, record.sequence, writer, txn)
             }
 
+        case .forgetDevice(let deviceID):
+            guard let ordinal = try writer.ordinal(pid, deviceID: deviceID, txn) else { break }
+            let member = try writer.membershipSlot(pid, ordinal, txn)
+            for tid in writer.topicIDs(at: member) {
+                try unsubscribe(pid, member, tid, record.sequence, writer, txn)
+            }
+            let device = try writer.device(pid, ordinal, txn)
+            if let token = device.token {
+                if try writer.ordinal(pid, token: token, txn) == ordinal {
+                    try writer.deleteIndex(writer.tables.tokens, pid, token, txn)
+                }
+                if let p = device.platform { try writer.setBit(pid, ProjectionTables.BuiltIn.live(p), ordinal, false, txn) }
+            }
+            try writer.setBit(pid, ProjectionTables.BuiltIn.knownDevices, ordinal, false, txn)
+            try writer.deleteIndex(writer.tables.deviceIDs, pid, deviceID, txn)
+            try writer.deleteDevice(pid, ordinal, txn)
+
+        case .dropTopic(let code):
+            guard let tid = try writer.topicID(pid, code: code, txn) else { break }
+            for ordinal in try writer.members(pid, tid, txn) {
+                let member = try writer.membershipSlot(pid, ordinal, txn)
+                _ = try writer.unsubscribe(member, tid, txn)
+            }
+            try writer.dropTopic(pid, tid, code: code, txn)
+
+        case .expireToken(let token):
+            guard let ordinal = try writer.ordinal(pid, token: token, txn) else { break }
+            var device = try writer.device(pid, ordinal, txn)
+            // Only a rejected token expires: a live one is never dropped.
+            guard device.token == token, device.rejectedAt != nil else { break }
+            device.token = nil
+            device.rejectedAt = nil
+            try writer.deleteIndex(writer.tables.tokens, pid, token, txn)
+            try writer.put(device: device, pid, ordinal, txn)
+
         case .tokenRejected(let token, let rejectedAt, _):
             guard let ordinal = try writer.ordinal(pid, token: token, txn) else { break }
             var device = try writer.device(pid, ordinal, txn)

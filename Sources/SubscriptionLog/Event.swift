@@ -42,6 +42,12 @@ public enum EventBody: Sendable, Hashable {
     case unregisterAll(deviceID: String)
     /// A provider refused a token at `rejectedAt` (milliseconds since 1970, the provider's clock).
     case tokenRejected(token: String, rejectedAt: Int64, reason: String)
+    /// Garbage collection: forget a device (its ordinal, token and topics).
+    case forgetDevice(deviceID: String)
+    /// Garbage collection: remove a topic, its code and its members.
+    case dropTopic(code: String)
+    /// Garbage collection: clear a token that a provider rejected (a live token is never cleared).
+    case expireToken(token: String)
 
     public var typeName: String {
         switch self {
@@ -50,14 +56,17 @@ public enum EventBody: Sendable, Hashable {
         case .unregister: return "unregister"
         case .unregisterAll: return "unregister-all"
         case .tokenRejected: return "token-rejected"
+        case .forgetDevice: return "forget-device"
+        case .dropTopic: return "drop-topic"
+        case .expireToken: return "expire-token"
         }
     }
 
     /// The device the event is about, when it names one.
     public var deviceID: String? {
         switch self {
-        case .token(let d, _, _), .register(let d, _), .unregister(let d, _), .unregisterAll(let d): return d
-        case .tokenRejected: return nil
+        case .token(let d, _, _), .register(let d, _), .unregister(let d, _), .unregisterAll(let d), .forgetDevice(let d): return d
+        case .tokenRejected, .dropTopic, .expireToken: return nil
         }
     }
 }

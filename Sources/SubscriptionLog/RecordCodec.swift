@@ -24,6 +24,7 @@ public enum RecordCodec {
 
     enum TypeCode: UInt8 {
         case token = 1, register = 2, unregister = 3, unregisterAll = 4, tokenRejected = 5
+        case forgetDevice = 6, dropTopic = 7, expireToken = 8
     }
 
     /// Encodes `record` chained to `previous` and advances `previous` to this record's link.
@@ -54,6 +55,9 @@ public enum RecordCodec {
         case .unregister: w.u8(TypeCode.unregister.rawValue)
         case .unregisterAll: w.u8(TypeCode.unregisterAll.rawValue)
         case .tokenRejected: w.u8(TypeCode.tokenRejected.rawValue)
+        case .forgetDevice: w.u8(TypeCode.forgetDevice.rawValue)
+        case .dropTopic: w.u8(TypeCode.dropTopic.rawValue)
+        case .expireToken: w.u8(TypeCode.expireToken.rawValue)
         }
         w.u64(record.sequence)
         w.i64(record.timestamp)
@@ -84,6 +88,12 @@ public enum RecordCodec {
             w.string(token)
             w.i64(at)
             w.string(reason)
+        case .forgetDevice(let deviceID):
+            w.string(deviceID)
+        case .dropTopic(let code):
+            w.string(code)
+        case .expireToken(let token):
+            w.string(token)
         }
     }
 
@@ -211,6 +221,12 @@ public enum RecordCodec {
                 let at = try r.i64()
                 let reason = try r.string()
                 eventBody = .tokenRejected(token: token, rejectedAt: at, reason: reason)
+            case .forgetDevice:
+                eventBody = .forgetDevice(deviceID: try r.string())
+            case .dropTopic:
+                eventBody = .dropTopic(code: try r.string())
+            case .expireToken:
+                eventBody = .expireToken(token: try r.string())
             }
             guard r.remaining == 0 else {
                 throw RecordCorruption(sequence: key, offset: r.offset, reason: "\(r.remaining) unexpected trailing bytes")

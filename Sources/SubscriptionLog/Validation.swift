@@ -61,6 +61,12 @@ public enum Validation {
             for (i, code) in codes.enumerated() { check(topicCode: code, field: "topics.\(i).code", into: &errors) }
         case .unregisterAll(let deviceID):
             check(deviceID: deviceID, into: &errors)
+        case .forgetDevice(let deviceID):
+            check(deviceID: deviceID, into: &errors)
+        case .dropTopic(let code):
+            check(topicCode: code, field: "code", into: &errors)
+        case .expireToken(let token):
+            check(token: token, field: "token", into: &errors)
         case .tokenRejected(let token, let at, let reason):
             check(token: token, field: "token", into: &errors)
             if !Limits.rejectedAtRange.contains(at) {

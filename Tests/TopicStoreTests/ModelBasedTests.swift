@@ -38,8 +38,14 @@ import TopicStore
             case 62..<82:
                 let n = 1 + Int(rng.next() % 3)
                 body = .unregister(deviceID: device, codes: (0..<n).map { _ in chance(90) ? pick(ModelBasedTests.topicCodes) : "unknown.\(rng.next() % 3)" })
-            case 82..<90:
+            case 82..<88:
                 body = .unregisterAll(deviceID: device)
+            case 88..<90:
+                switch rng.next() % 3 {
+                case 0: body = .forgetDevice(deviceID: device)
+                case 1: body = .dropTopic(code: pick(ModelBasedTests.topicCodes))
+                default: body = .expireToken(token: token)
+                }
             default:
                 // Half before now (may reject), half far ahead or behind.
                 let offset = Int64(rng.next() % 7_200_000) - 3_600_000

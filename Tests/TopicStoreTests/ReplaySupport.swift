@@ -145,6 +145,16 @@ struct ReplayModel {
             for c in codes { p.topics[c]?.remove(d) }
         case .unregisterAll(let d):
             for c in p.topics.keys { p.topics[c]?.remove(d) }
+        case .forgetDevice(let d):
+            p.devices[d] = nil
+            for c in p.topics.keys { p.topics[c]?.remove(d) }
+        case .dropTopic(let code):
+            p.topics[code] = nil
+        case .expireToken(let t):
+            if let (id, dev) = p.devices.first(where: { $0.value.token == t }), dev.rejected {
+                p.devices[id]!.token = nil
+                p.devices[id]!.rejected = false
+            }
         case .tokenRejected(let t, let at, _):
             if let (id, dev) = p.devices.first(where: { $0.value.token == t }), !dev.rejected, dev.tokenTime <= at {
                 p.devices[id]!.rejected = true

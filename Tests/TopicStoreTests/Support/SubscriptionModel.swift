@@ -60,6 +60,23 @@ struct SubscriptionModel {
             if p.devices[id] != nil { for c in codes { p.devices[id]!.topics.remove(c) } }
         case .unregisterAll(let id):
             if p.devices[id] != nil { p.devices[id]!.topics = [] }
+        case .forgetDevice(let id):
+            if let d = p.devices[id] {
+                if let t = d.token, p.tokenHolder[t] == id { p.tokenHolder[t] = nil }
+                p.devices[id] = nil
+            }
+        case .dropTopic(let code):
+            if p.topics[code] != nil {
+                p.topics[code] = nil
+                for id in p.devices.keys { p.devices[id]!.topics.remove(code) }
+            }
+        case .expireToken(let token):
+            if let holder = p.tokenHolder[token], var d = p.devices[holder], d.rejectedAt != nil {
+                d.token = nil
+                d.rejectedAt = nil
+                p.devices[holder] = d
+                p.tokenHolder[token] = nil
+            }
         case .tokenRejected(let token, let at, _):
             if let holder = p.tokenHolder[token], var d = p.devices[holder], d.rejectedAt == nil, d.tokenTime <= at {
                 d.rejectedAt = at
