@@ -31,12 +31,14 @@ public struct BenchmarkRunner {
 
     var spec: WorkloadSpec { config.spec }
     var budget: Double { config.quick ? 0.5 : 4 }
+    var underWritesSeconds: Double { config.quick ? 0.5 : 10 }
     var mapSize: Int { Swift.max(1 << 30, spec.devices * 4096) }
 
     /// Results of one engine, gathered before the report compares them.
     struct EngineResults {
         var installRate = 0.0          // commands/s
         var installSubscriptionRate = 0.0
+        var installWrittenPerCommand = 0.0   // bytes sent to storage per command
         var churnRate = 0.0
         var commits = 0
         var quiet: [String: LatencySamples] = [:]
@@ -80,6 +82,10 @@ public struct BenchmarkRunner {
         rows.append(ReportRow(name: "durable ingest, install phase", unit: "subscription changes", kind: .rate,
                               topicstore: Figure(ts.installSubscriptionRate), sqlite: rate(sql?.installSubscriptionRate),
                               limit: Figure(raw.installSubscriptionRate)))
+        rows.append(ReportRow(name: "bytes written to storage per install command", unit: "", kind: .bytes,
+                              topicstore: Figure(ts.installWrittenPerCommand), sqlite: sql.map { Figure($0.installWrittenPerCommand) },
+                              limit: Figure(raw.installWrittenPerCommand),
+                              note: "write_bytes of /proc/self/io over the install phase ÷ commands: what each durable commit costs the disk"))
         rows.append(ReportRow(name: "durable ingest, churn phase", unit: "commands", kind: .rate,
                               topicstore: Figure(ts.churnRate), sqlite: rate(sql?.churnRate), limit: Figure(raw.churnRate),
                               note: "\(spec.churnCommands) commands: 40% re-subscribe, 25% unregister, 5% unregister-all, 20% token change, 10% token rejected"))
@@ -154,13 +160,14 @@ public struct BenchmarkRunner {
     // MARK: Phases shared by the engines
 
     /// Feeds the install stream in batches to `apply`, timing only `apply`.
-    func ingestInstall(_ apply: ([Event]) throws -> Void) throws -> (rate: Double, subscriptionRate: Double) {
+    func ingestInstall(_ apply: ([Event]) throws -> Void) throws -> (rate: Double, subscriptionRate: Double, writtenPerCommand: Double) {
         var stream = InstallStream(spec: spec)
         var events: [Event] = []
         events.reserveCapacity(config.batchSize)
         var nanos: UInt64 = 0
         var commands = 0, changes = 0
         var nextReport = spec.devices / 10
+        let written = ProcessMemory.storageWriteBytes()
         while !stream.isFinished {
             events.removeAll(keepingCapacity: true)
             let tally = stream.next(commands: config.batchSize, into: &events)
@@ -175,7 +182,8 @@ public struct BenchmarkRunner {
             }
         }
         let seconds = Double(nanos) / 1e9
-        return (Double(commands) / seconds, Double(changes) / seconds)
+        let perCommand = Double(ProcessMemory.storageWriteBytes() - written) / Double(commands)
+        return (Double(commands) / seconds, Double(changes) / seconds, perCommand)
     }
 
     /// Feeds `spec.churnCommands` churn commands in batches; returns commands/s and the stream to continue.
@@ -202,6 +210,16 @@ public struct BenchmarkRunner {
             result[c.name] = try sampleLatencies(c.queries, repetitions: c.repetitions, budgetSeconds: budget) { q in
                 _ = try ask(q)
             }
+        }
+        return result
+    }
+
+    /// `sample` repeated until at least `seconds` have passed, so a concurrent writer commits many batches meanwhile.
+    func sample(forAtLeast seconds: Double, _ classes: [QueryClass], _ ask: (AudienceQuery) throws -> AudienceTally) throws -> [String: LatencySamples] {
+        let deadline = monotonicNanos() + UInt64(seconds * 1e9)
+        var result = try sample(classes, ask)
+        while monotonicNanos() < deadline {
+            for (name, more) in try sample(classes, ask) { result[name, default: LatencySamples()].add(contentsOf: more) }
         }
         return result
     }
@@ -237,7 +255,7 @@ public struct BenchmarkRunner {
         defer { engine.close() }
         progress("topicstore: install phase (\(spec.devices) devices)")
         let t0 = engine.transactionID
-        (r.installRate, r.installSubscriptionRate) = try ingestInstall { try engine.submit($0) }
+        (r.installRate, r.installSubscriptionRate, r.installWrittenPerCommand) = try ingestInstall { try engine.submit($0) }
         r.commits = engine.transactionID - t0
         progress("topicstore: churn phase (\(spec.churnCommands) commands)")
         let churn: ChurnStream
@@ -257,7 +275,7 @@ public struct BenchmarkRunner {
             try engine.submit(events)
             return events.count
         }
-        let loaded = Result { try sample(classes, engine.counts) }
+        let loaded = Result { try sample(forAtLeast: underWritesSeconds, classes, engine.counts) }
         let w = try writer.stop()
         r.loaded = try loaded.get()
         r.loadedWriterRate = w.perSecond
@@ -276,7 +294,7 @@ public struct BenchmarkRunner {
         let t0 = raw.environment.info().lastTransactionID
         // Encoding happens outside the timed part: the limit is LMDB's own append rate.
         var pending: [[UInt8]] = []
-        (r.installRate, r.installSubscriptionRate) = try ingestInstall { events in
+        (r.installRate, r.installSubscriptionRate, r.installWrittenPerCommand) = try ingestInstall { events in
             pending = raw.encode(events)
             try raw.append(pending)
         }
@@ -295,7 +313,7 @@ public struct BenchmarkRunner {
         var r = EngineResults()
         let sql = try SQLiteCompetitor(directory: dir)
         progress("SQLite: install phase")
-        (r.installRate, r.installSubscriptionRate) = try ingestInstall { try sql.apply($0) }
+        (r.installRate, r.installSubscriptionRate, r.installWrittenPerCommand) = try ingestInstall { try sql.apply($0) }
         progress("SQLite: churn phase")
         let churn: ChurnStream
         (r.churnRate, churn) = try ingestChurn { try sql.apply($0) }
@@ -320,7 +338,7 @@ public struct BenchmarkRunner {
             try state.value.0.apply(events)
             return events.count
         }
-        let loaded = Result { try sample(classes, ask) }
+        let loaded = Result { try sample(forAtLeast: underWritesSeconds, classes, ask) }
         let w = try writer.stop()
         r.loaded = try loaded.get()
         r.loadedWriterRate = w.perSecond

@@ -75,8 +75,11 @@ public enum ProcessMemory {
         return write(fd, "5", 1) == 1
     }
 
-    private static func statusField(_ name: String) -> Int? {
-        let fd = open("/proc/self/status", O_RDONLY)
+    /// Bytes this process has caused to be sent to storage (`write_bytes` of /proc/self/io), or 0 where unknown.
+    public static func storageWriteBytes() -> Int { (statusField("write_bytes:", file: "/proc/self/io") ?? 0) }
+
+    private static func statusField(_ name: String, file: String = "/proc/self/status") -> Int? {
+        let fd = open(file, O_RDONLY)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var buffer = [UInt8](repeating: 0, count: 8192)

@@ -29,9 +29,11 @@ final class RateLimiter: @unchecked Sendable {
         defer { lock.unlock() }
         if buckets.count > 100_000 { buckets.removeAll() }  // bounded: stale keys simply start full again
         var b = buckets[key] ?? Bucket(tokens: limit.burst, updated: now)
-        let elapsed = Double(now &- b.updated) / 1e9
-        b.tokens = min(limit.burst, b.tokens + elapsed * limit.perSecond)
-        b.updated = now
+        // `now` was read before the lock: another thread may have stamped a later time.
+        if now > b.updated {
+            b.tokens = min(limit.burst, b.tokens + Double(now - b.updated) / 1e9 * limit.perSecond)
+            b.updated = now
+        }
         let decision: Decision
         if b.tokens >= 1 {
             b.tokens -= 1

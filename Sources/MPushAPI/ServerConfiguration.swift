@@ -11,8 +11,8 @@ import HTTPServer
 ///   "threads": 0,
 ///   "connectionLimit": 1024,
 ///   "bodyLimitBytes": 1048576,
-///   "rateLimit": {"client": {"perSecond": 2000, "burst": 4000},
-///                 "server": {"perSecond": 500, "burst": 1000}},
+///   "rateLimit": {"client": {"perSecond": 50000, "burst": 100000},
+///                 "server": {"perSecond": 1000, "burst": 2000}},
 ///   "accessLog": true,
 ///   "shutdownTimeoutSeconds": 10,
 ///   "keyCacheSeconds": 0.5,
@@ -28,8 +28,9 @@ public struct ServerConfiguration: Sendable {
     public var threads = 0
     public var connectionLimit = 1024
     public var bodyLimit = 1 << 20
-    public var rateLimits: [KeyKind: RateLimit] = [.client: RateLimit(perSecond: 2000, burst: 4000),
-                                                   .server: RateLimit(perSecond: 500, burst: 1000)]
+    /// A client key is shared by every install of an app, so its limit only guards against abuse.
+    public var rateLimits: [KeyKind: RateLimit] = [.client: RateLimit(perSecond: 50_000, burst: 100_000),
+                                                   .server: RateLimit(perSecond: 1000, burst: 2000)]
     public var accessLog = true
     public var shutdownTimeout = 10.0
     public var keyCacheSeconds = 0.5

@@ -128,5 +128,22 @@ struct HTTPErrorTests {
         #expect(try t.send("GET", "/v1/topics", key: t.serverKey).status == 200)
         #expect(try t.device("R3") == nil)
     }
+
+    @Test func rateLimitHoldsUnderConcurrency() throws {
+        let t = try HTTPTestServer { $0.rateLimits[.client] = RateLimit(perSecond: 1, burst: 10) }
+        let ok = LogBox()
+        let start = Date()
+        DispatchQueue.concurrentPerform(iterations: 8) { c in
+            guard let client = try? t.client() else { return }
+            for i in 0..<10 {
+                let r = try? client.request("POST", "/api/register", headers: [("Content-Type", "application/json"), ("X-MPush-Token", t.clientKey)],
+                                            text: #"{"device_id":"P\#(c)-\#(i)","topics":["a"]}"#)
+                if r?.status == 200 { ok.append("ok") }
+            }
+        }
+        let allowed = 10 + Int(Date().timeIntervalSince(start).rounded(.up))
+        #expect(ok.lines.count >= 10 && ok.lines.count <= allowed, "\(ok.lines.count) accepted, at most \(allowed) allowed")
+        #expect(t.store.commitCounters.commands == ok.lines.count)
+    }
 }
 

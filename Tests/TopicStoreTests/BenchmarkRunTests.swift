@@ -1,0 +1,79 @@
+import Benchmarks
+import Foundation
+import Testing
+
+/// The benchmark runs end to end: through the library, and as `topicstore bench --quick`.
+@Suite(.serialized) struct BenchmarkRunTests {
+    @Test func runnerMeasuresEveryFigureAndChecksEveryGoal() throws {
+        let dir = TemporaryDirectory("bench-run")
+        var config = BenchmarkConfig(spec: WorkloadSpec(devices: 3_000, seed: 9), directory: dir.sub("run"))
+        config.quick = true
+        config.batchSize = 250
+        let report = try BenchmarkRunner(config: config).run()
+
+        #expect(report.disagreements.isEmpty, "\(report.disagreements)")
+        #expect(report.comparedQueries == 1 + 3 + 100 + 1)
+        #expect(report.rows.count == 16)
+        for row in report.rows {
+            #expect((row.topicstore?.value ?? 0) > 0, "\(row.name): topicstore figure")
+            #expect((row.sqlite?.value ?? 0) > 0, "\(row.name): SQLite figure")
+            if row.kind == .latency {
+                #expect((row.topicstore?.p99 ?? 0) >= row.topicstore!.value, "\(row.name): p99 ≥ p50")
+                #expect((row.topicstore?.samples ?? 0) >= 3)
+            }
+        }
+        for name in ["durable ingest, install phase", "token streaming, all", "bytes on disk", "peak RSS"] {
+            #expect((report.row(name)?.limit?.value ?? 0) > 0, "\(name): LMDB limit figure")
+        }
+        #expect(report.goals.count == 7)
+        // The goals follow from the figures.
+        let ingest = report.row("durable ingest, install phase")!
+        #expect(report.goals[0].met == (ingest.ofLimit! >= 0.25))
+        let stream = report.row("token streaming, all")!
+        #expect(report.goals[1].met == (stream.ofLimit! >= 0.5))
+        #expect(report.goals[6].met == (ingest.timesSQLite! >= 5))
+
+        let json = try JSONSerialization.jsonObject(with: Data(report.json.utf8)) as? [String: Any]
+        #expect((json?["rows"] as? [Any])?.count == 16)
+        #expect(((json?["workload"] as? [String: Any])?["devices"] as? Int) == 3_000)
+        #expect(report.text.contains("| audience count: all |"))
+        // The directories it measured exist with data in them.
+        #expect(diskUsage(ofDirectory: dir.sub("run/topicstore")).allocated > 0)
+        #expect(diskUsage(ofDirectory: dir.sub("run/raw-lmdb")).allocated > 0)
+        #expect(diskUsage(ofDirectory: dir.sub("run/sqlite")).allocated > 0)
+    }
+
+    @Test func benchQuickRunsEndToEndFromTheCommandLine() throws {
+        let binary = BuiltProducts.executable("topicstore")
+        try #require(FileManager.default.isExecutableFile(atPath: binary), "topicstore is built beside the tests")
+        let dir = TemporaryDirectory("bench-cli")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = ["bench", "--quick", "--json", "--dir", dir.sub("b")]
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        let progress = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "stderr: \(progress)")
+        let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        #expect(((json["workload"] as? [String: Any])?["devices"] as? Int) == 20_000)
+        let cross = json["crossCheck"] as? [String: Any]
+        #expect((cross?["disagreements"] as? [Any])?.isEmpty == true)
+        #expect((cross?["compared"] as? Int) == 105)
+        #expect((json["goals"] as? [Any])?.count == 7)
+        #expect(progress.contains("SQLite: token streaming"))
+
+        // A non-empty --dir is refused with a usage error.
+        let again = Process()
+        again.executableURL = URL(fileURLWithPath: binary)
+        again.arguments = ["bench", "--quick", "--dir", dir.sub("b")]
+        again.standardOutput = Pipe()
+        again.standardError = Pipe()
+        try again.run()
+        again.waitUntilExit()
+        #expect(again.terminationStatus == 2)
+    }
+}
