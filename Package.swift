@@ -20,6 +20,8 @@ let package = Package(
                        providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite",
                        providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CZstd", path: "Sources/CZstd",
+                       providers: [.apt(["libzstd-dev"])]),
 
         // Thin typed wrappers.
         .target(name: "LMDB", dependencies: ["CLMDB"]),
@@ -32,6 +34,8 @@ let package = Package(
         .target(name: "TopicStore", dependencies: ["LMDB", "Roaring", "SubscriptionLog", "Projections"]),
         .target(name: "EventJSON", dependencies: ["SubscriptionLog"]),
         .target(name: "Replay", dependencies: ["LMDB", "Roaring", "SubscriptionLog", "Projections", "TopicStore", "EventJSON"]),
+        // `topicstore compact`: snapshot at the horizon, zstd archive, garbage rules, new file generation.
+        .target(name: "Compaction", dependencies: ["LMDB", "SubscriptionLog", "Projections", "TopicStore", "Replay", "EventJSON", "CZstd"]),
         // The HTTP edge: libmicrohttpd wrapper, projects and keys, MPush routes.
         .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"]),
         .target(name: "AccessControl", dependencies: ["LMDB", "SubscriptionLog", "TopicStore", "CCrypto"]),
@@ -40,13 +44,13 @@ let package = Package(
         .target(name: "Benchmarks", dependencies: ["LMDB", "SubscriptionLog", "Projections", "TopicStore", "CSQLite"]),
 
         .executableTarget(name: "topicstore",
-                          dependencies: ["TopicStore", "Replay", "SubscriptionLog", "Projections", "EventJSON", "LMDB", "Roaring", "Benchmarks", "HTTPServer", "AccessControl", "MPushAPI"]),
+                          dependencies: ["TopicStore", "Replay", "SubscriptionLog", "Projections", "EventJSON", "LMDB", "Roaring", "Benchmarks", "HTTPServer", "AccessControl", "MPushAPI", "Compaction"]),
 
         // Test helper: concurrent writers that print each durable acknowledgement (crash tests).
         .executableTarget(name: "topicstore-stress", dependencies: ["TopicStore", "SubscriptionLog"]),
 
         .testTarget(name: "TopicStoreTests",
-                    dependencies: ["LMDB", "Roaring", "SubscriptionLog", "Projections", "TopicStore", "Replay", "EventJSON", "Benchmarks", "HTTPServer", "AccessControl", "MPushAPI"],
+                    dependencies: ["LMDB", "Roaring", "SubscriptionLog", "Projections", "TopicStore", "Replay", "EventJSON", "Benchmarks", "HTTPServer", "AccessControl", "MPushAPI", "Compaction"],
                     path: "Tests/TopicStoreTests"),
     ],
     swiftLanguageModes: [.v6]

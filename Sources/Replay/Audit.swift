@@ -33,6 +33,8 @@ public enum Audit {
         /// The last record checked and its chain link: publish it to anchor the log.
         public var head: ChainHead?
         public var firstSequence: UInt64?
+        /// The snapshot a compacted log was checked from (its horizon and chain head), when there is one.
+        public var snapshot: ChainHead?
         public var recordsChecked: UInt64
         public var logIssues: [LogIssue]
         public var logIssueCount: Int
@@ -63,22 +65,33 @@ public enum Audit {
             .appendingPathComponent("topicstore-audit-\(getpid())-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         let mapSize = store.environment.info().usedBytes * 2 + (256 << 20)
-        let builder = try ProjectionBuilder(creating: scratch, writesLog: false, mapSize: mapSize)
+        // A compacted log continues from the snapshot at its horizon: the rebuild
+        // starts from the snapshot's projections and the chain from its head.
+        // Without the snapshot, the log is reported as not starting at 1.
+        var snapshot: Snapshot?
+        do { snapshot = try Replay.snapshot(of: store) } catch ReplayError.missingSnapshot { snapshot = nil }
+        let builder: ProjectionBuilder
+        if let snapshot {
+            builder = try ProjectionBuilder(continuing: snapshot, creating: scratch, writesLog: false, mapSize: mapSize)
+        } else {
+            builder = try ProjectionBuilder(creating: scratch, writesLog: false, mapSize: mapSize)
+        }
 
         var replayOptions = Replay.Options()
         replayOptions.recordsPerReadTransaction = options.recordsPerReadTransaction
         replayOptions.recordsPerCommit = options.recordsPerCommit
         replayOptions.includeLog = false
-        var verifier = LogVerifier(verifies: true, maxIssues: options.maxReported)
+        var verifier = LogVerifier(verifies: true, maxIssues: options.maxReported,
+                                   startingAfter: snapshot?.sequence, link: snapshot?.head.hash ?? .genesis)
         var stop: LogIssue?
         var events: UInt64 = 0
-        if let head0, head0.sequence > 0 {
+        if let head0, head0.sequence > builder.appliedSequence {
             (verifier, stop) = try Replay.fold(from: store, through: head0.sequence, into: builder, verifier: verifier,
                                                options: replayOptions, phase: "rebuild", progress: progress, events: &events)
         }
         let rebuildSeconds = Date().timeIntervalSince(started)
 
-        var report = Report(head: nil, firstSequence: bounds?.first, recordsChecked: 0, logIssues: [], logIssueCount: 0,
+        var report = Report(head: nil, firstSequence: bounds?.first, snapshot: snapshot?.head, recordsChecked: 0, logIssues: [], logIssueCount: 0,
                             projectionsCompared: false, foldStop: stop, differences: [], differenceCount: 0,
                             entriesCompared: 0, comparedAsOf: 0, rebuildSeconds: rebuildSeconds, compareSeconds: 0, seconds: 0)
         if stop == nil {
@@ -100,7 +113,7 @@ public enum Audit {
             report.head = ChainHead(sequence: last, hash: verifier.link)
         }
         if let expected = options.expectedHead {
-            try checkAnchor(expected, store: store, verifier: &verifier)
+            try checkAnchor(expected, store: store, snapshot: snapshot, verifier: &verifier)
         }
         report.recordsChecked = verifier.checked
         report.logIssues = verifier.issues
@@ -112,8 +125,21 @@ public enum Audit {
 
     /// The link stored at the anchored sequence must be the anchored one (the
     /// chain itself was verified up to the head, so this pins every record before it).
-    static func checkAnchor(_ expected: ChainHead, store: TopicStore, verifier: inout LogVerifier) throws {
+    static func checkAnchor(_ expected: ChainHead, store: TopicStore, snapshot: Snapshot?, verifier: inout LogVerifier) throws {
         let log = store.log
+        if let snapshot, expected.sequence <= snapshot.sequence {
+            if expected.sequence == snapshot.sequence {
+                if expected.hash != snapshot.head.hash {
+                    verifier.report(LogIssue(sequence: expected.sequence, kind: .headMismatch,
+                        message: "the snapshot's head at the horizon is \(snapshot.head.hash.hex), the anchor says \(expected.hash.hex)"))
+                }
+            } else {
+                verifier.report(LogIssue(sequence: expected.sequence, kind: .headMismatch,
+                    message: "the anchored head \(expected) is before the compaction horizon \(snapshot.sequence): "
+                        + "check it against the archive (topicstore import the archive with --expect-head)"))
+            }
+            return
+        }
         let stored: ChainHash?? = try store.read { txn in
             guard let bytes = try txn.get(log.database, EventLog.key(expected.sequence)) else { return .none }
             return .some(RecordCodec.unverifiedLink(of: bytes))

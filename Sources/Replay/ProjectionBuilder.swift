@@ -22,8 +22,29 @@ final class ProjectionBuilder {
     private(set) var lastTimestamp: Int64 = .min
 
     /// Creates the store in `directory`, which must not exist or be empty.
-    init(creating directory: String, writesLog: Bool, mapSize: Int = 1 << 30) throws {
+    convenience init(creating directory: String, writesLog: Bool, mapSize: Int = 1 << 30) throws {
         try Self.prepare(directory)
+        try self.init(opening: directory, writesLog: writesLog, mapSize: mapSize)
+    }
+
+    /// Creates the store in `directory` (new or empty) from `snapshot`: its
+    /// projections as of the horizon, to be continued with the records after it
+    /// (chained from the snapshot's head when the log is written).
+    convenience init(continuing snapshot: Snapshot, creating directory: String, writesLog: Bool, mapSize: Int = 1 << 30) throws {
+        try Self.prepare(directory)
+        try snapshot.copyDatabase(to: directory)
+        try self.init(opening: directory, writesLog: writesLog, mapSize: mapSize)
+        let (applied, logBounds) = try environment.read { txn in (try tables.appliedSequence(txn), try log.bounds(txn)) }
+        guard applied == snapshot.sequence, logBounds == nil else {
+            throw ReplayError.badSnapshot(snapshot.directory,
+                "its projections are as of seq \(applied), its manifest says \(snapshot.sequence)\(logBounds == nil ? "" : ", and it holds log records")")
+        }
+        appliedSequence = snapshot.sequence
+        link = snapshot.head.hash
+        lastTimestamp = snapshot.timestamp
+    }
+
+    private init(opening directory: String, writesLog: Bool, mapSize: Int) throws {
         var options = Environment.Options()
         options.mapSize = max(mapSize, 64 << 20)
         options.noSync = true
@@ -117,6 +138,12 @@ public enum ReplayError: Error, Sendable, CustomStringConvertible {
     case cannotFold(LogIssue)
     case invalidInput(sequence: UInt64, String)
     case invalidLine(line: Int, String)
+    /// The point asked for lies before the compaction horizon: those events were removed from the log.
+    case beforeHorizon(requested: String, horizon: UInt64, horizonTime: Int64?)
+    /// The log starts after sequence 1 but the snapshot it continues from is missing.
+    case missingSnapshot(horizon: UInt64, directory: String)
+    case badSnapshot(String, String)
+    case io(String)
 
     public var description: String {
         switch self {
@@ -126,6 +153,14 @@ public enum ReplayError: Error, Sendable, CustomStringConvertible {
         case .cannotFold(let issue): return "cannot rebuild past \(issue)"
         case .invalidInput(let seq, let why): return "record \(seq): \(why)"
         case .invalidLine(let line, let why): return "line \(line): \(why)"
+        case .beforeHorizon(let what, let horizon, let time):
+            let at = time.map { " (\(Date(timeIntervalSince1970: Double($0) / 1000)))" } ?? ""
+            return "\(what) is before the compaction horizon, seq \(horizon)\(at): the log keeps only the events after it "
+                + "and replay can start no earlier (older events are in the compaction archive, if one was kept: topicstore import it)"
+        case .missingSnapshot(let horizon, let dir):
+            return "the log starts at seq \(horizon + 1) but the snapshot at its horizon, \(dir), is missing"
+        case .badSnapshot(let dir, let why): return "the snapshot \(dir) cannot be used: \(why)"
+        case .io(let why): return why
         }
     }
 }

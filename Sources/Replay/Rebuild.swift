@@ -10,6 +10,11 @@ public struct ReplayProgress: Sendable {
     public var phase: String
     public var done: UInt64
     public var total: UInt64
+    public init(phase: String, done: UInt64, total: UInt64) {
+        self.phase = phase
+        self.done = done
+        self.total = total
+    }
 }
 
 /// Rebuilding projections from the log, as of any point.
@@ -47,9 +52,31 @@ public enum Replay {
         public var eventsPerSecond: Double { seconds > 0 ? Double(events) / seconds : 0 }
     }
 
-    /// The sequence `point` names in `store`'s log.
-    public static func resolve(_ point: Point, in store: TopicStore) throws -> UInt64 {
+    /// The store directory a store was opened on (where `snapshots/` lives).
+    public static func root(of store: TopicStore) -> String { store.directory }
+
+    /// The snapshot the store's log continues from: nil when the log starts at
+    /// sequence 1 (or is empty). Throws when the log was compacted and the
+    /// snapshot at its horizon is missing.
+    public static func snapshot(of store: TopicStore) throws -> Snapshot? {
         let log = store.log
+        guard let first = try store.read({ txn in try log.bounds(txn)?.first }), first > 1 else { return nil }
+        let root = root(of: store)
+        guard let snapshot = try Snapshot.find(inStore: root, horizon: first - 1) else {
+            throw ReplayError.missingSnapshot(horizon: first - 1, directory: Snapshot.directory(inStore: root, horizon: first - 1))
+        }
+        return snapshot
+    }
+
+    /// The sequence `point` names in `store`'s log. A compacted log can be
+    /// replayed from its horizon on: an earlier point is an error naming the horizon.
+    public static func resolve(_ point: Point, in store: TopicStore) throws -> UInt64 {
+        try resolve(point, in: store, snapshot: try snapshot(of: store))
+    }
+
+    static func resolve(_ point: Point, in store: TopicStore, snapshot: Snapshot?) throws -> UInt64 {
+        let log = store.log
+        let horizon = snapshot?.sequence ?? 0
         return try store.read { txn in
             let last = try log.bounds(txn)?.last ?? 0
             switch point {
@@ -57,33 +84,56 @@ public enum Replay {
                 return last
             case .sequence(let s):
                 guard s <= last else { throw ReplayError.beyondLog(requested: s, last: last) }
+                guard s >= horizon else {
+                    throw ReplayError.beforeHorizon(requested: "sequence \(s)", horizon: horizon, horizonTime: snapshot?.timestamp)
+                }
                 return s
             case .time(let t):
-                return try log.lastSequence(atOrBefore: t, txn) ?? 0
+                if let s = try log.lastSequence(atOrBefore: t, txn) { return s }
+                guard let snapshot else { return 0 }
+                guard t >= snapshot.timestamp else {
+                    throw ReplayError.beforeHorizon(requested: "time \(Date(timeIntervalSince1970: Double(t) / 1000))",
+                                                    horizon: horizon, horizonTime: snapshot.timestamp)
+                }
+                return horizon
             }
         }
     }
 
     /// Rebuilds the projections as of `point` into `directory` (new or empty),
     /// folding the log with `Fold.apply`, the fold the live path uses. The
-    /// source store is only read, in bounded read transactions.
+    /// source store is only read, in bounded read transactions. A compacted
+    /// store is replayed from its snapshot; with `includeLog` the output gets a
+    /// copy of the snapshot too, so it is a complete (compacted) store itself.
     @discardableResult
     public static func rebuild(from store: TopicStore, to point: Point, into directory: String,
                                options: Options = Options(),
                                progress: ((ReplayProgress) -> Void)? = nil) throws -> Report {
         let started = Date()
         if samePath(directory, store.directory) { throw ReplayError.sameDirectory(directory) }
-        let through = try resolve(point, in: store)
+        let snapshot = try snapshot(of: store)
+        let through = try resolve(point, in: store, snapshot: snapshot)
         let mapSize = store.environment.info().usedBytes * 2 + (256 << 20)
-        let builder = try ProjectionBuilder(creating: directory, writesLog: options.includeLog, mapSize: mapSize)
+        let builder: ProjectionBuilder
+        if let snapshot {
+            builder = try ProjectionBuilder(continuing: snapshot, creating: directory, writesLog: options.includeLog, mapSize: mapSize)
+            if options.includeLog {
+                try snapshot.copy(toDirectory: Snapshot.directory(inStore: directory, horizon: snapshot.sequence))
+            }
+        } else {
+            builder = try ProjectionBuilder(creating: directory, writesLog: options.includeLog, mapSize: mapSize)
+        }
         var events: UInt64 = 0
-        if through > 0 {
+        if through > builder.appliedSequence {
             _ = try fold(from: store, through: through, into: builder, verifier: LogVerifier(verifies: false),
                          options: options, phase: "rebuild", progress: progress, events: &events)
         }
         try builder.finish()
         var time: Int64? = nil
-        if through > 0 { time = try store.read { txn in try store.log.record(at: through, txn)?.timestamp } }
+        if through > 0 {
+            time = try store.read { txn in try store.log.record(at: through, txn)?.timestamp }
+            if time == nil, let snapshot, snapshot.sequence == through { time = snapshot.timestamp }
+        }
         return Report(directory: directory, through: through, throughTimestamp: time, events: events,
                       seconds: Date().timeIntervalSince(started))
     }

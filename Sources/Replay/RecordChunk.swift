@@ -58,7 +58,7 @@ struct LogVerifier: Sendable {
             }
         } else if sequence != 1 {
             report(LogIssue(sequence: sequence, kind: .missingStart,
-                            message: "the log starts at sequence \(sequence): records 1…\(sequence - 1) are missing"))
+                            message: "the log starts at sequence \(sequence): records 1…\(sequence - 1) are missing and there is no snapshot at seq \(sequence - 1) to start from"))
             chainVerifiable = false
         }
         previousSequence = sequence

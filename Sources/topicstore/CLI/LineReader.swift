@@ -1,26 +1,28 @@
+import Compaction
 import Foundation
 
-/// Reads lines from a file descriptor in large chunks; lines are returned
-/// without their terminator (LF or CRLF).
+/// Reads lines from a file or standard input in large chunks; lines are
+/// returned without their terminator (LF or CRLF). zstd-compressed input
+/// (an archive written by `topicstore compact --archive`, or any `.jsonl.zst`)
+/// is recognised by its frame magic and decompressed as it streams.
 final class LineReader {
-    private let fd: Int32
-    private let ownsFD: Bool
+    private let input: MaybeCompressedInput
     private var buffer: [UInt8] = []
     private var start = 0
     private var eof = false
+    /// Set when reading failed (a damaged or truncated zstd stream); the lines before it were returned.
+    private(set) var failure: (any Error)?
 
     init(path: String) throws {
-        if path == "-" {
-            fd = 0
-            ownsFD = false
-        } else {
-            fd = open(path, O_RDONLY)
-            guard fd >= 0 else { throw UsageError(description: "cannot open \(path): \(String(cString: strerror(errno)))") }
-            ownsFD = true
+        do {
+            input = try MaybeCompressedInput(path: path)
+        } catch {
+            throw UsageError(description: "\(error)")
         }
     }
 
-    deinit { if ownsFD { close(fd) } }
+    /// Whether the input is zstd-compressed (known once the first line was read).
+    var isCompressed: Bool { input.isCompressed }
 
     func next() -> [UInt8]? {
         while true {
@@ -38,9 +40,14 @@ final class LineReader {
                 return line
             }
             if start > 0 { buffer.removeFirst(start); start = 0 }
-            var chunk = [UInt8](repeating: 0, count: 1 << 20)
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n <= 0 { if n < 0 && errno == EINTR { continue }; eof = true } else { buffer.append(contentsOf: chunk[0..<n]) }
+            do {
+                if try !input.read(into: &buffer) { eof = true }
+            } catch {
+                failure = error
+                eof = true
+                start = buffer.count  // a line cut by the damage is not a line
+                return nil
+            }
         }
     }
 }

@@ -14,7 +14,8 @@ enum ImportCommand: Command {
         ],
         details: """
         DIR must be new or empty. Lines must come from `topicstore export` from sequence 1,
-        gap-free, times never going back. The first bad line stops the import (exit 5) and
+        gap-free, times never going back. zstd-compressed exports and archives (*.jsonl.zst)
+        are decompressed as they stream. The first bad line stops the import (exit 5) and
         the partial store is left for inspection. For plain commands use `topicstore load`.
         """)
 
@@ -34,6 +35,11 @@ enum ImportCommand: Command {
                 lineNumber += 1
                 if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
                 try importer.add(try Importer.record(fromLine: String(decoding: line, as: UTF8.self), lineNumber: lineNumber))
+            }
+            if let failure = reader.failure {
+                _ = try? importer.finish()
+                Console.printError("after line \(lineNumber): \(failure)")
+                return .invalidInput
             }
         } catch let error as ReplayError {
             _ = try? importer.finish()

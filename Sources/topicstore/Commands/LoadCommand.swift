@@ -24,6 +24,8 @@ enum LoadCommand: Command {
           {"project":"demo","type":"token-rejected","token":"…","at":1764100807728}
         A bad line is reported on standard error with its line number and never half-applied.
         Lines from `topicstore export` load as they are (seq and ts are ignored).
+        zstd-compressed input (a `topicstore compact --archive` file, *.jsonl.zst) is
+        recognised and decompressed as it streams; a damaged stream stops the load (exit 5).
         """)
 
     static func run(_ arguments: Arguments) throws -> ExitCode {
@@ -79,6 +81,11 @@ enum LoadCommand: Command {
             if batch.count >= batchSize { flush() }
         }
         flush()
+        if let failure = reader.failure {
+            Console.printError("after line \(lineNumber): \(failure)")
+            invalid += 1
+            stopped = true
+        }
 
         let seconds = Date().timeIntervalSince(started)
         if arguments.json {
