@@ -17,8 +17,6 @@ public final class AccessControl: Sendable {
     public static let keyLength = 16...256
 
     private let store: TopicStore
-    private let projectsDB: Database?
-    private let keysDB: Database?
     private let cache: KeyCache
     /// How long an answer to `authenticate` may be reused.
     public let cacheLifetime: Double
@@ -29,15 +27,7 @@ public final class AccessControl: Sendable {
         self.store = store
         self.cacheLifetime = cacheLifetime
         self.cache = KeyCache(lifetime: cacheLifetime)
-        let readOnly = store.environment.isReadOnly
-        do {
-            let dbs = try store.environment.openDatabases([Self.projectsTable, Self.keysTable], create: !readOnly)
-            projectsDB = dbs[0]
-            keysDB = dbs[1]
-        } catch LMDBError.notFound where readOnly {
-            projectsDB = nil
-            keysDB = nil
-        }
+        try store.openAuxiliary([Self.projectsTable, Self.keysTable])
     }
 
     // MARK: Projects
@@ -47,9 +37,9 @@ public final class AccessControl: Sendable {
         var problems: [ValidationError] = []
         Validation.check(projectName: name, into: &problems)
         if let p = problems.first { throw AccessError.invalidProjectName(name, reason: p.message) }
-        let db = try writable(projectsDB)
         let now = Self.now()
-        return try store.environment.write { txn in
+        return try store.writeAuxiliary { txn, tables in
+            let db = try Self.table(Self.projectsTable, tables)
             if try txn.get(db, Array(name.utf8)) != nil { throw AccessError.projectExists(name) }
             try txn.put(db, Array(name.utf8), AccessCodec.project(createdAt: now))
             return ProjectInfo(name: name, createdAt: now)
@@ -57,9 +47,9 @@ public final class AccessControl: Sendable {
     }
 
     public func projects() throws -> [ProjectInfo] {
-        guard let db = projectsDB else { return [] }
-        return try store.read { txn in
-            try txn.withCursor(db) { cursor in
+        return try store.readAuxiliary { txn, tables in
+            guard let db = tables[Self.projectsTable] else { return [] }
+            return try txn.withCursor(db) { cursor in
                 var result: [ProjectInfo] = []
                 var entry = try cursor.first()
                 while let (key, value) = entry {
@@ -72,8 +62,8 @@ public final class AccessControl: Sendable {
     }
 
     public func project(named name: String) throws -> ProjectInfo? {
-        guard let db = projectsDB else { return nil }
-        return try store.read { txn in
+        return try store.readAuxiliary { txn, tables in
+            guard let db = tables[Self.projectsTable] else { return nil }
             guard let v = try txn.get(db, Array(name.utf8)) else { return nil }
             return try AccessCodec.decodeProject(name: name, v)
         }
@@ -103,10 +93,10 @@ public final class AccessControl: Sendable {
                 throw AccessError.invalidKey(reason: "a key may contain only printable ASCII characters without spaces")
             }
         }
-        let projects = try writable(projectsDB), keys = try writable(keysDB)
         let hash = KeyHash(key: key)
         let now = Self.now()
-        let info = try store.environment.write { txn -> KeyInfo in
+        let info = try store.writeAuxiliary { txn, tables -> KeyInfo in
+            let projects = try Self.table(Self.projectsTable, tables), keys = try Self.table(Self.keysTable, tables)
             guard try txn.get(projects, Array(project.utf8)) != nil else { throw AccessError.noSuchProject(project) }
             if try txn.get(keys, hash.bytes) != nil { throw AccessError.keyExists }
             try txn.put(keys, hash.bytes, AccessCodec.key(project: project, kind: kind, createdAt: now, revokedAt: nil))
@@ -120,9 +110,9 @@ public final class AccessControl: Sendable {
     /// Revoking a revoked key changes nothing and returns it.
     @discardableResult
     public func revoke(_ keyOrID: String) throws -> KeyInfo {
-        let keys = try writable(keysDB)
         let now = Self.now()
-        let info = try store.environment.write { txn -> KeyInfo in
+        let info = try store.writeAuxiliary { txn, tables -> KeyInfo in
+            let keys = try Self.table(Self.keysTable, tables)
             var hash = KeyHash(key: keyOrID)
             if try txn.get(keys, hash.bytes) == nil {
                 guard let found = try Self.findByID(keyOrID.lowercased(), keys, txn) else { throw AccessError.noSuchKey(keyOrID) }
@@ -155,9 +145,9 @@ public final class AccessControl: Sendable {
 
     /// Every key (active and revoked), optionally of one project, oldest first.
     public func keys(project: String? = nil) throws -> [KeyInfo] {
-        guard let db = keysDB else { return [] }
-        let all = try store.read { txn in
-            try txn.withCursor(db) { cursor in
+        let all = try store.readAuxiliary { txn, tables -> [KeyInfo] in
+            guard let db = tables[Self.keysTable] else { return [] }
+            return try txn.withCursor(db) { cursor in
                 var result: [KeyInfo] = []
                 var entry = try cursor.first()
                 while let (key, value) = entry {
@@ -174,12 +164,12 @@ public final class AccessControl: Sendable {
 
     /// The credential of an active key, or nil for an unknown or revoked one.
     public func authenticate(_ key: String) throws -> Credential? {
-        guard !key.isEmpty, key.utf8.count <= Self.keyLength.upperBound, let db = keysDB else { return nil }
+        guard !key.isEmpty, key.utf8.count <= Self.keyLength.upperBound else { return nil }
         let hash = KeyHash(key: key)
         let now = DispatchTime.now().uptimeNanoseconds
         if let cached = cache.lookup(hash, now: now) { return cached }
-        let credential = try store.read { txn -> Credential? in
-            guard let v = try txn.get(db, hash.bytes) else { return nil }
+        let credential = try store.readAuxiliary { txn, tables -> Credential? in
+            guard let db = tables[Self.keysTable], let v = try txn.get(db, hash.bytes) else { return nil }
             let info = try AccessCodec.decodeKey(id: hash.id, v)
             return info.isActive ? Credential(project: info.project, kind: info.kind, keyID: info.id) : nil
         }
@@ -193,10 +183,10 @@ public final class AccessControl: Sendable {
     /// key and one fresh server key, in one transaction, and returns the keys.
     /// Returns nil when any project already exists.
     public func bootstrap(project name: String = "demo") throws -> (project: String, client: String, server: String)? {
-        let projects = try writable(projectsDB), keys = try writable(keysDB)
         let client = Self.generateKey(kind: .client), server = Self.generateKey(kind: .server)
         let now = Self.now()
-        let created = try store.environment.write { txn -> Bool in
+        let created = try store.writeAuxiliary { txn, tables -> Bool in
+            let projects = try Self.table(Self.projectsTable, tables), keys = try Self.table(Self.keysTable, tables)
             let empty = try txn.withCursor(projects) { try $0.first() == nil }
             guard empty else { return false }
             try txn.put(projects, Array(name.utf8), AccessCodec.project(createdAt: now))
@@ -210,8 +200,8 @@ public final class AccessControl: Sendable {
 
     // MARK: Helpers
 
-    private func writable(_ db: Database?) throws -> Database {
-        guard let db else { throw StoreError.readOnly }
+    private static func table(_ name: String, _ tables: [String: Database]) throws -> Database {
+        guard let db = tables[name] else { throw StoreError.readOnly }
         return db
     }
 

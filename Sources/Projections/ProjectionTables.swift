@@ -73,6 +73,27 @@ public struct ProjectionTables: Sendable {
         return v.loadBigEndian(at: 0, as: UInt64.self)
     }
 
+    static let compactedHeadKey = Array("compactedHead".utf8)
+
+    /// The chain head at the horizon of the last log compaction: the sequence
+    /// and link of the last record removed (the log continues from it).
+    public func compactedChainHead(_ txn: borrowing Transaction) throws -> ChainHead? {
+        guard let v = try txn.get(meta, Self.compactedHeadKey) else { return nil }
+        guard v.count == 8 + ChainHash.byteCount,
+              let hash = ChainHash(bytes: UnsafeRawBufferPointer(rebasing: v[8...])) else {
+            throw ProjectionCorruption(place: "meta/compactedHead", reason: "\(v.count) bytes")
+        }
+        return ChainHead(sequence: v.loadBigEndian(at: 0, as: UInt64.self), hash: hash)
+    }
+
+    /// Records the chain head at a compaction horizon (see `compactedChainHead`).
+    public func setCompactedChainHead(_ head: ChainHead, _ txn: borrowing Transaction) throws {
+        var w = ByteWriter(capacity: 40)
+        w.u64(head.sequence)
+        w.raw(head.hash.bytes)
+        try txn.put(meta, Self.compactedHeadKey, w.bytes)
+    }
+
     /// Removes every projection entry (for a rebuild); the schema version stays.
     public func clear(_ txn: borrowing Transaction) throws {
         for db in all where db != meta { try txn.clear(db) }

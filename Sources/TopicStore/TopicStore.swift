@@ -1,5 +1,6 @@
 import Foundation
 import LMDB
+import Synchronization
 import Projections
 import SubscriptionLog
 
@@ -33,49 +34,54 @@ public final class TopicStore: Sendable {
         public init() {}
     }
 
+    /// The store directory (its generations live inside it).
     public let directory: String
-    public let environment: Environment
-    public let log: EventLog
-    public let tables: ProjectionTables
-    public var reader: ProjectionReader { ProjectionReader(tables: tables) }
+    let options: Options
     let mapLock = ReadWriteLock()
+    private let state: Mutex<Generation>
+    private let auxiliaryNames = Mutex<[String]>([])
     private let writer: CommitWriter?
+
+    /// The environment of the current generation (file compaction switches it).
+    public var environment: Environment { current.environment }
+    public var log: EventLog { current.log }
+    public var tables: ProjectionTables { current.tables }
+    public var reader: ProjectionReader { ProjectionReader(tables: current.tables) }
+    /// The directory holding the current generation's data.mdb.
+    public var environmentDirectory: String { current.directory }
+    /// The current generation's name ("" when data.mdb sits in the store directory itself).
+    public var generation: String { current.name }
+
+    var current: Generation { state.withLock { $0 } }
 
     /// Opens the store in `directory`. Opening for writing creates a new store
     /// there when the directory is missing or holds no database yet.
     public init(directory: String, options: Options = Options()) throws {
         self.directory = directory
+        self.options = options
         try Self.prepare(directory: directory, create: !options.readOnly)
-        var envOptions = Environment.Options()
-        envOptions.mapSize = options.initialMapSize
-        envOptions.readOnly = options.readOnly
-        envOptions.noSync = options.durability == .noSync
-        envOptions.maxDatabases = 32
-        let env: Environment
-        do {
-            env = try Environment(path: directory, options: envOptions)
-        } catch LMDBError.invalid {
-            throw StoreError.notADatabase(path: directory, reason: "data.mdb is not an LMDB file")
-        } catch LMDBError.versionMismatch {
-            throw StoreError.notADatabase(path: directory, reason: "data.mdb was written by an incompatible LMDB")
-        }
-        try env.checkReaders()
-        self.environment = env
-        do {
-            log = try EventLog.open(in: env, create: !options.readOnly)
-            tables = try ProjectionTables.open(in: env, create: !options.readOnly)
-        } catch LMDBError.notFound {
-            throw StoreError.notADatabase(path: directory, reason: "it has no topicstore tables")
-        }
-        let tables = self.tables
-        let version = try env.read { txn in try tables.storedSchemaVersion(txn) }
-        guard let version else { throw StoreError.notADatabase(path: directory, reason: "it has no schema version") }
-        guard version == ProjectionTables.schemaVersion else { throw StoreError.unsupportedSchema(path: directory, version: version) }
+        state = Mutex(try Self.openGeneration(directory: directory, options: options, auxiliary: []))
         writer = options.readOnly ? nil : CommitWriter(maxBatch: options.maxBatch)
         writer?.start(store: self)
     }
 
     deinit { writer?.stop() }
+
+    /// Opens the generation CURRENT names, finishing a switch that a killed
+    /// compaction left half done (the old generation retired, CURRENT not yet moved).
+    static func openGeneration(directory: String, options: Options, auxiliary: [String]) throws -> Generation {
+        var name = try activeGeneration(in: directory)
+        for _ in 0..<4 {
+            let g = try Generation(name: name, directory: generationDirectory(directory, name), options: options, auxiliary: auxiliary)
+            guard let next = try g.retiredTo() else { return g }
+            guard FileManager.default.fileExists(atPath: generationDirectory(directory, next) + "/data.mdb") else {
+                throw StoreError.notADatabase(path: directory, reason: "generation '\(name)' was retired to '\(next)', which is missing")
+            }
+            if try activeGeneration(in: directory) == name { try setActiveGeneration(next, in: directory) }
+            name = try activeGeneration(in: directory)
+        }
+        throw StoreError.notADatabase(path: directory, reason: "its generations keep moving; is a compaction looping?")
+    }
 
     /// Files a topicstore directory may hold besides its database.
     static let harmlessNames: Set<String> = ["README.md", ".gitignore", ".gitkeep", "archive", "snapshots"]
@@ -89,7 +95,7 @@ public final class TopicStore: Sendable {
             return
         }
         guard isDir.boolValue else { throw StoreError.notADatabase(path: directory, reason: "it is not a directory") }
-        if fm.fileExists(atPath: directory + "/data.mdb") { return }
+        if fm.fileExists(atPath: directory + "/data.mdb") || fm.fileExists(atPath: directory + "/" + currentFileName) { return }
         guard create else { throw StoreError.notADatabase(path: directory, reason: "it holds no data.mdb") }
         let foreign = try fm.contentsOfDirectory(atPath: directory).filter {
             !harmlessNames.contains($0) && !$0.hasSuffix(".jsonl") && !$0.hasSuffix(".jsonl.zst") && !$0.hasPrefix(".")
@@ -108,28 +114,116 @@ public final class TopicStore: Sendable {
 
     // MARK: Reading
 
-    /// Runs `body` in one read transaction: one consistent snapshot.
+    /// Runs `body` in one read transaction: one consistent snapshot of the
+    /// current generation (a retired one is left for the new one first).
     public func read<R>(_ body: (borrowing Transaction) throws -> R) throws -> R {
+        try readGeneration { txn, _ in try body(txn) }
+    }
+
+    /// A read transaction with the generation it runs in (for auxiliary tables).
+    func readGeneration<R>(_ body: (borrowing Transaction, Generation) throws -> R) throws -> R {
         while true {
+            let g = current
             do {
-                return try mapLock.withReadLock { try environment.read(body) }
+                return try mapLock.withReadLock {
+                    try g.environment.read { txn in
+                        if try g.isRetired(txn) { throw Generation.Retired() }
+                        return try body(txn, g)
+                    }
+                }
             } catch LMDBError.mapResized {
-                try adoptGrownMap()
+                try adoptGrownMap(g)
+            } catch is Generation.Retired {
+                try reopen(after: g)
             }
         }
     }
 
     /// Another process grew the map: adopt its size.
-    func adoptGrownMap() throws {
-        try mapLock.withWriteLock { try environment.setMapSize(0) }
+    func adoptGrownMap(_ g: Generation) throws {
+        try mapLock.withWriteLock { try g.environment.setMapSize(0) }
     }
 
     /// Doubles the map (after `MDB_MAP_FULL`).
-    func growMap() throws {
+    func growMap(_ g: Generation) throws {
         try mapLock.withWriteLock {
-            let current = environment.info().mapSize
-            try environment.setMapSize(current * 2)
+            let size = g.environment.info().mapSize
+            try g.environment.setMapSize(size * 2)
         }
+    }
+
+    /// Leaves retired generation `g` for the one CURRENT names (once, whichever thread gets here first).
+    func reopen(after g: Generation) throws {
+        try mapLock.withWriteLock {
+            guard current === g else { return }
+            let next = try Self.openGeneration(directory: directory, options: options, auxiliary: auxiliaryNames.withLock { $0 })
+            state.withLock { $0 = next }
+        }
+    }
+
+    // MARK: Auxiliary tables
+
+    /// Opens (creating unless read-only) named tables beside the store's own,
+    /// kept across generation switches. Access control keeps projects and keys there.
+    public func openAuxiliary(_ names: [String]) throws {
+        auxiliaryNames.withLock { for n in names where !$0.contains(n) { $0.append(n) } }
+        try current.openAuxiliary(names, create: !options.readOnly)
+    }
+
+    /// A read transaction with the auxiliary tables (a name missing in a read-only store is absent).
+    public func readAuxiliary<R>(_ body: (borrowing Transaction, [String: Database]) throws -> R) throws -> R {
+        try readGeneration { txn, g in try body(txn, g.auxiliary) }
+    }
+
+    /// A write transaction on the auxiliary tables, on the calling thread. It
+    /// waits for the store's writer like any LMDB writer, grows a full map and
+    /// follows a generation switch; it must not touch the store's own tables.
+    public func writeAuxiliary<R>(_ body: (borrowing Transaction, [String: Database]) throws -> R) throws -> R {
+        guard !options.readOnly else { throw StoreError.readOnly }
+        while true {
+            let g = current
+            do {
+                return try mapLock.withReadLock {
+                    try g.environment.write { txn in
+                        if try g.isRetired(txn) { throw Generation.Retired() }
+                        return try body(txn, g.auxiliary)
+                    }
+                }
+            } catch LMDBError.mapFull {
+                try growMap(g)
+            } catch LMDBError.mapResized {
+                try adoptGrownMap(g)
+            } catch is Generation.Retired {
+                try reopen(after: g)
+            }
+        }
+    }
+
+    // MARK: Generations (file compaction)
+
+    /// Retires the current generation in favour of `generation` (a directory
+    /// inside the store directory holding a complete copy). It takes the write
+    /// transaction of the current environment — which pauses every writer of
+    /// every process — calls `catchUp` with it so the caller can carry the last
+    /// records over and commit the new generation, marks the old one retired,
+    /// commits, and points CURRENT at the new one. Every store that has the old
+    /// generation open, this one included, moves over at its next transaction;
+    /// close any environment you opened on the new generation before then (LMDB
+    /// must not have one file open twice in a process).
+    public func retire(to generation: String, catchUp: (borrowing Transaction) throws -> Void) throws {
+        guard !options.readOnly else { throw StoreError.readOnly }
+        guard FileManager.default.fileExists(atPath: Self.generationDirectory(directory, generation) + "/data.mdb") else {
+            throw StoreError.notADatabase(path: Self.generationDirectory(directory, generation), reason: "the new generation holds no data.mdb")
+        }
+        let g = current
+        try mapLock.withReadLock {
+            try g.environment.write { txn in
+                if try g.isRetired(txn) { throw Generation.Retired() }
+                try catchUp(txn)
+                try g.markRetired(to: generation, txn)
+            }
+        }
+        try Self.setActiveGeneration(generation, in: directory)
     }
 
     // MARK: Writing
@@ -178,34 +272,43 @@ public final class TopicStore: Sendable {
 
     /// Commits `batch` in one transaction: called on the writer thread only.
     func commit(_ batch: [CommitWriter.Pending]) -> Result<[Receipt], any Error> {
-        let projections = ProjectionWriter(tables: tables)
         while true {
+            let g = current
+            let log = g.log
+            let projections = ProjectionWriter(tables: g.tables)
             do {
-                let receipts = try environment.write { txn -> [Receipt] in
-                    try projections.begin(txn)
-                    let bounds = try log.bounds(txn)
-                    var sequence = bounds?.last ?? 0
-                    var lastTime = bounds?.lastTimestamp ?? 0
-                    var chain = try log.head(txn)?.hash ?? .genesis
-                    let now = Int64(Date().timeIntervalSince1970 * 1000)
-                    var receipts: [Receipt] = []
-                    receipts.reserveCapacity(batch.count)
-                    for pending in batch {
-                        sequence += 1
-                        lastTime = max(now, lastTime)
-                        let record = LogRecord(sequence: sequence, timestamp: lastTime, event: pending.event)
-                        try log.append(encoded: RecordCodec.encode(record, chainingFrom: &chain), sequence: sequence, txn)
-                        try Fold.apply(record, to: projections, txn)
-                        receipts.append(Receipt(sequence: sequence, timestamp: lastTime))
+                let receipts = try mapLock.withReadLock {
+                    try g.environment.write { txn -> [Receipt] in
+                        // A compaction may have retired this generation while we waited for the lock.
+                        if try g.isRetired(txn) { throw Generation.Retired() }
+                        try projections.begin(txn)
+                        let bounds = try log.bounds(txn)
+                        // After a compaction removed the whole log, numbering goes on from the projections.
+                        var sequence = try bounds?.last ?? g.tables.appliedSequence(txn)
+                        var lastTime = bounds?.lastTimestamp ?? 0
+                        var chain = try log.head(txn)?.hash ?? g.chainStart(txn)
+                        let now = Int64(Date().timeIntervalSince1970 * 1000)
+                        var receipts: [Receipt] = []
+                        receipts.reserveCapacity(batch.count)
+                        for pending in batch {
+                            sequence += 1
+                            lastTime = max(now, lastTime)
+                            let record = LogRecord(sequence: sequence, timestamp: lastTime, event: pending.event)
+                            try log.append(encoded: RecordCodec.encode(record, chainingFrom: &chain), sequence: sequence, txn)
+                            try Fold.apply(record, to: projections, txn)
+                            receipts.append(Receipt(sequence: sequence, timestamp: lastTime))
+                        }
+                        try projections.flush(txn)
+                        return receipts
                     }
-                    try projections.flush(txn)
-                    return receipts
                 }
                 return .success(receipts)
             } catch LMDBError.mapFull {
-                do { try growMap() } catch { return .failure(error) }
+                do { try growMap(g) } catch { return .failure(error) }
             } catch LMDBError.mapResized {
-                do { try adoptGrownMap() } catch { return .failure(error) }
+                do { try adoptGrownMap(g) } catch { return .failure(error) }
+            } catch is Generation.Retired {
+                do { try reopen(after: g) } catch { return .failure(error) }
             } catch {
                 return .failure(error)
             }

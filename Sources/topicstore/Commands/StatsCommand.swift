@@ -15,7 +15,7 @@ enum StatsCommand: Command {
         options.readOnly = true
         let store = try TopicStore(directory: arguments.dataDirectory, options: options)
         let stats = try store.statistics()
-        let fileBytes = (try? FileManager.default.attributesOfItem(atPath: store.directory + "/data.mdb")[.size] as? Int) ?? 0
+        let fileBytes = (try? FileManager.default.attributesOfItem(atPath: store.environmentDirectory + "/data.mdb")[.size] as? Int) ?? 0
         if arguments.json {
             Console.printJSON([
                 "firstSeq": stats.firstSequence as Any? ?? NSNullValue.null,

@@ -1,0 +1,147 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import LMDB
+import Projections
+import SubscriptionLog
+import Synchronization
+
+/// Store generations, for file compaction.
+///
+/// A store directory either holds `data.mdb` itself (generation "") or a file
+/// `CURRENT` naming a subdirectory (`g000001`, …) that holds it. Compaction
+/// writes a compact copy into a new generation and switches CURRENT to it with
+/// `TopicStore.retire(to:catchUp:)`; each generation has its own lock file, so
+/// processes that still have the old one open are never confused by the new one.
+extension TopicStore {
+    public static let currentFileName = "CURRENT"
+
+    /// The generation CURRENT names, or "" when there is no CURRENT.
+    public static func activeGeneration(in directory: String) throws -> String {
+        let path = directory + "/" + currentFileName
+        guard FileManager.default.fileExists(atPath: path) else { return "" }
+        let name = try String(contentsOfFile: path, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard isGenerationName(name) else {
+            throw StoreError.notADatabase(path: directory, reason: "CURRENT names '\(name)', which is not a generation")
+        }
+        return name
+    }
+
+    /// Where generation `name` keeps its data.mdb.
+    public static func generationDirectory(_ directory: String, _ name: String) -> String {
+        name.isEmpty ? directory : directory + "/" + name
+    }
+
+    /// "g" and six or more digits.
+    public static func isGenerationName(_ name: String) -> Bool {
+        name.count >= 7 && name.first == "g" && name.dropFirst().allSatisfy(\.isASCII) && name.dropFirst().allSatisfy(\.isNumber)
+    }
+
+    /// The name for the generation after `name`.
+    public static func nextGenerationName(after name: String) -> String {
+        let n = (Int(name.dropFirst()) ?? 0) + 1
+        let digits = String(n)
+        return "g" + String(repeating: "0", count: max(0, 6 - digits.count)) + digits
+    }
+
+    /// Points CURRENT at `name`, atomically (write a private temporary file,
+    /// fsync it, rename it over CURRENT, fsync the directory).
+    static func setActiveGeneration(_ name: String, in directory: String) throws {
+        let tmp = directory + "/.\(currentFileName).\(getpid()).\(UUID().uuidString).tmp"
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        guard fd >= 0 else { throw StoreError.notADatabase(path: directory, reason: "cannot write CURRENT: \(String(cString: strerror(errno)))") }
+        let bytes = Array((name + "\n").utf8)
+        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        let synced = fsync(fd)
+        Glibc.close(fd)
+        guard written == bytes.count, synced == 0, rename(tmp, directory + "/" + currentFileName) == 0 else {
+            unlink(tmp)
+            throw StoreError.notADatabase(path: directory, reason: "cannot replace CURRENT: \(String(cString: strerror(errno)))")
+        }
+        let dfd = open(directory, O_RDONLY)
+        if dfd >= 0 { fsync(dfd); Glibc.close(dfd) }
+    }
+}
+
+/// One generation's environment and its open tables.
+final class Generation: Sendable {
+    struct Retired: Error {}
+
+    static let retiredKey = Array("retiredTo".utf8)
+
+    let name: String
+    let directory: String
+    let environment: Environment
+    let log: EventLog
+    let tables: ProjectionTables
+    private let auxiliaryTables = Mutex<[String: Database]>([:])
+    var auxiliary: [String: Database] { auxiliaryTables.withLock { $0 } }
+
+    init(name: String, directory: String, options: TopicStore.Options, auxiliary: [String]) throws {
+        self.name = name
+        self.directory = directory
+        var envOptions = Environment.Options()
+        envOptions.mapSize = options.initialMapSize
+        envOptions.readOnly = options.readOnly
+        envOptions.noSync = options.durability == .noSync
+        envOptions.maxDatabases = 32
+        let env: Environment
+        do {
+            env = try Environment(path: directory, options: envOptions)
+        } catch LMDBError.invalid {
+            throw StoreError.notADatabase(path: directory, reason: "data.mdb is not an LMDB file")
+        } catch LMDBError.versionMismatch {
+            throw StoreError.notADatabase(path: directory, reason: "data.mdb was written by an incompatible LMDB")
+        }
+        try env.checkReaders()
+        environment = env
+        do {
+            log = try EventLog.open(in: env, create: !options.readOnly)
+            tables = try ProjectionTables.open(in: env, create: !options.readOnly)
+        } catch LMDBError.notFound {
+            throw StoreError.notADatabase(path: directory, reason: "it has no topicstore tables")
+        }
+        let tables = self.tables
+        let version = try env.read { txn in try tables.storedSchemaVersion(txn) }
+        guard let version else { throw StoreError.notADatabase(path: directory, reason: "it has no schema version") }
+        guard version == ProjectionTables.schemaVersion else { throw StoreError.unsupportedSchema(path: directory, version: version) }
+        try openAuxiliary(auxiliary, create: !options.readOnly)
+    }
+
+    func openAuxiliary(_ names: [String], create: Bool) throws {
+        for name in names where auxiliary[name] == nil {
+            do {
+                let db = try environment.openDatabases([name], create: create)[0]
+                auxiliaryTables.withLock { $0[name] = db }
+            } catch LMDBError.notFound where !create {
+                continue  // a read-only store without the table: absent
+            }
+        }
+    }
+
+    /// The generation this one was retired to, if a compaction switched away from it.
+    func retiredTo() throws -> String? {
+        let tables = self.tables
+        return try environment.read { txn in try Self.retiredTo(tables, txn) }
+    }
+
+    func isRetired(_ txn: borrowing Transaction) throws -> Bool {
+        try txn.get(tables.meta, Self.retiredKey) != nil
+    }
+
+    static func retiredTo(_ tables: ProjectionTables, _ txn: borrowing Transaction) throws -> String? {
+        guard let v = try txn.get(tables.meta, retiredKey) else { return nil }
+        return String(decoding: v, as: UTF8.self)
+    }
+
+    func markRetired(to next: String, _ txn: borrowing Transaction) throws {
+        try txn.put(tables.meta, Self.retiredKey, Array(next.utf8))
+    }
+
+    /// The link the next record extends when the log is empty: genesis, or the
+    /// chain head a compaction kept when it removed the log's prefix.
+    func chainStart(_ txn: borrowing Transaction) throws -> ChainHash {
+        try tables.compactedChainHead(txn)?.hash ?? .genesis
+    }
+}
