@@ -46,12 +46,33 @@ public final class ProjectionWriter {
 
     /// Starts a batch on top of what `txn` holds, forgetting anything cached
     /// before: another transaction (or process) may have changed the tables since.
+    ///
+    /// The caches survive only when `txn` directly follows this writer's own
+    /// last committed transaction (LMDB numbers write transactions), so nothing
+    /// else can have written in between: then `all` and other hot containers
+    /// stay decoded from one batch to the next.
     public func begin(_ txn: borrowing Transaction) throws {
+        if let last = lastCommittedTransaction, txn.id == last + 1 {
+            // Still the truth: every cached value was flushed and committed.
+        } else {
+            clearCaches()
+        }
+        lastCommittedTransaction = nil
+        appliedSequence = try tables.appliedSequence(txn)
+    }
+
+    /// Tells the writer that the transaction it flushed into committed.
+    public func didCommit(transactionID: Int) {
+        lastCommittedTransaction = transactionID
+    }
+
+    private var lastCommittedTransaction: Int?
+
+    private func clearCaches() {
         projects = [:]
         topics.removeAll(); chunks.removeAll(); memberships.removeAll()
         topicCodes = [:]
         nextProjectID = nil
-        appliedSequence = try tables.appliedSequence(txn)
     }
 
     // MARK: Projects
@@ -290,7 +311,7 @@ public final class ProjectionWriter {
         var w = ByteWriter(capacity: 8); w.u64(appliedSequence)
         try txn.put(tables.meta, ProjectionTables.appliedSeqKey, w.bytes)
         // Bound the caches for long replays: everything is written, so start afresh.
-        if chunks.count > 50_000 || memberships.count > 200_000 || topics.count > 200_000 {
+        if chunks.count > 50_000 || memberships.count > 200_000 || topics.count > 200_000 || topicCodes.count > 200_000 {
             topics.removeAll(); chunks.removeAll(); memberships.removeAll(); topicCodes = [:]
         }
     }

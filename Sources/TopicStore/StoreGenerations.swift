@@ -76,6 +76,9 @@ final class Generation: Sendable {
     let log: EventLog
     let tables: ProjectionTables
     private let auxiliaryTables = Mutex<[String: Database]>([:])
+    /// The writer thread's fold state, kept from batch to batch (its caches stay
+    /// valid while no one else writes). Only the writer thread touches it.
+    nonisolated(unsafe) let projectionWriter: ProjectionWriter
     var auxiliary: [String: Database] { auxiliaryTables.withLock { $0 } }
 
     init(name: String, directory: String, options: TopicStore.Options, auxiliary: [String]) throws {
@@ -103,6 +106,7 @@ final class Generation: Sendable {
             throw StoreError.notADatabase(path: directory, reason: "it has no topicstore tables")
         }
         let tables = self.tables
+        projectionWriter = ProjectionWriter(tables: tables)
         let version = try env.read { txn in try tables.storedSchemaVersion(txn) }
         guard let version else { throw StoreError.notADatabase(path: directory, reason: "it has no schema version") }
         guard version == ProjectionTables.schemaVersion else { throw StoreError.unsupportedSchema(path: directory, version: version) }

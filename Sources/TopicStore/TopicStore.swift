@@ -275,10 +275,12 @@ public final class TopicStore: Sendable {
         while true {
             let g = current
             let log = g.log
-            let projections = ProjectionWriter(tables: g.tables)
+            let projections = g.projectionWriter
+            var transactionID = 0
             do {
                 let receipts = try mapLock.withReadLock {
                     try g.environment.write { txn -> [Receipt] in
+                        transactionID = txn.id
                         // A compaction may have retired this generation while we waited for the lock.
                         if try g.isRetired(txn) { throw Generation.Retired() }
                         try projections.begin(txn)
@@ -302,6 +304,7 @@ public final class TopicStore: Sendable {
                         return receipts
                     }
                 }
+                projections.didCommit(transactionID: transactionID)
                 return .success(receipts)
             } catch LMDBError.mapFull {
                 do { try growMap(g) } catch { return .failure(error) }

@@ -155,3 +155,25 @@ import TopicStore
         #expect(observed.count > 1, "the reader should have seen the log advance")
     }
 }
+
+/// Two writers on one directory (two processes in production; two stores here)
+/// take turns: each must see what the other committed, though it keeps its own
+/// containers cached between its batches.
+@Suite struct InterleavedWritersTests {
+    @Test func cachesNeverOutliveAnotherWritersCommit() throws {
+        let dir = TemporaryDirectory("interleaved")
+        let a = try TopicStore(directory: dir.path)
+        let b = try TopicStore(directory: dir.path)
+        defer { a.close(); b.close() }
+        for i in 0..<200 {
+            let store = i % 3 == 0 ? b : a
+            try store.submitAndWait(Event(project: "p", body: .register(deviceID: "d\(i % 50)", topics: [TopicSpec(code: "all"), TopicSpec(code: "t\(i % 7)")])))
+            if i % 5 == 0 {
+                try store.submitAndWait(Event(project: "p", body: .unregister(deviceID: "d\((i * 7) % 50)", codes: ["all"])))
+            }
+        }
+        let live = try ProjectionDump.of(a)
+        let rebuilt = try foldLog(of: a, into: dir.sub("fold"))
+        #expect(live == rebuilt, "\(live.differences(from: rebuilt))")
+    }
+}
