@@ -90,9 +90,15 @@ extension ProjectionReader {
     /// Counts of an audience: total, per platform, and unreachable.
     public func counts(of audience: Audience, _ txn: borrowing Transaction) throws -> AudienceCounts {
         var ios = 0, android = 0
-        if !audience.devices.isEmpty {
-            ios = audience.devices.intersectionCount(try liveDevices(audience.projectID, .ios, txn))
-            android = audience.devices.intersectionCount(try liveDevices(audience.projectID, .android, txn))
+        if let top = audience.devices.max {
+            // Only the live slices the audience reaches into are read: a one-device
+            // audience reads two small containers, not the whole platform sets.
+            for high in 0...UInt16(top >> 16) {
+                let base = UInt32(high) << 16
+                guard audience.devices.count(in: base..<base + 0xFFFF) > 0 || audience.devices.contains(base + 0xFFFF) else { continue }
+                if let live = try liveSlice(audience.projectID, .ios, high: high, txn) { ios += audience.devices.intersectionCount(live) }
+                if let live = try liveSlice(audience.projectID, .android, high: high, txn) { android += audience.devices.intersectionCount(live) }
+            }
         }
         let total = audience.devices.count
         return AudienceCounts(asOfSeq: audience.asOfSeq, total: total, ios: ios, android: android,

@@ -12,6 +12,17 @@ enum DeviceTopics {
         return (lo < list.count && list[lo] == tid, lo)
     }
 
+    /// The same search over a sorted list of slice numbers.
+    @inline(__always)
+    static func search16(_ list: [UInt16], _ value: UInt16) -> (found: Bool, index: Int) {
+        var lo = 0, hi = list.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if list[mid] < value { lo = mid + 1 } else { hi = mid }
+        }
+        return (lo < list.count && list[lo] == value, lo)
+    }
+
     static func encode(_ list: [UInt32], into buffer: UnsafeMutableRawBufferPointer) {
         for (i, tid) in list.enumerated() { buffer.storeBytes(of: tid.bigEndian, toByteOffset: i * 4, as: UInt32.self) }
     }

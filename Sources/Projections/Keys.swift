@@ -29,11 +29,12 @@ enum Keys {
         append(pid, to: &k); k.append(contentsOf: name.utf8); return k
     }
 
-    /// `pid ‖ topic ‖ high16` → one roaring container of device ordinals.
+    /// `pid ‖ high16 ‖ topic` → one roaring container of device ordinals.
     static func chunk(_ pid: UInt32, _ topic: UInt32, _ high: UInt16) -> [UInt8] {
         var k: [UInt8] = []; k.reserveCapacity(10)
-        append(pid, to: &k); append(topic, to: &k)
-        k.append(UInt8(high >> 8)); k.append(UInt8(high & 0xFF)); return k
+        append(pid, to: &k)
+        k.append(UInt8(high >> 8)); k.append(UInt8(high & 0xFF))
+        append(topic, to: &k); return k
     }
 
     @inline(__always)

@@ -4,12 +4,17 @@ import Roaring
 /// One stored roaring container: the devices of one topic whose ordinals share
 /// the same high 16 bits. Keeping a container per key means a subscription
 /// rewrites at most 8 KiB, never a whole topic.
+///
+/// Keys are `pid ‖ high16 ‖ topic`: the containers of one 65,536-device slice
+/// sit together, so a batch of new devices (which all land in the newest slice)
+/// dirties a few contiguous pages instead of one page per topic; a topic's
+/// bitmap is one point read per slice.
 enum PostingChunk {
     static func high(_ ordinal: UInt32) -> UInt16 { UInt16(ordinal >> 16) }
 
     /// Decodes a stored chunk and checks that every ordinal belongs under its key.
     static func decode(_ bytes: UnsafeRawBufferPointer, pid: UInt32, topic: UInt32, high: UInt16) throws -> Bitmap {
-        let place = "postings/\(pid)/\(topic)/\(high)"
+        let place = "postings/\(pid)/\(high)/\(topic)"
         let bitmap: Bitmap
         do { bitmap = try Bitmap(deserializing: bytes) } catch {
             throw ProjectionCorruption(place: place, reason: "\(error)")
@@ -20,21 +25,35 @@ enum PostingChunk {
         return bitmap
     }
 
-    /// The whole bitmap of `topic`: the union of its chunks, in one cursor walk.
-    static func read(pid: UInt32, topic: UInt32, tables: ProjectionTables, _ txn: borrowing Transaction) throws -> Bitmap {
-        let prefix = Keys.pair(pid, topic)
-        var result = Bitmap()
+    /// The highest slice any topic of the project uses (nil when it has no postings).
+    static func maxHigh(pid: UInt32, tables: ProjectionTables, _ txn: borrowing Transaction) throws -> UInt16? {
         try txn.withCursor(tables.postings) { cursor in
-            var entry = try cursor.seek(atLeast: prefix)
-            while let (key, value) = entry, Keys.hasPrefix(key, prefix) {
-                guard key.count == 10 else {
-                    throw ProjectionCorruption(place: "postings/\(pid)/\(topic)", reason: "key of \(key.count) bytes")
-                }
-                let high = key.loadBigEndian(at: 8, as: UInt16.self)
-                // Chunks are disjoint and ascending: the union only appends containers.
-                result.formUnion(try decode(value, pid: pid, topic: topic, high: high))
-                entry = try cursor.next()
+            let entry: Cursor.Entry?
+            if pid == .max {
+                entry = try cursor.last()
+            } else if try cursor.seek(atLeast: Keys.project(pid + 1)) != nil {
+                entry = try cursor.previous()
+            } else {
+                entry = try cursor.last()
             }
+            guard let (key, _) = entry, key.count == 10, key.loadBigEndian(at: 0, as: UInt32.self) == pid else { return nil }
+            return key.loadBigEndian(at: 4, as: UInt16.self)
+        }
+    }
+
+    /// One slice of `topic`, or nil when it has no device there.
+    static func read(pid: UInt32, topic: UInt32, high: UInt16, tables: ProjectionTables, _ txn: borrowing Transaction) throws -> Bitmap? {
+        guard let v = try txn.get(tables.postings, Keys.chunk(pid, topic, high)) else { return nil }
+        return try decode(v, pid: pid, topic: topic, high: high)
+    }
+
+    /// The whole bitmap of `topic`: the union of its slices, ascending.
+    static func read(pid: UInt32, topic: UInt32, tables: ProjectionTables, _ txn: borrowing Transaction) throws -> Bitmap {
+        var result = Bitmap()
+        guard let top = try maxHigh(pid: pid, tables: tables, txn) else { return result }
+        for high in 0...top {
+            // Slices are disjoint and ascending: the union only appends containers.
+            if let slice = try read(pid: pid, topic: topic, high: high, tables: tables, txn) { result.formUnion(slice) }
         }
         return result
     }

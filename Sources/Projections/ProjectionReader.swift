@@ -99,9 +99,24 @@ public struct ProjectionReader: Sendable {
         return list
     }
 
-    /// The bitmap of device ordinals subscribed to topic `tid`.
+    /// The bitmap of device ordinals subscribed to topic `tid`: one read per
+    /// slice the topic occupies (built-in sets probe every slice of the project).
     public func bitmap(_ pid: UInt32, topic tid: UInt32, _ txn: borrowing Transaction) throws -> Bitmap {
-        try PostingChunk.read(pid: pid, topic: tid, tables: tables, txn)
+        guard tid >= ProjectionTables.firstTopicID else { return try PostingChunk.read(pid: pid, topic: tid, tables: tables, txn) }
+        guard let record = try topic(pid, tid, txn) else { return Bitmap() }
+        var result = Bitmap()
+        for high in record.slices {
+            guard let slice = try PostingChunk.read(pid: pid, topic: tid, high: high, tables: tables, txn) else {
+                throw ProjectionCorruption(place: "postings/\(pid)/\(high)/\(tid)", reason: "the topic lists this slice but it is missing")
+            }
+            result.formUnion(slice)
+        }
+        return result
+    }
+
+    /// One slice of a built-in set (live iOS or Android tokens), or nil.
+    func liveSlice(_ pid: UInt32, _ platform: Platform, high: UInt16, _ txn: borrowing Transaction) throws -> Bitmap? {
+        try PostingChunk.read(pid: pid, topic: ProjectionTables.BuiltIn.live(platform), high: high, tables: tables, txn)
     }
 
     /// Devices with a live token on `platform`.

@@ -12,7 +12,7 @@ import SubscriptionLog
 /// | tokens         | pid ‖ token                 | ordinal                      |
 /// | topics         | pid ‖ topic id              | `TopicRecord`                |
 /// | topic_codes    | pid ‖ code                  | topic id                     |
-/// | postings       | pid ‖ topic id ‖ high16     | one roaring container        |
+/// | postings       | pid ‖ high16 ‖ topic id     | one roaring container        |
 /// | device_topics  | pid ‖ ordinal               | ascending u32 topic ids      |
 public struct ProjectionTables: Sendable {
     public static let schemaVersion: UInt32 = 1

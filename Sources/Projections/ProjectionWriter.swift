@@ -256,8 +256,20 @@ public final class ProjectionWriter {
         }
         // Mutated in place in the table's array, so the bitmap stays uniquely referenced.
         let changed = on ? chunks.values[slot].value.insert(ordinal) : chunks.values[slot].value.remove(ordinal)
-        if changed { chunks.values[slot].dirty = true }
-        return changed
+        guard changed else { return false }
+        chunks.values[slot].dirty = true
+        // A slice that appears or empties changes the topic's slice list.
+        if tid >= ProjectionTables.firstTopicID, on ? chunks.values[slot].value.count == 1 : chunks.values[slot].value.isEmpty {
+            guard let topic = try topicSlot(pid, tid, txn) else {
+                throw ProjectionCorruption(place: "topics/\(pid)/\(tid)", reason: "postings of a missing topic")
+            }
+            modifyTopic(at: topic) { t in
+                let (found, at) = DeviceTopics.search16(t.slices, key.high)
+                if on && !found { t.slices.insert(key.high, at: at) }
+                if !on && found { t.slices.remove(at: at) }
+            }
+        }
+        return true
     }
 
     // MARK: Sequence

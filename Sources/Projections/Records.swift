@@ -98,6 +98,9 @@ public struct TopicRecord: Sendable, Hashable {
     /// Sequence of the event that created the topic, and of the last one that changed it.
     public var createdSeq: UInt64
     public var lastChangeSeq: UInt64
+    /// The 65,536-device slices (high 16 bits of the ordinals) where the topic
+    /// has subscribers, ascending: a topic's bitmap is read with one get per slice.
+    public var slices: [UInt16] = []
 
     func encoded() -> [UInt8] {
         var w = ByteWriter(capacity: 32 + code.utf8.count + title.utf8.count)
@@ -107,6 +110,8 @@ public struct TopicRecord: Sendable, Hashable {
         w.u64(lastChangeSeq)
         w.string(code)
         w.string(title)
+        w.u32(UInt32(slices.count))
+        for s in slices { w.u16(s) }
         return w.bytes
     }
 
@@ -128,6 +133,14 @@ public struct TopicRecord: Sendable, Hashable {
             lastChangeSeq = try r.u64()
             code = try r.string()
             title = try r.string()
+            let n = Int(try r.u32())
+            guard n <= 65_536, r.remaining == n * 2 else {
+                throw ProjectionCorruption(place: place(), reason: "slice list of \(n) entries in \(r.remaining) bytes")
+            }
+            slices.reserveCapacity(n)
+            for _ in 0..<n { slices.append(try r.u16()) }
+        } catch let e as ProjectionCorruption {
+            throw e
         } catch {
             throw ProjectionCorruption(place: place(), reason: "topic record does not decode: \(error)")
         }

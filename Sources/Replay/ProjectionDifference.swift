@@ -109,8 +109,8 @@ struct DifferenceDescriber {
             d.live = live.map { $0.count == 4 ? "topic id \(u32($0, 0))" : hex($0) }
             d.rebuilt = rebuilt.map { $0.count == 4 ? "topic id \(u32($0, 0))" : hex($0) }
         case "postings" where key.count == 10:
-            let tid = u32(key, 4)
-            let high = key.withUnsafeBytes { $0.loadBigEndian(at: 8, as: UInt16.self) }
+            let high = key.withUnsafeBytes { $0.loadBigEndian(at: 4, as: UInt16.self) }
+            let tid = u32(key, 6)
             d.subject = topicName(pid!, tid, liveTxn, rebuiltTxn) + " members, ordinals \(UInt32(high) << 16)…\(UInt32(high) << 16 | 0xFFFF)"
             let l = live.flatMap { try? Bitmap(deserializing: $0) }
             let r = rebuilt.flatMap { try? Bitmap(deserializing: $0) }
