@@ -81,7 +81,7 @@ public struct Snapshot: Sendable, Hashable {
     }
 
     /// Writes the manifest and syncs it (the snapshot counts only once it is there).
-    func writeManifest() throws {
+    public func writeManifest() throws {
         let path = (directory as NSString).appendingPathComponent(Self.manifestName)
         try Durable.write(Array(manifestJSON.utf8), to: path)
     }

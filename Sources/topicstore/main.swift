@@ -16,6 +16,7 @@ let commands: [any Command.Type] = [
     HistoryCommand.self,
     ExportCommand.self,
     ImportCommand.self,
+    CompactCommand.self,
     BenchCommand.self,
 ]
 

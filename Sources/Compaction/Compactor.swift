@@ -1,0 +1,447 @@
+import Foundation
+import LMDB
+import Projections
+import Replay
+import SubscriptionLog
+import TopicStore
+
+/// Nightly compaction of a store directory, beside a running server:
+///
+/// 1. **Plan**: the horizon is the last sequence at or before now − retain
+///    (never the log's last record: the log always keeps one, so sequences and
+///    the chain go on from it). Garbage is found by the rules.
+/// 2. **Garbage**: appended as events (`forget-device`, `drop-topic`,
+///    `expire-token`) through the ordinary write path, so replay equals live.
+/// 3. **Snapshot** of the projections at the horizon with its chain head
+///    (`snapshots/<horizon>/`), written and synced before anything is removed.
+/// 4. **Archive** (optional): the events up to the horizon as zstd JSON Lines,
+///    read back and verified against the log before anything is removed.
+/// 5. **New file generation**: a compacting copy of the live environment, the
+///    log prefix deleted there and copied compactly once more, caught up with
+///    what was appended meanwhile (rounds until the delta is small), then
+///    `TopicStore.retire(to:catchUp:)` holds every writer while the last few
+///    records are folded in and the store switches to the new generation.
+/// 6. The old generation and older snapshots are removed. Leftovers of a
+///    killed run are removed at the start of the next one.
+///
+/// A kill at any moment leaves the store in its before or its after state:
+/// nothing is removed from the live generation; the switch is atomic.
+public enum Compactor {
+    public struct Options: Sendable {
+        public var retain: RetentionDuration
+        public var archiveDirectory: String?
+        public var dryRun = false
+        public var garbage = GarbageRules()
+        /// Write a new, compact file generation (default on).
+        public var compactFile = true
+        /// The catch-up before the switch stops when fewer records than this remain.
+        public var catchUpThreshold = 2_000
+        public var maxCatchUpRounds = 10
+        /// "Now" in ms since 1970 (tests pin it); nil: the clock.
+        public var now: Int64?
+        /// zstd level of the archive.
+        public var archiveLevel: Int32 = 3
+        public init(retain: RetentionDuration) { self.retain = retain }
+    }
+
+    public struct Report: Sendable {
+        public var dryRun: Bool
+        public var directory: String
+        /// The log before: first and last sequence (nil when empty).
+        public var firstBefore: UInt64?
+        public var lastBefore: UInt64?
+        /// The new horizon (events through it leave the log), or the old one when nothing moves.
+        public var horizon: UInt64
+        public var horizonTime: Int64?
+        public var previousHorizon: UInt64
+        public var eventsRemoved: UInt64
+        public var eventsArchived: UInt64
+        public var archivePath: String?
+        public var archiveBytes: Int = 0
+        public var archiveJSONBytes: Int = 0
+        public var devicesForgotten = 0
+        public var topicsDropped = 0
+        public var tokensExpired = 0
+        /// Garbage events that were planned but no longer applied when rechecked.
+        public var garbageSkipped = 0
+        /// `data.mdb` of the active generation, before and after.
+        public var databaseBytesBefore: Int = 0
+        public var databaseBytesAfter: Int = 0
+        /// Every file under the store directory (generations, snapshots), before and after.
+        public var totalBytesBefore: Int = 0
+        public var totalBytesAfter: Int = 0
+        public var snapshotBytes: Int = 0
+        public var generationBefore = ""
+        public var generationAfter = ""
+        public var catchUpRounds = 0
+        public var recordsCaughtUp: UInt64 = 0
+        /// Records folded while every writer was held, and for how long.
+        public var recordsAtSwitch: UInt64 = 0
+        public var writePauseSeconds: Double = 0
+        public var leftoversRemoved: [String] = []
+        /// Seconds per phase, in order.
+        public var phases: [(String, Double)] = []
+        public var seconds: Double = 0
+    }
+
+    /// Runs a compaction of the store in `directory`. `store`, when given, is the
+    /// process's open store on that directory (LMDB allows one open per process);
+    /// it keeps serving and moves to the new generation. Otherwise one is opened
+    /// (read-only for a dry run) and closed at the end.
+    public static func run(directory: String, options: Options, store given: TopicStore? = nil,
+                           progress: ((ReplayProgress) -> Void)? = nil) throws -> Report {
+        let started = Date()
+        var clock = PhaseClock()
+        let lock = try DirectoryLock(directory)
+        defer { lock.release() }
+
+        var storeOptions = TopicStore.Options()
+        storeOptions.readOnly = options.dryRun
+        let live = try given ?? TopicStore(directory: directory, options: storeOptions)
+        defer { if given == nil { live.close() } }
+
+        let now = options.now ?? Int64(Date().timeIntervalSince1970 * 1000)
+        let log = live.log
+        let bounds = try live.read { txn in try log.bounds(txn) }
+        let previousHorizon = (bounds?.first ?? 1) - 1
+        var report = Report(dryRun: options.dryRun, directory: directory, firstBefore: bounds?.first, lastBefore: bounds?.last,
+                            horizon: previousHorizon, previousHorizon: previousHorizon, eventsRemoved: 0, eventsArchived: 0)
+        report.generationBefore = try TopicStore.activeGeneration(in: directory)
+        report.generationAfter = report.generationBefore
+        report.databaseBytesBefore = databaseBytes(directory, report.generationBefore)
+        report.totalBytesBefore = treeBytes(directory)
+
+        // Leftovers of a killed run (the open above has completed or rolled back any half-done switch).
+        let leftovers = Leftovers.find(directory: directory, activeGeneration: report.generationBefore,
+                                       currentHorizon: previousHorizon, archive: options.archiveDirectory)
+        report.leftoversRemoved = leftovers
+        if !options.dryRun { try Leftovers.remove(leftovers) }
+        clock.lap("leftovers")
+
+        // 1. Plan.
+        let cutoff = now - options.retain.milliseconds
+        var horizon = previousHorizon
+        if let bounds {
+            let atCutoff = try live.read { txn in try log.lastSequence(atOrBefore: cutoff, txn) } ?? previousHorizon
+            horizon = max(previousHorizon, min(atCutoff, bounds.last - 1))
+        }
+        let topicHorizon: UInt64
+        if let idle = options.garbage.topicIdle {
+            topicHorizon = try live.read { txn in try log.lastSequence(atOrBefore: now - idle.milliseconds, txn) } ?? previousHorizon
+        } else {
+            topicHorizon = try live.read { txn in try log.lastSequence(atOrBefore: cutoff, txn) } ?? previousHorizon
+        }
+        let rejectedBefore = now - options.garbage.rejectedGrace.milliseconds
+        let plan = try GarbagePlan.scan(live, rules: options.garbage, topicHorizon: topicHorizon, rejectedBefore: rejectedBefore) {
+            progress?(ReplayProgress(phase: $0, done: $1, total: $2))
+        }
+        report.horizon = horizon
+        report.eventsRemoved = horizon - previousHorizon
+        report.devicesForgotten = plan.forgetDevices.count
+        report.topicsDropped = plan.dropTopics.count
+        report.tokensExpired = plan.expireTokens.count
+        if horizon > previousHorizon {
+            report.horizonTime = try live.read { txn in try log.record(at: horizon, txn)?.timestamp }
+        }
+        if options.archiveDirectory != nil { report.eventsArchived = report.eventsRemoved }
+        clock.lap("plan")
+        if options.dryRun {
+            report.databaseBytesAfter = report.databaseBytesBefore
+            report.totalBytesAfter = report.totalBytesBefore
+            report.phases = clock.phases
+            report.seconds = Date().timeIntervalSince(started)
+            return report
+        }
+
+        // 2. Garbage, as events through the write path (rechecked just before).
+        if !plan.isEmpty {
+            let fresh = try plan.rechecked(live, topicHorizon: topicHorizon, rejectedBefore: rejectedBefore)
+            report.garbageSkipped = plan.events.count - fresh.events.count
+            report.devicesForgotten = fresh.forgetDevices.count
+            report.topicsDropped = fresh.dropTopics.count
+            report.tokensExpired = fresh.expireTokens.count
+            let events = fresh.events
+            var i = 0
+            while i < events.count {
+                let batch = Array(events[i..<min(events.count, i + 4096)])
+                for result in live.submitAndWait(batch) { _ = try result.get() }
+                i += batch.count
+                progress?(ReplayProgress(phase: "garbage", done: UInt64(i), total: UInt64(events.count)))
+            }
+            clock.lap("garbage")
+        }
+
+        // 3. Snapshot at the horizon, and 4. the archive, before anything is removed.
+        var snapshotHead: ChainHead?
+        if horizon > previousHorizon {
+            let previous = try Replay.snapshot(of: live)
+            let snapshotDir = Snapshot.directory(inStore: directory, horizon: horizon)
+            if Snapshot.horizons(inStore: directory).contains(horizon) {
+                try FileManager.default.removeItem(atPath: snapshotDir)  // unused: made by a killed run
+            }
+            let (head, time) = try live.read { txn -> (ChainHead, Int64) in
+                guard let bytes = try txn.get(log.database, EventLog.key(horizon)) else {
+                    throw CompactionError.internalState("record \(horizon) is missing")
+                }
+                guard let link = try RecordCodec.storedLink(of: bytes, key: horizon) else {
+                    throw CompactionError.refused("record \(horizon) is a version 1 record without a chain link; compaction needs a chained log")
+                }
+                return (ChainHead(sequence: horizon, hash: link), try RecordCodec.timestamp(of: bytes, key: horizon))
+            }
+            _ = try Snapshots.make(from: live, storeDirectory: directory, head: head, timestamp: time, now: now, progress: progress)
+            snapshotHead = head
+            report.horizonTime = time
+            report.snapshotBytes = treeBytes(snapshotDir)
+            clock.lap("snapshot")
+
+            if let archiveDir = options.archiveDirectory {
+                let chainBefore = previous?.head.hash ?? .genesis
+                let from = previousHorizon + 1
+                if previous == nil && from > 1 { throw CompactionError.internalState("no snapshot before seq \(from)") }
+                let summary = try Archive.write(from: live, from: from, to: horizon, into: archiveDir, chainBefore: chainBefore,
+                                                level: options.archiveLevel, progress: progress)
+                report.archivePath = summary.path
+                report.archiveBytes = summary.compressedBytes
+                report.archiveJSONBytes = summary.jsonBytes
+                report.eventsArchived = summary.records
+                clock.lap("archive")
+            }
+        }
+
+        // 5. The new file generation, and the switch.
+        if options.compactFile {
+            let gen = nextGeneration(after: report.generationBefore, in: directory)
+            let genDir = TopicStore.generationDirectory(directory, gen)
+            let scratch = (directory as NSString).appendingPathComponent(".compact-copy-\(getpid())")
+            try? FileManager.default.removeItem(atPath: genDir)
+            try? FileManager.default.removeItem(atPath: scratch)
+            let mapSize = max(live.environment.info().mapSize, 256 << 20)
+            if horizon > previousHorizon {
+                // Copy, trim the prefix there, copy compactly again (trimming frees pages the second copy drops).
+                try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+                try live.environment.copy(to: scratch, compact: true)
+                clock.lap("copy")
+                do {
+                    let trimmer = try GenerationBuilder(directory: scratch, mapSize: mapSize)
+                    _ = try trimmer.trimLog(through: horizon) {
+                        progress?(ReplayProgress(phase: "trim", done: $0, total: horizon - previousHorizon))
+                    }
+                    if let head = snapshotHead { try trimmer.setCompactedHead(head) }
+                    try FileManager.default.createDirectory(atPath: genDir, withIntermediateDirectories: true)
+                    try trimmer.environment!.copy(to: genDir, compact: true)
+                    trimmer.close()
+                }
+                try FileManager.default.removeItem(atPath: scratch)
+                clock.lap("trim")
+            } else {
+                try FileManager.default.createDirectory(atPath: genDir, withIntermediateDirectories: true)
+                try live.environment.copy(to: genDir, compact: true)
+                clock.lap("copy")
+            }
+            let builder = try GenerationBuilder(directory: genDir, mapSize: mapSize)
+            // Catch up outside the switch until what is left is small.
+            while report.catchUpRounds < options.maxCatchUpRounds {
+                let last = try live.read { txn in try log.bounds(txn)?.last ?? 0 }
+                if last <= builder.appliedSequence + UInt64(options.catchUpThreshold) { break }
+                report.catchUpRounds += 1
+                while builder.appliedSequence < last {
+                    let chunk = try live.read { txn in try builder.pending(from: log, limit: 50_000, txn) }
+                    if chunk.isEmpty { break }
+                    try builder.apply(chunk)
+                    report.recordsCaughtUp += UInt64(chunk.count)
+                    progress?(ReplayProgress(phase: "catch-up", done: builder.appliedSequence, total: last))
+                }
+            }
+            try builder.sync()
+            clock.lap("catch-up")
+
+            // The switch: every writer waits while the last records are folded in.
+            // Timed around the whole call: waiting for the write lock, the catch-up, the marker, the rename.
+            let pauseStarted = Date()
+            var atSwitch: UInt64 = 0
+            try live.retire(to: gen) { oldTxn in
+                while true {
+                    let chunk = try builder.pending(from: log, limit: 50_000, oldTxn)
+                    if chunk.isEmpty { break }
+                    try builder.apply(chunk)
+                    atSwitch += UInt64(chunk.count)
+                }
+                try builder.sync()
+                // Closed before the store can reopen there: two opens of one file in a
+                // process would share (and release) its POSIX locks.
+                builder.close()
+            }
+            report.writePauseSeconds = Date().timeIntervalSince(pauseStarted)
+            report.recordsAtSwitch = atSwitch
+            builder.close()
+            report.generationAfter = gen
+            clock.lap("switch")
+
+            // 6. The old generation is garbage now (processes still on it reopen on the new one).
+            try removeGeneration(report.generationBefore, in: directory)
+        }
+        for h in Snapshot.horizons(inStore: directory) where h != horizon {
+            try? FileManager.default.removeItem(atPath: Snapshot.directory(inStore: directory, horizon: h))
+        }
+        clock.lap("cleanup")
+        report.databaseBytesAfter = databaseBytes(directory, report.generationAfter)
+        report.totalBytesAfter = treeBytes(directory)
+        report.phases = clock.phases
+        report.seconds = Date().timeIntervalSince(started)
+        return report
+    }
+
+    // MARK: Generations and files
+
+    /// `g000001` after "", `g000002` after `g000001`.
+    static func nextGeneration(after current: String, in directory: String) -> String {
+        TopicStore.nextGenerationName(after: current)
+    }
+
+    /// Removes a generation no store opens any more. Generation "" is the
+    /// database files in the store directory itself.
+    static func removeGeneration(_ generation: String, in directory: String) throws {
+        let fm = FileManager.default
+        if generation.isEmpty {
+            for name in ["data.mdb", "lock.mdb"] {
+                let path = (directory as NSString).appendingPathComponent(name)
+                if fm.fileExists(atPath: path) { try fm.removeItem(atPath: path) }
+            }
+        } else {
+            let path = TopicStore.generationDirectory(directory, generation)
+            if fm.fileExists(atPath: path) { try fm.removeItem(atPath: path) }
+        }
+    }
+
+    static func databaseBytes(_ directory: String, _ generation: String) -> Int {
+        let path = (TopicStore.generationDirectory(directory, generation) as NSString).appendingPathComponent("data.mdb")
+        return ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
+    }
+
+    /// Bytes of every regular file under `path`.
+    public static func treeBytes(_ path: String) -> Int {
+        let fm = FileManager.default
+        guard let walker = fm.enumerator(atPath: path) else { return 0 }
+        var total = 0
+        while let name = walker.nextObject() as? String {
+            let attributes = try? fm.attributesOfItem(atPath: (path as NSString).appendingPathComponent(name))
+            if attributes?[.type] as? FileAttributeType == .typeRegular { total += attributes?[.size] as? Int ?? 0 }
+        }
+        return total
+    }
+}
+
+/// Seconds per phase.
+struct PhaseClock {
+    private var last = Date()
+    private(set) var phases: [(String, Double)] = []
+    mutating func lap(_ name: String) {
+        let now = Date()
+        phases.append((name, now.timeIntervalSince(last)))
+        last = now
+    }
+}
+
+/// An exclusive `flock` on the store directory: one compaction at a time.
+final class DirectoryLock {
+    private var fd: Int32
+    init(_ directory: String) throws {
+        fd = open(directory, O_RDONLY | O_DIRECTORY)
+        guard fd >= 0 else {
+            throw CompactionError.refused("cannot open \(directory): \(String(cString: strerror(errno)))")
+        }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            close(fd)
+            fd = -1
+            throw CompactionError.busy(directory)
+        }
+    }
+    func release() {
+        if fd >= 0 { close(fd); fd = -1 }
+    }
+    deinit { release() }
+}
+
+/// Snapshot creation: a projections-only rebuild through the horizon into a
+/// temporary directory, its manifest, then one rename.
+enum Snapshots {
+    static func make(from store: TopicStore, storeDirectory: String, head: ChainHead, timestamp: Int64, now: Int64,
+                     progress: ((ReplayProgress) -> Void)?) throws -> Snapshot {
+        let folder = Snapshot.folder(inStore: storeDirectory)
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let tmp = (folder as NSString).appendingPathComponent(".tmp-\(head.sequence)-\(getpid())")
+        let packed = tmp + "-packed"
+        try? FileManager.default.removeItem(atPath: tmp)
+        try? FileManager.default.removeItem(atPath: packed)
+        var options = Replay.Options()
+        options.includeLog = false
+        let report = try Replay.rebuild(from: store, to: .sequence(head.sequence), into: tmp, options: options, progress: progress)
+        guard report.through == head.sequence else {
+            throw CompactionError.internalState("the snapshot rebuild stopped at \(report.through), not \(head.sequence)")
+        }
+        // The head at the horizon also goes into the snapshot's meta, as into the new generation's
+        // (`compactedHead`), so a rebuild from the snapshot and the live store agree entry for entry.
+        do {
+            var envOptions = Environment.Options()
+            envOptions.maxDatabases = 32
+            envOptions.mapSize = 1 << 30
+            let env = try Environment(path: tmp, options: envOptions)
+            let tables = try ProjectionTables.open(in: env, create: false)
+            try env.write { txn in try tables.setCompactedChainHead(head, txn) }
+            // The rebuild wrote in random key order; a compacting copy packs it (about 20 % smaller).
+            try FileManager.default.createDirectory(atPath: packed, withIntermediateDirectories: true)
+            try env.copy(to: packed, compact: true)
+        }
+        try FileManager.default.removeItem(atPath: tmp)
+        let snapshot = Snapshot(directory: packed, head: head, timestamp: timestamp, createdAt: now)
+        try snapshot.writeManifest()
+        for name in ["data.mdb"] { try Durable.syncFile((packed as NSString).appendingPathComponent(name)) }
+        let final = Snapshot.directory(inStore: storeDirectory, horizon: head.sequence)
+        guard rename(packed, final) == 0 else {
+            throw CompactionError.internalState("cannot rename \(packed) to \(final): \(String(cString: strerror(errno)))")
+        }
+        try Durable.syncDirectory(folder)
+        return Snapshot(directory: final, head: head, timestamp: timestamp, createdAt: now)
+    }
+}
+
+/// What a killed compaction may leave behind.
+enum Leftovers {
+    static func find(directory: String, activeGeneration: String, currentHorizon: UInt64, archive: String?) -> [String] {
+        let fm = FileManager.default
+        var out: [String] = []
+        let names = (try? fm.contentsOfDirectory(atPath: directory)) ?? []
+        for name in names {
+            let path = (directory as NSString).appendingPathComponent(name)
+            if name.hasPrefix(".compact-copy-") { out.append(path); continue }
+            // Generation directories other than the active one: unfinished, or retired and not yet removed.
+            if TopicStore.isGenerationName(name), name != activeGeneration {
+                out.append(path)
+            }
+        }
+        if !activeGeneration.isEmpty {
+            for name in ["data.mdb", "lock.mdb"] where names.contains(name) {
+                out.append((directory as NSString).appendingPathComponent(name))  // generation "" after a switch
+            }
+        }
+        let folder = Snapshot.folder(inStore: directory)
+        for name in (try? fm.contentsOfDirectory(atPath: folder)) ?? [] {
+            let path = (folder as NSString).appendingPathComponent(name)
+            if name.hasPrefix(".tmp-") { out.append(path); continue }
+            if let h = UInt64(name), h != currentHorizon { out.append(path) }
+        }
+        if let archive {
+            for name in (try? fm.contentsOfDirectory(atPath: archive)) ?? [] {
+                let path = (archive as NSString).appendingPathComponent(name)
+                if name.hasPrefix(".log-"), name.contains(".tmp-") { out.append(path); continue }
+                // An archive of events still in the log: written by a run killed before its switch.
+                if let range = Archive.range(ofFileName: name), range.lowerBound > currentHorizon { out.append(path) }
+            }
+        }
+        return out.sorted()
+    }
+
+    static func remove(_ paths: [String]) throws {
+        for p in paths { try FileManager.default.removeItem(atPath: p) }
+    }
+}

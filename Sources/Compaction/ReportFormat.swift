@@ -1,0 +1,85 @@
+import Foundation
+
+/// The compaction report for people and for scripts.
+public enum CompactionReportFormat {
+    public static func json(_ r: Compactor.Report) -> [String: Any] {
+        var o: [String: Any] = [
+            "dryRun": r.dryRun, "horizon": r.horizon, "previousHorizon": r.previousHorizon,
+            "eventsRemoved": r.eventsRemoved, "eventsArchived": r.eventsArchived,
+            "collected": ["devicesForgotten": r.devicesForgotten, "topicsDropped": r.topicsDropped,
+                          "tokensExpired": r.tokensExpired, "skippedOnRecheck": r.garbageSkipped],
+            "bytes": ["databaseBefore": r.databaseBytesBefore, "databaseAfter": r.databaseBytesAfter,
+                      "totalBefore": r.totalBytesBefore, "totalAfter": r.totalBytesAfter,
+                      "snapshot": r.snapshotBytes, "archive": r.archiveBytes, "archiveJSON": r.archiveJSONBytes],
+            "generationBefore": r.generationBefore, "generationAfter": r.generationAfter,
+            "catchUpRounds": r.catchUpRounds, "recordsCaughtUp": r.recordsCaughtUp,
+            "recordsAtSwitch": r.recordsAtSwitch, "writePauseSeconds": r.writePauseSeconds,
+            "leftoversRemoved": r.leftoversRemoved,
+            "phases": r.phases.map { ["phase": $0.0, "seconds": $0.1] as [String: Any] },
+            "seconds": r.seconds,
+        ]
+        if let t = r.horizonTime { o["horizonTime"] = t }
+        if let a = r.archivePath { o["archive"] = a }
+        if let f = r.firstBefore { o["firstSeqBefore"] = f }
+        if let l = r.lastBefore { o["lastSeqBefore"] = l }
+        return o
+    }
+
+    public static func text(_ r: Compactor.Report) -> String {
+        var lines: [String] = []
+        let would = r.dryRun ? "would " : ""
+        if r.dryRun { lines.append("dry run: nothing was changed") }
+        if let first = r.firstBefore, let last = r.lastBefore {
+            lines.append("log before: seq \(first)…\(last)")
+        } else {
+            lines.append("log before: empty")
+        }
+        if r.horizon > r.previousHorizon {
+            let at = r.horizonTime.map { " (\(iso($0)))" } ?? ""
+            lines.append("horizon: seq \(r.horizon)\(at); \(would)remove \(r.eventsRemoved) events (seq \(r.previousHorizon + 1)…\(r.horizon))")
+        } else {
+            lines.append("horizon: unchanged at seq \(r.previousHorizon): no event is older than the retention window")
+        }
+        if let a = r.archivePath {
+            lines.append("archive: \(r.eventsArchived) events in \(a), \(bytes(r.archiveBytes)) (\(bytes(r.archiveJSONBytes)) of JSON), verified against the log")
+        } else if r.dryRun && r.eventsArchived > 0 {
+            lines.append("archive: would write \(r.eventsArchived) events")
+        }
+        lines.append("garbage: \(would)forget \(r.devicesForgotten) device(s), drop \(r.topicsDropped) topic(s), expire \(r.tokensExpired) token(s)"
+                     + (r.garbageSkipped > 0 ? " (\(r.garbageSkipped) changed since the scan and were kept)" : ""))
+        if !r.leftoversRemoved.isEmpty {
+            lines.append("leftovers of an interrupted run \(r.dryRun ? "found" : "removed"): \(r.leftoversRemoved.count)")
+        }
+        if !r.dryRun {
+            lines.append("file: \(bytes(r.databaseBytesBefore)) → \(bytes(r.databaseBytesAfter)) (generation \(name(r.generationBefore)) → \(name(r.generationAfter)))"
+                         + "; store directory \(bytes(r.totalBytesBefore)) → \(bytes(r.totalBytesAfter))")
+            if r.generationAfter != r.generationBefore {
+                lines.append(String(format: "switch: writers held %.0f ms while %llu record(s) were folded in (%d catch-up round(s), %llu records)",
+                                    r.writePauseSeconds * 1000, r.recordsAtSwitch, r.catchUpRounds, r.recordsCaughtUp))
+            }
+        } else {
+            lines.append("file: \(bytes(r.databaseBytesBefore)) now")
+        }
+        let phases = r.phases.filter { $0.1 >= 0.005 }.map { String(format: "%@ %.2f s", $0.0, $0.1) }.joined(separator: ", ")
+        lines.append(String(format: "done in %.2f s", r.seconds) + (phases.isEmpty ? "" : " (\(phases))"))
+        return lines.joined(separator: "\n")
+    }
+
+    static func name(_ generation: String) -> String { generation.isEmpty ? "(top)" : generation }
+
+    public static func bytes(_ n: Int) -> String {
+        let v = Double(n)
+        switch v {
+        case 1e9...: return String(format: "%.2f GB", v / 1e9)
+        case 1e6...: return String(format: "%.1f MB", v / 1e6)
+        case 1e3...: return String(format: "%.1f kB", v / 1e3)
+        default: return "\(n) B"
+        }
+    }
+
+    static func iso(_ ms: Int64) -> String {
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return f.string(from: Date(timeIntervalSince1970: Double(ms) / 1000))
+    }
+}
