@@ -84,28 +84,24 @@ public enum Fold {
             }
 
         case .forgetDevice(let deviceID):
+            // Only an idle device is forgotten: one that got a token or a topic
+            // after the collector looked is left alone (the rule is in the fold,
+            // so replay decides exactly as the live store did).
             guard let ordinal = try writer.ordinal(pid, deviceID: deviceID, txn) else { break }
             let member = try writer.membershipSlot(pid, ordinal, txn)
-            for tid in writer.topicIDs(at: member) {
-                try unsubscribe(pid, member, tid, record.sequence, writer, txn)
-            }
             let device = try writer.device(pid, ordinal, txn)
-            if let token = device.token {
-                if try writer.ordinal(pid, token: token, txn) == ordinal {
-                    try writer.deleteIndex(writer.tables.tokens, pid, token, txn)
-                }
-                if let p = device.platform { try writer.setBit(pid, ProjectionTables.BuiltIn.live(p), ordinal, false, txn) }
+            guard writer.topicIDs(at: member).isEmpty, device.state != .live else { break }
+            if let token = device.token, try writer.ordinal(pid, token: token, txn) == ordinal {
+                try writer.deleteIndex(writer.tables.tokens, pid, token, txn)  // a rejected token goes with it
             }
             try writer.setBit(pid, ProjectionTables.BuiltIn.knownDevices, ordinal, false, txn)
             try writer.deleteIndex(writer.tables.deviceIDs, pid, deviceID, txn)
             try writer.deleteDevice(pid, ordinal, txn)
 
         case .dropTopic(let code):
-            guard let tid = try writer.topicID(pid, code: code, txn) else { break }
-            for ordinal in try writer.members(pid, tid, txn) {
-                let member = try writer.membershipSlot(pid, ordinal, txn)
-                _ = try writer.unsubscribe(member, tid, txn)
-            }
+            // Only a topic without subscribers is dropped (see forgetDevice).
+            guard let tid = try writer.topicID(pid, code: code, txn),
+                  let slot = try writer.topicSlot(pid, tid, txn), writer.topic(at: slot).subscribers == 0 else { break }
             try writer.dropTopic(pid, tid, code: code, txn)
 
         case .expireToken(let token):

@@ -120,17 +120,6 @@ public final class ProjectionWriter {
         return topics.insert(TopicKey(pid: pid, topic: tid), Cached(value: record, dirty: true))
     }
 
-    /// Every device ordinal of topic `tid` as this transaction sees it (cached containers included).
-    func members(_ pid: UInt32, _ tid: UInt32, _ txn: borrowing Transaction) throws -> [UInt32] {
-        var result = Set(try PostingChunk.read(pid: pid, topic: tid, tables: tables, txn).toArray())
-        for slot in 0..<chunks.count where chunks.keys[slot].pid == pid && chunks.keys[slot].topic == tid {
-            let high = UInt32(chunks.keys[slot].high) << 16
-            result = result.filter { $0 & 0xFFFF_0000 != high }
-            result.formUnion(chunks.values[slot].value.toArray())
-        }
-        return result.sorted()
-    }
-
     /// Removes topic `tid` (which must have no members left): its record and its code.
     func dropTopic(_ pid: UInt32, _ tid: UInt32, code: String, _ txn: borrowing Transaction) throws {
         try txn.delete(tables.topicCodes, Keys.named(pid, code))

@@ -22,9 +22,8 @@ public enum History {
             case rejectionIgnored = "rejection-ignored"
             /// Another device registered this device's token, taking it away.
             case tokenTaken = "token-taken"
-            /// Garbage collection forgot the device, a topic it was on, or its rejected token.
+            /// Garbage collection forgot the idle device, or cleared its rejected token.
             case forgotten = "forgotten"
-            case topicDropped = "topic-dropped"
             case tokenExpired = "token-expired"
         }
         public var sequence: UInt64
@@ -88,13 +87,9 @@ public enum History {
                 let removed = topics.sorted()
                 topics = []
                 add(r, .unregisterAll, "every topic", [], removed)
-            case .forgetDevice(let d) where d == deviceID:
-                let removed = topics.sorted()
-                topics = []; token = nil; platform = nil; rejected = false
-                add(r, .forgotten, "garbage collection forgot the device", [], removed)
-            case .dropTopic(let code) where topics.contains(code):
-                topics.remove(code)
-                add(r, .topicDropped, "garbage collection dropped topic \(code)", [], [code])
+            case .forgetDevice(let d) where d == deviceID && topics.isEmpty && (token == nil || rejected):
+                token = nil; platform = nil; rejected = false
+                add(r, .forgotten, "garbage collection forgot the idle device")
             case .expireToken(let t) where t == token && rejected:
                 token = nil; rejected = false
                 add(r, .tokenExpired, "garbage collection cleared the rejected token")
@@ -162,16 +157,10 @@ public enum History {
                     points.append(TopicPoint(sequence: r.sequence, timestamp: r.timestamp, deviceID: d, change: -1,
                                              cause: "unregister", subscribers: members.count))
                 }
-            case .unregisterAll(let d), .forgetDevice(let d):
+            case .unregisterAll(let d):
                 if members.remove(d) != nil {
                     points.append(TopicPoint(sequence: r.sequence, timestamp: r.timestamp, deviceID: d, change: -1,
-                                             cause: r.event.body.typeName, subscribers: members.count))
-                }
-            case .dropTopic(let c) where c == code:
-                for d in members.sorted() {
-                    members.remove(d)
-                    points.append(TopicPoint(sequence: r.sequence, timestamp: r.timestamp, deviceID: d, change: -1,
-                                             cause: "drop-topic", subscribers: members.count))
+                                             cause: "unregister-all", subscribers: members.count))
                 }
             default:
                 break

@@ -42,9 +42,10 @@ public enum EventBody: Sendable, Hashable {
     case unregisterAll(deviceID: String)
     /// A provider refused a token at `rejectedAt` (milliseconds since 1970, the provider's clock).
     case tokenRejected(token: String, rejectedAt: Int64, reason: String)
-    /// Garbage collection: forget a device (its ordinal, token and topics).
+    /// Garbage collection: forget a device that has no topic and no live token
+    /// (its ordinal, device_id and rejected token); any other device is left alone.
     case forgetDevice(deviceID: String)
-    /// Garbage collection: remove a topic, its code and its members.
+    /// Garbage collection: remove a topic without subscribers (its id and code).
     case dropTopic(code: String)
     /// Garbage collection: clear a token that a provider rejected (a live token is never cleared).
     case expireToken(token: String)

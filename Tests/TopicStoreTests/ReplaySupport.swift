@@ -146,10 +146,9 @@ struct ReplayModel {
         case .unregisterAll(let d):
             for c in p.topics.keys { p.topics[c]?.remove(d) }
         case .forgetDevice(let d):
-            p.devices[d] = nil
-            for c in p.topics.keys { p.topics[c]?.remove(d) }
+            if let dev = p.devices[d], dev.token == nil || dev.rejected, !p.topics.values.contains(where: { $0.contains(d) }) { p.devices[d] = nil }
         case .dropTopic(let code):
-            p.topics[code] = nil
+            if p.topics[code]?.isEmpty ?? false { p.topics[code] = nil }
         case .expireToken(let t):
             if let (id, dev) = p.devices.first(where: { $0.value.token == t }), dev.rejected {
                 p.devices[id]!.token = nil

@@ -61,15 +61,12 @@ struct SubscriptionModel {
         case .unregisterAll(let id):
             if p.devices[id] != nil { p.devices[id]!.topics = [] }
         case .forgetDevice(let id):
-            if let d = p.devices[id] {
+            if let d = p.devices[id], !d.isLive, d.topics.isEmpty {
                 if let t = d.token, p.tokenHolder[t] == id { p.tokenHolder[t] = nil }
                 p.devices[id] = nil
             }
         case .dropTopic(let code):
-            if p.topics[code] != nil {
-                p.topics[code] = nil
-                for id in p.devices.keys { p.devices[id]!.topics.remove(code) }
-            }
+            if p.topics[code] != nil, p.subscribers(code) == 0 { p.topics[code] = nil }
         case .expireToken(let token):
             if let holder = p.tokenHolder[token], var d = p.devices[holder], d.rejectedAt != nil {
                 d.token = nil
