@@ -6,6 +6,7 @@ let commands: [any Command.Type] = [
     ServeCommand.self,
     ProjectCommand.self,
     KeyCommand.self,
+    CredentialsCommand.self,
     LoadCommand.self,
     AudienceCommand.self,
     TopicsCommand.self,
@@ -17,6 +18,7 @@ let commands: [any Command.Type] = [
     ExportCommand.self,
     ImportCommand.self,
     BenchCommand.self,
+    BenchSendCommand.self,
 ]
 
 @MainActor func mainUsage() -> String {
