@@ -8,7 +8,7 @@ One listener serves:
   GET  /stats                                   {"requests": n, "byStatus": {...}}
 
 The answer depends on the device token's prefix:
-  gone…   APNs 410 {"reason":"Unregistered","timestamp":1764100807728}
+  gone…   APNs 410 {"reason":"Unregistered","timestamp":<now in ms>}
   bad…    APNs 400 {"reason":"BadDeviceToken"}
   unreg…  FCM 404 NOT_FOUND / UNREGISTERED
   invalid… FCM 400 INVALID_ARGUMENT on message.token
@@ -115,7 +115,8 @@ class State:
             details = [{"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": fcm_code or fcm_status}]
             return status, list(headers), json.dumps({"error": {"code": status, "message": apns_reason, "status": fcm_status, "details": details}}).encode()
         if token.startswith("gone") and apns:
-            return 410, [], b'{"reason":"Unregistered","timestamp":1764100807728}'
+            # The time (ms) APNs learnt the token was invalid: now, so it is newer than the token's registration.
+            return 410, [], json.dumps({"reason": "Unregistered", "timestamp": int(time.time() * 1000)}).encode()
         if token.startswith("bad") and apns:
             return 400, [], b'{"reason":"BadDeviceToken"}'
         if token.startswith("unreg") and not apns:
@@ -186,7 +187,8 @@ class H2Protocol(asyncio.Protocol):
             if st.log:
                 st.log.write(json.dumps({"path": path, "status": status,
                                          "headers": {k: v for k, v in headers.items() if not k.startswith(":")},
-                                         "body": body.decode("utf-8", "replace")}) + "\n")
+                                         "body": body.decode("utf-8", "replace"),
+                                         "response": out.decode("utf-8", "replace")}) + "\n")
         delay = st.args.delay_ms / 1000.0
         def send():
             try:
