@@ -25,9 +25,13 @@ public final class SigningKey: @unchecked Sendable {
 
     public init(pem: String) throws {
         let bytes = Array(pem.utf8)
-        guard let bio = bytes.withUnsafeBytes({ BIO_new_mem_buf($0.baseAddress, Int32($0.count)) }) else { throw CryptoError("BIO_new_mem_buf") }
-        defer { BIO_free(bio) }
-        guard let k = PEM_read_bio_PrivateKey(bio, nil, nil, nil) else { throw CryptoError("the key is not a PEM private key") }
+        // BIO_new_mem_buf does not copy: the key is read while the buffer is pinned.
+        let loaded: OpaquePointer? = bytes.withUnsafeBytes { buffer in
+            guard let bio = BIO_new_mem_buf(buffer.baseAddress, Int32(buffer.count)) else { return nil }
+            defer { BIO_free(bio) }
+            return PEM_read_bio_PrivateKey(bio, nil, nil, nil)
+        }
+        guard let k = loaded else { throw CryptoError("the key is not a PEM private key") }
         key = k
         switch EVP_PKEY_get_base_id(k) {
         case EVP_PKEY_EC: kind = .ec
