@@ -22,6 +22,8 @@ let package = Package(
                        providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CZstd", path: "Sources/CZstd",
                        providers: [.apt(["libzstd-dev"])]),
+        .systemLibrary(name: "CCurl", path: "Sources/CCurl",
+                       providers: [.apt(["libcurl4-openssl-dev"])]),
 
         // Thin typed wrappers.
         .target(name: "LMDB", dependencies: ["CLMDB"]),
@@ -39,18 +41,22 @@ let package = Package(
         // The HTTP edge: libmicrohttpd wrapper, projects and keys, MPush routes.
         .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"]),
         .target(name: "AccessControl", dependencies: ["LMDB", "SubscriptionLog", "TopicStore", "CCrypto"]),
-        .target(name: "MPushAPI", dependencies: ["HTTPServer", "AccessControl", "TopicStore", "Projections", "SubscriptionLog", "EventJSON", "LMDB"]),
+        // The send path: notifications queued in the store, rendered per platform, with durable progress.
+        .target(name: "Notifications", dependencies: ["LMDB", "Roaring", "SubscriptionLog", "Projections", "TopicStore"]),
+        // APNs and FCM over HTTP/2 (libcurl multi), JWT signing, provider credentials, the delivery worker.
+        .target(name: "Delivery", dependencies: ["Notifications", "TopicStore", "Projections", "SubscriptionLog", "Roaring", "LMDB", "CCurl", "CCrypto"]),
+        .target(name: "MPushAPI", dependencies: ["HTTPServer", "AccessControl", "TopicStore", "Projections", "SubscriptionLog", "EventJSON", "LMDB", "Notifications"]),
         // `topicstore bench`: workload generator, SQLite competitor, raw LMDB limit, report.
         .target(name: "Benchmarks", dependencies: ["LMDB", "SubscriptionLog", "Projections", "TopicStore", "CSQLite"]),
 
         .executableTarget(name: "topicstore",
-                          dependencies: ["TopicStore", "Replay", "SubscriptionLog", "Projections", "EventJSON", "LMDB", "Roaring", "Benchmarks", "HTTPServer", "AccessControl", "MPushAPI", "Compaction"]),
+                          dependencies: ["TopicStore", "Replay", "SubscriptionLog", "Projections", "EventJSON", "LMDB", "Roaring", "Benchmarks", "HTTPServer", "AccessControl", "MPushAPI", "Compaction", "Notifications", "Delivery"]),
 
         // Test helper: concurrent writers that print each durable acknowledgement (crash tests).
         .executableTarget(name: "topicstore-stress", dependencies: ["TopicStore", "SubscriptionLog"]),
 
         .testTarget(name: "TopicStoreTests",
-                    dependencies: ["LMDB", "Roaring", "SubscriptionLog", "Projections", "TopicStore", "Replay", "EventJSON", "Benchmarks", "HTTPServer", "AccessControl", "MPushAPI", "Compaction"],
+                    dependencies: ["LMDB", "Roaring", "SubscriptionLog", "Projections", "TopicStore", "Replay", "EventJSON", "Benchmarks", "HTTPServer", "AccessControl", "MPushAPI", "Compaction", "Notifications", "Delivery"],
                     path: "Tests/TopicStoreTests"),
     ],
     swiftLanguageModes: [.v6]

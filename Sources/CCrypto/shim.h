@@ -12,6 +12,10 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
+#include <openssl/pem.h>
+#include <openssl/bio.h>
+#include <openssl/ecdsa.h>
+#include <openssl/bn.h>
 #include <stddef.h>
 
 /// SHA-256(prefix[0..<32] ‖ body[0..<count]) into out[0..<32]: one link of the log's hash chain.

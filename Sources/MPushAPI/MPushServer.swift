@@ -1,6 +1,7 @@
 import AccessControl
 import Foundation
 import HTTPServer
+import Notifications
 import TopicStore
 
 /// The MPush-compatible API served over a store: start it, then `shutdown()`.
@@ -14,9 +15,12 @@ public final class MPushServer: Sendable {
 
     /// Starts listening at once. `log` receives one access-log line per request
     /// (default: standard error, when `configuration.accessLog` is on).
+    /// `sendQueue` is where `POST /api/send` queues notifications (opened on the store when nil);
+    /// pass the one a `DeliveryWorker` watches so a send wakes it at once.
     public init(store: TopicStore, access: AccessControl, configuration: ServerConfiguration,
-                log: (@Sendable (String) -> Void)? = nil) throws {
-        let service = MPushService(store: store, access: access, configuration: configuration)
+                sendQueue: SendQueue? = nil, log: (@Sendable (String) -> Void)? = nil) throws {
+        let service = MPushService(store: store, access: access, configuration: configuration,
+                                   sendQueue: try sendQueue ?? SendQueue(store: store))
         let metrics = service.metrics
         let sink: (@Sendable (String) -> Void)? = configuration.accessLog ? (log ?? AccessLog.toStandardError) : nil
         let http = try HTTPServer(configuration: configuration.httpConfiguration,
@@ -35,6 +39,8 @@ public final class MPushServer: Sendable {
     public var port: UInt16 { http.port }
     public var host: String { configuration.host }
     public var activeRequests: Int { http.activeRequests }
+    /// The queue `POST /api/send` writes to.
+    public var sendQueue: SendQueue { service.sendQueue }
 
     /// Graceful stop: no new connections, 503 for new requests on open ones,
     /// requests in progress run to the end (their commits included) within

@@ -3,6 +3,7 @@ import EventJSON
 import Foundation
 import HTTPServer
 import LMDB
+import Notifications
 import Projections
 import SubscriptionLog
 import TopicStore
@@ -16,12 +17,15 @@ final class MPushService: Sendable {
     let configuration: ServerConfiguration
     let limiter = RateLimiter()
     let metrics = Metrics()
+    /// Notifications queued by `POST /api/send` (delivered by a `DeliveryWorker` when one runs).
+    let sendQueue: SendQueue
     private let serverBox = ServerBox()
 
-    init(store: TopicStore, access: AccessControl, configuration: ServerConfiguration) {
+    init(store: TopicStore, access: AccessControl, configuration: ServerConfiguration, sendQueue: SendQueue) {
         self.store = store
         self.access = access
         self.configuration = configuration
+        self.sendQueue = sendQueue
     }
 
     func attach(_ server: HTTPServer?) { serverBox.set(server) }
@@ -86,6 +90,9 @@ final class MPushService: Sendable {
             case .topics: return try topics(credential)
             case .device: return try device(parameter ?? "", credential)
             case .feedback: return try feedback(request, credential)
+            case .send: return try send(request, credential)
+            case .notification: return try notificationStatus(parameter ?? "", credential)
+            case .notificationOpen: return try notificationOpen(parameter ?? "", request, credential)
             case .health, .metrics, .openAPI: return APIResponse.error(404)
             }
         } catch let problem as RequestBody.Problem {

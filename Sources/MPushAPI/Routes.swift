@@ -11,6 +11,9 @@ enum Route: String, CaseIterable, Sendable {
     case topics = "/v1/topics"
     case device = "/v1/devices/{device_id}"
     case feedback = "/v1/feedback"
+    case send = "/api/send"
+    case notification = "/api/notifications/{id}"
+    case notificationOpen = "/api/notifications/{id}/opens"
     case health = "/healthz"
     case metrics = "/metrics"
     case openAPI = "/openapi.json"
@@ -19,17 +22,17 @@ enum Route: String, CaseIterable, Sendable {
 
     var access: Access {
         switch self {
-        case .tokens, .register, .unregister, .unregisterAll: return .membership
-        case .audienceCount, .audience, .topics, .device, .feedback: return .server
+        case .tokens, .register, .unregister, .unregisterAll, .notificationOpen: return .membership
+        case .audienceCount, .audience, .topics, .device, .feedback, .send, .notification: return .server
         case .health, .metrics, .openAPI: return .public
         }
     }
 
     var methods: [String] {
         switch self {
-        case .tokens, .register, .unregister, .unregisterAll, .feedback: return ["POST"]
+        case .tokens, .register, .unregister, .unregisterAll, .feedback, .send, .notificationOpen: return ["POST"]
         case .audienceCount, .audience: return ["GET", "POST"]
-        case .topics, .device, .health, .metrics, .openAPI: return ["GET", "HEAD"]
+        case .topics, .device, .health, .metrics, .openAPI, .notification: return ["GET", "HEAD"]
         }
     }
 
@@ -37,7 +40,17 @@ enum Route: String, CaseIterable, Sendable {
     static func match(_ path: String) -> (Route, String?)? {
         var p = path
         if p.count > 1, p.hasSuffix("/") { p.removeLast() }
-        if let r = Route(rawValue: p), r != .device { return (r, nil) }
+        if let r = Route(rawValue: p), r != .device, r != .notification, r != .notificationOpen { return (r, nil) }
+        let notifications = "/api/notifications/"
+        if p.hasPrefix(notifications) {
+            let rest = p.dropFirst(notifications.count)
+            if rest.hasSuffix("/opens") {
+                let id = String(rest.dropLast("/opens".count))
+                if !id.isEmpty && !id.contains("/") { return (.notificationOpen, id) }
+            } else if !rest.isEmpty && !rest.contains("/") {
+                return (.notification, String(rest))
+            }
+        }
         let prefix = "/v1/devices/"
         if p.hasPrefix(prefix) {
             let id = String(p.dropFirst(prefix.count))

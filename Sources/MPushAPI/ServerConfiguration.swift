@@ -1,6 +1,7 @@
 import AccessControl
 import Foundation
 import HTTPServer
+import Notifications
 
 /// Everything `topicstore serve` can be told, from flags or a JSON config file:
 ///
@@ -36,6 +37,8 @@ public struct ServerConfiguration: Sendable {
     public var keyCacheSeconds = 0.5
     /// Largest `limit` of an audience page.
     public var audiencePageLimit = 10_000
+    /// APNs/FCM delivery (`delivery` in the config file; see `DeliveryConfiguration`).
+    public var delivery = DeliveryConfiguration()
 
     public init() {}
 
@@ -71,7 +74,7 @@ public struct ServerConfiguration: Sendable {
             throw Invalid(description: "config file \(path) is not a JSON object")
         }
         let known: Set<String> = ["listen", "data", "threads", "connectionLimit", "bodyLimitBytes", "rateLimit",
-                                  "accessLog", "shutdownTimeoutSeconds", "keyCacheSeconds", "audiencePageLimit"]
+                                  "accessLog", "shutdownTimeoutSeconds", "keyCacheSeconds", "audiencePageLimit", "delivery"]
         if let unknown = object.keys.first(where: { !known.contains($0) }) {
             throw Invalid(description: "config file \(path): unknown setting '\(unknown)'")
         }
@@ -99,6 +102,10 @@ public struct ServerConfiguration: Sendable {
         if let v = object["accessLog"] {
             guard let b = v as? Bool else { throw Invalid(description: "config file \(path): 'accessLog' must be true or false") }
             accessLog = b
+        }
+        if let v = object["delivery"] {
+            guard let d = v as? [String: Any] else { throw Invalid(description: "config file \(path): 'delivery' must be an object") }
+            do { try delivery.load(d) } catch { throw Invalid(description: "config file \(path): \(error.description)") }
         }
         if let v = object["rateLimit"] {
             guard let limits = v as? [String: Any] else { throw Invalid(description: "config file \(path): 'rateLimit' must be an object") }

@@ -6,6 +6,7 @@ let commands: [any Command.Type] = [
     ServeCommand.self,
     ProjectCommand.self,
     KeyCommand.self,
+    CredentialsCommand.self,
     LoadCommand.self,
     AudienceCommand.self,
     TopicsCommand.self,
@@ -18,6 +19,7 @@ let commands: [any Command.Type] = [
     ImportCommand.self,
     CompactCommand.self,
     BenchCommand.self,
+    BenchSendCommand.self,
 ]
 
 @MainActor func mainUsage() -> String {

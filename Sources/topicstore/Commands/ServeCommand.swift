@@ -1,7 +1,9 @@
 import AccessControl
+import Delivery
 import Dispatch
 import Foundation
 import MPushAPI
+import Notifications
 import TopicStore
 
 /// `topicstore serve`: the MPush-compatible HTTP API over the store.
@@ -59,8 +61,17 @@ enum ServeCommand: Command {
         }
 
         let server: MPushServer
+        let worker: DeliveryWorker?
         do {
-            server = try MPushServer(store: store, access: access, configuration: configuration)
+            let sendQueue = try SendQueue(store: store)
+            if configuration.delivery.enabled {
+                worker = DeliveryWorker(queue: sendQueue, credentials: try CredentialStore(store: store), configuration: configuration.delivery)
+            } else {
+                worker = nil
+            }
+            server = try MPushServer(store: store, access: access, configuration: configuration, sendQueue: sendQueue)
+            // Resumes any notification a previous run left unfinished, from its durable cursor.
+            worker?.start()
         } catch {
             store.close()
             throw error
@@ -72,6 +83,7 @@ enum ServeCommand: Command {
         stopRequested.wait()
         Console.printError("shutting down: finishing \(server.activeRequests) request(s) in progress")
         server.shutdown()
+        worker?.stop()
         store.close()
         sources.forEach { $0.cancel() }
         Console.printError("stopped; every acknowledged command is committed")

@@ -1,0 +1,308 @@
+import Foundation
+import LMDB
+import Notifications
+import Projections
+import Roaring
+import Synchronization
+import SubscriptionLog
+import TopicStore
+
+/// Delivers queued notifications on one dedicated thread (never the Swift
+/// cooperative pool): oldest first, in batches of `batchSize` devices.
+///
+/// For each batch: read the devices of the pinned audience (ordinals from the
+/// notification's cursor) from one snapshot, push to every live token over
+/// HTTP/2 with bounded retries, submit the rejected tokens as token-rejected
+/// events (durable), then commit the new cursor and counts in one write
+/// transaction. A process killed mid-batch resumes at the last committed cursor:
+/// every device gets at least one push, and only the devices of the batch in
+/// flight can get a second one.
+public final class DeliveryWorker: @unchecked Sendable {
+    public let queue: SendQueue
+    public let credentials: CredentialStore
+    public let configuration: DeliveryConfiguration
+    private let log: @Sendable (String) -> Void
+    private let stopping = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+    private var thread: Thread?
+
+    /// Pushes answered 200 since start, and the time (uptime ns) of the first answer per notification.
+    public let pushesSent = Atomic<Int>(0)
+    private let firstPush = Mutex<[String: UInt64]>([:])
+    private let lastError = Mutex<String?>(nil)
+
+    // Delivery-thread state.
+    private var engine: HTTP2Engine?
+    private var apns: [String: APNsProvider] = [:]
+    private var fcm: [String: FCMProvider] = [:]
+    private var buckets: [String: TokenBucket] = [:]
+
+    public init(queue: SendQueue, credentials: CredentialStore, configuration: DeliveryConfiguration,
+                log: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }) {
+        self.queue = queue
+        self.credentials = credentials
+        self.configuration = configuration
+        self.log = log
+    }
+
+    public func start() {
+        let t = Thread { [self] in
+            self.loop()
+            self.finished.signal()
+        }
+        t.name = "topicstore.delivery"
+        t.stackSize = 8 << 20
+        thread = t
+        t.start()
+    }
+
+    /// Stops after the batch in progress (its progress is committed first).
+    public func stop() {
+        guard thread != nil, !stopping.exchange(true, ordering: .sequentiallyConsistent) else { return }
+        queue.wake()
+        finished.wait()
+    }
+
+    public func firstPushTime(of id: String) -> UInt64? { firstPush.withLock { $0[id] } }
+    public var lastErrorMessage: String? { lastError.withLock { $0 } }
+
+    private func loop() {
+        engine = HTTP2Engine(caFile: configuration.caFile, connectionsPerHost: configuration.connectionsPerHost,
+                             timeoutSeconds: configuration.requestTimeoutSeconds)
+        while !stopping.load(ordering: .relaxed) {
+            do {
+                guard let id = try queue.nextPending() else {
+                    queue.waitForWork(timeout: 1)
+                    continue
+                }
+                try deliver(id)
+            } catch {
+                lastError.withLock { $0 = "\(error)" }
+                log("topicstore delivery: error: \(error)")
+                queue.waitForWork(timeout: 1)
+            }
+        }
+        engine = nil
+    }
+
+    // MARK: One notification
+
+    private func deliver(_ id: String) throws {
+        guard var record = try queue.record(id: id), let pinned = try queue.audience(id: id) else {
+            throw NotificationCorruption(place: "notifications/\(id)", reason: "queued but missing")
+        }
+        let content: NotificationContent
+        do { content = try NotificationContent(payload: record.payload) } catch {
+            // Checked when queued; an unreadable payload can only fail every device.
+            try queue.update(id: id) { r in
+                r.failedCount += r.totalDevices - r.sentCount - r.failedCount
+                r.failures["payload no longer valid", default: 0] += 1
+                r.cursor = nil
+                r.status = .completed
+            }
+            return
+        }
+        if record.status == .queued { record = try queue.update(id: id) { $0.status = .processing } }
+        let apnsBody = HTTP2Engine.SharedBody(PayloadRenderer.apnsPayload(content, messageID: id))
+        let fcmData = PayloadRenderer.fcmData(content, messageID: id)
+        let apnsProvider = try provider(apnsFor: record.project)
+        let fcmProvider = try provider(fcmFor: record.project)
+
+        while let cursor = record.cursor, !stopping.load(ordering: .relaxed) {
+            // The next batch of ordinals, and where the one after it starts.
+            var ordinals: [UInt32] = []
+            var next: UInt32?
+            pinned.devices.forEachBatch(from: cursor, batchSize: configuration.batchSize + 1) { batch in
+                ordinals = Array(batch.prefix(configuration.batchSize))
+                if batch.count > configuration.batchSize { next = batch[configuration.batchSize] }
+                return false
+            }
+            let result = try sendBatch(id: id, project: record.project, projectID: pinned.projectID, ordinals: ordinals,
+                                       content: content, apnsBody: apnsBody, fcmData: fcmData, apns: apnsProvider, fcm: fcmProvider)
+            // Rejections first (durable), then the cursor: a crash between the two re-sends the batch, never skips it.
+            var rejectedCount = 0
+            if !result.rejections.isEmpty {
+                let events = result.rejections.map {
+                    Event(project: record.project, body: .tokenRejected(token: $0.token, rejectedAt: $0.at, reason: $0.reason))
+                }
+                for r in queue.store.submitAndWait(events) {
+                    switch r {
+                    case .success: rejectedCount += 1
+                    case .failure(let e): log("topicstore delivery: token-rejected event refused: \(e)")
+                    }
+                }
+            }
+            record = try queue.update(id: id) { r in
+                r.sentCount += result.sent
+                r.failedCount += result.failed
+                for (reason, n) in result.failures { r.failures[reason, default: 0] += n }
+                r.rejectedTokens += rejectedCount
+                r.cursor = next
+                if next == nil || ordinals.isEmpty { r.cursor = nil; r.status = .completed }
+            }
+        }
+    }
+
+    private func provider(apnsFor project: String) throws -> APNsProvider? {
+        guard let c = try credentials.apns(project: project) else { apns[project] = nil; return nil }
+        if let p = apns[project], p.credentials == c { return p }
+        let p = try APNsProvider(credentials: c, configuration: configuration)
+        apns[project] = p
+        return p
+    }
+
+    private func provider(fcmFor project: String) throws -> FCMProvider? {
+        guard let c = try credentials.fcm(project: project) else { fcm[project] = nil; return nil }
+        if let p = fcm[project], p.credentials == c { return p }
+        let p = try FCMProvider(credentials: c, configuration: configuration)
+        fcm[project] = p
+        return p
+    }
+
+    // MARK: One batch
+
+    struct Rejection { var token: String; var at: Int64; var reason: String }
+    struct BatchResult {
+        var sent = 0
+        var failed = 0
+        var failures: [String: Int] = [:]
+        var rejections: [Rejection] = []
+        mutating func fail(_ reason: String) { failed += 1; failures[reason, default: 0] += 1 }
+    }
+
+    private struct Target { var platform: Platform; var token: String }
+
+    private func sendBatch(id: String, project: String, projectID: UInt32, ordinals: [UInt32], content: NotificationContent,
+                           apnsBody: HTTP2Engine.SharedBody, fcmData: [UInt8], apns: APNsProvider?, fcm: FCMProvider?) throws -> BatchResult {
+        var result = BatchResult()
+        // Tokens from one fresh snapshot: a device whose token died or moved since the audience was pinned is not pushed.
+        let reader = queue.store.reader
+        var targets: [Target] = []
+        targets.reserveCapacity(ordinals.count)
+        try queue.store.read { txn in
+            for o in ordinals {
+                if let d = try reader.deviceRecord(projectID, ordinal: o, txn), d.state == .live, let t = d.token, let p = d.platform {
+                    targets.append(Target(platform: p, token: t))
+                } else {
+                    result.fail("token no longer live")
+                }
+            }
+        }
+        guard !targets.isEmpty, let engine else { return result }
+
+        var apnsHeaders: HTTP2Engine.Headers?
+        var fcmHeaders: HTTP2Engine.Headers?
+        var apnsAuthError: String?
+        var fcmAuthError: String?
+        if let apns {
+            do { apnsHeaders = try apns.headers(for: content) } catch { apnsAuthError = "APNs authentication: \(error)" }
+        }
+        if let fcm {
+            do { fcmHeaders = try fcm.headers() } catch { fcmAuthError = "\(error)" }
+        }
+        let ttl = content.expirationAt.map { $0 - Int64(Date().timeIntervalSince1970) }
+        var reauthenticated: Set<Platform> = []
+        var index = 0
+        var message: [UInt8] = []
+        message.reserveCapacity(fcmData.count + 256)
+        let bucket = rateBucket(project)
+        let maxAttempts = configuration.maxAttempts
+
+        func request(_ i: Int) -> HTTP2Engine.Request? {
+            let t = targets[i]
+            switch t.platform {
+            case .ios:
+                guard let apns, let h = apnsHeaders else { return nil }
+                return HTTP2Engine.Request(url: apns.url(token: t.token), headers: h, body: .shared(apnsBody), tag: i)
+            case .android:
+                guard let fcm, let h = fcmHeaders else { return nil }
+                message.removeAll(keepingCapacity: true)
+                PayloadRenderer.fcmMessage(token: t.token, data: fcmData, priority: content.priority, ttlSeconds: ttl, into: &message)
+                return HTTP2Engine.Request(url: fcm.sendURL, headers: h, body: .owned(message), tag: i)
+            }
+        }
+
+        engine.run(maxInFlight: configuration.maxInFlight, next: {
+            while index < targets.count {
+                let i = index
+                index += 1
+                if let r = request(i) { return r }
+                let p = targets[i].platform
+                let reason = p == .ios ? (apnsAuthError ?? "no APNs credentials for project \(project)")
+                                       : (fcmAuthError ?? "no FCM credentials for project \(project)")
+                result.fail(reason)
+            }
+            return nil
+        }, gate: {
+            bucket?.take() ?? 0
+        }, completion: { req, response in
+            let target = targets[req.tag]
+            let outcome = target.platform == .ios ? APNsProvider.classify(response) : FCMProvider.classify(response)
+            switch outcome {
+            case .sent:
+                result.sent += 1
+                if pushesSent.wrappingAdd(1, ordering: .relaxed).oldValue == 0 || firstPush.withLock({ $0[id] == nil }) {
+                    let now = DispatchTime.now().uptimeNanoseconds
+                    firstPush.withLock { if $0[id] == nil { $0[id] = now } }
+                }
+                return .done
+            case .rejected(let at, let reason):
+                result.rejections.append(Rejection(token: target.token, at: at, reason: reason))
+                result.fail(reason)
+                return .done
+            case .failed(let reason):
+                result.fail(reason)
+                return .done
+            case .retry(let after, let reason):
+                guard req.attempt + 1 < maxAttempts else { result.fail("\(reason) after \(maxAttempts) attempts"); return .done }
+                var again = req
+                again.attempt += 1
+                let backoff = min(configuration.retryMaxSeconds, configuration.retryBaseSeconds * pow(2, Double(req.attempt)))
+                let delay = after.map { min($0, configuration.retryMaxSeconds) } ?? backoff * Double.random(in: 0.5...1.0)
+                return .retry(again, delay: delay)
+            case .reauthenticate(let reason):
+                guard req.attempt + 1 < maxAttempts else { result.fail(reason); return .done }
+                var again = req
+                again.attempt += 1
+                if !reauthenticated.contains(target.platform) {
+                    reauthenticated.insert(target.platform)
+                    if target.platform == .ios { apnsHeaders = try? apns?.headers(for: content, force: true) }
+                    else { fcmHeaders = try? fcm?.headers(force: true) }
+                }
+                guard let h = target.platform == .ios ? apnsHeaders : fcmHeaders else { result.fail(reason); return .done }
+                again.headers = h
+                return .retry(again, delay: 0)
+            }
+        })
+        return result
+    }
+
+    private func rateBucket(_ project: String) -> TokenBucket? {
+        guard configuration.ratePerSecond > 0 else { return nil }
+        if let b = buckets[project] { return b }
+        let b = TokenBucket(rate: configuration.ratePerSecond, burst: max(1, configuration.rateBurst))
+        buckets[project] = b
+        return b
+    }
+}
+
+/// Pushes per second for one project: `take()` is 0 when a push may go now, else the seconds to wait.
+final class TokenBucket {
+    let rate: Double
+    let burst: Double
+    private var tokens: Double
+    private var stamp: Double
+    init(rate: Double, burst: Double) {
+        self.rate = rate
+        self.burst = burst
+        tokens = burst
+        stamp = HTTP2Engine.seconds()
+    }
+    func take() -> Double {
+        let now = HTTP2Engine.seconds()
+        tokens = min(burst, tokens + (now - stamp) * rate)
+        stamp = now
+        if tokens >= 1 { tokens -= 1; return 0 }
+        return (1 - tokens) / rate
+    }
+}

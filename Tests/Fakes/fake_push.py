@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Fake APNs + FCM (HTTP/2 over TLS) for topicstore's send tests and benchmark.
+
+One listener serves:
+  POST /3/device/<token>                        APNs (bearer ES256 JWT checked against --apns-public)
+  POST /v1/projects/<p>/messages:send           FCM HTTP v1 (bearer access token issued by /token)
+  POST /token                                   OAuth2 JWT-bearer exchange (RS256 assertion checked against --fcm-public)
+  GET  /stats                                   {"requests": n, "byStatus": {...}}
+
+The answer depends on the device token's prefix:
+  gone…   APNs 410 {"reason":"Unregistered","timestamp":<now in ms>}
+  bad…    APNs 400 {"reason":"BadDeviceToken"}
+  unreg…  FCM 404 NOT_FOUND / UNREGISTERED
+  invalid… FCM 400 INVALID_ARGUMENT on message.token
+  busy…   429 with Retry-After: 1 the first time, then 200
+  err…    500 the first time, then 200
+  down…   always 500
+  anything else: 200
+Every request is appended to --log as one JSON line (unless --no-log).
+"""
+import argparse, asyncio, base64, json, ssl, sys, time, itertools
+
+import h2.config, h2.connection, h2.events, h2.settings
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, padding
+from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+
+
+def b64url(s):
+    return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+
+
+class State:
+    def __init__(self, args):
+        self.args = args
+        self.apns_key = serialization.load_pem_public_key(open(args.apns_public, "rb").read()) if args.apns_public else None
+        self.fcm_key = serialization.load_pem_public_key(open(args.fcm_public, "rb").read()) if args.fcm_public else None
+        self.good_jwts = set()
+        self.access_tokens = set()
+        self.seen = {}
+        self.requests = 0
+        self.by_status = {}
+        self.token_exchanges = 0
+        self.log = None if args.no_log else open(args.log, "a", buffering=1)
+        self.counter = itertools.count(1)
+
+    def verify_jwt(self, jwt, key, alg):
+        if jwt in self.good_jwts:
+            return json.loads(b64url(jwt.split(".")[1]))
+        try:
+            h, c, s = jwt.split(".")
+            header = json.loads(b64url(h))
+            if header.get("alg") != alg:
+                return None
+            sig = b64url(s)
+            data = (h + "." + c).encode()
+            if alg == "ES256":
+                if len(sig) != 64:
+                    return None
+                der = encode_dss_signature(int.from_bytes(sig[:32], "big"), int.from_bytes(sig[32:], "big"))
+                key.verify(der, data, ec.ECDSA(hashes.SHA256()))
+            else:
+                key.verify(sig, data, padding.PKCS1v15(), hashes.SHA256())
+            claims = json.loads(b64url(c))
+            claims["_header"] = header
+            self.good_jwts.add(jwt)
+            return claims
+        except Exception:
+            return None
+
+    def first_time(self, token):
+        n = self.seen.get(token, 0)
+        self.seen[token] = n + 1
+        return n == 0
+
+    def handle(self, method, path, headers, body):
+        """Returns (status, extra headers, body bytes)."""
+        auth = headers.get("authorization", "")
+        if path == "/stats":
+            return 200, [], json.dumps({"requests": self.requests, "byStatus": self.by_status,
+                                        "tokenExchanges": self.token_exchanges}).encode()
+        if path == "/token" and method == "POST":
+            form = dict(p.split("=", 1) for p in body.decode().split("&") if "=" in p)
+            claims = self.verify_jwt(form.get("assertion", ""), self.fcm_key, "RS256") if self.fcm_key else None
+            if form.get("grant_type") != "urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer" or not claims \
+                    or claims.get("scope") != "https://www.googleapis.com/auth/firebase.messaging":
+                return 400, [], b'{"error":"invalid_grant","error_description":"Invalid JWT Signature."}'
+            self.token_exchanges += 1
+            tok = "ya29.fake-%d" % next(self.counter)
+            self.access_tokens.add(tok)
+            return 200, [], json.dumps({"access_token": tok, "expires_in": 3599, "token_type": "Bearer"}).encode()
+        if path.startswith("/3/device/"):
+            token = path[len("/3/device/"):]
+            claims = self.verify_jwt(auth[len("bearer "):], self.apns_key, "ES256") if auth.lower().startswith("bearer ") and self.apns_key else None
+            if not claims or abs(time.time() - claims.get("iat", 0)) > 3600:
+                return 403, [], b'{"reason":"InvalidProviderToken"}'
+            if "apns-topic" not in headers:
+                return 400, [], b'{"reason":"MissingTopic"}'
+            return self.answer("apns", token)
+        if path.startswith("/v1/projects/") and path.endswith("/messages:send"):
+            if not auth.startswith("Bearer ") or auth[7:] not in self.access_tokens:
+                return 401, [], b'{"error":{"code":401,"message":"Request had invalid authentication credentials.","status":"UNAUTHENTICATED"}}'
+            try:
+                token = json.loads(body)["message"]["token"]
+            except Exception:
+                return 400, [], b'{"error":{"code":400,"message":"Invalid JSON payload received.","status":"INVALID_ARGUMENT"}}'
+            return self.answer("fcm", token)
+        return 404, [], b'{"reason":"NotFound"}'
+
+    def answer(self, provider, token):
+        apns = provider == "apns"
+        def err(status, apns_reason, fcm_status, fcm_code=None, extra=None, headers=()):
+            if apns:
+                return status, list(headers), json.dumps({"reason": apns_reason, **(extra or {})}).encode()
+            details = [{"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": fcm_code or fcm_status}]
+            return status, list(headers), json.dumps({"error": {"code": status, "message": apns_reason, "status": fcm_status, "details": details}}).encode()
+        if token.startswith("gone") and apns:
+            # The time (ms) APNs learnt the token was invalid: now, so it is newer than the token's registration.
+            return 410, [], json.dumps({"reason": "Unregistered", "timestamp": int(time.time() * 1000)}).encode()
+        if token.startswith("bad") and apns:
+            return 400, [], b'{"reason":"BadDeviceToken"}'
+        if token.startswith("unreg") and not apns:
+            return err(404, "Requested entity was not found.", "NOT_FOUND", "UNREGISTERED")
+        if token.startswith("invalid") and not apns:
+            body = {"error": {"code": 400, "message": "The registration token is not a valid FCM registration token",
+                              "status": "INVALID_ARGUMENT", "details": [
+                                  {"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": "INVALID_ARGUMENT"},
+                                  {"@type": "type.googleapis.com/google.rpc.BadRequest",
+                                   "fieldViolations": [{"field": "message.token", "description": "Invalid registration token"}]}]}}
+            return 400, [], json.dumps(body).encode()
+        if token.startswith("busy") and self.first_time(token):
+            return err(429, "TooManyRequests", "RESOURCE_EXHAUSTED", "QUOTA_EXCEEDED", headers=[("retry-after", "1")])
+        if token.startswith("err") and self.first_time(token):
+            return err(500, "InternalServerError", "INTERNAL")
+        if token.startswith("down"):
+            return err(500, "InternalServerError", "INTERNAL")
+        if apns:
+            return 200, [("apns-id", "00000000-0000-0000-0000-%012d" % next(self.counter))], b""
+        return 200, [], json.dumps({"name": "projects/fake/messages/%d" % next(self.counter)}).encode()
+
+
+class H2Protocol(asyncio.Protocol):
+    def __init__(self, state):
+        self.state = state
+        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
+        self.streams = {}
+
+    def connection_made(self, transport):
+        self.transport = transport
+        self.conn.local_settings = h2.settings.Settings(client=False, initial_values={
+            h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 1000,
+            h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20})
+        self.conn.initiate_connection()
+        self.conn.increment_flow_control_window(1 << 24)
+        self.transport.write(self.conn.data_to_send())
+
+    def data_received(self, data):
+        try:
+            events = self.conn.receive_data(data)
+        except Exception:
+            self.transport.close()
+            return
+        for ev in events:
+            if isinstance(ev, h2.events.RequestReceived):
+                self.streams[ev.stream_id] = (dict(ev.headers), bytearray())
+            elif isinstance(ev, h2.events.DataReceived):
+                s = self.streams.get(ev.stream_id)
+                if s is not None:
+                    s[1].extend(ev.data)
+                self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            elif isinstance(ev, h2.events.StreamEnded):
+                self.respond(ev.stream_id)
+            elif isinstance(ev, h2.events.ConnectionTerminated):
+                self.transport.close()
+        out = self.conn.data_to_send()
+        if out:
+            self.transport.write(out)
+
+    def respond(self, stream_id):
+        headers, body = self.streams.pop(stream_id)
+        st = self.state
+        method, path = headers.get(":method"), headers.get(":path")
+        status, extra, out = st.handle(method, path, headers, bytes(body))
+        if path != "/stats":
+            st.requests += 1
+            st.by_status[str(status)] = st.by_status.get(str(status), 0) + 1
+            if st.log:
+                st.log.write(json.dumps({"path": path, "status": status,
+                                         "headers": {k: v for k, v in headers.items() if not k.startswith(":")},
+                                         "body": body.decode("utf-8", "replace"),
+                                         "response": out.decode("utf-8", "replace")}) + "\n")
+        delay = st.args.delay_ms / 1000.0
+        def send():
+            try:
+                self.conn.send_headers(stream_id, [(":status", str(status)), ("content-length", str(len(out)))] + extra,
+                                       end_stream=not out)
+                if out:
+                    self.conn.send_data(stream_id, out, end_stream=True)
+                self.transport.write(self.conn.data_to_send())
+            except Exception:
+                pass
+        if delay > 0:
+            asyncio.get_event_loop().call_later(delay, send)
+        else:
+            send()
+
+
+async def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--cert", required=True)
+    p.add_argument("--key", required=True)
+    p.add_argument("--apns-public")
+    p.add_argument("--fcm-public")
+    p.add_argument("--log", default="/dev/null")
+    p.add_argument("--no-log", action="store_true")
+    p.add_argument("--delay-ms", type=float, default=0)
+    args = p.parse_args()
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(args.cert, args.key)
+    ctx.set_alpn_protocols(["h2"])
+    state = State(args)
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: H2Protocol(state), "127.0.0.1", args.port, ssl=ctx, backlog=256)
+    print("listening %d" % server.sockets[0].getsockname()[1], flush=True)
+    # Stops by itself when its parent goes away (stdin closes).
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    await reader.read()
+    server.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

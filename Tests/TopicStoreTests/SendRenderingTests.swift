@@ -1,0 +1,114 @@
+import Foundation
+import Notifications
+import Testing
+
+/// Payload bytes per platform for every example of the two seeds.
+@Suite struct SendRenderingTests {
+    static let id = "5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58"
+
+    func render(_ payload: String) throws -> (apns: String, fcm: String) {
+        let content = try NotificationContent(payload: try JSONParser.parse(Array(payload.utf8)))
+        return (String(decoding: PayloadRenderer.apnsPayload(content, messageID: Self.id), as: UTF8.self),
+                String(decoding: PayloadRenderer.fcmData(content, messageID: Self.id), as: UTF8.self))
+    }
+
+    @Test func seed000BasicNotification() throws {
+        let r = try render(#"{"body": "Hello"}"#)
+        #expect(r.apns == #"{"aps":{"alert":{"body":"Hello"}},"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58"}"#)
+        #expect(r.fcm == #"{"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58","body":"Hello","custom":"[]"}"#)
+    }
+
+    @Test func seed000BadgeAndSound() throws {
+        let r = try render(#"{"title": "News!", "body": "Hello", "badge": 2, "sound": "sound.aiff"}"#)
+        #expect(r.apns == #"{"aps":{"alert":{"title":"News!","body":"Hello"},"badge":2,"sound":"sound.aiff"},"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58"}"#)
+        #expect(r.fcm == #"{"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58","title":"News!","body":"Hello","badge":"2","sound":"sound.aiff","custom":"[]"}"#)
+    }
+
+    @Test func seed000Image() throws {
+        let r = try render(#"{"body": "Message with Image", "mutable_content": 1, "custom": {"media_url": "https://link-to-image.com"}}"#)
+        #expect(r.apns == #"{"aps":{"alert":{"body":"Message with Image"},"mutable-content":1},"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58","media_url":"https://link-to-image.com"}"#)
+        #expect(r.fcm == #"{"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58","body":"Message with Image","custom":"{\"media_url\":\"https://link-to-image.com\"}"}"#)
+    }
+
+    @Test func seed000Localization() throws {
+        let r = try render(#"{"loc_key": "LOCALIZED_PUSH", "loc_args": ["Name", "Surname"]}"#)
+        #expect(r.apns == #"{"aps":{"alert":{"loc-key":"LOCALIZED_PUSH","loc-args":["Name","Surname"]}},"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58"}"#)
+        #expect(r.fcm == #"{"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58","loc_key":"LOCALIZED_PUSH","loc_args":"[\"Name\",\"Surname\"]","custom":"[]"}"#)
+    }
+
+    static let richPayload = #"""
+    {"title": "A pastry on us", "subtitle": "South Congress",
+     "body": "Pick any pastry with your next order. It's in your wallet until November 12.",
+     "campaign_id": "e4a09b27-7d13-4c5e-9f82-31b6c0d8a4f1",
+     "image_url": "https://cdn.unplugdining.com/demo/campaigns/fall-pastry.jpg",
+     "thumbnail_url": "https://cdn.unplugdining.com/demo/campaigns/fall-pastry-thumb.jpg",
+     "deep_link": "yourapp://wallet/7e3a9c51-0b8d-4f2e-a6c4-5d1b9e7f3a28",
+     "buttons": [{"id": "primary", "label": "See my wallet", "action": "open_screen", "url": "yourapp://wallet/7e3a9c51-0b8d-4f2e-a6c4-5d1b9e7f3a28"},
+                 {"id": "secondary", "label": "Not now", "action": "close", "url": null}],
+     "channel_id": "marketing"}
+    """#
+    /// Seed 004's APNs payload, compacted.
+    static let richAPNs = #"{"aps":{"alert":{"title":"A pastry on us","subtitle":"South Congress","body":"Pick any pastry with your next order. It's in your wallet until November 12."},"mutable-content":1,"category":"UNPLUG_TWO_BUTTONS"},"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58","campaign_id":"e4a09b27-7d13-4c5e-9f82-31b6c0d8a4f1","image_url":"https://cdn.unplugdining.com/demo/campaigns/fall-pastry.jpg","deep_link":"yourapp://wallet/7e3a9c51-0b8d-4f2e-a6c4-5d1b9e7f3a28","buttons":[{"id":"primary","label":"See my wallet","action":"open_screen","url":"yourapp://wallet/7e3a9c51-0b8d-4f2e-a6c4-5d1b9e7f3a28"},{"id":"secondary","label":"Not now","action":"close","url":null}]}"#
+    /// Seed 004's FCM data, compacted.
+    static let richFCM = #"{"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58","campaign_id":"e4a09b27-7d13-4c5e-9f82-31b6c0d8a4f1","title":"A pastry on us","body":"Pick any pastry with your next order. It's in your wallet until November 12.","image_url":"https://cdn.unplugdining.com/demo/campaigns/fall-pastry.jpg","thumbnail_url":"https://cdn.unplugdining.com/demo/campaigns/fall-pastry-thumb.jpg","deep_link":"yourapp://wallet/7e3a9c51-0b8d-4f2e-a6c4-5d1b9e7f3a28","buttons":"[{\"id\":\"primary\",\"label\":\"See my wallet\",\"action\":\"open_screen\",\"url\":\"yourapp://wallet/7e3a9c51-0b8d-4f2e-a6c4-5d1b9e7f3a28\"},{\"id\":\"secondary\",\"label\":\"Not now\",\"action\":\"close\",\"url\":null}]","channel_id":"marketing"}"#
+
+    @Test func seed004RichPush() throws {
+        let r = try render(Self.richPayload)
+        #expect(r.apns == Self.richAPNs)
+        #expect(r.fcm == Self.richFCM)
+        // One button: the one-button category.
+        let one = try render(#"{"body":"b","buttons":[{"id":"primary","label":"Open","action":"open_url","url":"https://x"}]}"#)
+        #expect(one.apns.contains(#""category":"UNPLUG_ONE_BUTTON""#))
+    }
+
+    @Test func seed004SilentInAppFetch() throws {
+        let r = try render(#"{"silent": true, "inapp": true}"#)
+        #expect(r.apns == #"{"aps":{"content-available":1},"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58","inapp":1}"#)
+        #expect(r.fcm == #"{"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58","silent":"1","inapp":"1"}"#)
+        let content = try NotificationContent(payload: try JSONParser.parse(Array(#"{"silent":true}"#.utf8)))
+        let headers = PayloadRenderer.apnsHeaders(content, bundleID: "com.example.app")
+        #expect(headers.map { "\($0.0): \($0.1)" } == ["apns-push-type: background", "apns-priority: 5", "apns-topic: com.example.app"])
+    }
+
+    @Test func apnsHeadersAndFCMEnvelope() throws {
+        let content = try NotificationContent(payload: try JSONParser.parse(Array(#"{"body":"x","collapse_id":7,"expiration_at":1900000000,"priority":"high"}"#.utf8)))
+        let headers = PayloadRenderer.apnsHeaders(content, bundleID: "com.example.app")
+        #expect(headers.map { "\($0.0): \($0.1)" } == ["apns-push-type: alert", "apns-priority: 10", "apns-expiration: 1900000000",
+                                                        "apns-collapse-id: 7", "apns-topic: com.example.app"])
+        var out: [UInt8] = []
+        PayloadRenderer.fcmMessage(token: "T1", data: Array(#"{"a":"b"}"#.utf8), priority: "high", ttlSeconds: 60, into: &out)
+        #expect(String(decoding: out, as: UTF8.self) == #"{"message":{"token":"T1","data":{"a":"b"},"android":{"priority":"high","ttl":"60s"}}}"#)
+    }
+
+    @Test func validationNamesEveryField() throws {
+        func problems(_ json: String) -> [String] {
+            do { _ = try NotificationContent(payload: try JSONParser.parse(Array(json.utf8))); return [] } catch let e as SendProblems {
+                return e.problems.map(\.field)
+            } catch { return ["unexpected \(error)"] }
+        }
+        #expect(problems(#"{"title":"no body"}"#) == ["payload.body"])
+        #expect(problems(#"{"body":"x","badge":-1}"#) == ["payload.badge"])
+        #expect(problems(#"{"body":"x","custom":{"aps":1}}"#) == ["payload.custom.aps"])
+        #expect(problems(#"{"body":"x","buttons":[{"id":"third","label":"","action":"jump"}]}"#) == ["payload.buttons.0.id", "payload.buttons.0.label", "payload.buttons.0.action"])
+        #expect(problems(#"{"silent":true,"body":"x"}"#) == ["payload.body"])
+        #expect(problems(#"{"body":"x","colour":"red"}"#) == ["payload.colour"])
+    }
+
+    @Test func sizeLimitSaysByHowMuch() throws {
+        let custom = String(repeating: "a", count: 4200)
+        let content = try NotificationContent(payload: try JSONParser.parse(Array("{\"body\":\"x\",\"custom\":{\"k\":\"\(custom)\"}}".utf8)))
+        let problems = PayloadRenderer.checkSizes(content, messageID: Self.id)
+        let apnsSize = PayloadRenderer.apnsPayload(content, messageID: Self.id).count
+        #expect(problems.first?.message == "The APNs payload would be \(apnsSize) bytes, \(apnsSize - 4096) over the 4096-byte limit.")
+        #expect(problems.count == 2)
+        let small = try NotificationContent(payload: try JSONParser.parse(Array(#"{"body":"x"}"#.utf8)))
+        #expect(PayloadRenderer.checkSizes(small, messageID: Self.id).isEmpty)
+    }
+
+    @Test func orderedJSONRoundTrip() throws {
+        let text = #"{"z":1,"a":[true,false,null,-1.5e3],"m":"\u00e9\n\"\\/"}"#
+        let v = try JSONParser.parse(Array(text.utf8))
+        #expect(v.text == #"{"z":1,"a":[true,false,null,-1.5e3],"m":"é\n\"\\/"}"#)
+        #expect(throws: JSONSyntaxError.self) { try JSONParser.parse(Array(#"{"a":01}"#.utf8)) }
+    }
+}
