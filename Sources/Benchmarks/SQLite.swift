@@ -86,11 +86,11 @@ final class SQLiteStatement {
     func bindNull(_ index: Int32) { sqlite3_bind_null(handle, index) }
     func bind(_ index: Int32, _ value: String) {
         var v = value
-        v.withUTF8 { sqlite3_bind_text(handle, index, UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), Int32($0.count), transient) }
+        _ = v.withUTF8 { sqlite3_bind_text(handle, index, UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), Int32($0.count), transient) }
     }
     func bind(_ index: Int32, _ value: String?) { if let value { bind(index, value) } else { bindNull(index) } }
     func bind(_ index: Int32, blob: [UInt8]) {
-        blob.withUnsafeBytes { sqlite3_bind_blob(handle, index, $0.baseAddress, Int32($0.count), transient) }
+        _ = blob.withUnsafeBytes { sqlite3_bind_blob(handle, index, $0.baseAddress, Int32($0.count), transient) }
     }
 
     /// One step: true when a row is available, false when done.

@@ -49,14 +49,8 @@ public enum CompactionBenchmark {
     public static func generate(into directory: String, devices: Int, now: Int64, seed: UInt64 = 7,
                                 progress: ((ReplayProgress) -> Void)? = nil) throws -> UInt64 {
         let importer = try Importer(creating: directory, recordsPerCommit: 200_000)
-        var random = seed
-        func next() -> UInt64 {
-            random &+= 0x9E37_79B9_7F4A_7C15
-            var z = random
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
+        var random = SplitMix64(seed: seed)
+        func next() -> UInt64 { random.next() }
         let estimate = UInt64(Double(devices) * 3.35)
         var sequence: UInt64 = 0
         var time: Int64 = 0

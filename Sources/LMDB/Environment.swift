@@ -1,5 +1,6 @@
 internal import CLMDB
 import Foundation
+import Synchronization
 
 /// An LMDB environment: one memory-mapped file holding named databases.
 ///
@@ -22,11 +23,26 @@ public final class Environment: @unchecked Sendable {
     let pointer: OpaquePointer
     public let path: String
     public let isReadOnly: Bool
+    private let registeredPath: String
+
+    /// Paths of the environments open in this process. LMDB forbids opening one
+    /// environment twice in a process: its locks are per process, and closing
+    /// either copy can destroy the shared mutexes under the other.
+    private static let openPaths = Mutex<Set<String>>([])
 
     public init(path: String, options: Options = Options()) throws {
+        let canonical = URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
+        let inserted = Self.openPaths.withLock { $0.insert(canonical).inserted }
+        guard inserted else { throw LMDBError.alreadyOpen }
+        registeredPath = canonical
         var env: OpaquePointer?
-        try check(mdb_env_create(&env))
-        guard let env else { throw LMDBError.invalid }
+        do {
+            try check(mdb_env_create(&env))
+        } catch {
+            Self.openPaths.withLock { _ = $0.remove(canonical) }
+            throw error
+        }
+        guard let env else { Self.openPaths.withLock { _ = $0.remove(canonical) }; throw LMDBError.invalid }
         do {
             try check(mdb_env_set_maxdbs(env, MDB_dbi(options.maxDatabases)))
             try check(mdb_env_set_maxreaders(env, options.maxReaders))
@@ -38,6 +54,7 @@ public final class Environment: @unchecked Sendable {
             try check(mdb_env_open(env, path, flags, 0o644))
         } catch {
             mdb_env_close(env)
+            Self.openPaths.withLock { _ = $0.remove(canonical) }
             throw error
         }
         self.pointer = env
@@ -45,7 +62,10 @@ public final class Environment: @unchecked Sendable {
         self.isReadOnly = options.readOnly
     }
 
-    deinit { mdb_env_close(pointer) }
+    deinit {
+        mdb_env_close(pointer)
+        Self.openPaths.withLock { _ = $0.remove(registeredPath) }
+    }
 
     /// Clears reader slots left by dead processes; returns how many were cleared.
     @discardableResult

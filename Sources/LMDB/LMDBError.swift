@@ -24,8 +24,11 @@ public struct LMDBError: Error, RawRepresentable, Hashable, Sendable, CustomStri
     public static let noSuchFileOrDirectory = LMDBError(rawValue: 2) // ENOENT
     public static let permissionDenied = LMDBError(rawValue: 13)     // EACCES
     public static let wouldBlock = LMDBError(rawValue: 11)           // EAGAIN: lock held
+    /// This wrapper's own refusal: the environment is already open in this process.
+    public static let alreadyOpen = LMDBError(rawValue: 16)          // EBUSY
 
     public var description: String {
+        if self == .alreadyOpen { return "the environment is already open in this process (share the open one) (\(rawValue))" }
         guard let text = mdb_strerror(rawValue) else { return "LMDB error \(rawValue)" }
         return String(cString: text) + " (\(rawValue))"
     }

@@ -43,14 +43,8 @@ public enum ReplayBenchmark {
     public static func generateWorkload(into directory: String, devices: Int, seed: UInt64 = 42,
                                         progress: ((ReplayProgress) -> Void)? = nil) throws -> UInt64 {
         let importer = try Importer(creating: directory, recordsPerCommit: 200_000)
-        var random = seed
-        func next() -> UInt64 {
-            random &+= 0x9E37_79B9_7F4A_7C15
-            var z = random
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
+        var random = SplitMix64(seed: seed)
+        func next() -> UInt64 { random.next() }
         var sequence: UInt64 = 0
         var time: Int64 = 1_767_225_600_000  // 2026-01-01
         func add(_ body: EventBody) throws {

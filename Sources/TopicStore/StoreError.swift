@@ -8,6 +8,9 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     case readOnly
     /// The store is closing and takes no more commands.
     case closed
+    /// The store is already open in this process: share that TopicStore (LMDB
+    /// must not have one environment open twice in a process).
+    case alreadyOpen(path: String)
 
     public var description: String {
         switch self {
@@ -15,6 +18,7 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
         case .unsupportedSchema(let path, let v): return "\(path) has schema version \(v), which this topicstore does not know"
         case .readOnly: return "the store is open read-only"
         case .closed: return "the store is closed"
+        case .alreadyOpen(let path): return "the store at \(path) is already open in this process; share the open TopicStore"
         }
     }
 }

@@ -96,6 +96,8 @@ final class Generation: Sendable {
             throw StoreError.notADatabase(path: directory, reason: "data.mdb is not an LMDB file")
         } catch LMDBError.versionMismatch {
             throw StoreError.notADatabase(path: directory, reason: "data.mdb was written by an incompatible LMDB")
+        } catch LMDBError.alreadyOpen {
+            throw StoreError.alreadyOpen(path: directory)
         }
         try env.checkReaders()
         environment = env

@@ -27,8 +27,9 @@ public struct StoreStatistics: Sendable {
 
 extension TopicStore {
     public func statistics() throws -> StoreStatistics {
-        let reader = self.reader
-        let info = environment.info()
+        let g = try openGeneration()
+        let reader = ProjectionReader(tables: g.tables), log = g.log, tables = g.tables
+        let info = g.environment.info()
         return try read { txn in
             let bounds = try log.bounds(txn)
             var projects: [StoreStatistics.ProjectSummary] = []
@@ -37,14 +38,14 @@ extension TopicStore {
                 let live = try reader.liveDevices(record.id, .ios, txn).count + reader.liveDevices(record.id, .android, txn).count
                 projects.append(.init(name: name, devices: known, topics: try reader.topics(record.id, txn).count, liveTokens: live))
             }
-            var tables: [StoreStatistics.TableSummary] = []
-            for db in [log.database] + self.tables.all {
+            var summaries: [StoreStatistics.TableSummary] = []
+            for db in [log.database] + tables.all {
                 let s = try txn.statistics(db)
-                tables.append(.init(name: db.name, entries: s.entries, bytes: s.bytes))
+                summaries.append(.init(name: db.name, entries: s.entries, bytes: s.bytes))
             }
             return StoreStatistics(firstSequence: bounds?.first, lastSequence: bounds?.last ?? 0,
-                                   lastTimestamp: bounds?.lastTimestamp, appliedSequence: try self.tables.appliedSequence(txn),
-                                   projects: projects, tables: tables, usedBytes: info.usedBytes, mapSize: info.mapSize)
+                                   lastTimestamp: bounds?.lastTimestamp, appliedSequence: try tables.appliedSequence(txn),
+                                   projects: projects, tables: summaries, usedBytes: info.usedBytes, mapSize: info.mapSize)
         }
     }
 }

@@ -38,7 +38,7 @@ public final class TopicStore: Sendable {
     public let directory: String
     let options: Options
     let mapLock = ReadWriteLock()
-    private let state: Mutex<Generation>
+    private let state: Mutex<Generation?>
     private let auxiliaryNames = Mutex<[String]>([])
     private let writer: CommitWriter?
 
@@ -52,7 +52,17 @@ public final class TopicStore: Sendable {
     /// The current generation's name ("" when data.mdb sits in the store directory itself).
     public var generation: String { current.name }
 
-    var current: Generation { state.withLock { $0 } }
+    /// The open generation. Using a store's tables after `close()` is a
+    /// programming error; reads and writes check and throw `StoreError.closed`.
+    var current: Generation {
+        guard let g = state.withLock({ $0 }) else { preconditionFailure("TopicStore used after close()") }
+        return g
+    }
+
+    func openGeneration() throws -> Generation {
+        guard let g = state.withLock({ $0 }) else { throw StoreError.closed }
+        return g
+    }
 
     /// Opens the store in `directory`. Opening for writing creates a new store
     /// there when the directory is missing or holds no database yet.
@@ -109,8 +119,13 @@ public final class TopicStore: Sendable {
     /// Group-commit counters since this store was opened (zero when read-only).
     public var commitCounters: CommitCounters { writer?.counters ?? CommitCounters(batches: 0, commands: 0, batchesBySize: []) }
 
-    /// Stops taking commands, commits what was accepted, and stops the writer.
-    public func close() { writer?.stop() }
+    /// Stops taking commands, commits what was accepted, stops the writer and
+    /// lets go of the environment (it closes when nothing else holds it), so the
+    /// directory can be opened again in this process.
+    public func close() {
+        writer?.stop()
+        state.withLock { $0 = nil }
+    }
 
     // MARK: Reading
 
@@ -123,7 +138,7 @@ public final class TopicStore: Sendable {
     /// A read transaction with the generation it runs in (for auxiliary tables).
     func readGeneration<R>(_ body: (borrowing Transaction, Generation) throws -> R) throws -> R {
         while true {
-            let g = current
+            let g = try openGeneration()
             do {
                 return try mapLock.withReadLock {
                     try g.environment.read { txn in
@@ -155,7 +170,7 @@ public final class TopicStore: Sendable {
     /// Leaves retired generation `g` for the one CURRENT names (once, whichever thread gets here first).
     func reopen(after g: Generation) throws {
         try mapLock.withWriteLock {
-            guard current === g else { return }
+            guard state.withLock({ $0 }) === g else { return }
             let next = try Self.openGeneration(directory: directory, options: options, auxiliary: auxiliaryNames.withLock { $0 })
             state.withLock { $0 = next }
         }
@@ -167,7 +182,7 @@ public final class TopicStore: Sendable {
     /// kept across generation switches. Access control keeps projects and keys there.
     public func openAuxiliary(_ names: [String]) throws {
         auxiliaryNames.withLock { for n in names where !$0.contains(n) { $0.append(n) } }
-        try current.openAuxiliary(names, create: !options.readOnly)
+        try openGeneration().openAuxiliary(names, create: !options.readOnly)
     }
 
     /// A read transaction with the auxiliary tables (a name missing in a read-only store is absent).
@@ -181,7 +196,7 @@ public final class TopicStore: Sendable {
     public func writeAuxiliary<R>(_ body: (borrowing Transaction, [String: Database]) throws -> R) throws -> R {
         guard !options.readOnly else { throw StoreError.readOnly }
         while true {
-            let g = current
+            let g = try openGeneration()
             do {
                 return try mapLock.withReadLock {
                     try g.environment.write { txn in
@@ -215,7 +230,7 @@ public final class TopicStore: Sendable {
         guard FileManager.default.fileExists(atPath: Self.generationDirectory(directory, generation) + "/data.mdb") else {
             throw StoreError.notADatabase(path: Self.generationDirectory(directory, generation), reason: "the new generation holds no data.mdb")
         }
-        let g = current
+        let g = try openGeneration()
         try mapLock.withReadLock {
             try g.environment.write { txn in
                 if try g.isRetired(txn) { throw Generation.Retired() }
@@ -273,7 +288,8 @@ public final class TopicStore: Sendable {
     /// Commits `batch` in one transaction: called on the writer thread only.
     func commit(_ batch: [CommitWriter.Pending]) -> Result<[Receipt], any Error> {
         while true {
-            let g = current
+            let g: Generation
+            do { g = try openGeneration() } catch { return .failure(error) }
             let log = g.log
             let projections = g.projectionWriter
             var transactionID = 0

@@ -103,9 +103,12 @@ struct AuditTests {
         }
         for (line, event) in zip(lines, events) { #expect(try EventJSONRoundTrip.event(line) == event) }
 
-        let importer = try Importer(creating: dir.sub("imported"), recordsPerCommit: 97)
-        for (i, line) in lines.enumerated() { try importer.add(try Importer.record(fromLine: line, lineNumber: i + 1)) }
-        let head = try importer.finish()
+        let head: ChainHead? = try {
+            // The importer holds its environment until it is released: one open copy per process.
+            let importer = try Importer(creating: dir.sub("imported"), recordsPerCommit: 97)
+            for (i, line) in lines.enumerated() { try importer.add(try Importer.record(fromLine: line, lineNumber: i + 1)) }
+            return try importer.finish()
+        }()
         #expect(head == (try store.read { txn in try store.log.head(txn) }))
         let imported = try replayOpenReadOnly(dir.sub("imported"))
         #expect(replayDumpDifferences(try replayDumpTables(store), try replayDumpTables(imported)).isEmpty)

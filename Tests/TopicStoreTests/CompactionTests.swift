@@ -50,13 +50,13 @@ import TopicStore
 
         // A truncated file is an error, not a short success.
         let cut = dir.sub("cut.zst")
-        FileManager.default.createFile(atPath: cut, contents: Data(compressed[0..<compressed.count / 3]))
+        _ = FileManager.default.createFile(atPath: cut, contents: Data(compressed[0..<compressed.count / 3]))
         let truncated = try MaybeCompressedInput(path: cut)
         var partial: [UInt8] = []
         #expect(throws: ZstdError.self) { while try truncated.read(into: &partial) {} }
         // Plain input passes through untouched.
         let plain = dir.sub("plain.jsonl")
-        FileManager.default.createFile(atPath: plain, contents: Data(first))
+        _ = FileManager.default.createFile(atPath: plain, contents: Data(first))
         let p = try MaybeCompressedInput(path: plain)
         var same: [UInt8] = []
         while try p.read(into: &same) {}

@@ -6,31 +6,8 @@ import Roaring
 import SubscriptionLog
 import TopicStore
 
-/// A fresh directory per test, removed when the value is dropped.
-final class ReplayTempDir {
-    let path: String
-    init(_ name: String = "t") {
-        path = (NSTemporaryDirectory() as NSString)
-            .appendingPathComponent("topicstore-replay-test-\(name)-\(getpid())-\(UUID().uuidString.prefix(8))")
-    }
-    func sub(_ name: String) -> String { (path as NSString).appendingPathComponent(name) }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
-
-/// A small deterministic generator (SplitMix64).
-struct ReplayRandom {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func int(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-    mutating func pick<T>(_ a: [T]) -> T { a[int(a.count)] }
-}
+typealias ReplayTempDir = TemporaryDirectory
+typealias ReplayRandom = SeededRandom
 
 /// Random commands over a few projects, devices, tokens and topics, with
 /// every event type, token moves and rejections before and after token changes.

@@ -58,7 +58,11 @@ final class FakePushServer: @unchecked Sendable {
 
     /// Every request the fake saw: path, status, headers, body.
     func requests() -> [(path: String, status: Int, headers: [String: String], body: String, response: String)] {
-        guard let text = try? String(contentsOfFile: logFile, encoding: .utf8) else { return [] }
+        // Read a copy with read(2): the fake appends to this file while we look, and a
+        // memory-mapped read of a file that grows can fault.
+        guard let handle = FileHandle(forReadingAtPath: logFile) else { return [] }
+        defer { try? handle.close() }
+        let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
         return text.split(separator: "\n").compactMap { line in
             guard let o = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
             return (o["path"] as? String ?? "", o["status"] as? Int ?? 0, o["headers"] as? [String: String] ?? [:], o["body"] as? String ?? "", o["response"] as? String ?? "")

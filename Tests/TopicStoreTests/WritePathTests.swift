@@ -156,24 +156,36 @@ import TopicStore
     }
 }
 
-/// Two writers on one directory (two processes in production; two stores here)
-/// take turns: each must see what the other committed, though it keeps its own
-/// containers cached between its batches.
+/// Two writers on one directory — this process and `topicstore load` in
+/// another — take turns: each must see what the other committed, though the
+/// store keeps its containers cached between its own batches.
 @Suite struct InterleavedWritersTests {
     @Test func cachesNeverOutliveAnotherWritersCommit() throws {
         let dir = TemporaryDirectory("interleaved")
-        let a = try TopicStore(directory: dir.path)
-        let b = try TopicStore(directory: dir.path)
-        defer { a.close(); b.close() }
-        for i in 0..<200 {
-            let store = i % 3 == 0 ? b : a
-            try store.submitAndWait(Event(project: "p", body: .register(deviceID: "d\(i % 50)", topics: [TopicSpec(code: "all"), TopicSpec(code: "t\(i % 7)")])))
-            if i % 5 == 0 {
-                try store.submitAndWait(Event(project: "p", body: .unregister(deviceID: "d\((i * 7) % 50)", codes: ["all"])))
+        let store = try TopicStore(directory: dir.path)
+        defer { store.close() }
+        for round in 0..<8 {
+            for i in 0..<20 {
+                try store.submitAndWait(Event(project: "p", body: .register(deviceID: "d\((round * 7 + i) % 50)",
+                                                                           topics: [TopicSpec(code: "all"), TopicSpec(code: "t\(i % 7)")])))
             }
+            // Another process unsubscribes some of the same devices from the same containers.
+            let lines = (0..<10).map { i in #"{"project":"p","type":"unregister","device_id":"d\#((round * 11 + i * 3) % 50)","topics":["all","t\#(i % 7)"]}"# }
+            let load = Process()
+            load.executableURL = URL(fileURLWithPath: BuiltProducts.executable("topicstore"))
+            load.arguments = ["load", "--data", dir.path, "--json", "-"]
+            let input = Pipe()
+            load.standardInput = input
+            load.standardOutput = Pipe()
+            try load.run()
+            input.fileHandleForWriting.write(Data(lines.joined(separator: "\n").utf8))
+            try input.fileHandleForWriting.close()
+            load.waitUntilExit()
+            #expect(load.terminationStatus == 0)
         }
-        let live = try ProjectionDump.of(a)
-        let rebuilt = try foldLog(of: a, into: dir.sub("fold"))
+        #expect(try store.statistics().lastSequence == 8 * 30)
+        let live = try ProjectionDump.of(store)
+        let rebuilt = try foldLog(of: store, into: dir.sub("fold"))
         #expect(live == rebuilt, "\(live.differences(from: rebuilt))")
     }
 }

@@ -27,6 +27,8 @@ struct SeededRandom: RandomNumberGenerator {
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
     }
+    mutating func int(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+    mutating func pick<T>(_ a: [T]) -> T { a[int(a.count)] }
 }
 
 /// Where the package's executables were built (beside the test bundle).
