@@ -75,7 +75,16 @@ struct AuditTests {
         options.recordsPerReadTransaction = 300
         options.entriesPerComparison = 50
         let before = counter.value
-        let report = try Audit.run(store, options: options)
+        // In the middle of the comparison, give the writer (up to 10 s on a busy machine)
+        // to commit: it must not be blocked by the audit's bounded read transactions.
+        var waited = false
+        let report = try Audit.run(store, options: options) { p in
+            guard p.phase == "compare", !waited else { return }
+            waited = true
+            let start = counter.value
+            let deadline = Date().addingTimeInterval(10)
+            while counter.value < start + 10 && Date() < deadline { Thread.sleep(forTimeInterval: 0.001) }
+        }
         let during = counter.value - before
         stop.set()
         stop.waitDone()

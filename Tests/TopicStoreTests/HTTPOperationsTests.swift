@@ -51,12 +51,18 @@ struct HTTPOperationsTests {
 
     @Test func oneAccessLogLinePerRequest() throws {
         let t = try HTTPTestServer()
+        // The completion callback runs just after the response is sent, so a line may
+        // come after the client's next request: wait for each before sending the next.
+        func waitForLines(_ n: Int) {
+            let deadline = Date().addingTimeInterval(5)
+            while t.accessLog.count < n && Date() < deadline { usleep(2_000) }
+        }
         #expect(try t.send("POST", "/api/register", key: t.clientKey, json: #"{"device_id":"L1","topics":["a"]}"#).status == 200)
+        waitForLines(1)
         #expect(try t.send("GET", "/missing").status == 404)
+        waitForLines(2)
         #expect(try t.send("GET", "/v1/topics", key: t.serverKey).status == 200)
-        // The completion callback runs just after the response is sent.
-        let deadline = Date().addingTimeInterval(2)
-        while t.accessLog.count < 3 && Date() < deadline { usleep(5_000) }
+        waitForLines(3)
         let lines = t.accessLog
         #expect(lines.count == 3)
         #expect(lines[0].contains("\"POST /api/register\" 200 17 ") && lines[0].contains("route=/api/register key="))
