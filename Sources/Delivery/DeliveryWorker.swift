@@ -67,7 +67,11 @@ public final class DeliveryWorker: @unchecked Sendable {
     public var lastErrorMessage: String? { lastError.withLock { $0 } }
 
     private func loop() {
+        // Spread the streams over the connections: curl fills one connection up to its stream
+        // limit before it opens the next, so with a limit of maxInFlight every stream would share one.
+        let perConnection = (configuration.maxInFlight + configuration.connectionsPerHost - 1) / configuration.connectionsPerHost
         engine = HTTP2Engine(caFile: configuration.caFile, connectionsPerHost: configuration.connectionsPerHost,
+                             maxConcurrentStreams: max(1, perConnection),
                              timeoutSeconds: configuration.requestTimeoutSeconds)
         while !stopping.load(ordering: .relaxed) {
             do {
