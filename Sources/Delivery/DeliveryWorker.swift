@@ -211,6 +211,7 @@ public final class DeliveryWorker: @unchecked Sendable {
         message.reserveCapacity(fcmData.count + 256)
         let bucket = rateBucket(project)
         let maxAttempts = configuration.maxAttempts
+        var firstRecorded = false
 
         func request(_ i: Int) -> HTTP2Engine.Request? {
             let t = targets[i]
@@ -245,7 +246,10 @@ public final class DeliveryWorker: @unchecked Sendable {
             switch outcome {
             case .sent:
                 result.sent += 1
-                if pushesSent.wrappingAdd(1, ordering: .relaxed).oldValue == 0 || firstPush.withLock({ $0[id] == nil }) {
+                pushesSent.wrappingAdd(1, ordering: .relaxed)
+                // The lock and the String-keyed lookup once per batch, not once per push.
+                if !firstRecorded {
+                    firstRecorded = true
                     let now = DispatchTime.now().uptimeNanoseconds
                     firstPush.withLock { if $0[id] == nil { $0[id] = now } }
                 }
