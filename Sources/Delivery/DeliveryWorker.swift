@@ -67,7 +67,11 @@ public final class DeliveryWorker: @unchecked Sendable {
     public var lastErrorMessage: String? { lastError.withLock { $0 } }
 
     private func loop() {
+        // Spread the streams over the connections: curl fills one connection up to its stream
+        // limit before it opens the next, so with a limit of maxInFlight every stream would share one.
+        let perConnection = (configuration.maxInFlight + configuration.connectionsPerHost - 1) / configuration.connectionsPerHost
         engine = HTTP2Engine(caFile: configuration.caFile, connectionsPerHost: configuration.connectionsPerHost,
+                             maxConcurrentStreams: max(1, perConnection),
                              timeoutSeconds: configuration.requestTimeoutSeconds)
         while !stopping.load(ordering: .relaxed) {
             do {
@@ -207,6 +211,7 @@ public final class DeliveryWorker: @unchecked Sendable {
         message.reserveCapacity(fcmData.count + 256)
         let bucket = rateBucket(project)
         let maxAttempts = configuration.maxAttempts
+        var firstRecorded = false
 
         func request(_ i: Int) -> HTTP2Engine.Request? {
             let t = targets[i]
@@ -241,7 +246,10 @@ public final class DeliveryWorker: @unchecked Sendable {
             switch outcome {
             case .sent:
                 result.sent += 1
-                if pushesSent.wrappingAdd(1, ordering: .relaxed).oldValue == 0 || firstPush.withLock({ $0[id] == nil }) {
+                pushesSent.wrappingAdd(1, ordering: .relaxed)
+                // The lock and the String-keyed lookup once per batch, not once per push.
+                if !firstRecorded {
+                    firstRecorded = true
                     let now = DispatchTime.now().uptimeNanoseconds
                     firstPush.withLock { if $0[id] == nil { $0[id] = now } }
                 }

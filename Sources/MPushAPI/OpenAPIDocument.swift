@@ -63,7 +63,42 @@ enum OpenAPIDocument {
         "provider": {"type": "string", "enum": ["apns", "fcm"]},
         "timestamp": {"type": "integer", "description": "provider time, ms since 1970 (APNs 410 timestamp; for FCM UNREGISTERED the time the send service got the answer); seconds are accepted"},
         "reason": {"type": "string", "maxLength": 256}}},
-      "FeedbackResult": {"type": "object", "properties": {"status_code": {"type": "integer"}, "accepted": {"type": "integer"}, "sequence": {"type": "integer"}}}
+      "FeedbackResult": {"type": "object", "properties": {"status_code": {"type": "integer"}, "accepted": {"type": "integer"}, "sequence": {"type": "integer"}}},
+      "Button": {"type": "object", "required": ["id", "label", "action"], "properties": {
+        "id": {"type": "string", "enum": ["primary", "secondary"]}, "label": {"type": "string"},
+        "action": {"type": "string", "enum": ["open_screen", "open_url", "close"]}, "url": {"type": "string"}}},
+      "Payload": {"type": "object", "additionalProperties": false, "description": "body is required unless loc_key is given or the push is silent; both platform renderings must fit in 4096 bytes", "properties": {
+        "title": {"type": "string"}, "subtitle": {"type": "string"}, "body": {"type": "string"}, "badge": {"type": "integer"}, "sound": {"type": "string"},
+        "title_loc_key": {"type": "string"}, "title_loc_args": {"type": "array", "items": {"type": "string"}},
+        "loc_key": {"type": "string"}, "loc_args": {"type": "array", "items": {"type": "string"}},
+        "action_loc_key": {"type": "string"}, "launch_image": {"type": "string"},
+        "mutable_content": {"type": "boolean"}, "content_available": {"type": "boolean"}, "category": {"type": "string"},
+        "thread_id": {"type": "string"}, "collapse_id": {"type": "string"}, "expiration_at": {"type": "integer", "description": "seconds since 1970"},
+        "custom": {"type": "object"}, "campaign_id": {"type": "string"}, "image_url": {"type": "string"}, "thumbnail_url": {"type": "string"},
+        "deep_link": {"type": "string"}, "buttons": {"type": "array", "maxItems": 2, "items": {"$ref": "#/components/schemas/Button"}},
+        "channel_id": {"type": "string"}, "silent": {"type": "boolean"}, "inapp": {"type": "boolean"},
+        "priority": {"type": "string", "enum": ["normal", "high"]}}},
+      "SendBody": {"type": "object", "required": ["payload"], "description": "topics (any of) or expr, not both", "properties": {
+        "topics": {"type": "array", "maxItems": 1000, "items": {"oneOf": [{"type": "string"}, {"type": "object", "required": ["code"], "properties": {"code": {"type": "string"}}}]}},
+        "expr": {"type": "string", "example": "(news OR sport) AND NOT user.12"},
+        "payload": {"$ref": "#/components/schemas/Payload"}}},
+      "SendAccepted": {"type": "object", "properties": {
+        "notificationId": {"type": "string"}, "status": {"type": "string", "enum": ["accepted"]},
+        "message": {"type": "string", "example": "Notification queued for processing"},
+        "asOfSeq": {"type": "integer"}, "totalDevices": {"type": "integer"}}},
+      "NotificationStatus": {"type": "object", "properties": {
+        "id": {"type": "string"}, "projectId": {"type": "integer"}, "project": {"type": "string"},
+        "status": {"type": "string", "enum": ["queued", "processing", "completed"]},
+        "createdAt": {"type": "integer"}, "updatedAt": {"type": "integer"}, "completedAt": {"type": "integer", "nullable": true},
+        "priority": {"type": "string"}, "topics": {"type": "array", "items": {"type": "string"}}, "expr": {"type": "string"},
+        "notification": {"$ref": "#/components/schemas/Payload"}, "asOfSeq": {"type": "integer"},
+        "totalDevices": {"type": "integer"}, "sentCount": {"type": "integer"}, "failedCount": {"type": "integer"},
+        "iosCount": {"type": "integer"}, "androidCount": {"type": "integer"},
+        "failures": {"type": "object", "additionalProperties": {"type": "integer"}}, "rejectedTokens": {"type": "integer"},
+        "opens": {"type": "integer"}, "buttonOpens": {"type": "object", "additionalProperties": {"type": "integer"}}}},
+      "OpenBody": {"type": "object", "required": ["device_id"], "properties": {
+        "device_id": {"type": "string", "minLength": 1, "maxLength": 256}, "button": {"type": "string", "enum": ["primary", "secondary"]}}},
+      "OpenResult": {"type": "object", "properties": {"status_code": {"type": "integer"}, "counted": {"type": "boolean", "description": "false when this (device, button) was already counted"}}}
     },
     "responses": {
       "Success": {"description": "Durable: committed to the log before the answer.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Success"}}}},
@@ -128,6 +163,16 @@ enum OpenAPIDocument {
     "/v1/feedback": {"post": {"summary": "Provider feedback: a token was rejected (APNs 410 Unregistered, FCM UNREGISTERED)", "security": [{"projectKey": []}],
       "requestBody": {"required": true, "content": {"application/json": {"schema": {"oneOf": [{"$ref": "#/components/schemas/Rejection"}, {"type": "array", "maxItems": 1000, "items": {"$ref": "#/components/schemas/Rejection"}}]}}}},
       "responses": {"200": {"description": "Durable", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/FeedbackResult"}}}}, "400": {"$ref": "#/components/responses/BadRequest"}, "401": {"$ref": "#/components/responses/Unauthorized"}, "403": {"$ref": "#/components/responses/Forbidden"}, "413": {"$ref": "#/components/responses/TooLarge"}, "422": {"$ref": "#/components/responses/Invalid"}, "429": {"$ref": "#/components/responses/TooMany"}}}},
+    "/api/send": {"post": {"summary": "Queue a notification to topics or an audience expression (server key); answered once durable, pinned to its audience snapshot", "security": [{"projectKey": []}],
+      "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SendBody"}}}},
+      "responses": {"200": {"description": "Durably queued", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SendAccepted"}}}}, "400": {"$ref": "#/components/responses/BadRequest"}, "401": {"$ref": "#/components/responses/Unauthorized"}, "403": {"$ref": "#/components/responses/Forbidden"}, "413": {"$ref": "#/components/responses/TooLarge"}, "422": {"$ref": "#/components/responses/Invalid"}, "429": {"$ref": "#/components/responses/TooMany"}}}},
+    "/api/notifications/{id}": {"get": {"summary": "A notification's status and counts (server key)", "security": [{"projectKey": []}],
+      "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+      "responses": {"200": {"description": "The status document", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/NotificationStatus"}}}}, "401": {"$ref": "#/components/responses/Unauthorized"}, "403": {"$ref": "#/components/responses/Forbidden"}, "404": {"$ref": "#/components/responses/NotFound"}}}},
+    "/api/notifications/{id}/opens": {"post": {"summary": "An app reports that a notification (or one of its buttons) was opened; each (device, button) counts once", "security": [{"projectKey": []}],
+      "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+      "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/OpenBody"}}}},
+      "responses": {"200": {"description": "Recorded", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/OpenResult"}}}}, "400": {"$ref": "#/components/responses/BadRequest"}, "401": {"$ref": "#/components/responses/Unauthorized"}, "404": {"$ref": "#/components/responses/NotFound"}, "422": {"$ref": "#/components/responses/Invalid"}}}},
     "/healthz": {"get": {"summary": "Liveness and the last log sequence", "responses": {"200": {"description": "Serving", "content": {"application/json": {"schema": {"type": "object", "properties": {"status": {"type": "string"}, "lastSequence": {"type": "integer"}}}}}}, "503": {"$ref": "#/components/responses/Unavailable"}}}},
     "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "Text exposition format 0.0.4", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
     "/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3", "content": {"application/json": {"schema": {"type": "object"}}}}}}}

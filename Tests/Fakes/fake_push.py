@@ -17,8 +17,13 @@ The answer depends on the device token's prefix:
   down…   always 500
   anything else: 200
 Every request is appended to --log as one JSON line (unless --no-log).
+
+--workers N runs N processes that each accept on the same port (SO_REUSEPORT: the kernel spreads
+connections over them), for benchmarks; an access token issued by one worker is good at every
+other (HMAC of a secret made before the fork). What is remembered per token (the first 429/500)
+and /stats are per worker, so the tests use one worker.
 """
-import argparse, asyncio, base64, json, ssl, sys, time, itertools
+import argparse, asyncio, base64, hashlib, hmac, json, os, secrets, signal, socket, ssl, sys, time, itertools
 
 import h2.config, h2.connection, h2.events, h2.settings
 from cryptography.hazmat.primitives import hashes, serialization
@@ -36,7 +41,7 @@ class State:
         self.apns_key = serialization.load_pem_public_key(open(args.apns_public, "rb").read()) if args.apns_public else None
         self.fcm_key = serialization.load_pem_public_key(open(args.fcm_public, "rb").read()) if args.fcm_public else None
         self.good_jwts = set()
-        self.access_tokens = set()
+        self.secret = args.secret
         self.seen = {}
         self.requests = 0
         self.by_status = {}
@@ -68,6 +73,15 @@ class State:
         except Exception:
             return None
 
+    def mac(self, text):
+        return hmac.new(self.secret, text.encode(), hashlib.sha256).hexdigest()[:32]
+
+    def good_access_token(self, tok):
+        if not tok.startswith("ya29.fake-"):
+            return False
+        n, _, mac = tok[len("ya29.fake-"):].partition(".")
+        return hmac.compare_digest(mac, self.mac(n))
+
     def first_time(self, token):
         n = self.seen.get(token, 0)
         self.seen[token] = n + 1
@@ -86,8 +100,8 @@ class State:
                     or claims.get("scope") != "https://www.googleapis.com/auth/firebase.messaging":
                 return 400, [], b'{"error":"invalid_grant","error_description":"Invalid JWT Signature."}'
             self.token_exchanges += 1
-            tok = "ya29.fake-%d" % next(self.counter)
-            self.access_tokens.add(tok)
+            n = "%d-%d" % (os.getpid(), next(self.counter))
+            tok = "ya29.fake-%s.%s" % (n, self.mac(n))
             return 200, [], json.dumps({"access_token": tok, "expires_in": 3599, "token_type": "Bearer"}).encode()
         if path.startswith("/3/device/"):
             token = path[len("/3/device/"):]
@@ -98,12 +112,21 @@ class State:
                 return 400, [], b'{"reason":"MissingTopic"}'
             return self.answer("apns", token)
         if path.startswith("/v1/projects/") and path.endswith("/messages:send"):
-            if not auth.startswith("Bearer ") or auth[7:] not in self.access_tokens:
+            if not auth.startswith("Bearer ") or not (auth[7:] in self.good_jwts or self.good_access_token(auth[7:])):
                 return 401, [], b'{"error":{"code":401,"message":"Request had invalid authentication credentials.","status":"UNAUTHENTICATED"}}'
-            try:
-                token = json.loads(body)["message"]["token"]
-            except Exception:
-                return 400, [], b'{"error":{"code":400,"message":"Invalid JSON payload received.","status":"INVALID_ARGUMENT"}}'
+            self.good_jwts.add(auth[7:])
+            # The sender writes {"message":{"token":"…",…}: take the token without a full parse (the hot path);
+            # anything else is parsed properly.
+            token = None
+            if body.startswith(b'{"message":{"token":"'):
+                end = body.find(b'"', 21)
+                if end > 21 and body.find(b'\\', 21, end) < 0:
+                    token = body[21:end].decode()
+            if token is None:
+                try:
+                    token = json.loads(body)["message"]["token"]
+                except Exception:
+                    return 400, [], b'{"error":{"code":400,"message":"Invalid JSON payload received.","status":"INVALID_ARGUMENT"}}'
             return self.answer("fcm", token)
         return 404, [], b'{"reason":"NotFound"}'
 
@@ -136,13 +159,16 @@ class State:
             return err(500, "InternalServerError", "INTERNAL")
         if apns:
             return 200, [("apns-id", "00000000-0000-0000-0000-%012d" % next(self.counter))], b""
-        return 200, [], json.dumps({"name": "projects/fake/messages/%d" % next(self.counter)}).encode()
+        return 200, [], b'{"name":"projects/fake/messages/%d"}' % next(self.counter)
 
 
 class H2Protocol(asyncio.Protocol):
     def __init__(self, state):
         self.state = state
-        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
+        # Header validation and normalisation are much of h2's cost per stream; curl sends valid headers.
+        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(
+            client_side=False, header_encoding="utf-8", validate_inbound_headers=False,
+            validate_outbound_headers=False, normalize_inbound_headers=False, normalize_outbound_headers=False))
         self.streams = {}
 
     def connection_made(self, transport):
@@ -185,27 +211,28 @@ class H2Protocol(asyncio.Protocol):
             st.requests += 1
             st.by_status[str(status)] = st.by_status.get(str(status), 0) + 1
             if st.log:
-                st.log.write(json.dumps({"path": path, "status": status,
+                st.log.write(json.dumps({"path": path, "status": status, "t": time.time(),
                                          "headers": {k: v for k, v in headers.items() if not k.startswith(":")},
                                          "body": body.decode("utf-8", "replace"),
                                          "response": out.decode("utf-8", "replace")}) + "\n")
         delay = st.args.delay_ms / 1000.0
-        def send():
+        def send(flush):
             try:
                 self.conn.send_headers(stream_id, [(":status", str(status)), ("content-length", str(len(out)))] + extra,
                                        end_stream=not out)
                 if out:
                     self.conn.send_data(stream_id, out, end_stream=True)
-                self.transport.write(self.conn.data_to_send())
+                if flush:
+                    self.transport.write(self.conn.data_to_send())
             except Exception:
                 pass
         if delay > 0:
-            asyncio.get_event_loop().call_later(delay, send)
+            asyncio.get_event_loop().call_later(delay, send, True)
         else:
-            send()
+            send(False)  # data_received writes everything it produced at once
 
 
-async def main():
+def parse_args():
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--cert", required=True)
@@ -215,14 +242,30 @@ async def main():
     p.add_argument("--log", default="/dev/null")
     p.add_argument("--no-log", action="store_true")
     p.add_argument("--delay-ms", type=float, default=0)
+    p.add_argument("--workers", type=int, default=1)
     args = p.parse_args()
+    args.secret = secrets.token_bytes(32)
+    return args
+
+
+def listener(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    s.bind(("127.0.0.1", port))
+    s.listen(1024)  # before "listening" is printed: no connection is refused
+    return s
+
+
+async def serve(args, sock, announce):
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(args.cert, args.key)
     ctx.set_alpn_protocols(["h2"])
     state = State(args)
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: H2Protocol(state), "127.0.0.1", args.port, ssl=ctx, backlog=256)
-    print("listening %d" % server.sockets[0].getsockname()[1], flush=True)
+    server = await loop.create_server(lambda: H2Protocol(state), sock=sock, ssl=ctx, backlog=1024)
+    if announce:
+        print("listening %d" % sock.getsockname()[1], flush=True)
     # Stops by itself when its parent goes away (stdin closes).
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
@@ -230,5 +273,37 @@ async def main():
     server.close()
 
 
+def main():
+    args = parse_args()
+    first = listener(args.port)
+    port = first.getsockname()[1]
+    if args.workers <= 1:
+        asyncio.run(serve(args, first, True))
+        return
+    # Each worker listens on its own SO_REUSEPORT socket of the same port; the kernel
+    # spreads new connections over them. They all read the same stdin, so all stop when it closes.
+    children = []
+    for i in range(args.workers):
+        sock = first if i == 0 else listener(port)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                asyncio.run(serve(args, sock, False))
+            finally:
+                os._exit(0)
+        sock.close()
+        children.append(pid)
+    print("listening %d" % port, flush=True)
+    try:
+        for pid in children:
+            os.waitpid(pid, 0)
+    finally:
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

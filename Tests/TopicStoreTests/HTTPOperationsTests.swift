@@ -46,7 +46,17 @@ struct HTTPOperationsTests {
         #expect(doc["openapi"] as? String == "3.0.3")
         let paths = Set((doc["paths"] as? [String: Any] ?? [:]).keys)
         #expect(paths == ["/api/tokens", "/api/register", "/api/unregister", "/api/unregister-all", "/v1/audience/count",
-                          "/v1/audience", "/v1/topics", "/v1/devices/{device_id}", "/v1/feedback", "/healthz", "/metrics", "/openapi.json"])
+                          "/v1/audience", "/v1/topics", "/v1/devices/{device_id}", "/v1/feedback", "/healthz", "/metrics", "/openapi.json",
+                          "/api/send", "/api/notifications/{id}", "/api/notifications/{id}/opens"])
+        // The send routes with their methods, and the schemas they point at resolve.
+        let pathItems = doc["paths"] as? [String: [String: Any]] ?? [:]
+        #expect(pathItems["/api/send"]?.keys.sorted() == ["post"])
+        #expect(pathItems["/api/notifications/{id}"]?.keys.sorted() == ["get"])
+        #expect(pathItems["/api/notifications/{id}/opens"]?.keys.sorted() == ["post"])
+        let schemas = ((doc["components"] as? [String: Any])?["schemas"] as? [String: Any]) ?? [:]
+        let refs = openapi.text.components(separatedBy: "\"#/components/schemas/").dropFirst().map { String($0.prefix { $0 != "\"" }) }
+        #expect(refs.contains("SendBody") && refs.contains("NotificationStatus") && refs.contains("OpenBody"))
+        for ref in refs { #expect(schemas[ref] != nil, "dangling $ref \(ref)") }
     }
 
     @Test func oneAccessLogLinePerRequest() throws {

@@ -114,6 +114,50 @@ import TopicStore
         #expect(after.object?["buttonOpens"] as? [String: Int] == ["primary": 1])
     }
 
+    /// The per-project rate limit really paces pushes: after the burst, no faster than `perSecond`,
+    /// and not much slower either. Without the limit these 80 pushes take a few milliseconds.
+    @Test func rateLimitPacesPushes() throws {
+        let fake = try FakePushServer()
+        let server = try HTTPTestServer()
+        defer { server.stop() }
+        let n = 80
+        var events: [Event] = []
+        for i in 0..<n {
+            let ios = i % 2 == 0
+            events.append(Event(project: "demo", body: .token(deviceID: "r\(i)", token: "ok-rate-\(i)", platform: ios ? .ios : .android)))
+            events.append(Event(project: "demo", body: .register(deviceID: "r\(i)", topics: [TopicSpec(code: "rate")])))
+        }
+        for r in server.store.submitAndWait(events) { _ = try r.get() }
+        let (apnsCredentials, fcmCredentials) = try fake.credentials()
+        let credentials = try CredentialStore(store: server.store)
+        try credentials.setAPNs(apnsCredentials, project: "demo")
+        try credentials.setFCM(fcmCredentials, project: "demo")
+        var configuration = fake.deliveryConfiguration()
+        let rate = 40.0, burst = 4
+        try configuration.load(["rateLimit": ["perSecond": rate, "burst": burst]])  // as `serve --config` reads it
+        #expect(configuration.ratePerSecond == rate && configuration.rateBurst == Double(burst))
+        configuration.batchSize = 30  // the bucket carries across batches
+        let worker = DeliveryWorker(queue: server.server.sendQueue, credentials: credentials, configuration: configuration, log: { _ in })
+        worker.start()
+        defer { worker.stop() }
+
+        let accepted = try server.send("POST", "/api/send", key: server.serverKey, json: #"{"topics":["rate"],"payload":{"body":"paced"}}"#)
+        let id = try #require(accepted.object?["notificationId"] as? String)
+        let status = try waitForCompletion(port: server.port, key: server.serverKey, id: id)
+        #expect(status["sentCount"] as? Int == n)
+
+        let times = fake.requestTimes().filter { $0.path != "/token" }.map(\.t).sorted()
+        try #require(times.count == n)
+        // Token bucket: at most burst + rate·t pushes in any first t seconds.
+        let t0 = times[0]
+        let early = times.enumerated().first { k, t in Double(k + 1) > Double(burst) + rate * (t - t0) * 1.1 + 1 }
+        #expect(early == nil, "push \((early?.offset ?? 0) + 1) at +\((early?.element ?? t0) - t0) s: faster than \(rate)/s")
+        // The paced part runs at the configured rate (slower only by scheduling noise).
+        let paced = Double(n - burst - 1) / (times[n - 1] - times[burst])
+        #expect(paced <= rate * 1.1, "\(paced) pushes/s against a limit of \(rate)")
+        #expect(paced >= rate * 0.6, "\(paced) pushes/s: much slower than the limit of \(rate)")
+    }
+
     @Test func sendValidationAndAccess() throws {
         let server = try HTTPTestServer()
         defer { server.stop() }

@@ -69,6 +69,18 @@ final class FakePushServer: @unchecked Sendable {
         }
     }
 
+    /// When the fake answered each request (seconds since 1970), in the order it answered them.
+    func requestTimes() -> [(path: String, t: Double)] {
+        guard let handle = FileHandle(forReadingAtPath: logFile) else { return [] }
+        defer { try? handle.close() }
+        let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+        return text.split(separator: "\n").compactMap { line in
+            guard let o = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                  let path = o["path"] as? String, let t = o["t"] as? Double else { return nil }
+            return (path, t)
+        }
+    }
+
     func deliveryConfiguration() -> DeliveryConfiguration {
         var c = DeliveryConfiguration()
         c.apnsProductionURL = url

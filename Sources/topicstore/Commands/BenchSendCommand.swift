@@ -20,7 +20,7 @@ enum BenchSendCommand: Command {
             .init(name: "ca", value: "FILE", help: "CA bundle for the fake's TLS certificate"),
             .init(name: "batch", value: "N", help: "devices per durable progress step (default 20000)"),
             .init(name: "in-flight", value: "N", help: "concurrent HTTP/2 streams (default 1000)"),
-            .init(name: "connections", value: "N", help: "connections per host (default 2)"),
+            .init(name: "connections", value: "N", help: "connections per host (default 2; the streams are spread over them)"),
         ],
         details: """
         Loads the audience into the store (once: a store that already has it is reused), then queues
@@ -28,6 +28,14 @@ enum BenchSendCommand: Command {
         send request to completion, and the time from the send request to the first push answered 200.
         Without --data the store is a temporary directory, removed afterwards.
         """)
+
+    /// User + system CPU time of this process so far.
+    static func cpuSeconds() -> Double {
+        var usage = rusage()
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        return Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+             + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+    }
 
     static func run(_ arguments: Arguments) throws -> ExitCode {
         guard let apnsURL = arguments.value("apns-url"), let fcmURL = arguments.value("fcm-url"),
@@ -88,7 +96,9 @@ enum BenchSendCommand: Command {
         worker.start()
         defer { worker.stop() }
 
-        // 3. One send to everybody, timed from the request.
+        // 3. One send to everybody, timed from the request; the process's CPU time over the same span
+        //    says what the sender itself costs per push, whatever the fake's speed.
+        let cpu0 = Self.cpuSeconds()
         let t0 = DispatchTime.now().uptimeNanoseconds
         let payload = try JSONParser.parse(Array(#"{"title":"Bench","body":"Hello from topicstore","badge":1,"custom":{"k":"v"}}"#.utf8))
         let record = try queue.enqueue(project: project, topics: ["all"], expression: .topic("all"), exprText: nil, payload: payload)
@@ -106,20 +116,26 @@ enum BenchSendCommand: Command {
             if let e = worker.lastErrorMessage, elapsed > 5, last.sentCount == 0 { throw CredentialError("delivery failed: \(e)") }
         }
         let done = DispatchTime.now().uptimeNanoseconds
+        let cpu = Self.cpuSeconds() - cpu0
         let total = Double(done - t0) / 1e9
         let first = worker.firstPushTime(of: record.id).map { Double($0 - t0) / 1e9 }
         let rate = Double(last.sentCount + last.failedCount) / total
+        let pushes = Double(last.sentCount + last.failedCount)
+        let perCPUSecond = cpu > 0 ? pushes / cpu : 0
         let report: [String: Any] = [
             "devices": last.totalDevices, "sent": last.sentCount, "failed": last.failedCount, "failures": last.failures,
             "enqueueSeconds": Double(queuedAt - t0) / 1e9, "firstPushSeconds": first ?? -1, "totalSeconds": total,
             "pushesPerSecond": rate.rounded(), "batch": configuration.batchSize, "inFlight": configuration.maxInFlight,
             "connectionsPerHost": configuration.connectionsPerHost, "loadSeconds": loadSeconds,
+            "senderCPUSeconds": cpu, "pushesPerSenderCPUSecond": perCPUSecond.rounded(),
         ]
         if arguments.json { Console.printJSON(report) } else {
             print(String(format: "bench-send: %d devices, %d sent, %d failed in %.2f s: %.0f pushes/s end to end",
                          last.totalDevices, last.sentCount, last.failedCount, total, rate))
             print(String(format: "  queued (audience resolved, pinned, durable) after %.3f s; first push answered after %.3f s",
                          Double(queuedAt - t0) / 1e9, first ?? -1))
+            print(String(format: "  topicstore used %.2f s of CPU (%.0f %% of one core): %.0f pushes per CPU-second of the sender",
+                         cpu, 100 * cpu / total, perCPUSecond))
             if !last.failures.isEmpty { print("  failures: \(last.failures)") }
         }
         return last.sentCount == last.totalDevices ? .success : .failure
