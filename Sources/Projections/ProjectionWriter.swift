@@ -36,6 +36,11 @@ public final class ProjectionWriter {
     private var chunks = SlotTable<ChunkKey, Cached<Bitmap>>()
     private var memberships = SlotTable<DeviceKey, Cached<[UInt32]>>()
     private var topicCodes: [CodeKey: UInt32] = [:]
+    /// Slots changed since the last flush, so a flush touches only them (the
+    /// caches themselves may hold hundreds of thousands of clean entries).
+    private var dirtyTopics: [Int] = []
+    private var dirtyChunks: [Int] = []
+    private var dirtyMemberships: [Int] = []
     private var nextProjectID: UInt32?
     public private(set) var appliedSequence: UInt64
 
@@ -71,6 +76,7 @@ public final class ProjectionWriter {
     private func clearCaches() {
         projects = [:]
         topics.removeAll(); chunks.removeAll(); memberships.removeAll()
+        dirtyTopics = []; dirtyChunks = []; dirtyMemberships = []
         topicCodes = [:]
         nextProjectID = nil
     }
@@ -117,7 +123,9 @@ public final class ProjectionWriter {
         var w = ByteWriter(capacity: 4); w.u32(tid)
         try txn.put(tables.topicCodes, Keys.named(pid, record.code), w.bytes)
         topicCodes[CodeKey(pid: pid, code: record.code)] = tid
-        return topics.insert(TopicKey(pid: pid, topic: tid), Cached(value: record, dirty: true))
+        let slot = topics.insert(TopicKey(pid: pid, topic: tid), Cached(value: record, dirty: true))
+        dirtyTopics.append(slot)
+        return slot
     }
 
     /// Removes topic `tid` (which must have no members left): its record and its code.
@@ -136,7 +144,10 @@ public final class ProjectionWriter {
 
     /// Changes the cached topic in `slot`; it is written back at flush.
     func modifyTopic<R>(at slot: Int, _ body: (inout TopicRecord) throws -> R) rethrows -> R {
-        topics.values[slot].dirty = true
+        if !topics.values[slot].dirty {
+            topics.values[slot].dirty = true
+            dirtyTopics.append(slot)
+        }
         return try body(&topics.values[slot].value)
     }
 
@@ -214,7 +225,7 @@ public final class ProjectionWriter {
         let (found, at) = DeviceTopics.search(memberships.values[slot].value, tid)
         if found { return false }
         memberships.values[slot].value.insert(tid, at: at)
-        memberships.values[slot].dirty = true
+        markMembershipDirty(slot)
         let key = memberships.keys[slot]
         try setBit(key.pid, tid, key.ordinal, true, txn)
         return true
@@ -225,10 +236,17 @@ public final class ProjectionWriter {
         let (found, at) = DeviceTopics.search(memberships.values[slot].value, tid)
         if !found { return false }
         memberships.values[slot].value.remove(at: at)
-        memberships.values[slot].dirty = true
+        markMembershipDirty(slot)
         let key = memberships.keys[slot]
         try setBit(key.pid, tid, key.ordinal, false, txn)
         return true
+    }
+
+    private func markMembershipDirty(_ slot: Int) {
+        if !memberships.values[slot].dirty {
+            memberships.values[slot].dirty = true
+            dirtyMemberships.append(slot)
+        }
     }
 
     /// Sets or clears one device's bit in a topic's (or built-in set's) bitmap.
@@ -246,7 +264,10 @@ public final class ProjectionWriter {
         // Mutated in place in the table's array, so the bitmap stays uniquely referenced.
         let changed = on ? chunks.values[slot].value.insert(ordinal) : chunks.values[slot].value.remove(ordinal)
         guard changed else { return false }
-        chunks.values[slot].dirty = true
+        if !chunks.values[slot].dirty {
+            chunks.values[slot].dirty = true
+            dirtyChunks.append(slot)
+        }
         // A slice that appears or empties changes the topic's slice list.
         if tid >= ProjectionTables.firstTopicID, on ? chunks.values[slot].value.count == 1 : chunks.values[slot].value.isEmpty {
             guard let topic = try topicSlot(pid, tid, txn) else {
@@ -281,12 +302,12 @@ public final class ProjectionWriter {
             var w = ByteWriter(capacity: 4); w.u32(next)
             try txn.put(tables.meta, ProjectionTables.nextProjectKey, w.bytes)
         }
-        for slot in 0..<topics.count where topics.values[slot].dirty {
+        for slot in dirtyTopics where topics.values[slot].dirty {
             let key = topics.keys[slot]
             try txn.put(tables.topics, Keys.pair(key.pid, key.topic), topics.values[slot].value.encoded())
             topics.values[slot].dirty = false
         }
-        for slot in 0..<chunks.count where chunks.values[slot].dirty {
+        for slot in dirtyChunks where chunks.values[slot].dirty {
             let key = chunks.keys[slot]
             let dbKey = Keys.chunk(key.pid, key.topic, key.high)
             chunks.values[slot].dirty = false
@@ -298,7 +319,7 @@ public final class ProjectionWriter {
                 try txn.put(tables.postings, dbKey, reserving: bitmap.serializedSize) { _ = bitmap.serialize(into: $0) }
             }
         }
-        for slot in 0..<memberships.count where memberships.values[slot].dirty {
+        for slot in dirtyMemberships where memberships.values[slot].dirty {
             let key = memberships.keys[slot]
             let list = memberships.values[slot].value
             let dbKey = Keys.pair(key.pid, key.ordinal)
@@ -309,6 +330,9 @@ public final class ProjectionWriter {
                 try txn.put(tables.deviceTopics, dbKey, reserving: list.count * 4) { DeviceTopics.encode(list, into: $0) }
             }
         }
+        dirtyTopics.removeAll(keepingCapacity: true)
+        dirtyChunks.removeAll(keepingCapacity: true)
+        dirtyMemberships.removeAll(keepingCapacity: true)
         var w = ByteWriter(capacity: 8); w.u64(appliedSequence)
         try txn.put(tables.meta, ProjectionTables.appliedSeqKey, w.bytes)
         // Bound the caches for long replays: everything is written, so start afresh.
