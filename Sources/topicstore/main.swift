@@ -20,6 +20,7 @@ let commands: [any Command.Type] = [
     CompactCommand.self,
     BenchCommand.self,
     BenchSendCommand.self,
+    BenchHTTPCommand.self,
 ]
 
 @MainActor func mainUsage() -> String {

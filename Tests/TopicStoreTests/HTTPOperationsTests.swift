@@ -187,3 +187,26 @@ struct HTTPOperationsTests {
         #expect(second.wait() == 0)
     }
 }
+
+/// `topicstore bench-http`, the load generator behind the figures in docs/http-api.md.
+@Suite struct HTTPLoadCommandTests {
+    @Test func benchHTTPDrivesARunningServer() throws {
+        let t = try HTTPTestServer()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: BuiltProducts.executable("topicstore"))
+        process.arguments = ["bench-http", "--listen", "127.0.0.1:\(t.port)", "--key", t.clientKey,
+                             "--connections", "4", "--seconds", "1", "--json"]
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let report = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let requests = report["requests"] as? Int ?? 0
+        #expect(requests > 10 && report["errors"] as? Int == 0)
+        // Every answered request was a durable register of a new device on `all`.
+        let counts = try t.send("GET", "/v1/audience/count?topics=all", key: t.serverKey)
+        #expect(counts.object?["total"] as? Int == requests)
+    }
+}
