@@ -3,7 +3,9 @@
 public enum Limits {
     public static let projectNameLength = 1...64
     public static let deviceIDLength = 1...256          // bytes of UTF-8
-    public static let tokenLength = 1...4096            // bytes
+    /// Tokens are keys of the token index, and LMDB keys hold at most 511 bytes
+    /// (with the 4-byte project prefix). APNs tokens are 64 hex digits, FCM's about 163 characters.
+    public static let tokenLength = 1...500             // bytes
     public static let topicCodeLength = 1...128         // bytes
     public static let titleLength = 0...256             // characters
     public static let topicsPerCommand = 1...100

@@ -96,3 +96,22 @@ import TopicStore
         #expect(try counts("devices:all AND NOT platform:android").total == 7)
     }
 }
+
+/// Every accepted length of every keyed field fits LMDB's 511-byte key limit
+/// (schemathesis found a 4,000-byte token answered with a 500 before the limit).
+@Suite struct KeyLimitTests {
+    @Test func theLongestAcceptedValuesAreStored() throws {
+        let dir = TemporaryDirectory("limits")
+        let store = try TopicStore(directory: dir.path)
+        defer { store.close() }
+        let device = String(repeating: "d", count: Limits.deviceIDLength.upperBound)
+        let token = String(repeating: "t", count: Limits.tokenLength.upperBound)
+        let code = String(repeating: "c", count: Limits.topicCodeLength.upperBound)
+        let project = String(repeating: "p", count: Limits.projectNameLength.upperBound)
+        try store.submitAndWait(Event(project: project, body: .token(deviceID: device, token: token, platform: .ios)))
+        try store.submitAndWait(Event(project: project, body: .register(deviceID: device, topics: [TopicSpec(code: code, title: String(repeating: "é", count: 256))])))
+        try store.submitAndWait(Event(project: project, body: .tokenRejected(token: token, rejectedAt: 7_000_000_000_000, reason: "Unregistered")))
+        let info = try store.read { txn in try store.reader.device(try store.reader.project(named: project, txn)!.id, deviceID: device, txn) }
+        #expect(info?.record.token == token && info?.topics == [code] && info?.record.state == .rejected)
+    }
+}

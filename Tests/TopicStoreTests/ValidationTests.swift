@@ -37,8 +37,8 @@ import Testing
     @Test func tokens() {
         #expect(fields(.token(deviceID: "D", token: "", platform: .ios)) == ["token"])
         #expect(fields(.token(deviceID: "D", token: "has space", platform: .ios)) == ["token"])
-        #expect(fields(.token(deviceID: "D", token: String(repeating: "t", count: 4097), platform: .ios)) == ["token"])
-        #expect(fields(.token(deviceID: "D", token: String(repeating: "t", count: 4096), platform: .android)).isEmpty)
+        #expect(fields(.token(deviceID: "D", token: String(repeating: "t", count: 501), platform: .ios)) == ["token"])
+        #expect(fields(.token(deviceID: "D", token: String(repeating: "t", count: 500), platform: .android)).isEmpty)
     }
 
     @Test func topicCodesTitlesAndCounts() {
