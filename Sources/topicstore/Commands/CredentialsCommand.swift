@@ -10,7 +10,7 @@ enum CredentialsCommand: Command {
         usage: "credentials (set --project P (--apns-key-file F --key-id K --team-id T --bundle-id B (--sandbox|--production) | --fcm-service-account FILE) | list | remove --project P (--apns|--fcm)) [--data DIR] [--json]",
         options: [
             .init(name: "project", value: "P", help: "the project the credentials belong to"),
-            .init(name: "apns-key-file", value: "F", help: "the AuthKey_XXXXXXXXXX.p8 file from Apple (EC P-256, PKCS#8 PEM)"),
+            .init(name: "apns-key-file", value: "F", help: "the AuthKey_<key id>.p8 file from Apple (EC P-256, PKCS#8 PEM)"),
             .init(name: "key-id", value: "K", help: "the 10-character key id of that key"),
             .init(name: "team-id", value: "T", help: "the Apple developer team id"),
             .init(name: "bundle-id", value: "B", help: "the app's bundle id (the apns-topic)"),
