@@ -3,17 +3,20 @@ import Foundation
 
 /// An HTTP/1.1 server on libmicrohttpd.
 ///
-/// Handlers run on libmicrohttpd's threads (one per connection by default), so a
-/// handler may block — on a durable commit, say — without touching the Swift
-/// cooperative pool. The body is read whole before the handler runs; a body over
+/// Handlers run on libmicrohttpd's threads. A handler that waits for something
+/// (a durable commit, say) takes the `HTTPResponder` and answers later from any
+/// thread: in the epoll pool its connection is suspended meanwhile, so a few
+/// threads serve many waiting connections; with a thread per connection, that
+/// thread waits. The body is read whole before the handler runs; a body over
 /// `Configuration.bodyLimit` is answered with `errorResponse(413)` and the
 /// connection closed.
 public final class HTTPServer: Sendable {
     public enum Threading: Sendable, Hashable {
         /// A thread per connection (polled with `poll`): handlers may block freely.
         case threadPerConnection
-        /// A pool of this many threads multiplexing connections with epoll:
-        /// fewer threads, but a blocking handler stalls its thread's other connections.
+        /// A pool of this many threads multiplexing connections with epoll: a
+        /// handler that answers later through its `HTTPResponder` suspends only
+        /// its own connection, but one that blocks stalls its thread's other connections.
         case threadPool(Int)
     }
 
@@ -28,8 +31,10 @@ public final class HTTPServer: Sendable {
         public var connectionLimit = 1024
         /// Seconds an idle connection is kept.
         public var connectionTimeout = 60
-        /// Per-connection buffer for the request line and headers.
-        public var connectionMemoryLimit = 64 << 10
+        /// Per-connection buffer for the request line and headers. libmicrohttpd
+        /// zeroes it between the requests of a keep-alive connection, so a large
+        /// one costs time on every request; 16 KiB holds far more than any SDK sends.
+        public var connectionMemoryLimit = 16 << 10
         /// The response the server itself sends: 413 (body too large) and 503 (shutting down).
         public var errorResponse: @Sendable (_ status: Int) -> HTTPResponse = { status in
             HTTPResponse(status: status, headers: ["Content-Type": "application/json"],
@@ -54,16 +59,26 @@ public final class HTTPServer: Sendable {
         public var completedNormally: Bool
     }
 
+    /// Answers at once.
     public typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
+    /// Answers through the responder, now or later (exactly once).
+    public typealias DeferredHandler = @Sendable (HTTPRequest, HTTPResponder) -> Void
 
     private let core: ServerCore
     /// The port the server listens on.
     public let port: UInt16
 
     /// Starts listening at once.
-    public init(configuration: Configuration, handler: @escaping Handler,
+    public convenience init(configuration: Configuration, handler: @escaping Handler,
+                            onComplete: (@Sendable (Completion) -> Void)? = nil) throws {
+        try self.init(configuration: configuration, deferredHandler: { request, responder in responder.respond(handler(request)) },
+                      onComplete: onComplete)
+    }
+
+    /// Starts listening at once; `deferredHandler` answers each request through its responder.
+    public init(configuration: Configuration, deferredHandler: @escaping DeferredHandler,
                 onComplete: (@Sendable (Completion) -> Void)? = nil) throws {
-        let core = ServerCore(configuration: configuration, handler: handler, onComplete: onComplete)
+        let core = ServerCore(configuration: configuration, handler: deferredHandler, onComplete: onComplete)
         port = try core.start()
         self.core = core
     }
@@ -105,6 +120,8 @@ final class RequestState {
     var responseBytes = 0
     var route: String?
     var principal: String?
+    /// Set while the handler has not answered yet.
+    var responder: HTTPResponder?
 
     init(method: String, path: String, version: String, remoteAddress: String) {
         self.method = method
@@ -121,21 +138,39 @@ final class PairCollector {
 
 final class ServerCore: @unchecked Sendable {
     let configuration: HTTPServer.Configuration
-    let handler: HTTPServer.Handler
+    let handler: HTTPServer.DeferredHandler
     let onComplete: (@Sendable (HTTPServer.Completion) -> Void)?
+    /// Whether waiting connections are suspended (the epoll pool) rather than holding their thread.
+    let suspends: Bool
 
     private let condition = NSCondition()
     private var daemon: OpaquePointer?
     private var inFlight = 0
+    /// Connections suspended until their responder answers: the daemon must not stop while any is.
+    private var suspendedConnections = 0
     private var draining = false
     private var stopped = false
     private var retainedSelf: Unmanaged<ServerCore>?
 
-    init(configuration: HTTPServer.Configuration, handler: @escaping HTTPServer.Handler,
+    init(configuration: HTTPServer.Configuration, handler: @escaping HTTPServer.DeferredHandler,
          onComplete: (@Sendable (HTTPServer.Completion) -> Void)?) {
         self.configuration = configuration
         self.handler = handler
         self.onComplete = onComplete
+        if case .threadPool = configuration.threading { suspends = true } else { suspends = false }
+    }
+
+    func suspended() {
+        condition.lock()
+        suspendedConnections += 1
+        condition.unlock()
+    }
+
+    func resumed() {
+        condition.lock()
+        suspendedConnections -= 1
+        if suspendedConnections == 0 { condition.broadcast() }
+        condition.unlock()
     }
 
     var activeRequests: Int { condition.lock(); defer { condition.unlock() }; return inFlight }
@@ -170,7 +205,7 @@ final class ServerCore: @unchecked Sendable {
         case .threadPerConnection:
             flags |= MHD_USE_THREAD_PER_CONNECTION.rawValue | MHD_USE_POLL.rawValue
         case .threadPool(let n):
-            flags |= MHD_USE_EPOLL.rawValue
+            flags |= MHD_USE_EPOLL.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
             poolSize = UInt32(max(1, n))
         }
         if chosen.pointee.ai_family == AF_INET6 { flags |= MHD_USE_IPv6.rawValue }
@@ -215,6 +250,9 @@ final class ServerCore: @unchecked Sendable {
         }
         let deadline = Date().addingTimeInterval(drainTimeout)
         while inFlight > 0 && condition.wait(until: deadline) {}
+        // Stopping the daemon with a suspended connection is not allowed; each
+        // is waiting for an answer that is bound to come (a commit ends).
+        while suspendedConnections > 0 { condition.wait() }
         stopped = true
         condition.unlock()
         // Joins the connection threads; requests still running finish their handler first.
@@ -266,6 +304,12 @@ final class ServerCore: @unchecked Sendable {
             uploadSize.pointee = 0
             return .YES
         }
+        if let responder = state.responder {
+            // Called again after a resume: the answer is in.
+            guard let response = responder.takeAnswer() else { return .YES }
+            state.responder = nil
+            return respond(connection, state, response, close: isDraining)
+        }
         if state.responded { return .YES }
         if state.tooLarge {
             return respond(connection, state, configuration.errorResponse(413), close: true)
@@ -279,7 +323,11 @@ final class ServerCore: @unchecked Sendable {
                                   headers: HTTPHeaders(Self.values(connection, .HEADER_KIND)),
                                   query: Self.values(connection, .GET_ARGUMENT_KIND).map { (name: $0.0, value: $0.1) },
                                   body: state.body, remoteAddress: state.remoteAddress)
-        let response = handler(request)
+        let responder = HTTPResponder(core: self, connection: connection)
+        state.responder = responder
+        handler(request, responder)
+        guard let response = responder.handlerReturned() else { return .YES }
+        state.responder = nil
         return respond(connection, state, response, close: isDraining)
     }
 

@@ -24,7 +24,7 @@ public final class MPushServer: Sendable {
         let metrics = service.metrics
         let sink: (@Sendable (String) -> Void)? = configuration.accessLog ? (log ?? AccessLog.toStandardError) : nil
         let http = try HTTPServer(configuration: configuration.httpConfiguration,
-                                  handler: { service.handle($0) },
+                                  deferredHandler: { service.handle($0, responder: $1) },
                                   onComplete: { completion in
                                       metrics.record(completion)
                                       sink?(AccessLog.line(completion))

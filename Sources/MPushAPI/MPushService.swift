@@ -9,8 +9,9 @@ import SubscriptionLog
 import TopicStore
 
 /// The request handler: routes, authentication, rate limits, and the bridge to
-/// the store. It runs on libmicrohttpd's threads and blocks on durable commits
-/// with `TopicStore.submitAndWait`, never on the Swift cooperative pool.
+/// the store. It runs on libmicrohttpd's threads; commands that append to the
+/// log are answered from the writer thread once durable (`TopicStore.submit`),
+/// so no server thread waits for a commit. Nothing runs on the Swift cooperative pool.
 final class MPushService: Sendable {
     let store: TopicStore
     let access: AccessControl
@@ -30,51 +31,88 @@ final class MPushService: Sendable {
 
     func attach(_ server: HTTPServer?) { serverBox.set(server) }
 
-    func handle(_ request: HTTPRequest) -> HTTPResponse {
-        guard let (route, parameter) = Route.match(request.path) else {
-            return APIResponse.error(404)
-        }
-        var response = answer(route, parameter, request)
-        response.route = route.rawValue
-        return response
+    /// What a route gives: a response now, or events to commit and the
+    /// response to send once every one of them is durable.
+    private enum Answer {
+        case response(HTTPResponse)
+        case commit([Event], @Sendable ([Receipt]) -> HTTPResponse)
     }
 
-    private func answer(_ route: Route, _ parameter: String?, _ request: HTTPRequest) -> HTTPResponse {
-        guard route.methods.contains(request.method) else {
-            return APIResponse.message(405, "The \(request.method) method is not supported for this route. Supported methods: \(route.methods.joined(separator: ", ")).",
-                                       headers: ["Allow": route.methods.joined(separator: ", ")])
+    /// Answers `request` through `responder`: at once, or — for the commands
+    /// that append to the log — from the writer thread when the group commit
+    /// that holds them is durable, so no server thread waits for the disk.
+    func handle(_ request: HTTPRequest, responder: HTTPResponder) {
+        guard let (route, parameter) = Route.match(request.path) else {
+            return responder.respond(APIResponse.error(404))
         }
-        if !Self.acceptsJSON(request, route: route) { return APIResponse.error(406) }
+        var who: String?
+        let answer = answer(route, parameter, request, principal: &who)
+        let principal = who
+        @Sendable func send(_ response: HTTPResponse) {
+            var response = response
+            response.route = route.rawValue
+            response.principal = principal
+            responder.respond(response)
+        }
+        switch answer {
+        case .response(let response):
+            send(response)
+        case .commit(let events, let then):
+            store.submit(events) { [self] results in
+                do {
+                    send(then(try results.map { try $0.get() }))
+                } catch {
+                    send(response(for: error))
+                }
+            }
+        }
+    }
+
+    /// Answers `request` and waits for its commit, if it has one (for tests and tools).
+    func handle(_ request: HTTPRequest) -> HTTPResponse {
+        let box = ResponseBox()
+        let done = DispatchSemaphore(value: 0)
+        let responder = HTTPResponder { box.response = $0; done.signal() }
+        handle(request, responder: responder)
+        done.wait()
+        return box.response!
+    }
+
+    private func answer(_ route: Route, _ parameter: String?, _ request: HTTPRequest, principal: inout String?) -> Answer {
+        guard route.methods.contains(request.method) else {
+            return .response(APIResponse.message(405, "The \(request.method) method is not supported for this route. Supported methods: \(route.methods.joined(separator: ", ")).",
+                                                 headers: ["Allow": route.methods.joined(separator: ", ")]))
+        }
+        if !Self.acceptsJSON(request, route: route) { return .response(APIResponse.error(406)) }
         switch route {
-        case .health: return health()
+        case .health: return .response(health())
         case .metrics:
-            return HTTPResponse(status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"],
-                                body: Array(metrics.render(store: store, server: serverBox.server).utf8))
+            return .response(HTTPResponse(status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"],
+                                          body: Array(metrics.render(store: store, server: serverBox.server).utf8)))
         case .openAPI:
-            return HTTPResponse(status: 200, headers: ["Content-Type": "application/json"], body: Array(OpenAPIDocument.json.utf8))
+            return .response(HTTPResponse(status: 200, headers: ["Content-Type": "application/json"], body: Array(OpenAPIDocument.json.utf8)))
         default: break
         }
 
         // Authentication, permission, rate limit.
-        guard let key = request.headers["X-MPush-Token"]?.trimmingCharacters(in: .whitespaces), !key.isEmpty else {
-            return APIResponse.error(401)
+        guard let key = request.headers["X-MPush-Token"]?.trimmingHTTPSpace, !key.isEmpty else {
+            return .response(APIResponse.error(401))
         }
         let credential: Credential?
-        do { credential = try access.authenticate(key) } catch { return serverError(error) }
-        guard let credential else { return APIResponse.message(401, "The project token is invalid.") }
-        var response = authorized(route, parameter, request, credential)
-        response.principal = credential.keyID
-        return response
+        do { credential = try access.authenticate(key) } catch { return .response(serverError(error)) }
+        guard let credential else { return .response(APIResponse.message(401, "The project token is invalid.")) }
+        principal = credential.keyID
+        return authorized(route, parameter, request, credential)
     }
 
-    private func authorized(_ route: Route, _ parameter: String?, _ request: HTTPRequest, _ credential: Credential) -> HTTPResponse {
-        if route.access == .server && credential.kind != .server { return APIResponse.error(403) }
+    private func authorized(_ route: Route, _ parameter: String?, _ request: HTTPRequest, _ credential: Credential) -> Answer {
+        if route.access == .server && credential.kind != .server { return .response(APIResponse.error(403)) }
         if let limit = configuration.rateLimits[credential.kind] {
             switch limiter.take(key: credential.keyID, limit: limit) {
             case .limited(let retryAfter):
-                return APIResponse.message(429, "Too Many Attempts.",
-                                           headers: ["Retry-After": String(retryAfter), "X-RateLimit-Limit": String(Int(limit.perSecond)),
-                                                     "X-RateLimit-Remaining": "0"])
+                return .response(APIResponse.message(429, "Too Many Attempts.",
+                                                     headers: ["Retry-After": String(retryAfter), "X-RateLimit-Limit": String(Int(limit.perSecond)),
+                                                               "X-RateLimit-Remaining": "0"]))
             case .allowed:
                 break
             }
@@ -85,40 +123,39 @@ final class MPushService: Sendable {
             case .register: return try membership("register", request, credential)
             case .unregister: return try membership("unregister", request, credential)
             case .unregisterAll: return try membership("unregister-all", request, credential)
-            case .audienceCount: return try audienceCount(request, credential)
-            case .audience: return try audiencePage(request, credential)
-            case .topics: return try topics(credential)
-            case .device: return try device(parameter ?? "", credential)
+            case .audienceCount: return .response(try audienceCount(request, credential))
+            case .audience: return .response(try audiencePage(request, credential))
+            case .topics: return .response(try topics(credential))
+            case .device: return .response(try device(parameter ?? "", credential))
             case .feedback: return try feedback(request, credential)
-            case .send: return try send(request, credential)
-            case .notification: return try notificationStatus(parameter ?? "", credential)
-            case .notificationOpen: return try notificationOpen(parameter ?? "", request, credential)
-            case .health, .metrics, .openAPI: return APIResponse.error(404)
+            case .send: return .response(try send(request, credential))
+            case .notification: return .response(try notificationStatus(parameter ?? "", credential))
+            case .notificationOpen: return .response(try notificationOpen(parameter ?? "", request, credential))
+            case .health, .metrics, .openAPI: return .response(APIResponse.error(404))
             }
-        } catch let problem as RequestBody.Problem {
-            return problem.response
-        } catch let invalid as InvalidCommand {
-            return APIResponse.invalid(invalid.errors)
         } catch {
-            return serverError(error)
+            return .response(response(for: error))
+        }
+    }
+
+    /// The response for a request that failed with `error`.
+    private func response(for error: any Error) -> HTTPResponse {
+        switch error {
+        case let problem as RequestBody.Problem: return problem.response
+        case let invalid as InvalidCommand: return APIResponse.invalid(invalid.errors)
+        default: return serverError(error)
         }
     }
 
     // MARK: Membership (MPush v2)
 
-    private func membership(_ type: String, _ request: HTTPRequest, _ credential: Credential) throws -> HTTPResponse {
+    private func membership(_ type: String, _ request: HTTPRequest, _ credential: Credential) throws -> Answer {
         var object = try RequestBody.object(request)
         // The key decides the project: a body cannot name another one.
         object["project"] = credential.project
         object["type"] = type
         let event = try EventJSON.event(from: object)
-        try commit([event])
-        return APIResponse.success()
-    }
-
-    /// Blocks this (libmicrohttpd) thread until every event is durable.
-    private func commit(_ events: [Event]) throws {
-        for result in store.submitAndWait(events) { _ = try result.get() }
+        return .commit([event]) { _ in APIResponse.success() }
     }
 
     // MARK: Send service
@@ -277,7 +314,7 @@ final class MPushService: Sendable {
 
     /// Provider feedback: APNs 410 `{"reason":"Unregistered","timestamp":ms}` or
     /// FCM `UNREGISTERED`, one object or an array of up to 1000.
-    private func feedback(_ request: HTTPRequest, _ credential: Credential) throws -> HTTPResponse {
+    private func feedback(_ request: HTTPRequest, _ credential: Credential) throws -> Answer {
         let items: [[String: Any]]
         let trimmed = request.body.drop { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
         if trimmed.first == 0x5B {  // [
@@ -306,10 +343,9 @@ final class MPushService: Sendable {
             }
         }
         guard errors.isEmpty else { throw InvalidCommand(errors) }
-        let results = store.submitAndWait(events)
-        var last: UInt64 = 0
-        for r in results { last = max(last, try r.get().sequence) }
-        return APIResponse.json(200, ["status_code": 0, "accepted": events.count, "sequence": last])
+        return .commit(events) { receipts in
+            APIResponse.json(200, ["status_code": 0, "accepted": receipts.count, "sequence": receipts.map(\.sequence).max() ?? 0])
+        }
     }
 
     static func rejection(_ item: [String: Any], project: String) throws(InvalidCommand) -> Event {
@@ -352,7 +388,7 @@ final class MPushService: Sendable {
         let values = request.headers.values("Accept")
         guard !values.isEmpty else { return true }
         let ranges = values.flatMap { $0.split(separator: ",") }
-            .map { $0.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? "" }
+            .map { $0.split(separator: ";").first.map { $0.trimmingHTTPSpace.lowercased() } ?? "" }
         if ranges.allSatisfy({ $0.isEmpty }) { return true }
         return ranges.contains { r in
             r == "*/*" || r == "application/*" || r.contains("json") || (route == .metrics && (r == "text/plain" || r == "text/*"))
@@ -386,4 +422,8 @@ final class ServerBox: @unchecked Sendable {
     private var value: HTTPServer?
     func set(_ server: HTTPServer?) { lock.lock(); value = server; lock.unlock() }
     var server: HTTPServer? { lock.lock(); defer { lock.unlock() }; return value }
+}
+
+private final class ResponseBox: @unchecked Sendable {
+    var response: HTTPResponse?
 }

@@ -14,7 +14,7 @@ enum RequestBody {
         let firstByte = body.first { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }
         guard firstByte != nil else { return [:] }
         let media = (request.headers["Content-Type"] ?? "")
-            .split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+            .split(separator: ";", maxSplits: 1).first.map { $0.trimmingHTTPSpace.lowercased() } ?? ""
         let isJSON: Bool
         switch media {
         case "application/json", "text/json":

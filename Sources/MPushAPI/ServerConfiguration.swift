@@ -9,7 +9,7 @@ import Notifications
 /// {
 ///   "listen": "127.0.0.1:8080",
 ///   "data": "./data",
-///   "threads": 0,
+///   "threads": 4,
 ///   "connectionLimit": 1024,
 ///   "bodyLimitBytes": 1048576,
 ///   "rateLimit": {"client": {"perSecond": 50000, "burst": 100000},
@@ -20,13 +20,15 @@ import Notifications
 ///   "audiencePageLimit": 10000
 /// }
 /// ```
-/// `threads` 0 means a thread per connection; n > 1 an epoll pool of n threads.
+/// `threads` n ≥ 1 is an epoll pool of n threads (default 4): a command waits for
+/// its group commit with its connection suspended, not holding a thread; 0 is a
+/// thread per connection.
 /// A rate of 0 turns the limit off for that kind of key.
 public struct ServerConfiguration: Sendable {
     public var host = "127.0.0.1"
     public var port: UInt16 = 8080
     public var dataDirectory = "./data"
-    public var threads = 0
+    public var threads = 4
     public var connectionLimit = 1024
     public var bodyLimit = 1 << 20
     /// A client key is shared by every install of an app, so its limit only guards against abuse.
@@ -124,7 +126,7 @@ public struct ServerConfiguration: Sendable {
         var c = HTTPServer.Configuration()
         c.host = host
         c.port = port
-        c.threading = threads > 1 ? .threadPool(threads) : .threadPerConnection
+        c.threading = threads >= 1 ? .threadPool(threads) : .threadPerConnection
         c.bodyLimit = bodyLimit
         c.connectionLimit = connectionLimit
         c.errorResponse = { APIResponse.error($0) }

@@ -256,9 +256,23 @@ public final class TopicStore: Sendable {
     /// Submits `events` and blocks until each is durable or refused; results
     /// are in the order given. Invalid events are refused alone.
     public func submitAndWait(_ events: [Event]) -> [Result<Receipt, any Error>] {
-        guard let writer else { return events.map { _ in .failure(StoreError.readOnly) } }
-        let results = ResultSlots(count: events.count)
-        let group = DispatchGroup()
+        let done = DispatchSemaphore(value: 0)
+        let box = ResultsBox()
+        submit(events) { results in
+            box.results = results
+            done.signal()
+        }
+        done.wait()
+        return box.results
+    }
+
+    /// Submits `events` without waiting: `completion` gets one result per event,
+    /// in the order given, once each is durable or refused — on the writer
+    /// thread, or at once on this thread when nothing reaches the writer.
+    /// Invalid events are refused alone. `completion` must not block.
+    public func submit(_ events: [Event], completion: @escaping @Sendable ([Result<Receipt, any Error>]) -> Void) {
+        guard let writer else { return completion(events.map { _ in .failure(StoreError.readOnly) }) }
+        let results = ResultSlots(count: events.count, completion: completion)
         var pending: [CommitWriter.Pending] = []
         pending.reserveCapacity(events.count)
         for (i, event) in events.enumerated() {
@@ -268,15 +282,10 @@ public final class TopicStore: Sendable {
                 results.set(i, .failure(error))
                 continue
             }
-            group.enter()
-            pending.append(CommitWriter.Pending(event: event) { result in
-                results.set(i, result)
-                group.leave()
-            })
+            pending.append(CommitWriter.Pending(event: event) { result in results.set(i, result) })
         }
+        if pending.isEmpty { return }
         writer.enqueue(pending)
-        group.wait()
-        return results.values
     }
 
     /// One command, blocking: for command-line tools and tests.
@@ -344,13 +353,30 @@ public struct CommitCounters: Sendable, Hashable {
 }
 
 /// Result slots filled from the writer thread, read once everything is in.
+/// Collects one result per submitted event and calls the completion when the last arrives.
 private final class ResultSlots: @unchecked Sendable {
     private var slots: [Result<Receipt, any Error>?]
+    private var missing: Int
     private let lock = NSLock()
-    init(count: Int) { slots = Array(repeating: nil, count: count) }
-    func set(_ i: Int, _ r: Result<Receipt, any Error>) { lock.lock(); slots[i] = r; lock.unlock() }
-    var values: [Result<Receipt, any Error>] {
-        lock.lock(); defer { lock.unlock() }
-        return slots.map { $0 ?? .failure(StoreError.closed) }
+    private let completion: @Sendable ([Result<Receipt, any Error>]) -> Void
+
+    init(count: Int, completion: @escaping @Sendable ([Result<Receipt, any Error>]) -> Void) {
+        slots = Array(repeating: nil, count: count)
+        missing = count
+        self.completion = completion
+        if count == 0 { completion([]) }
     }
+
+    func set(_ i: Int, _ r: Result<Receipt, any Error>) {
+        lock.lock()
+        slots[i] = r
+        missing -= 1
+        let finished = missing == 0
+        lock.unlock()
+        if finished { completion(slots.map { $0 ?? .failure(StoreError.closed) }) }
+    }
+}
+
+private final class ResultsBox: @unchecked Sendable {
+    var results: [Result<Receipt, any Error>] = []
 }

@@ -82,8 +82,11 @@ struct HTTPOperationsTests {
         #expect(lines.allSatisfy { $0.hasPrefix("20") && $0.contains(" 127.0.0.1 ") && $0.contains("ms ") })
     }
 
-    @Test func concurrentKeepAliveClientsAreGroupCommitted() throws {
-        let t = try HTTPTestServer()
+    /// Commands wait for their group commit with the connection suspended (epoll
+    /// pool of 1 or 4 threads) or holding its own thread (0: thread per connection).
+    @Test(arguments: [0, 1, 4])
+    func concurrentKeepAliveClientsAreGroupCommitted(threads: Int) throws {
+        let t = try HTTPTestServer { $0.threads = threads }
         let failures = LogBox()
         let clients = 16, perClient = 40
         DispatchQueue.concurrentPerform(iterations: clients) { c in
@@ -141,6 +144,40 @@ struct HTTPOperationsTests {
         #expect(try t.device("inflight")?.topics == ["a"])
         #expect(try t.device("before")?.topics == ["a"])
         #expect(try t.device("after") == nil)
+    }
+
+    /// Shutdown in the middle of a stream of commands: those waiting for their
+    /// commit are answered (the daemon never stops with a suspended connection),
+    /// and every one answered 200 is durable.
+    @Test(arguments: [0, 4])
+    func shutdownUnderLoadAnswersEveryWaitingCommand(threads: Int) throws {
+        let t = try HTTPTestServer { $0.threads = threads }
+        let accepted = LogBox()
+        let clients = 8
+        let started = DispatchSemaphore(value: 0)
+        let group = DispatchGroup()
+        for c in 0..<clients {
+            group.enter()
+            Thread.detachNewThread {
+                defer { group.leave() }
+                guard let client = try? t.client() else { return }
+                started.signal()
+                for i in 0..<10_000 {
+                    guard let r = try? client.request("POST", "/api/register",
+                                                      headers: [("Content-Type", "application/json"), ("X-MPush-Token", t.clientKey)],
+                                                      text: #"{"device_id":"S\#(c)-\#(i)","topics":["all"]}"#),
+                          r.status == 200 else { return }
+                    accepted.append("S\(c)-\(i)")
+                }
+            }
+        }
+        for _ in 0..<clients { started.wait() }
+        usleep(150_000)
+        t.server.shutdown()
+        #expect(group.wait(timeout: .now() + 30) == .success)
+        #expect(accepted.lines.count > 0)
+        let lost = try accepted.lines.filter { try t.device($0)?.topics != ["all"] }
+        #expect(lost.isEmpty, "answered 200 but not in the store: \(lost.prefix(5))")
     }
 
     @Test func sigtermFinishesAndCommitsTheRequestInProgress() throws {
