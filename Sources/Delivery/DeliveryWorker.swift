@@ -67,8 +67,7 @@ public final class DeliveryWorker: @unchecked Sendable {
     public var lastErrorMessage: String? { lastError.withLock { $0 } }
 
     private func loop() {
-        // Spread the streams over the connections: curl fills one connection up to its stream
-        // limit before it opens the next, so with a limit of maxInFlight every stream would share one.
+        // Spread the streams over the connections (the engine also keeps to each server's own limit).
         let perConnection = (configuration.maxInFlight + configuration.connectionsPerHost - 1) / configuration.connectionsPerHost
         engine = HTTP2Engine(caFile: configuration.caFile, connectionsPerHost: configuration.connectionsPerHost,
                              maxConcurrentStreams: max(1, perConnection),
@@ -218,12 +217,12 @@ public final class DeliveryWorker: @unchecked Sendable {
             switch t.platform {
             case .ios:
                 guard let apns, let h = apnsHeaders else { return nil }
-                return HTTP2Engine.Request(url: apns.url(token: t.token), headers: h, body: .shared(apnsBody), tag: i)
+                return HTTP2Engine.Request(headers: h, path: .token(prefix: apns.pathPrefix, token: t.token), body: .shared(apnsBody), tag: i)
             case .android:
                 guard let fcm, let h = fcmHeaders else { return nil }
                 message.removeAll(keepingCapacity: true)
                 PayloadRenderer.fcmMessage(token: t.token, data: fcmData, priority: content.priority, ttlSeconds: ttl, into: &message)
-                return HTTP2Engine.Request(url: fcm.sendURL, headers: h, body: .owned(message), tag: i)
+                return HTTP2Engine.Request(headers: h, path: .fixed(fcm.sendPath), body: .owned(message), tag: i)
             }
         }
 
