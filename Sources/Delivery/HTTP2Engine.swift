@@ -13,7 +13,10 @@ final class HTTP2Engine {
         var tls: Bool
         var host: String
         var port: UInt16
-        var authority: String { (tls && port == 443) || (!tls && port == 80) ? host : "\(host):\(port)" }
+        var authority: String {
+            let h = host.contains(":") ? "[\(host)]" : host
+            return (tls && port == 443) || (!tls && port == 80) ? h : "\(h):\(port)"
+        }
 
         /// Parses `https://host[:port][/base]`; returns the endpoint and the base path ("" or "/base").
         static func parse(_ url: String) -> (Endpoint, basePath: String)? {
@@ -163,6 +166,8 @@ final class HTTP2Engine {
         var wantWrite = false
         var streams = 0
         var goaway = false
+        /// The server's first SETTINGS frame arrived.
+        var settled = false
         let openedAt: Double
         var out: UnsafeMutablePointer<UInt8>
         var outCapacity = 256 << 10
@@ -186,6 +191,8 @@ final class HTTP2Engine {
     private var slots: [Slot] = []
     private var free: [Int] = []
     private var connections: [Connection] = []
+    /// Why the last connection to an endpoint failed before it was up, and until when that answers its requests.
+    private var connectFailures: [Endpoint: (reason: String, until: Double)] = [:]
     /// Slots whose stream closed, in order, for the run loop to complete.
     private var finished: [Int] = []
     private let readBuffer = UnsafeMutablePointer<UInt8>.allocate(capacity: 64 << 10)
@@ -273,14 +280,27 @@ final class HTTP2Engine {
                 delayed = keep
             }
             var gateWait = 0.0
-            while inFlight < maxInFlight {
+            starting: while inFlight < maxInFlight {
                 var request: Request?
                 if let r = ready.popLast() { request = r } else if !exhausted {
                     request = next()
                     if request == nil { exhausted = true }
                 }
                 guard let r = request else { break }
-                guard let connection = connection(for: r.headers.endpoint, now: now) else { ready.append(r); break }
+                let connection: Connection
+                switch placement(for: r.headers.endpoint, now: now) {
+                case .on(let c): connection = c
+                case .wait:
+                    ready.append(r)
+                    break starting
+                case .fail(let reason):
+                    completed += 1
+                    switch completion(r, Response(status: 0, body: [], retryAfter: nil, error: reason)) {
+                    case .done: break
+                    case .retry(let again, let delay): delayed.append((now + delay, again))
+                    }
+                    continue starting
+                }
                 let wait = gate()
                 if wait > 0 { ready.append(r); gateWait = wait; break }
                 start(r, on: connection, now: now)
@@ -321,15 +341,27 @@ final class HTTP2Engine {
 
     /// The connection a new request to `endpoint` goes on: the least busy one with a free
     /// stream, a new one while there are fewer than `connectionsPerHost`, or nil when all are full.
-    private func connection(for endpoint: Endpoint, now: Double) -> Connection? {
+    private enum Placement { case on(Connection), wait, fail(String) }
+
+    /// Where a new request to `endpoint` goes: the least busy connection with a free stream
+    /// (a connection takes requests once the server's first SETTINGS arrived: its stream limit is
+    /// known then), or wait for one — a new connection is opened while there are fewer than
+    /// `connectionsPerHost`. When the last attempt to connect failed moments ago and none is up,
+    /// the request fails at once with that reason (and the caller's retry backs off).
+    private func placement(for endpoint: Endpoint, now: Double) -> Placement {
         var best: Connection?
         var count = 0
         for c in connections where c.endpoint == endpoint && c.state != .closed && !c.goaway {
             count += 1
-            if c.streams < limit(c), best == nil || c.streams < best!.streams { best = c }
+            if c.settled, c.streams < limit(c), best == nil || c.streams < best!.streams { best = c }
         }
-        if count < connectionsPerHost && (best == nil || best!.streams > 0) { return open(endpoint, now: now) }
-        return best
+        if let best, best.streams == 0 || count >= connectionsPerHost { return .on(best) }
+        if count == 0, let failure = connectFailures[endpoint] {
+            if now < failure.until { return .fail(failure.reason) }
+            connectFailures[endpoint] = nil
+        }
+        if count < connectionsPerHost { _ = open(endpoint, now: now) }
+        return best.map { .on($0) } ?? .wait
     }
 
     private func limit(_ c: Connection) -> Int {
@@ -624,6 +656,8 @@ final class HTTP2Engine {
 
     /// One poll over every connection; handles what is ready.
     private func pump(timeoutMs: Int32) {
+        // What was submitted since the last pump goes out before we wait for answers.
+        for c in connections where c.state == .open { flush(c) }
         var fds: [pollfd] = []
         var owners: [Connection] = []
         fds.reserveCapacity(connections.count)
@@ -659,6 +693,7 @@ final class HTTP2Engine {
     private func fail(_ c: Connection, _ reason: String) {
         guard c.state != .closed else { return }
         c.state = .closed
+        if !c.settled { connectFailures[c.endpoint] = (reason, Self.seconds() + 0.25) }
         for (i, slot) in slots.enumerated() where slot.active && slot.connection === c {
             if slot.error == nil { slot.error = reason }
             slot.connection = nil
@@ -725,9 +760,12 @@ final class HTTP2Engine {
         }
         nghttp2_session_callbacks_set_on_frame_recv_callback(cbs) { _, frame, user in
             guard let frame, let user else { return 0 }
-            if topicstore_frame_type(frame) == UInt8(NGHTTP2_GOAWAY.rawValue) {
+            let type = topicstore_frame_type(frame)
+            if type == UInt8(NGHTTP2_GOAWAY.rawValue) {
                 // No new streams here; the ones the server took finish, the others close refused.
                 Unmanaged<Connection>.fromOpaque(user).takeUnretainedValue().goaway = true
+            } else if type == UInt8(NGHTTP2_SETTINGS.rawValue) && topicstore_frame_flags(frame) & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 {
+                Unmanaged<Connection>.fromOpaque(user).takeUnretainedValue().settled = true
             }
             return 0
         }
