@@ -206,8 +206,10 @@ public final class DeliveryWorker: @unchecked Sendable {
         let ttl = content.expirationAt.map { $0 - Int64(Date().timeIntervalSince1970) }
         var reauthenticated: Set<Platform> = []
         var index = 0
-        var message: [UInt8] = []
-        message.reserveCapacity(fcmData.count + 256)
+        // The FCM body around the token, once per batch: per push only the token is copied in.
+        let fcmParts = PayloadRenderer.fcmMessageParts(data: fcmData, priority: content.priority, ttlSeconds: ttl)
+        let fcmPrefix = HTTP2Engine.SharedBody(fcmParts.prefix)
+        let fcmSuffix = HTTP2Engine.SharedBody(fcmParts.suffix)
         let bucket = rateBucket(project)
         let maxAttempts = configuration.maxAttempts
         var firstRecorded = false
@@ -220,7 +222,11 @@ public final class DeliveryWorker: @unchecked Sendable {
                 return HTTP2Engine.Request(headers: h, path: .token(prefix: apns.pathPrefix, token: t.token), body: .shared(apnsBody), tag: i)
             case .android:
                 guard let fcm, let h = fcmHeaders else { return nil }
-                message.removeAll(keepingCapacity: true)
+                if PayloadRenderer.isPlainJSONString(t.token) {
+                    return HTTP2Engine.Request(headers: h, path: .fixed(fcm.sendPath),
+                                               body: .token(prefix: fcmPrefix, token: t.token, suffix: fcmSuffix), tag: i)
+                }
+                var message: [UInt8] = []
                 PayloadRenderer.fcmMessage(token: t.token, data: fcmData, priority: content.priority, ttlSeconds: ttl, into: &message)
                 return HTTP2Engine.Request(headers: h, path: .fixed(fcm.sendPath), body: .owned(message), tag: i)
             }

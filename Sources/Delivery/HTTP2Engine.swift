@@ -95,7 +95,9 @@ final class HTTP2Engine {
         }
     }
 
-    enum Body { case shared(SharedBody), owned([UInt8]) }
+    /// The request body: the same for a batch (APNs), a fixed prefix and suffix around the
+    /// token (FCM; the token must need no escaping there), or bytes of its own.
+    enum Body { case shared(SharedBody), token(prefix: SharedBody, token: String, suffix: SharedBody), owned([UInt8]) }
 
     /// The request path: fixed for a batch (FCM), or a fixed prefix and the device token (APNs).
     enum Path { case fixed(SharedBody), token(prefix: SharedBody, token: String) }
@@ -125,7 +127,8 @@ final class HTTP2Engine {
 
     fileprivate final class Slot {
         var request: Request?
-        weak var connection: Connection?
+        /// The connection the request is on (nil once it completed).
+        var connection: Connection?
         var streamID: Int32 = 0
         var status = 0
         var body: [UInt8] = []
@@ -144,6 +147,15 @@ final class HTTP2Engine {
         var bodyOffset = 0
         var ownedBody: UnsafeMutableRawPointer?
         var ownedCapacity = 0
+        /// The slot's own body buffer, at least `count` bytes.
+        func bodyBuffer(_ count: Int) -> UnsafeMutableRawPointer {
+            if let b = ownedBody, ownedCapacity >= count { return b }
+            ownedBody?.deallocate()
+            ownedCapacity = max(count, 1024)
+            let b = UnsafeMutableRawPointer.allocate(byteCount: ownedCapacity, alignment: 1)
+            ownedBody = b
+            return b
+        }
         init() {
             nva = .allocate(capacity: nvaCapacity)
             path = .allocate(capacity: pathCapacity)
@@ -441,14 +453,18 @@ final class HTTP2Engine {
         case .shared(let b):
             slot.bodyPointer = UnsafeRawPointer(b.pointer)
             slot.bodyCount = b.count
+        case .token(let prefix, var token, let suffix):
+            let count = prefix.count + token.utf8.count + suffix.count
+            let body = slot.bodyBuffer(count)
+            body.copyMemory(from: prefix.pointer, byteCount: prefix.count)
+            token.withUTF8 { t in if let b = t.baseAddress { (body + prefix.count).copyMemory(from: b, byteCount: t.count) } }
+            (body + prefix.count + token.utf8.count).copyMemory(from: suffix.pointer, byteCount: suffix.count)
+            slot.bodyPointer = UnsafeRawPointer(body)
+            slot.bodyCount = count
         case .owned(let bytes):
-            if slot.ownedCapacity < bytes.count {
-                slot.ownedBody?.deallocate()
-                slot.ownedCapacity = max(bytes.count, 1024)
-                slot.ownedBody = .allocate(byteCount: slot.ownedCapacity, alignment: 1)
-            }
-            bytes.withUnsafeBytes { if let b = $0.baseAddress { slot.ownedBody!.copyMemory(from: b, byteCount: bytes.count) } }
-            slot.bodyPointer = UnsafeRawPointer(slot.ownedBody)
+            let body = slot.bodyBuffer(bytes.count)
+            bytes.withUnsafeBytes { if let b = $0.baseAddress { body.copyMemory(from: b, byteCount: bytes.count) } }
+            slot.bodyPointer = UnsafeRawPointer(body)
             slot.bodyCount = bytes.count
         }
         slot.bodyOffset = 0
