@@ -129,7 +129,8 @@ public enum PayloadRenderer {
 
     /// True when `token` goes into a JSON string unchanged (no quote, backslash or control character).
     public static func isPlainJSONString(_ token: String) -> Bool {
-        token.utf8.allSatisfy { $0 >= 0x20 && $0 != 0x22 && $0 != 0x5C }
+        var t = token  // withUTF8 wants a var; a native string is not copied
+        return t.withUTF8 { bytes in !bytes.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C } }
     }
 
     private static let fcmPrefix = Array("{\"message\":{\"token\":".utf8)
