@@ -19,6 +19,7 @@ The answer depends on the device token's prefix:
 Every request is appended to --log as one JSON line (unless --no-log).
 --max-streams N announces SETTINGS_MAX_CONCURRENT_STREAMS N (h2 drops a connection that opens more);
 --goaway-after N answers N requests per connection, then sends GOAWAY and closes it.
+--plain speaks HTTP/2 without TLS (prior knowledge), for http:// URLs.
 
 --workers N runs N processes that each accept on the same port (SO_REUSEPORT: the kernel spreads
 connections over them), for benchmarks; an access token issued by one worker is good at every
@@ -259,6 +260,7 @@ def parse_args():
     p.add_argument("--no-log", action="store_true")
     p.add_argument("--delay-ms", type=float, default=0)
     p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--plain", action="store_true", help="HTTP/2 in clear text (prior knowledge) instead of TLS")
     p.add_argument("--max-streams", type=int, default=1000, help="SETTINGS_MAX_CONCURRENT_STREAMS announced")
     p.add_argument("--goaway-after", type=int, default=0, help="send GOAWAY and close a connection after N answers (0: never)")
     args = p.parse_args()
@@ -281,7 +283,7 @@ async def serve(args, sock, announce):
     ctx.set_alpn_protocols(["h2"])
     state = State(args)
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: H2Protocol(state), sock=sock, ssl=ctx, backlog=1024)
+    server = await loop.create_server(lambda: H2Protocol(state), sock=sock, ssl=None if args.plain else ctx, backlog=1024)
     if announce:
         print("listening %d" % sock.getsockname()[1], flush=True)
     # Stops by itself when its parent goes away (stdin closes).

@@ -126,6 +126,23 @@ import Testing
         #expect(r.values.allSatisfy { $0.status == 0 && $0.error?.contains("127.0.0.1:\(port)") == true })
     }
 
+    @Test func speaksCleartextHTTP2ForHTTPURLs() throws {
+        let fake = try FakePushServer(extraArguments: ["--plain"])
+        var configuration = fake.deliveryConfiguration()
+        configuration.apnsProductionURL = "http://127.0.0.1:\(fake.port)"
+        let (apnsCredentials, _) = try fake.credentials()
+        var credentials = apnsCredentials
+        credentials.sandbox = false
+        let provider = try APNsProvider(credentials: credentials, configuration: configuration)
+        let content = try NotificationContent(payload: try JSONParser.parse(Array(#"{"body":"hi"}"#.utf8)))
+        let body = HTTP2Engine.SharedBody(Array(#"{"aps":{"alert":{"body":"hi"}}}"#.utf8))
+        let request = HTTP2Engine.Request(headers: try provider.headers(for: content),
+                                          path: .token(prefix: provider.pathPrefix, token: "gone1"), body: .shared(body), tag: 0)
+        let r = Self.run(HTTP2Engine(caFile: nil, connectionsPerHost: 1), [request])
+        #expect(r[0]?.status == 410, "\(r[0]?.error ?? "nil")")
+        #expect(fake.requests().first?.path == "/3/device/gone1")
+    }
+
     @Test func parsesEndpoints() {
         let (e, base) = HTTP2Engine.Endpoint.parse("https://api.push.apple.com")!
         #expect(e == HTTP2Engine.Endpoint(tls: true, host: "api.push.apple.com", port: 443) && base == "" && e.authority == "api.push.apple.com")
