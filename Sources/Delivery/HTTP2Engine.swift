@@ -216,6 +216,8 @@ final class HTTP2Engine {
         nghttp2_option_set_peer_max_concurrent_streams(o, 100)
         return o!
     }()
+    private static let ignoreSIGPIPE: Bool = { signal(SIGPIPE, SIG_IGN); return true }()
+
     /// Requests completed since the engine was made.
     private(set) var completed = 0
     /// Connections opened since the engine was made.
@@ -230,6 +232,9 @@ final class HTTP2Engine {
         self.maxConcurrentStreams = max(1, maxConcurrentStreams)
         timeout = timeoutSeconds
         connectTimeout = min(10, timeoutSeconds)
+        // A write to a connection the server has closed must be an error (EPIPE), not the end of
+        // the process: OpenSSL writes with write(2), which raises SIGPIPE. Servers ignore it anyway.
+        _ = Self.ignoreSIGPIPE
         var error: String?
         let ctx = SSL_CTX_new(TLS_client_method())
         if let ctx {

@@ -19,6 +19,7 @@ The answer depends on the device token's prefix:
 Every request is appended to --log as one JSON line (unless --no-log).
 --max-streams N announces SETTINGS_MAX_CONCURRENT_STREAMS N (h2 drops a connection that opens more);
 --goaway-after N answers N requests per connection, then sends GOAWAY and closes it.
+--close-after N closes a connection after N answers, without GOAWAY.
 --plain speaks HTTP/2 without TLS (prior knowledge), for http:// URLs.
 
 --workers N runs N processes that each accept on the same port (SO_REUSEPORT: the kernel spreads
@@ -205,6 +206,11 @@ class H2Protocol(asyncio.Protocol):
                 if not self.closing:
                     self.respond(ev.stream_id)
                     self.answered += 1
+                    if self.state.args.close_after and self.answered >= self.state.args.close_after:
+                        # A connection lost without a word (a crashed server, a middlebox): the answers
+                        # so far go out, then the socket closes with the client's data unread (a reset).
+                        self.closing = True
+                        break
                     goaway_after = self.state.args.goaway_after
                     if goaway_after and self.answered >= goaway_after:
                         # Graceful shutdown as a server restarting does it: GOAWAY naming the last stream
@@ -262,6 +268,7 @@ def parse_args():
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--plain", action="store_true", help="HTTP/2 in clear text (prior knowledge) instead of TLS")
     p.add_argument("--max-streams", type=int, default=1000, help="SETTINGS_MAX_CONCURRENT_STREAMS announced")
+    p.add_argument("--close-after", type=int, default=0, help="close a connection (no GOAWAY) after N answers (0: never)")
     p.add_argument("--goaway-after", type=int, default=0, help="send GOAWAY and close a connection after N answers (0: never)")
     args = p.parse_args()
     args.secret = secrets.token_bytes(32)

@@ -104,6 +104,33 @@ import Testing
         #expect(Set(paths).count == 50)
     }
 
+    @Test func survivesConnectionsResetMidWrite() throws {
+        // The fake closes each connection (no GOAWAY) after 5 answers while the engine is still
+        // writing 32 KiB bodies: the writes and reads fail, the streams fail as transport errors,
+        // and the retries on new connections get every answer.
+        let fake = try FakePushServer(log: false, extraArguments: ["--close-after", "5"])
+        let base = try Self.apnsRequests(fake, tokens: (0..<40).map { "ok\($0)" })
+        let big = [UInt8](repeating: UInt8(ascii: "x"), count: 32 << 10)
+        let requests = base.map { r in HTTP2Engine.Request(headers: r.headers, path: r.path, body: .owned(big), tag: r.tag) }
+        let engine = HTTP2Engine(caFile: fake.caFile, connectionsPerHost: 1)
+        var failures = 0
+        var index = 0
+        var answered: [Int: Int] = [:]
+        engine.run(maxInFlight: 40, next: {
+            defer { index += 1 }
+            return index < requests.count ? requests[index] : nil
+        }, gate: { 0 }, completion: { request, response in
+            answered[request.tag] = response.status
+            guard response.status == 0, request.attempt < 50 else { return .done }
+            failures += 1
+            var again = request
+            again.attempt += 1
+            return .retry(again, delay: 0.01)
+        })
+        #expect(answered.count == 40 && answered.values.allSatisfy { $0 == 200 }, "\(answered.values.sorted())")
+        #expect(failures > 0 && engine.connectionsOpened > 1)
+    }
+
     @Test func timesOutASlowServer() throws {
         let fake = try FakePushServer(delayMs: 3000, log: false)
         let engine = HTTP2Engine(caFile: fake.caFile, connectionsPerHost: 1, timeoutSeconds: 0.3)
