@@ -24,6 +24,8 @@ let package = Package(
                        providers: [.apt(["libzstd-dev"])]),
         .systemLibrary(name: "CCurl", path: "Sources/CCurl",
                        providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CNGHTTP2", path: "Sources/CNGHTTP2",
+                       providers: [.apt(["libnghttp2-dev", "libssl-dev"])]),
 
         // Thin typed wrappers.
         .target(name: "LMDB", dependencies: ["CLMDB"]),
@@ -43,8 +45,9 @@ let package = Package(
         .target(name: "AccessControl", dependencies: ["LMDB", "SubscriptionLog", "TopicStore", "CCrypto"]),
         // The send path: notifications queued in the store, rendered per platform, with durable progress.
         .target(name: "Notifications", dependencies: ["LMDB", "Roaring", "SubscriptionLog", "Projections", "TopicStore"]),
-        // APNs and FCM over HTTP/2 (libcurl multi), JWT signing, provider credentials, the delivery worker.
-        .target(name: "Delivery", dependencies: ["Notifications", "TopicStore", "Projections", "SubscriptionLog", "Roaring", "LMDB", "CCurl", "CCrypto"]),
+        // APNs and FCM over HTTP/2 (nghttp2 + OpenSSL; libcurl only for the OAuth2 token exchange),
+        // JWT signing, provider credentials, the delivery worker.
+        .target(name: "Delivery", dependencies: ["Notifications", "TopicStore", "Projections", "SubscriptionLog", "Roaring", "LMDB", "CCurl", "CCrypto", "CNGHTTP2"]),
         .target(name: "MPushAPI", dependencies: ["HTTPServer", "AccessControl", "TopicStore", "Projections", "SubscriptionLog", "EventJSON", "LMDB", "Notifications"]),
         // `topicstore bench`: workload generator, SQLite competitor, raw LMDB limit, report.
         .target(name: "Benchmarks", dependencies: ["LMDB", "SubscriptionLog", "Projections", "TopicStore", "CSQLite"]),

@@ -67,8 +67,7 @@ public final class DeliveryWorker: @unchecked Sendable {
     public var lastErrorMessage: String? { lastError.withLock { $0 } }
 
     private func loop() {
-        // Spread the streams over the connections: curl fills one connection up to its stream
-        // limit before it opens the next, so with a limit of maxInFlight every stream would share one.
+        // Spread the streams over the connections (the engine also keeps to each server's own limit).
         let perConnection = (configuration.maxInFlight + configuration.connectionsPerHost - 1) / configuration.connectionsPerHost
         engine = HTTP2Engine(caFile: configuration.caFile, connectionsPerHost: configuration.connectionsPerHost,
                              maxConcurrentStreams: max(1, perConnection),
@@ -207,8 +206,10 @@ public final class DeliveryWorker: @unchecked Sendable {
         let ttl = content.expirationAt.map { $0 - Int64(Date().timeIntervalSince1970) }
         var reauthenticated: Set<Platform> = []
         var index = 0
-        var message: [UInt8] = []
-        message.reserveCapacity(fcmData.count + 256)
+        // The FCM body around the token, once per batch: per push only the token is copied in.
+        let fcmParts = PayloadRenderer.fcmMessageParts(data: fcmData, priority: content.priority, ttlSeconds: ttl)
+        let fcmPrefix = HTTP2Engine.SharedBody(fcmParts.prefix)
+        let fcmSuffix = HTTP2Engine.SharedBody(fcmParts.suffix)
         let bucket = rateBucket(project)
         let maxAttempts = configuration.maxAttempts
         var firstRecorded = false
@@ -218,12 +219,16 @@ public final class DeliveryWorker: @unchecked Sendable {
             switch t.platform {
             case .ios:
                 guard let apns, let h = apnsHeaders else { return nil }
-                return HTTP2Engine.Request(url: apns.url(token: t.token), headers: h, body: .shared(apnsBody), tag: i)
+                return HTTP2Engine.Request(headers: h, path: .token(prefix: apns.pathPrefix, token: t.token), body: .shared(apnsBody), tag: i)
             case .android:
                 guard let fcm, let h = fcmHeaders else { return nil }
-                message.removeAll(keepingCapacity: true)
+                if PayloadRenderer.isPlainJSONString(t.token) {
+                    return HTTP2Engine.Request(headers: h, path: .fixed(fcm.sendPath),
+                                               body: .token(prefix: fcmPrefix, token: t.token, suffix: fcmSuffix), tag: i)
+                }
+                var message: [UInt8] = []
                 PayloadRenderer.fcmMessage(token: t.token, data: fcmData, priority: content.priority, ttlSeconds: ttl, into: &message)
-                return HTTP2Engine.Request(url: fcm.sendURL, headers: h, body: .owned(message), tag: i)
+                return HTTP2Engine.Request(headers: h, path: .fixed(fcm.sendPath), body: .owned(message), tag: i)
             }
         }
 

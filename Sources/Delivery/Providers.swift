@@ -30,6 +30,9 @@ func retryAfter(_ value: String?) -> Double? {
 final class APNsProvider {
     let credentials: APNsCredentials
     let baseURL: String
+    let endpoint: HTTP2Engine.Endpoint
+    /// `/3/device/`, to which each request appends its token.
+    let pathPrefix: HTTP2Engine.SharedBody
     private let key: SigningKey
     private var token: (jwt: String, issuedAt: Int64)?
     /// Apple wants a provider token refreshed at most once per 20 minutes and at least once an hour.
@@ -38,6 +41,9 @@ final class APNsProvider {
     init(credentials: APNsCredentials, configuration: DeliveryConfiguration) throws {
         self.credentials = credentials
         baseURL = credentials.sandbox ? configuration.apnsSandboxURL : configuration.apnsProductionURL
+        guard let (endpoint, base) = HTTP2Engine.Endpoint.parse(baseURL) else { throw CredentialError("not an http(s) URL: \(baseURL)") }
+        self.endpoint = endpoint
+        pathPrefix = HTTP2Engine.SharedBody(base + "/3/device/")
         key = try SigningKey(pem: credentials.keyPEM)
     }
 
@@ -52,14 +58,13 @@ final class APNsProvider {
 
     var signedTokens = 0
 
+    /// The headers of every push of a batch (all but the path), encoded once.
     func headers(for content: NotificationContent, force: Bool = false) throws -> HTTP2Engine.Headers {
-        var lines = ["authorization: bearer \(try authorization(force: force))"]
-        for (k, v) in PayloadRenderer.apnsHeaders(content, bundleID: credentials.bundleID) { lines.append("\(k): \(v)") }
-        lines.append("content-type: application/json")
-        return HTTP2Engine.Headers(lines)
+        var fields: [(name: String, value: String)] = [("authorization", "bearer \(try authorization(force: force))")]
+        for (k, v) in PayloadRenderer.apnsHeaders(content, bundleID: credentials.bundleID) { fields.append((k, v)) }
+        fields.append(("content-type", "application/json"))
+        return HTTP2Engine.Headers(endpoint: endpoint, fields: fields)
     }
-
-    func url(token: String) -> String { baseURL + "/3/device/" + token }
 
     static func classify(_ r: HTTP2Engine.Response) -> PushOutcome {
         if r.status == 0 { return .retry(after: nil, reason: "transport: \(r.error ?? "no response")") }
@@ -75,7 +80,7 @@ final class APNsProvider {
         case (403, "ExpiredProviderToken"), (403, "InvalidProviderToken"):
             return .reauthenticate(reason: reason)
         case (429, _), (500...599, _):
-            return .retry(after: retryAfter(r.header("retry-after")), reason: "\(r.status) \(reason)")
+            return .retry(after: retryAfter(r.retryAfter), reason: "\(r.status) \(reason)")
         default:
             return .failed(reason: "\(r.status) \(reason)")
         }
@@ -86,6 +91,9 @@ final class APNsProvider {
 final class FCMProvider {
     let credentials: FCMCredentials
     let sendURL: String
+    let endpoint: HTTP2Engine.Endpoint
+    /// `/v1/projects/<id>/messages:send`, the path of every push.
+    let sendPath: HTTP2Engine.SharedBody
     let tokenURI: String
     let caFile: String?
     private let key: SigningKey
@@ -95,6 +103,11 @@ final class FCMProvider {
     init(credentials: FCMCredentials, configuration: DeliveryConfiguration) throws {
         self.credentials = credentials
         sendURL = configuration.fcmURL + "/v1/projects/\(credentials.projectID)/messages:send"
+        guard let (endpoint, base) = HTTP2Engine.Endpoint.parse(configuration.fcmURL) else {
+            throw CredentialError("not an http(s) URL: \(configuration.fcmURL)")
+        }
+        self.endpoint = endpoint
+        sendPath = HTTP2Engine.SharedBody(base + "/v1/projects/\(credentials.projectID)/messages:send")
         tokenURI = configuration.fcmTokenURI ?? credentials.tokenURI
         caFile = configuration.caFile
         key = try SigningKey(pem: credentials.privateKeyPEM)
@@ -107,7 +120,7 @@ final class FCMProvider {
         let assertion = try JWT.serviceAccount(key: key, keyID: credentials.privateKeyID, clientEmail: credentials.clientEmail,
                                                tokenURI: tokenURI, scope: Self.scope, issuedAt: Int64(now))
         let form = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=" + assertion
-        let r = HTTP2Engine.fetch(url: tokenURI, headers: ["content-type: application/x-www-form-urlencoded"], body: Array(form.utf8), caFile: caFile)
+        let r = HTTPFetch.post(url: tokenURI, headers: ["content-type: application/x-www-form-urlencoded"], body: Array(form.utf8), caFile: caFile)
         guard r.status == 200, let json = try? JSONParser.parse(r.body), let token = json["access_token"]?.stringValue else {
             throw CredentialError("the FCM token exchange at \(tokenURI) failed: \(r.error ?? "HTTP \(r.status) \(String(decoding: r.body.prefix(200), as: UTF8.self))")")
         }
@@ -117,7 +130,8 @@ final class FCMProvider {
     }
 
     func headers(force: Bool = false) throws -> HTTP2Engine.Headers {
-        HTTP2Engine.Headers(["authorization: Bearer \(try accessToken(force: force))", "content-type: application/json; charset=utf-8"])
+        HTTP2Engine.Headers(endpoint: endpoint, fields: [("authorization", "Bearer \(try accessToken(force: force))"),
+                                                         ("content-type", "application/json; charset=utf-8")])
     }
 
     static func classify(_ r: HTTP2Engine.Response) -> PushOutcome {
@@ -145,7 +159,7 @@ final class FCMProvider {
         }
         switch r.status {
         case 401: return .reauthenticate(reason: "401 \(status)")
-        case 429, 500...599: return .retry(after: retryAfter(r.header("retry-after")), reason: "\(r.status) \(errorCode ?? status)")
+        case 429, 500...599: return .retry(after: retryAfter(r.retryAfter), reason: "\(r.status) \(errorCode ?? status)")
         default: return .failed(reason: "\(r.status) \(errorCode ?? status)")
         }
     }

@@ -92,6 +92,12 @@ public enum JSONWriter {
     /// A quoted JSON string: `"` `\` and control characters escaped, nothing else.
     public static func appendString(_ s: String, to out: inout [UInt8]) {
         out.append(0x22)
+        appendStringContents(s, to: &out)
+        out.append(0x22)
+    }
+
+    /// What goes between the quotes of a JSON string.
+    public static func appendStringContents(_ s: String, to out: inout [UInt8]) {
         for b in s.utf8 {
             switch b {
             case 0x22: out.append(contentsOf: [0x5C, 0x22])
@@ -107,7 +113,6 @@ public enum JSONWriter {
             default: out.append(b)
             }
         }
-        out.append(0x22)
     }
 }
 

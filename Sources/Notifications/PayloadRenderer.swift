@@ -109,13 +109,28 @@ public enum PayloadRenderer {
     /// The whole FCM v1 request body for one token: `{"message":{"token","data","android"}}`.
     /// `ttlSeconds` comes from `expiration_at` at the time of sending.
     public static func fcmMessage(token: String, data: [UInt8], priority: String, ttlSeconds: Int64?, into out: inout [UInt8]) {
-        out.append(contentsOf: fcmPrefix)
-        JSONWriter.appendString(token, to: &out)
-        out.append(contentsOf: fcmData)
-        out.append(contentsOf: data)
-        out.append(contentsOf: Array(",\"android\":{\"priority\":\"\(priority == "high" ? "high" : "normal")\"".utf8))
-        if let ttl = ttlSeconds { out.append(contentsOf: Array(",\"ttl\":\"\(max(0, ttl))s\"".utf8)) }
-        out.append(contentsOf: [0x7D, 0x7D, 0x7D])
+        let parts = fcmMessageParts(data: data, priority: priority, ttlSeconds: ttlSeconds)
+        out.append(contentsOf: parts.prefix)
+        JSONWriter.appendStringContents(token, to: &out)
+        out.append(contentsOf: parts.suffix)
+    }
+
+    /// The FCM v1 request body around the token, made once per batch: `prefix` ends inside the
+    /// token's quotes and `suffix` starts there, so a body is prefix ‖ escaped token ‖ suffix.
+    public static func fcmMessageParts(data: [UInt8], priority: String, ttlSeconds: Int64?) -> (prefix: [UInt8], suffix: [UInt8]) {
+        var suffix: [UInt8] = [0x22]
+        suffix.append(contentsOf: fcmData)
+        suffix.append(contentsOf: data)
+        suffix.append(contentsOf: Array(",\"android\":{\"priority\":\"\(priority == "high" ? "high" : "normal")\"".utf8))
+        if let ttl = ttlSeconds { suffix.append(contentsOf: Array(",\"ttl\":\"\(max(0, ttl))s\"".utf8)) }
+        suffix.append(contentsOf: [0x7D, 0x7D, 0x7D])
+        return (fcmPrefix + [0x22], suffix)
+    }
+
+    /// True when `token` goes into a JSON string unchanged (no quote, backslash or control character).
+    public static func isPlainJSONString(_ token: String) -> Bool {
+        var t = token  // withUTF8 wants a var; a native string is not copied
+        return t.withUTF8 { bytes in !bytes.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C } }
     }
 
     private static let fcmPrefix = Array("{\"message\":{\"token\":".utf8)

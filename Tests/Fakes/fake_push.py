@@ -17,6 +17,10 @@ The answer depends on the device token's prefix:
   down…   always 500
   anything else: 200
 Every request is appended to --log as one JSON line (unless --no-log).
+--max-streams N announces SETTINGS_MAX_CONCURRENT_STREAMS N (h2 drops a connection that opens more);
+--goaway-after N answers N requests per connection, then sends GOAWAY and closes it.
+--close-after N closes a connection after N answers, without GOAWAY.
+--plain speaks HTTP/2 without TLS (prior knowledge), for http:// URLs.
 
 --workers N runs N processes that each accept on the same port (SO_REUSEPORT: the kernel spreads
 connections over them), for benchmarks; an access token issued by one worker is good at every
@@ -170,17 +174,21 @@ class H2Protocol(asyncio.Protocol):
             client_side=False, header_encoding="utf-8", validate_inbound_headers=False,
             validate_outbound_headers=False, normalize_inbound_headers=False, normalize_outbound_headers=False))
         self.streams = {}
+        self.answered = 0
+        self.closing = False
 
     def connection_made(self, transport):
         self.transport = transport
         self.conn.local_settings = h2.settings.Settings(client=False, initial_values={
-            h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 1000,
+            h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: self.state.args.max_streams,
             h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20})
         self.conn.initiate_connection()
         self.conn.increment_flow_control_window(1 << 24)
         self.transport.write(self.conn.data_to_send())
 
     def data_received(self, data):
+        if self.closing:
+            return
         try:
             events = self.conn.receive_data(data)
         except Exception:
@@ -195,12 +203,27 @@ class H2Protocol(asyncio.Protocol):
                     s[1].extend(ev.data)
                 self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
             elif isinstance(ev, h2.events.StreamEnded):
-                self.respond(ev.stream_id)
+                if not self.closing:
+                    self.respond(ev.stream_id)
+                    self.answered += 1
+                    if self.state.args.close_after and self.answered >= self.state.args.close_after:
+                        # A connection lost without a word (a crashed server, a middlebox): the answers
+                        # so far go out, then the socket closes with the client's data unread (a reset).
+                        self.closing = True
+                        break
+                    goaway_after = self.state.args.goaway_after
+                    if goaway_after and self.answered >= goaway_after:
+                        # Graceful shutdown as a server restarting does it: GOAWAY naming the last stream
+                        # answered (the client must retry the later ones elsewhere), then close.
+                        self.conn.close_connection(last_stream_id=ev.stream_id)
+                        self.closing = True
             elif isinstance(ev, h2.events.ConnectionTerminated):
                 self.transport.close()
         out = self.conn.data_to_send()
         if out:
             self.transport.write(out)
+        if self.closing:
+            self.transport.close()
 
     def respond(self, stream_id):
         headers, body = self.streams.pop(stream_id)
@@ -243,6 +266,10 @@ def parse_args():
     p.add_argument("--no-log", action="store_true")
     p.add_argument("--delay-ms", type=float, default=0)
     p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--plain", action="store_true", help="HTTP/2 in clear text (prior knowledge) instead of TLS")
+    p.add_argument("--max-streams", type=int, default=1000, help="SETTINGS_MAX_CONCURRENT_STREAMS announced")
+    p.add_argument("--close-after", type=int, default=0, help="close a connection (no GOAWAY) after N answers (0: never)")
+    p.add_argument("--goaway-after", type=int, default=0, help="send GOAWAY and close a connection after N answers (0: never)")
     args = p.parse_args()
     args.secret = secrets.token_bytes(32)
     return args
@@ -263,7 +290,7 @@ async def serve(args, sock, announce):
     ctx.set_alpn_protocols(["h2"])
     state = State(args)
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: H2Protocol(state), sock=sock, ssl=ctx, backlog=1024)
+    server = await loop.create_server(lambda: H2Protocol(state), sock=sock, ssl=None if args.plain else ctx, backlog=1024)
     if announce:
         print("listening %d" % sock.getsockname()[1], flush=True)
     # Stops by itself when its parent goes away (stdin closes).

@@ -78,6 +78,15 @@ import Testing
         var out: [UInt8] = []
         PayloadRenderer.fcmMessage(token: "T1", data: Array(#"{"a":"b"}"#.utf8), priority: "high", ttlSeconds: 60, into: &out)
         #expect(String(decoding: out, as: UTF8.self) == #"{"message":{"token":"T1","data":{"a":"b"},"android":{"priority":"high","ttl":"60s"}}}"#)
+        // The delivery worker splices a plain token between the parts made once per batch: the same bytes.
+        let parts = PayloadRenderer.fcmMessageParts(data: Array(#"{"a":"b"}"#.utf8), priority: "high", ttlSeconds: 60)
+        #expect(PayloadRenderer.isPlainJSONString("T1"))
+        #expect(parts.prefix + Array("T1".utf8) + parts.suffix == out)
+        // A token that needs escaping (printable ASCII allows " and \) is not plain, and fcmMessage escapes it.
+        #expect(!PayloadRenderer.isPlainJSONString(#"a"b"#) && !PayloadRenderer.isPlainJSONString(#"a\b"#))
+        var escaped: [UInt8] = []
+        PayloadRenderer.fcmMessage(token: #"a"b\c"#, data: Array("{}".utf8), priority: "normal", ttlSeconds: nil, into: &escaped)
+        #expect(String(decoding: escaped, as: UTF8.self) == #"{"message":{"token":"a\"b\\c","data":{},"android":{"priority":"normal"}}}"#)
     }
 
     @Test func validationNamesEveryField() throws {

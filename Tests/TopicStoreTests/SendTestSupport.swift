@@ -19,7 +19,8 @@ final class FakePushServer: @unchecked Sendable {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fakes").path
     }
 
-    init(delayMs: Double = 0, log: Bool = true) throws {
+    /// `extraArguments`: more fake_push.py options (`--max-streams N`, `--goaway-after N`).
+    init(delayMs: Double = 0, log: Bool = true, extraArguments: [String] = []) throws {
         directory = NSTemporaryDirectory() + "topicstore-fake-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let pki = Process()
@@ -32,6 +33,7 @@ final class FakePushServer: @unchecked Sendable {
         var args = ["python3", Self.fakesDirectory + "/fake_push.py", "--cert", directory + "/server.pem", "--key", directory + "/server.key",
                     "--apns-public", directory + "/apns_pub.pem", "--fcm-public", directory + "/fcm_pub.pem", "--delay-ms", String(delayMs)]
         args += log ? ["--log", directory + "/requests.jsonl"] : ["--no-log"]
+        args += extraArguments
         process.arguments = args
         let out = Pipe()
         process.standardOutput = out

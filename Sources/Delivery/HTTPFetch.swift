@@ -1,0 +1,48 @@
+internal import CCurl
+import Foundation
+
+/// One blocking HTTPS request through libcurl: the OAuth2 token exchange for
+/// FCM, a few times an hour — not the push path (that is `HTTP2Engine`).
+enum HTTPFetch {
+    struct Response {
+        /// 0 when the transfer failed before a response.
+        var status: Int
+        var body: [UInt8]
+        var error: String?
+    }
+
+    private static let globalInit: Bool = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK }()
+
+    private final class Sink { var body: [UInt8] = [] }
+
+    private static let onData: topicstore_curl_data_cb = { data, size, count, user in
+        let n = size * count
+        guard let user, let data else { return n }
+        Unmanaged<Sink>.fromOpaque(user).takeUnretainedValue().body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: n))
+        return n
+    }
+
+    static func post(url: String, headers: [String], body: [UInt8], caFile: String?, timeoutSeconds: Double = 30) -> Response {
+        _ = globalInit
+        guard let easy = curl_easy_init() else { return Response(status: 0, body: [], error: "curl_easy_init failed") }
+        defer { curl_easy_cleanup(easy) }
+        let sink = Sink()
+        var list: UnsafeMutablePointer<curl_slist>?
+        for h in headers { list = curl_slist_append(list, h) }
+        defer { curl_slist_free_all(list) }
+        _ = url.withCString { topicstore_easy_ptr(easy, CURLOPT_URL, $0) }
+        _ = topicstore_easy_ptr(easy, CURLOPT_HTTPHEADER, UnsafeRawPointer(list))
+        _ = topicstore_easy_long(easy, CURLOPT_NOSIGNAL, 1)
+        _ = topicstore_easy_long(easy, CURLOPT_TIMEOUT_MS, Int(timeoutSeconds * 1000))
+        _ = topicstore_easy_callback(easy, CURLOPT_WRITEFUNCTION, onData)
+        _ = topicstore_easy_ptr(easy, CURLOPT_WRITEDATA, Unmanaged.passUnretained(sink).toOpaque())
+        if let caFile { _ = caFile.withCString { topicstore_easy_ptr(easy, CURLOPT_CAINFO, $0) } }
+        _ = topicstore_easy_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
+        _ = topicstore_easy_ptr(easy, CURLOPT_COPYPOSTFIELDS, body)
+        let result = curl_easy_perform(easy)
+        var status = 0
+        _ = topicstore_easy_info_long(easy, CURLINFO_RESPONSE_CODE, &status)
+        return Response(status: result == CURLE_OK ? status : 0, body: sink.body,
+                        error: result == CURLE_OK ? nil : String(cString: curl_easy_strerror(result)))
+    }
+}
