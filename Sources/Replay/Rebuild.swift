@@ -56,6 +56,9 @@ public enum Replay {
         public var throughTimestamp: Int64?
         public var events: UInt64
         public var seconds: Double
+        /// Times the in-memory build was written before the end because it
+        /// outgrew its memory budget (0: written once, at the end).
+        public var rounds = 0
         public var eventsPerSecond: Double { seconds > 0 ? Double(events) / seconds : 0 }
     }
 
@@ -144,7 +147,7 @@ public enum Replay {
             if time == nil, let snapshot, snapshot.sequence == through { time = snapshot.timestamp }
         }
         return Report(directory: directory, through: through, throughTimestamp: time, events: events,
-                      seconds: Date().timeIntervalSince(started))
+                      seconds: Date().timeIntervalSince(started), rounds: builder.rounds)
     }
 
     /// Folds `builder.appliedSequence + 1 ... through` from `store`'s log with a
