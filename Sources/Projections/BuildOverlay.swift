@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 import LMDB
 
@@ -106,9 +107,16 @@ struct NameIndex {
         }
     }
 
-    private mutating func grow() {
+    /// Makes room for `names` names without growing on the way.
+    mutating func reserve(_ names: Int) {
+        var size = slots.count
+        while size < names * 2 + 2 { size *= 2 }
+        if size > slots.count { grow(to: size) }
+    }
+
+    private mutating func grow(to size: Int? = nil) {
         let old = slots
-        let size = slots.count * 2
+        let size = size ?? slots.count * 2
         slots = Array(repeating: Slot(), count: size)
         shift = UInt64(64 - size.trailingZeroBitCount)
         let mask = size - 1
@@ -133,7 +141,7 @@ struct NameIndex {
 
     /// The used slots in the order of their LMDB keys (pid ‖ name: big-endian
     /// pid first, then the bytes, a prefix before its extensions).
-    private func sortedSlots() -> [Slot] {
+    func sortedSlots() -> [Slot] {
         var items: [SortItem] = []
         items.reserveCapacity(count)
         arena.withUnsafeBytes { a in
@@ -159,9 +167,9 @@ struct NameIndex {
         return items.map { slots[Int($0.slot)] }
     }
 
-    /// Calls `body` with each entry's LMDB key (pid ‖ name) and value (nil: removed), in key order.
-    func forEachInKeyOrder(_ body: (UnsafeRawBufferPointer, UInt32?) throws -> Void) rethrows {
-        let order = sortedSlots()
+    /// Calls `body` with each entry's LMDB key (pid ‖ name) and value (nil:
+    /// removed), in key order (`order` is `sortedSlots()`).
+    func forEach(in order: [Slot], _ body: (UnsafeRawBufferPointer, UInt32?) throws -> Void) rethrows {
         var key = [UInt8](repeating: 0, count: 4 + Int(UInt16.max))
         try arena.withUnsafeBytes { a in
             try key.withUnsafeMutableBytes { k in
@@ -276,4 +284,51 @@ extension BuildState {
         deviceIDs.footprint + tokens.footprint + topicCodes.footprint
             + deviceSlots * MemoryLayout<DeviceRecord??>.stride + deviceBytes
     }
+}
+
+/// Work done on another thread while the writer writes: `value()` waits for it.
+final class Background<T>: @unchecked Sendable {
+    private let group = DispatchGroup()
+    private var result: T?
+
+    init(_ work: @escaping @Sendable () -> T) {
+        DispatchQueue.global().async(group: group) { [self] in result = work() }
+    }
+
+    func value() -> T {
+        group.wait()
+        return result!
+    }
+}
+
+/// A build's device records encoded back to back in key order (pid, ordinal):
+/// a nil `ends` entry is a deleted device.
+struct EncodedDevices: Sendable {
+    var keys: [(pid: UInt32, ordinal: UInt32)] = []
+    var ends: [Int?] = []
+    var bytes: [UInt8] = []
+
+    init(projects: [UInt32], columns: [[DeviceRecord??]]) {
+        for c in projects.indices.sorted(by: { projects[$0] < projects[$1] }) {
+            columns[c].withUnsafeBufferPointer { column in
+                for ordinal in column.indices {
+                    guard case .some(let held) = column[ordinal] else { continue }  // not in the build
+                    keys.append((projects[c], UInt32(ordinal)))
+                    if let device = held {
+                        bytes.append(contentsOf: device.encoded())
+                        ends.append(bytes.count)
+                    } else {
+                        ends.append(nil)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What a finished build round held, to be freed on another thread.
+final class Garbage: @unchecked Sendable {
+    private var values: [Any]
+    init(_ values: [Any]) { self.values = values }
+    func drop() { values = [] }
 }

@@ -1,3 +1,4 @@
+import Dispatch
 import LMDB
 import Roaring
 import SubscriptionLog
@@ -179,12 +180,10 @@ public final class ProjectionWriter {
     }
 
     func topicID(_ pid: UInt32, code: String, _ txn: borrowing Transaction) throws -> UInt32? {
+        if let build, let held = build.topicCodes.lookup(pid, code) { return held }
         let key = CodeKey(pid: pid, code: code)
         if let id = topicCodes[key] { return id }
-        if let build {
-            if let held = build.topicCodes.lookup(pid, code) { return held }
-            if build.targetIsEmpty { return nil }
-        }
+        if build?.targetIsEmpty == true { return nil }
         guard let v = try txn.get(tables.topicCodes, Keys.named(pid, code)) else { return nil }
         guard v.count == 4 else { throw ProjectionCorruption(place: "topic_codes/\(pid)/\(code)", reason: "\(v.count) bytes") }
         let id: UInt32 = v.loadBigEndian(at: 0)
@@ -420,6 +419,14 @@ extension ProjectionWriter {
         return bytes
     }
 
+    /// Sizes the build's device_id and token indexes for about `devices`
+    /// devices, so they do not rehash on the way (a hint; they grow beyond it).
+    public func reserveBuild(devices: Int) {
+        guard let build else { return }
+        build.deviceIDs.reserve(devices)
+        build.tokens.reserve(devices)
+    }
+
     /// Writes everything the build holds into `txn`, each table in key order
     /// (appended when the target was empty), and the applied sequence. The
     /// build's state is left as it was, so a transaction that fails (a full
@@ -428,6 +435,11 @@ extension ProjectionWriter {
         guard let build else { preconditionFailure("writeBuild on a writer not in build mode") }
         let fresh = build.targetIsEmpty
         let append: Transaction.PutFlags = fresh ? .append : []
+        // Meanwhile, on the other core: the names sorted, the devices encoded.
+        let names = [build.deviceIDs, build.tokens, build.topicCodes]
+        let sorted = Background { names.map { $0.sortedSlots() } }
+        let (deviceProjects, deviceColumns) = (build.deviceProjects, build.deviceColumns)
+        let devices = Background { EncodedDevices(projects: deviceProjects, columns: deviceColumns) }
         var key = [UInt8](repeating: 0, count: 16)
         var value: [UInt8] = []
 
@@ -480,6 +492,8 @@ extension ProjectionWriter {
             let a = memberships.keys[$0], b = memberships.keys[$1]
             return (a.pid, a.ordinal) < (b.pid, b.ordinal)
         }
+        // One cursor per bulk table: appending through it stays on the last page.
+        try txn.withCursor(tables.deviceTopics) { cursor in
         for slot in memberSlots {
             let k = memberships.keys[slot]
             let list = memberships.values[slot].value
@@ -490,31 +504,37 @@ extension ProjectionWriter {
             value.removeAll(keepingCapacity: true)
             for tid in list { withUnsafeBytes(of: tid.bigEndian) { value.append(contentsOf: $0) } }
             try pairKey(k.pid, k.ordinal) { kb in
-                try value.withUnsafeBytes { vb in try txn.put(tables.deviceTopics, kb, vb, flags: append) }
+                try value.withUnsafeBytes { vb in try cursor.put(kb, vb, flags: append) }
             }
         }
-        for c in build.deviceProjects.indices.sorted(by: { build.deviceProjects[$0] < build.deviceProjects[$1] }) {
-            let pid = build.deviceProjects[c]
-            for (ordinal, held) in build.deviceColumns[c].enumerated() {
-                guard let held else { continue }  // not in the build
-                guard let device = held else {
-                    if !fresh { try txn.delete(tables.devices, Keys.pair(pid, UInt32(ordinal))) }
-                    continue
-                }
-                let encoded = device.encoded()
-                try pairKey(pid, UInt32(ordinal)) { kb in
-                    try encoded.withUnsafeBytes { vb in try txn.put(tables.devices, kb, vb, flags: append) }
+        }
+        let encoded = devices.value()
+        try txn.withCursor(tables.devices) { cursor in
+            try encoded.bytes.withUnsafeBytes { bytes in
+                var start = 0
+                for (i, k) in encoded.keys.enumerated() {
+                    guard let end = encoded.ends[i] else {
+                        if !fresh { try txn.delete(tables.devices, Keys.pair(k.pid, k.ordinal)) }
+                        continue
+                    }
+                    try pairKey(k.pid, k.ordinal) { kb in
+                        try cursor.put(kb, UnsafeRawBufferPointer(rebasing: bytes[start..<end]), flags: append)
+                    }
+                    start = end
                 }
             }
         }
 
-        for (db, names) in [(tables.deviceIDs, build.deviceIDs), (tables.tokens, build.tokens), (tables.topicCodes, build.topicCodes)] {
-            try names.forEachInKeyOrder { k, ordinal in
-                guard let ordinal else {
-                    if !fresh { try txn.delete(db, Array(k)) }
-                    return
+        let orders = sorted.value()
+        for (i, db) in [tables.deviceIDs, tables.tokens, tables.topicCodes].enumerated() {
+            try txn.withCursor(db) { cursor in
+                try names[i].forEach(in: orders[i]) { k, ordinal in
+                    guard let ordinal else {
+                        if !fresh { try txn.delete(db, Array(k)) }
+                        return
+                    }
+                    try withUnsafeBytes(of: ordinal.bigEndian) { vb in try cursor.put(k, vb, flags: append) }
                 }
-                try withUnsafeBytes(of: ordinal.bigEndian) { vb in try txn.put(db, k, vb, flags: append) }
             }
         }
 
@@ -526,8 +546,13 @@ extension ProjectionWriter {
     /// starts a new round with empty caches over what the target now holds.
     public func didWriteBuild() {
         guard let build else { return }
+        // Millions of small arrays and strings take a while to free: the
+        // other core does it (the last references go with `held`).
+        let held = Garbage([memberships, chunks, topics, build.deviceColumns, build.deviceIDs, build.tokens])
+        memberships = SlotTable(); chunks = SlotTable(); topics = SlotTable()
         clearCaches()
         build.removeAll()
         build.targetIsEmpty = false
+        DispatchQueue.global().async { held.drop() }
     }
 }

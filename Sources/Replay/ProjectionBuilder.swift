@@ -25,6 +25,8 @@ final class ProjectionBuilder {
     let inMemory: Bool
     /// How many times the build was written before the end (budget rounds).
     private(set) var rounds = 0
+    /// Time spent writing the build into LMDB (build mode), in seconds.
+    private(set) var writeSeconds = 0.0
     /// The last sequence folded (and committed).
     private(set) var appliedSequence: UInt64 = 0
     /// The chain link of the last record written to the log (when writing it).
@@ -159,7 +161,7 @@ final class ProjectionBuilder {
         try environment.read { txn in
             try writer.begin(txn)
             for chunk in chunks {
-                for record in chunk.records { try Fold.apply(record, to: writer, txn) }
+                for i in chunk.records.indices { try Fold.apply(chunk.records[i], to: writer, txn) }
             }
         }
         lastTimestamp = time
@@ -211,6 +213,8 @@ final class ProjectionBuilder {
     /// mode every commit has written already: nothing to do.
     func writeProjections() throws {
         guard inMemory else { return }
+        let started = Date()
+        defer { writeSeconds += Date().timeIntervalSince(started) }
         while true {
             do {
                 try environment.write { txn in try writer.writeBuild(txn) }

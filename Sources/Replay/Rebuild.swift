@@ -59,6 +59,8 @@ public enum Replay {
         /// Times the in-memory build was written before the end because it
         /// outgrew its memory budget (0: written once, at the end).
         public var rounds = 0
+        /// Of `seconds`, the time spent writing the in-memory build into LMDB.
+        public var writeSeconds = 0.0
         public var eventsPerSecond: Double { seconds > 0 ? Double(events) / seconds : 0 }
     }
 
@@ -147,7 +149,8 @@ public enum Replay {
             if time == nil, let snapshot, snapshot.sequence == through { time = snapshot.timestamp }
         }
         return Report(directory: directory, through: through, throughTimestamp: time, events: events,
-                      seconds: Date().timeIntervalSince(started), rounds: builder.rounds)
+                      seconds: Date().timeIntervalSince(started), rounds: builder.rounds,
+                      writeSeconds: builder.writeSeconds)
     }
 
     /// Folds `builder.appliedSequence + 1 ... through` from `store`'s log with a
@@ -164,6 +167,8 @@ public enum Replay {
         var pendingCount = 0
         var stop: LogIssue?
         let total = through - start + 1
+        // A device comes with a token and a register or two: a hint, capped.
+        builder.writer.reserveBuild(devices: Int(min(total / 2, 8_000_000)))
         do {
             while let chunk = try pipeline.next() {
                 if stop == nil {

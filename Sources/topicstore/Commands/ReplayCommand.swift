@@ -39,7 +39,7 @@ enum ReplayCommand: Command {
             let store = try TopicStore(directory: arguments.dataDirectory, options: readOnly)
             let r = try ReplayBenchmark.run(store: store)
             if arguments.json {
-                Console.printJSON(["events": r.events, "rebuildSeconds": r.rebuildSeconds, "eventsPerSecond": r.eventsPerSecond,
+                Console.printJSON(["events": r.events, "rebuildSeconds": r.rebuildSeconds, "writeSeconds": r.writeSeconds, "eventsPerSecond": r.eventsPerSecond,
                                    "auditSeconds": r.auditSeconds, "auditClean": r.auditClean])
             } else {
                 print(r.summary)
