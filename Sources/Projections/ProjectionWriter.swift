@@ -107,6 +107,25 @@ public final class ProjectionWriter {
     // MARK: Projects
 
     func project(named name: String, create: Bool, _ txn: borrowing Transaction) throws -> ProjectRecord? {
+        guard let build else { return try loadProject(named: name, create: create, txn) }
+        // A build keeps the project of the last event at hand: events come in
+        // runs of one project, and two SipHash lookups per event were 15% of the fold.
+        if let current = build.currentProject, current.name == name { return current.record }
+        settleCurrentProject(build)
+        let p = try loadProject(named: name, create: create, txn)
+        if let p { build.currentProject = (name, p, false) }
+        return p
+    }
+
+    /// Writes a build's project at hand back into the cache.
+    private func settleCurrentProject(_ build: BuildState) {
+        if let current = build.currentProject, current.dirty {
+            projects[current.name] = Cached(value: current.record, dirty: true)
+            build.currentProject?.dirty = false
+        }
+    }
+
+    private func loadProject(named name: String, create: Bool, _ txn: borrowing Transaction) throws -> ProjectRecord? {
         if let p = projects[name] { return p.value }
         if build?.targetIsEmpty != true, let v = try txn.get(tables.projects, Array(name.utf8)) {
             let p = try ProjectRecord(decoding: v, at: "projects/\(name)")
@@ -120,6 +139,10 @@ public final class ProjectionWriter {
     }
 
     func update(project name: String, _ record: ProjectRecord) {
+        if let build, let current = build.currentProject, current.name == name {
+            if current.record != record { build.currentProject = (name, record, true) }
+            return
+        }
         if projects[name]?.value != record { projects[name] = Cached(value: record, dirty: true) }
     }
 
@@ -256,7 +279,12 @@ public final class ProjectionWriter {
     func membershipSlot(_ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws -> Int {
         let key = DeviceKey(pid: pid, ordinal: ordinal)
         if let slot = memberships.slot(of: key) { return slot }
-        if build?.targetIsEmpty == true { return memberships.insert(key, Cached(value: [], dirty: false)) }
+        if build?.targetIsEmpty == true {
+            // Room for a few topics up front: growing from empty reallocated twice per device.
+            var list: [UInt32] = []
+            list.reserveCapacity(4)
+            return memberships.insert(key, Cached(value: list, dirty: false))
+        }
         let list = try ProjectionReader.memberships(pid, ordinal, tables: tables, txn)
         return memberships.insert(key, Cached(value: list, dirty: false))
     }
@@ -435,6 +463,7 @@ extension ProjectionWriter {
         guard let build else { preconditionFailure("writeBuild on a writer not in build mode") }
         let fresh = build.targetIsEmpty
         let append: Transaction.PutFlags = fresh ? .append : []
+        settleCurrentProject(build)
         // Meanwhile, on the other core: the names sorted, the devices encoded.
         let names = [build.deviceIDs, build.tokens, build.topicCodes]
         let sorted = Background { names.map { $0.sortedSlots() } }
@@ -552,6 +581,7 @@ extension ProjectionWriter {
         memberships = SlotTable(); chunks = SlotTable(); topics = SlotTable()
         clearCaches()
         build.removeAll()
+        build.currentProject = nil
         build.targetIsEmpty = false
         DispatchQueue.global().async { held.drop() }
     }

@@ -161,7 +161,10 @@ final class ProjectionBuilder {
         try environment.read { txn in
             try writer.begin(txn)
             for chunk in chunks {
-                for i in chunk.records.indices { try Fold.apply(chunk.records[i], to: writer, txn) }
+                // Borrowed from the chunk, not copied: a copy retains every string of the record.
+                try chunk.records.withUnsafeBufferPointer { records in
+                    for i in records.indices { try Fold.apply(records[i], to: writer, txn) }
+                }
             }
         }
         lastTimestamp = time
