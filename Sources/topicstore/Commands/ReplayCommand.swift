@@ -81,13 +81,15 @@ enum ReplayCommand: Command {
         bar.finish()
         if arguments.json {
             var object: [String: Any] = ["out": report.directory, "throughSeq": report.through, "events": report.events,
-                                         "seconds": report.seconds, "eventsPerSecond": report.eventsPerSecond]
+                                         "seconds": report.seconds, "eventsPerSecond": report.eventsPerSecond,
+                                         "writeSeconds": report.writeSeconds, "rounds": report.rounds]
             if let t = report.throughTimestamp { object["throughTime"] = t }
             Console.printJSON(object)
         } else {
             var text = "rebuilt \(report.events) events into \(report.directory) as of seq \(report.through)"
             if let t = report.throughTimestamp { text += " (\(TimeArgument.iso(t)))" }
             text += String(format: " in %.2f s, %.0f events/s", report.seconds, report.eventsPerSecond)
+            if report.rounds > 0 { text += " (written in \(report.rounds + 1) rounds: see --memory-budget)" }
             print(text)
         }
         return .success
