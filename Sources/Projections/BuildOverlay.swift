@@ -9,7 +9,11 @@ import LMDB
 /// name's UTF-8 in place, allocates nothing and touches one slot (and the
 /// arena only when the tag matches). A removed name stays as a tombstone,
 /// which becomes a delete when the entries go to a non-empty table.
-struct NameIndex {
+///
+/// A class: read through the build's reference in place, where a struct held
+/// by a class was copied (its arrays retained and released) on every lookup.
+/// Only the folding thread changes it; the write-out's sort only reads it.
+final class NameIndex: @unchecked Sendable {
     struct Slot {
         var offset: UInt32 = 0
         var value: UInt32 = 0
@@ -87,7 +91,7 @@ struct NameIndex {
     }
 
     /// Sets `name` to `value`, or removes it (a tombstone) when `value` is nil.
-    mutating func set(_ pid: UInt32, _ name: String, _ value: UInt32?) {
+    func set(_ pid: UInt32, _ name: String, _ value: UInt32?) {
         var name = name
         name.withUTF8 { utf8 in
             let bytes = UnsafeRawBufferPointer(utf8)
@@ -125,13 +129,13 @@ struct NameIndex {
     }
 
     /// Makes room for `names` names without growing on the way.
-    mutating func reserve(_ names: Int) {
+    func reserve(_ names: Int) {
         var size = slots.count
         while size < names * 2 + 2 { size *= 2 }
         if size > slots.count { grow(to: size) }
     }
 
-    private mutating func grow(to size: Int? = nil) {
+    private func grow(to size: Int? = nil) {
         let old = slots
         let size = size ?? slots.count * 2
         slots = Self.emptySlots(size)
@@ -201,8 +205,11 @@ struct NameIndex {
         }
     }
 
-    mutating func removeAll() {
-        self = NameIndex()
+    func removeAll() {
+        arena = []
+        slots = Array(repeating: Slot(), count: 1024)
+        shift = UInt64(64 - 1024.trailingZeroBitCount)
+        count = 0
     }
 }
 
@@ -241,7 +248,7 @@ final class BuildState {
     }
 
     func removeAll() {
-        deviceIDs.removeAll(); tokens.removeAll(); topicCodes.removeAll()
+        deviceIDs = NameIndex(); tokens = NameIndex(); topicCodes = NameIndex()
         deviceColumns = []; deviceProjects = []; columnOfProject = [:]; lastProject = nil
         deviceSlots = 0
         deviceBytes = 0
