@@ -180,6 +180,7 @@ public enum Replay {
                     if pendingCount >= options.recordsPerCommit || stop != nil {
                         try builder.apply(pending)
                         events += UInt64(pendingCount)
+                        pipeline.discard(pending)
                         pending = []; pendingCount = 0
                     }
                 }
