@@ -35,6 +35,16 @@ public struct Cursor {
         try key.withUnsafeBytes { (k) throws in try op(MDB_SET_RANGE, key: k) }
     }
 
+    /// Stores `value` under `key` and leaves the cursor there. With `.append`
+    /// (keys in ascending order, a bulk load) the cursor stays on the last
+    /// page instead of searching the tree from its root for every key.
+    public func put(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
+                    flags: Transaction.PutFlags = []) throws {
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
+        try check(mdb_cursor_put(pointer, &k, &v, flags.rawValue))
+    }
+
     /// Deletes the entry under the cursor.
     public func deleteCurrent() throws {
         try check(mdb_cursor_del(pointer, 0))

@@ -1,3 +1,4 @@
+import Dispatch
 import LMDB
 import Roaring
 import SubscriptionLog
@@ -47,6 +48,22 @@ public final class ProjectionWriter {
     public init(tables: ProjectionTables) {
         self.tables = tables
         self.appliedSequence = 0
+        self.build = nil
+    }
+
+    /// In build mode (replay, import): nil on the live path.
+    let build: BuildState?
+
+    /// A writer that builds projections into tables only it writes (a replay
+    /// or import target): nothing is written until `writeBuild`, which writes
+    /// every table in key order, so the caches hold the whole build in memory.
+    /// When `targetIsEmpty`, an entry the build does not hold does not exist
+    /// and lookups never go to LMDB. `memoryBudget` (bytes, roughly) is what
+    /// `isOverBudget` compares the build with, for a caller that writes in rounds.
+    public init(tables: ProjectionTables, buildingWithEmptyTarget targetIsEmpty: Bool, memoryBudget: Int) {
+        self.tables = tables
+        self.appliedSequence = 0
+        self.build = BuildState(targetIsEmpty: targetIsEmpty, memoryBudget: memoryBudget)
     }
 
     /// Starts a batch on top of what `txn` holds, forgetting anything cached
@@ -57,6 +74,12 @@ public final class ProjectionWriter {
     /// else can have written in between: then `all` and other hot containers
     /// stay decoded from one batch to the next.
     public func begin(_ txn: borrowing Transaction) throws {
+        if let build {
+            // Nothing else writes the target, and nothing is written before
+            // `writeBuild`: the caches are the truth across transactions.
+            if !build.begun { appliedSequence = try tables.appliedSequence(txn); build.begun = true }
+            return
+        }
         if let last = lastCommittedTransaction, txn.id == last + 1 {
             // Still the truth: every cached value was flushed and committed.
         } else {
@@ -84,8 +107,27 @@ public final class ProjectionWriter {
     // MARK: Projects
 
     func project(named name: String, create: Bool, _ txn: borrowing Transaction) throws -> ProjectRecord? {
+        guard let build else { return try loadProject(named: name, create: create, txn) }
+        // A build keeps the project of the last event at hand: events come in
+        // runs of one project, and two SipHash lookups per event were 15% of the fold.
+        if let current = build.currentProject, current.name == name { return current.record }
+        settleCurrentProject(build)
+        let p = try loadProject(named: name, create: create, txn)
+        if let p { build.currentProject = (name, p, false) }
+        return p
+    }
+
+    /// Writes a build's project at hand back into the cache.
+    private func settleCurrentProject(_ build: BuildState) {
+        if let current = build.currentProject, current.dirty {
+            projects[current.name] = Cached(value: current.record, dirty: true)
+            build.currentProject?.dirty = false
+        }
+    }
+
+    private func loadProject(named name: String, create: Bool, _ txn: borrowing Transaction) throws -> ProjectRecord? {
         if let p = projects[name] { return p.value }
-        if let v = try txn.get(tables.projects, Array(name.utf8)) {
+        if build?.targetIsEmpty != true, let v = try txn.get(tables.projects, Array(name.utf8)) {
             let p = try ProjectRecord(decoding: v, at: "projects/\(name)")
             projects[name] = Cached(value: p, dirty: false)
             return p
@@ -97,6 +139,10 @@ public final class ProjectionWriter {
     }
 
     func update(project name: String, _ record: ProjectRecord) {
+        if let build, let current = build.currentProject, current.name == name {
+            if current.record != record { build.currentProject = (name, record, true) }
+            return
+        }
         if projects[name]?.value != record { projects[name] = Cached(value: record, dirty: true) }
     }
 
@@ -114,14 +160,19 @@ public final class ProjectionWriter {
     func topicSlot(_ pid: UInt32, _ tid: UInt32, _ txn: borrowing Transaction) throws -> Int? {
         let key = TopicKey(pid: pid, topic: tid)
         if let slot = topics.slot(of: key) { return slot }
+        if build?.targetIsEmpty == true { return nil }
         guard let v = try txn.get(tables.topics, Keys.pair(pid, tid)) else { return nil }
         return topics.insert(key, Cached(value: try TopicRecord(decoding: v, at: "topics/\(pid)/\(tid)"), dirty: false))
     }
 
     /// Creates topic `tid` with its code index entry; returns its slot.
     func createTopic(_ pid: UInt32, _ tid: UInt32, _ record: TopicRecord, _ txn: borrowing Transaction) throws -> Int {
-        var w = ByteWriter(capacity: 4); w.u32(tid)
-        try txn.put(tables.topicCodes, Keys.named(pid, record.code), w.bytes)
+        if let build {
+            build.topicCodes.set(pid, record.code, tid)
+        } else {
+            var w = ByteWriter(capacity: 4); w.u32(tid)
+            try txn.put(tables.topicCodes, Keys.named(pid, record.code), w.bytes)
+        }
         topicCodes[CodeKey(pid: pid, code: record.code)] = tid
         let slot = topics.insert(TopicKey(pid: pid, topic: tid), Cached(value: record, dirty: true))
         dirtyTopics.append(slot)
@@ -130,13 +181,13 @@ public final class ProjectionWriter {
 
     /// Removes topic `tid` (which must have no members left): its record and its code.
     func dropTopic(_ pid: UInt32, _ tid: UInt32, code: String, _ txn: borrowing Transaction) throws {
-        try txn.delete(tables.topicCodes, Keys.named(pid, code))
+        if let build { build.topicCodes.set(pid, code, nil) } else { try txn.delete(tables.topicCodes, Keys.named(pid, code)) }
         topicCodes[CodeKey(pid: pid, code: code)] = nil
         if let slot = topics.slot(of: TopicKey(pid: pid, topic: tid)) {
             topics.values[slot].dirty = false
             topics.values[slot].value.subscribers = 0
         }
-        try txn.delete(tables.topics, Keys.pair(pid, tid))
+        if let build { build.droppedTopics.append(TopicKey(pid: pid, topic: tid)) } else { try txn.delete(tables.topics, Keys.pair(pid, tid)) }
     }
 
     func topic(at slot: Int) -> TopicRecord { topics.values[slot].value }
@@ -152,8 +203,10 @@ public final class ProjectionWriter {
     }
 
     func topicID(_ pid: UInt32, code: String, _ txn: borrowing Transaction) throws -> UInt32? {
+        if let build, let held = build.topicCodes.lookup(pid, code) { return held }
         let key = CodeKey(pid: pid, code: code)
         if let id = topicCodes[key] { return id }
+        if build?.targetIsEmpty == true { return nil }
         guard let v = try txn.get(tables.topicCodes, Keys.named(pid, code)) else { return nil }
         guard v.count == 4 else { throw ProjectionCorruption(place: "topic_codes/\(pid)/\(code)", reason: "\(v.count) bytes") }
         let id: UInt32 = v.loadBigEndian(at: 0)
@@ -164,11 +217,19 @@ public final class ProjectionWriter {
     // MARK: Devices
 
     func ordinal(_ pid: UInt32, deviceID: String, _ txn: borrowing Transaction) throws -> UInt32? {
-        try lookupOrdinal(tables.deviceIDs, Keys.named(pid, deviceID), place: "device_ids/\(pid)/\(deviceID)", txn)
+        if let build {
+            if let held = build.deviceIDs.lookup(pid, deviceID) { return held }
+            if build.targetIsEmpty { return nil }
+        }
+        return try lookupOrdinal(tables.deviceIDs, Keys.named(pid, deviceID), place: "device_ids/\(pid)/\(deviceID)", txn)
     }
 
     func ordinal(_ pid: UInt32, token: String, _ txn: borrowing Transaction) throws -> UInt32? {
-        try lookupOrdinal(tables.tokens, Keys.named(pid, token), place: "tokens/\(pid)", txn)
+        if let build {
+            if let held = build.tokens.lookup(pid, token) { return held }
+            if build.targetIsEmpty { return nil }
+        }
+        return try lookupOrdinal(tables.tokens, Keys.named(pid, token), place: "tokens/\(pid)", txn)
     }
 
     private func lookupOrdinal(_ db: Database, _ key: [UInt8], place: @autoclosure () -> String,
@@ -179,26 +240,36 @@ public final class ProjectionWriter {
     }
 
     func setIndex(_ db: Database, _ pid: UInt32, _ name: String, ordinal: UInt32, _ txn: borrowing Transaction) throws {
+        if let build { return build.set(db, pid, name, ordinal, tables: tables) }
         var w = ByteWriter(capacity: 4); w.u32(ordinal)
         try txn.put(db, Keys.named(pid, name), w.bytes)
     }
 
     func deleteIndex(_ db: Database, _ pid: UInt32, _ name: String, _ txn: borrowing Transaction) throws {
+        if let build { return build.set(db, pid, name, nil, tables: tables) }
         try txn.delete(db, Keys.named(pid, name))
     }
 
     func device(_ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws -> DeviceRecord {
-        guard let v = try txn.get(tables.devices, Keys.pair(pid, ordinal)) else {
+        if let build, let held = build.device(pid, ordinal) {
+            guard let device = held else {
+                throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "indexed device was deleted")
+            }
+            return device
+        }
+        guard build?.targetIsEmpty != true, let v = try txn.get(tables.devices, Keys.pair(pid, ordinal)) else {
             throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "indexed device is missing")
         }
         return try DeviceRecord(decoding: v, at: "devices/\(pid)/\(ordinal)")
     }
 
     func deleteDevice(_ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {
+        if let build { return build.put(nil, pid, ordinal) }
         try txn.delete(tables.devices, Keys.pair(pid, ordinal))
     }
 
     func put(device: DeviceRecord, _ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {
+        if let build { return build.put(device, pid, ordinal) }
         try txn.put(tables.devices, Keys.pair(pid, ordinal), device.encoded())
     }
 
@@ -208,6 +279,12 @@ public final class ProjectionWriter {
     func membershipSlot(_ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws -> Int {
         let key = DeviceKey(pid: pid, ordinal: ordinal)
         if let slot = memberships.slot(of: key) { return slot }
+        if build?.targetIsEmpty == true {
+            // Room for a few topics up front: growing from empty reallocated twice per device.
+            var list: [UInt32] = []
+            list.reserveCapacity(4)
+            return memberships.insert(key, Cached(value: list, dirty: false))
+        }
         let list = try ProjectionReader.memberships(pid, ordinal, tables: tables, txn)
         return memberships.insert(key, Cached(value: list, dirty: false))
     }
@@ -256,7 +333,7 @@ public final class ProjectionWriter {
         let slot: Int
         if let s = chunks.slot(of: key) {
             slot = s
-        } else if let v = try txn.get(tables.postings, Keys.chunk(pid, tid, key.high)) {
+        } else if build?.targetIsEmpty != true, let v = try txn.get(tables.postings, Keys.chunk(pid, tid, key.high)) {
             slot = chunks.insert(key, Cached(value: try PostingChunk.decode(v, pid: pid, topic: tid, high: key.high), dirty: false))
         } else {
             slot = chunks.insert(key, Cached(value: Bitmap(), dirty: false))
@@ -294,6 +371,7 @@ public final class ProjectionWriter {
     /// Writes every cached change into the transaction. The caches stay valid
     /// for further events in the same transaction.
     public func flush(_ txn: borrowing Transaction) throws {
+        if build != nil { return }  // a build is written by `writeBuild`
         for (name, cached) in projects where cached.dirty {
             try txn.put(tables.projects, Array(name.utf8), cached.value.encoded())
             projects[name]!.dirty = false
@@ -348,5 +426,163 @@ public enum FoldError: Error, CustomStringConvertible {
         switch self {
         case .outOfOrder(let e, let g): return "event sequence \(g) applied out of order (expected \(e))"
         }
+    }
+}
+
+// MARK: Build mode
+
+extension ProjectionWriter {
+    /// Whether the build holds more than its memory budget (roughly): time to
+    /// `writeBuild` and go on in a new round.
+    public var isOverBudget: Bool {
+        guard let build else { return false }
+        let names = max(build.deviceIDs.nameBytes, build.tokens.nameBytes, build.topicCodes.nameBytes)
+        return buildFootprint(build) > build.memoryBudget || names > 2 << 30
+    }
+
+    private func buildFootprint(_ build: BuildState) -> Int {
+        var bytes = build.footprint
+        bytes += memberships.count * 96 + topics.count * 256 + topicCodes.count * 64
+        bytes += chunks.count * 9 * 1024  // a container holds at most 8 KiB
+        return bytes
+    }
+
+    /// Sizes the build's device_id and token indexes for about `devices`
+    /// devices, so they do not rehash on the way (a hint; they grow beyond it).
+    public func reserveBuild(devices: Int) {
+        guard let build else { return }
+        build.deviceIDs.reserve(devices)
+        build.tokens.reserve(devices)
+    }
+
+    /// Writes everything the build holds into `txn`, each table in key order
+    /// (appended when the target was empty), and the applied sequence. The
+    /// build's state is left as it was, so a transaction that fails (a full
+    /// map) can be redone; after it commits, call `didWriteBuild()`.
+    public func writeBuild(_ txn: borrowing Transaction) throws {
+        guard let build else { preconditionFailure("writeBuild on a writer not in build mode") }
+        let fresh = build.targetIsEmpty
+        let append: Transaction.PutFlags = fresh ? .append : []
+        settleCurrentProject(build)
+        // Meanwhile, on the other core: the names sorted, the devices encoded.
+        let names = [build.deviceIDs, build.tokens, build.topicCodes]
+        let sorted = Background { names.map { $0.sortedSlots() } }
+        let (deviceProjects, deviceColumns) = (build.deviceProjects, build.deviceColumns)
+        let devices = Background { EncodedDevices(projects: deviceProjects, columns: deviceColumns) }
+        var key = [UInt8](repeating: 0, count: 16)
+        var value: [UInt8] = []
+
+        for name in projects.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) where projects[name]!.dirty {
+            try txn.put(tables.projects, Array(name.utf8), projects[name]!.value.encoded(), flags: append)
+        }
+        if let next = nextProjectID {
+            var w = ByteWriter(capacity: 4); w.u32(next)
+            try txn.put(tables.meta, ProjectionTables.nextProjectKey, w.bytes)
+        }
+
+        if !fresh {
+            for t in build.droppedTopics { try txn.delete(tables.topics, Keys.pair(t.pid, t.topic)) }
+        }
+        let topicSlots = dirtyTopics.filter { topics.values[$0].dirty }.sorted {
+            let a = topics.keys[$0], b = topics.keys[$1]
+            return (a.pid, a.topic) < (b.pid, b.topic)
+        }
+        for slot in topicSlots {
+            let k = topics.keys[slot]
+            try txn.put(tables.topics, Keys.pair(k.pid, k.topic), topics.values[slot].value.encoded(), flags: append)
+        }
+
+        let chunkSlots = dirtyChunks.filter { chunks.values[$0].dirty }.sorted {
+            let a = chunks.keys[$0], b = chunks.keys[$1]
+            return (a.pid, a.high, a.topic) < (b.pid, b.high, b.topic)
+        }
+        for slot in chunkSlots {
+            let k = chunks.keys[slot]
+            if chunks.values[slot].value.isEmpty {
+                if !fresh { try txn.delete(tables.postings, Keys.chunk(k.pid, k.topic, k.high)) }
+                continue
+            }
+            chunks.values[slot].value.optimize()
+            let bitmap = chunks.values[slot].value
+            try txn.put(tables.postings, Keys.chunk(k.pid, k.topic, k.high), reserving: bitmap.serializedSize, flags: append) {
+                _ = bitmap.serialize(into: $0)
+            }
+        }
+
+        // Devices, their topic lists: ordinal keys, usually created in order already.
+        func pairKey(_ pid: UInt32, _ a: UInt32, _ body: (UnsafeRawBufferPointer) throws -> Void) rethrows {
+            try key.withUnsafeMutableBytes { k in
+                k.storeBytes(of: pid.bigEndian, toByteOffset: 0, as: UInt32.self)
+                k.storeBytes(of: a.bigEndian, toByteOffset: 4, as: UInt32.self)
+                try body(UnsafeRawBufferPointer(rebasing: k[0..<8]))
+            }
+        }
+        let memberSlots = dirtyMemberships.filter { memberships.values[$0].dirty }.sorted {
+            let a = memberships.keys[$0], b = memberships.keys[$1]
+            return (a.pid, a.ordinal) < (b.pid, b.ordinal)
+        }
+        // One cursor per bulk table: appending through it stays on the last page.
+        try txn.withCursor(tables.deviceTopics) { cursor in
+        for slot in memberSlots {
+            let k = memberships.keys[slot]
+            let list = memberships.values[slot].value
+            if list.isEmpty {
+                if !fresh { try txn.delete(tables.deviceTopics, Keys.pair(k.pid, k.ordinal)) }
+                continue
+            }
+            value.removeAll(keepingCapacity: true)
+            for tid in list { withUnsafeBytes(of: tid.bigEndian) { value.append(contentsOf: $0) } }
+            try pairKey(k.pid, k.ordinal) { kb in
+                try value.withUnsafeBytes { vb in try cursor.put(kb, vb, flags: append) }
+            }
+        }
+        }
+        let encoded = devices.value()
+        try txn.withCursor(tables.devices) { cursor in
+            try encoded.bytes.withUnsafeBytes { bytes in
+                var start = 0
+                for (i, k) in encoded.keys.enumerated() {
+                    guard let end = encoded.ends[i] else {
+                        if !fresh { try txn.delete(tables.devices, Keys.pair(k.pid, k.ordinal)) }
+                        continue
+                    }
+                    try pairKey(k.pid, k.ordinal) { kb in
+                        try cursor.put(kb, UnsafeRawBufferPointer(rebasing: bytes[start..<end]), flags: append)
+                    }
+                    start = end
+                }
+            }
+        }
+
+        let orders = sorted.value()
+        for (i, db) in [tables.deviceIDs, tables.tokens, tables.topicCodes].enumerated() {
+            try txn.withCursor(db) { cursor in
+                try names[i].forEach(in: orders[i]) { k, ordinal in
+                    guard let ordinal else {
+                        if !fresh { try txn.delete(db, Array(k)) }
+                        return
+                    }
+                    try withUnsafeBytes(of: ordinal.bigEndian) { vb in try cursor.put(k, vb, flags: append) }
+                }
+            }
+        }
+
+        var w = ByteWriter(capacity: 8); w.u64(appliedSequence)
+        try txn.put(tables.meta, ProjectionTables.appliedSeqKey, w.bytes)
+    }
+
+    /// After the transaction `writeBuild` wrote into committed: the build
+    /// starts a new round with empty caches over what the target now holds.
+    public func didWriteBuild() {
+        guard let build else { return }
+        // Millions of small arrays and strings take a while to free: the
+        // other core does it (the last references go with `held`).
+        let held = Garbage([memberships, chunks, topics, build.deviceColumns, build.deviceIDs, build.tokens])
+        memberships = SlotTable(); chunks = SlotTable(); topics = SlotTable()
+        clearCaches()
+        build.removeAll()
+        build.currentProject = nil
+        build.targetIsEmpty = false
+        DispatchQueue.global().async { held.drop() }
     }
 }

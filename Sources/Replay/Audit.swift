@@ -26,6 +26,8 @@ public enum Audit {
         public var expectedHead: ChainHead?
         /// Where the rebuild is made (a new directory inside it; removed afterwards).
         public var scratchDirectory: String = NSTemporaryDirectory()
+        /// The rebuild's memory budget in bytes (see `Replay.Options.memoryBudget`).
+        public var memoryBudget: Int? = Replay.Options.defaultMemoryBudget
         public init() {}
     }
 
@@ -72,9 +74,10 @@ public enum Audit {
         do { snapshot = try Replay.snapshot(of: store) } catch ReplayError.missingSnapshot { snapshot = nil }
         let builder: ProjectionBuilder
         if let snapshot {
-            builder = try ProjectionBuilder(continuing: snapshot, creating: scratch, writesLog: false, mapSize: mapSize)
+            builder = try ProjectionBuilder(continuing: snapshot, creating: scratch, writesLog: false, mapSize: mapSize,
+                                            memoryBudget: options.memoryBudget)
         } else {
-            builder = try ProjectionBuilder(creating: scratch, writesLog: false, mapSize: mapSize)
+            builder = try ProjectionBuilder(creating: scratch, writesLog: false, mapSize: mapSize, memoryBudget: options.memoryBudget)
         }
 
         var replayOptions = Replay.Options()
@@ -197,6 +200,7 @@ public enum Audit {
                                                            verifier: &verifier, txn)
                             if let st = chunk.stop { stop = st; chunk.records = chunk.records.filter { $0.sequence < st.sequence } }
                             try builder.apply(chunk)
+                            try builder.writeProjections()
                             if stop != nil { return .compared(lastKey: nil, done: true) }
                         }
                         asOf = s
@@ -238,8 +242,9 @@ public enum Audit {
                 var chunk = try reader.read(from: builder.appliedSequence + 1, through: target, keepRaw: false, verifier: &verifier)
                 if let st = chunk.stop { stop = st; chunk.records = chunk.records.filter { $0.sequence < st.sequence } }
                 try builder.apply(chunk)
-                if stop != nil || chunk.lastRead == 0 { return }
+                if stop != nil || chunk.lastRead == 0 { break }
             }
+            try builder.writeProjections()
         }
 
         /// Compares up to `entriesPerComparison` entries after `after` (exclusive).

@@ -12,6 +12,10 @@ final class ChunkPipeline: @unchecked Sendable {
     private var failure: (any Error)?
     private var verifierResult: LogVerifier?
     private let depth: Int
+    /// Folded chunks handed back to be freed on the reader thread: their
+    /// strings were allocated there, and freeing millions of them took the
+    /// folding thread's time.
+    private var folded: [RecordChunk] = []
 
     /// Starts reading `from...through` with `verifier` on a new thread.
     /// With `stopAtFault`, reading stops at the first record that cannot be
@@ -54,7 +58,18 @@ final class ChunkPipeline: @unchecked Sendable {
         condition.lock()
         while queue.count >= depth && !cancelled { condition.wait() }
         queue.append(chunk)
+        let done = folded
+        folded = []
         condition.broadcast()
+        condition.unlock()
+        _ = done  // released here, on the reader thread
+    }
+
+    /// Hands folded chunks back to be freed by the reader thread (if it is
+    /// still reading; otherwise they go when the pipeline does).
+    func discard(_ chunks: [RecordChunk]) {
+        condition.lock()
+        folded.append(contentsOf: chunks)
         condition.unlock()
     }
 

@@ -8,6 +8,12 @@ import SubscriptionLog
 /// records themselves, so the result is a store any read command opens.
 ///
 /// Commits are not fsynced (the build can be redone); `finish()` syncs once.
+///
+/// With a memory budget (the default for replay, audit and import), the writer
+/// runs in build mode: the fold's results stay in memory, with no LMDB lookups
+/// while the target is empty, and are written table by table in key order
+/// (`MDB_APPEND`) by `writeProjections()` — at the end, or in rounds whenever
+/// the build outgrows the budget. Without one, every commit writes through.
 final class ProjectionBuilder {
     let directory: String
     let environment: Environment
@@ -15,6 +21,12 @@ final class ProjectionBuilder {
     let tables: ProjectionTables
     let writer: ProjectionWriter
     let writesLog: Bool
+    /// Whether the writer builds in memory (see the type's note).
+    let inMemory: Bool
+    /// How many times the build was written before the end (budget rounds).
+    private(set) var rounds = 0
+    /// Time spent writing the build into LMDB (build mode), in seconds.
+    private(set) var writeSeconds = 0.0
     /// The last sequence folded (and committed).
     private(set) var appliedSequence: UInt64 = 0
     /// The chain link of the last record written to the log (when writing it).
@@ -22,18 +34,25 @@ final class ProjectionBuilder {
     private(set) var lastTimestamp: Int64 = .min
 
     /// Creates the store in `directory`, which must not exist or be empty.
-    convenience init(creating directory: String, writesLog: Bool, mapSize: Int = 1 << 30) throws {
+    convenience init(creating directory: String, writesLog: Bool, mapSize: Int = 1 << 30,
+                     memoryBudget: Int? = ProjectionBuilder.defaultMemoryBudget) throws {
         try Self.prepare(directory)
-        try self.init(opening: directory, writesLog: writesLog, mapSize: mapSize)
+        try self.init(opening: directory, writesLog: writesLog, mapSize: mapSize, memoryBudget: memoryBudget, targetIsEmpty: true)
+    }
+
+    /// A third of the machine's memory, at most 8 GiB: a 10M-device build fits in one round.
+    static var defaultMemoryBudget: Int {
+        min(8 << 30, Int(ProcessInfo.processInfo.physicalMemory / 3))
     }
 
     /// Creates the store in `directory` (new or empty) from `snapshot`: its
     /// projections as of the horizon, to be continued with the records after it
     /// (chained from the snapshot's head when the log is written).
-    convenience init(continuing snapshot: Snapshot, creating directory: String, writesLog: Bool, mapSize: Int = 1 << 30) throws {
+    convenience init(continuing snapshot: Snapshot, creating directory: String, writesLog: Bool, mapSize: Int = 1 << 30,
+                     memoryBudget: Int? = ProjectionBuilder.defaultMemoryBudget) throws {
         try Self.prepare(directory)
         try snapshot.copyDatabase(to: directory)
-        try self.init(opening: directory, writesLog: writesLog, mapSize: mapSize)
+        try self.init(opening: directory, writesLog: writesLog, mapSize: mapSize, memoryBudget: memoryBudget, targetIsEmpty: false)
         let (applied, logBounds) = try environment.read { txn in (try tables.appliedSequence(txn), try log.bounds(txn)) }
         guard applied == snapshot.sequence, logBounds == nil else {
             throw ReplayError.badSnapshot(snapshot.directory,
@@ -44,7 +63,7 @@ final class ProjectionBuilder {
         lastTimestamp = snapshot.timestamp
     }
 
-    private init(opening directory: String, writesLog: Bool, mapSize: Int) throws {
+    private init(opening directory: String, writesLog: Bool, mapSize: Int, memoryBudget: Int?, targetIsEmpty: Bool) throws {
         var options = Environment.Options()
         options.mapSize = max(mapSize, 64 << 20)
         options.noSync = true
@@ -54,7 +73,12 @@ final class ProjectionBuilder {
         self.environment = env
         self.log = try EventLog.open(in: env, create: true)
         self.tables = try ProjectionTables.open(in: env, create: true)
-        self.writer = ProjectionWriter(tables: tables)
+        if let memoryBudget {
+            self.writer = ProjectionWriter(tables: tables, buildingWithEmptyTarget: targetIsEmpty, memoryBudget: memoryBudget)
+        } else {
+            self.writer = ProjectionWriter(tables: tables)
+        }
+        self.inMemory = memoryBudget != nil
         self.writesLog = writesLog
     }
 
@@ -81,6 +105,7 @@ final class ProjectionBuilder {
     /// Folds `chunks` in one write transaction (see `apply(_:)`).
     func apply(_ chunks: [RecordChunk]) throws {
         guard chunks.contains(where: { !$0.records.isEmpty }) else { return }
+        if inMemory { return try applyInMemory(chunks) }
         while true {
             do {
                 let (newLink, newTime) = try environment.write { txn -> (ChainHash, Int64) in
@@ -124,8 +149,89 @@ final class ProjectionBuilder {
         }
     }
 
-    /// Flushes everything to disk.
+    /// Build mode: the log records (when written) in their own transaction,
+    /// then the fold in memory, over a read transaction for what the target
+    /// held before; a round is written when the build outgrows its budget.
+    private func applyInMemory(_ chunks: [RecordChunk]) throws {
+        var time = lastTimestamp
+        for chunk in chunks { for record in chunk.records { time = max(time, record.timestamp) } }
+        if writesLog {
+            link = try writeLog(chunks)
+        }
+        try environment.read { txn in
+            try writer.begin(txn)
+            for chunk in chunks {
+                // Borrowed from the chunk, not copied: a copy retains every string of the record.
+                try chunk.records.withUnsafeBufferPointer { records in
+                    for i in records.indices { try Fold.apply(records[i], to: writer, txn) }
+                }
+            }
+        }
+        lastTimestamp = time
+        appliedSequence = chunks.last(where: { !$0.records.isEmpty })!.records.last!.sequence
+        if writer.isOverBudget {
+            try writeProjections()
+            rounds += 1
+        }
+    }
+
+    /// Appends `chunks`' records to the log (a full map is grown and the
+    /// transaction redone); returns the chain link after the last.
+    private func writeLog(_ chunks: [RecordChunk]) throws -> ChainHash {
+        while true {
+            do {
+                return try environment.write { txn -> ChainHash in
+                    var link = self.link
+                    var time = self.lastTimestamp
+                    for chunk in chunks {
+                        let copyRaw = chunk.ends.count == chunk.records.count
+                        for (i, record) in chunk.records.enumerated() {
+                            guard record.timestamp >= time else {
+                                throw ReplayError.invalidInput(sequence: record.sequence,
+                                    "timestamp \(record.timestamp) is before the previous record's \(time)")
+                            }
+                            time = record.timestamp
+                            if copyRaw {
+                                let key = EventLog.key(record.sequence)
+                                try chunk.encoded(i).withUnsafeBytes { b in
+                                    try key.withUnsafeBytes { k in try txn.put(log.database, k, b, flags: .append) }
+                                    link = RecordCodec.unverifiedLink(of: b) ?? .genesis
+                                }
+                            } else {
+                                try log.append(encoded: RecordCodec.encode(record, chainingFrom: &link),
+                                               sequence: record.sequence, txn)
+                            }
+                        }
+                    }
+                    return link
+                }
+            } catch LMDBError.mapFull {
+                try environment.setMapSize(environment.info().mapSize * 2)
+            }
+        }
+    }
+
+    /// Build mode: writes what the build holds, each table in key order, in
+    /// one transaction (a full map is grown and it is redone). Without build
+    /// mode every commit has written already: nothing to do.
+    func writeProjections() throws {
+        guard inMemory else { return }
+        let started = Date()
+        defer { writeSeconds += Date().timeIntervalSince(started) }
+        while true {
+            do {
+                try environment.write { txn in try writer.writeBuild(txn) }
+                writer.didWriteBuild()
+                return
+            } catch LMDBError.mapFull {
+                try environment.setMapSize(environment.info().mapSize * 2)
+            }
+        }
+    }
+
+    /// Writes the projections (build mode) and flushes everything to disk.
     func finish() throws {
+        try writeProjections()
         try environment.sync(force: true)
     }
 }

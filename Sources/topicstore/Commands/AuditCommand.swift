@@ -8,11 +8,12 @@ enum AuditCommand: Command {
     static let spec = CommandSpec(
         name: "audit",
         summary: "verify the log (gaps, checksums, hash chain) and compare every projection entry with a rebuild",
-        usage: "audit [--data DIR] [--expect-head SEQ:HEX] [--scratch DIR] [--json]",
+        usage: "audit [--data DIR] [--expect-head SEQ:HEX] [--scratch DIR] [--memory-budget MIB] [--json]",
         options: [
             .init(name: "expect-head", value: "SEQ:HEX", help: "a head published earlier: the link at SEQ must be HEX"),
             .init(name: "scratch", value: "DIR", help: "where the temporary rebuild goes (default the system temp directory)"),
             .init(name: "max-report", value: "N", help: "most issues and differences listed (default 1000; all are counted)"),
+            .init(name: "memory-budget", value: "MIB", help: "memory for the rebuild before it is written in rounds (default a third of RAM, at most 8192; 0: write through)"),
         ],
         details: """
         Exit 0 only when the log is intact and every projection entry equals the rebuild's;
@@ -34,6 +35,10 @@ enum AuditCommand: Command {
         if let n = try arguments.integer("max-report") {
             guard n >= 0 else { throw UsageError(description: "--max-report must not be negative") }
             options.maxReported = n
+        }
+        if let mib = try arguments.integer("memory-budget") {
+            guard mib >= 0 else { throw UsageError(description: "--memory-budget must not be negative") }
+            options.memoryBudget = mib == 0 ? nil : mib << 20
         }
         let store = try TopicStore(directory: arguments.dataDirectory, options: readOnly)
         let bar = ProgressBar(arguments: arguments)

@@ -1,0 +1,360 @@
+import Dispatch
+import Glibc
+import LMDB
+
+/// The string-keyed index entries of a build (`device_ids`, `tokens`,
+/// `topic_codes`: pid ‖ name → u32) held in memory: the names back to back in
+/// one byte arena, found through an open-addressing table whose 20-byte slots
+/// hold a hash tag, the value and where the name is, so a lookup hashes the
+/// name's UTF-8 in place, allocates nothing and touches one slot (and the
+/// arena only when the tag matches). A removed name stays as a tombstone,
+/// which becomes a delete when the entries go to a non-empty table.
+///
+/// A class: read through the build's reference in place, where a struct held
+/// by a class was copied (its arrays retained and released) on every lookup.
+/// Only the folding thread changes it; the write-out's sort only reads it.
+final class NameIndex: @unchecked Sendable {
+    struct Slot {
+        var offset: UInt32 = 0
+        var value: UInt32 = 0
+        var tag: UInt32 = 0
+        var pid: UInt32 = 0
+        var length: UInt16 = 0
+        /// 0: empty, 1: present, 2: removed.
+        var state: UInt8 = 0
+    }
+
+    private(set) var arena: [UInt8] = []
+    private var slots: [Slot]
+    private var shift: UInt64
+    private(set) var count = 0
+
+    init() {
+        slots = Array(repeating: Slot(), count: 1024)
+        shift = UInt64(64 - 1024.trailingZeroBitCount)
+    }
+
+    var isEmpty: Bool { count == 0 }
+    /// Bytes held, roughly (for the build's memory budget).
+    var footprint: Int { arena.capacity + slots.count * MemoryLayout<Slot>.stride }
+    /// Bytes of names held (offsets are 32-bit: the build is written long before 4 GiB).
+    var nameBytes: Int { arena.count }
+
+    @inline(__always)
+    private static func hash(_ pid: UInt32, _ name: UnsafeRawBufferPointer) -> UInt64 {
+        var h = UInt64(pid) &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(name.count)
+        var i = 0
+        while i + 8 <= name.count {
+            h = (h ^ name.loadUnaligned(fromByteOffset: i, as: UInt64.self)) &* 0xBF58_476D_1CE4_E5B9
+            h ^= h >> 29
+            i += 8
+        }
+        var tail: UInt64 = 0
+        var s: UInt64 = 0
+        while i < name.count { tail |= UInt64(name[i]) << s; s += 8; i += 1 }
+        h = (h ^ tail) &* 0x94D0_49BB_1331_11EB
+        return h ^ h >> 31
+    }
+
+    /// The slot holding `name`, or the empty slot where it would go.
+    @inline(__always)
+    private func find(_ pid: UInt32, _ name: UnsafeRawBufferPointer, _ hash: UInt64) -> (found: Bool, slot: Int) {
+        let mask = slots.count - 1
+        let tag = UInt32(truncatingIfNeeded: hash)
+        var b = Int(truncatingIfNeeded: hash >> shift)
+        return slots.withUnsafeBufferPointer { ss in
+            arena.withUnsafeBytes { a in
+                while true {
+                    let s = ss[b]
+                    if s.state == 0 { return (false, b) }
+                    if s.tag == tag, s.pid == pid, Int(s.length) == name.count,
+                       name.count == 0 || memcmp(a.baseAddress! + Int(s.offset), name.baseAddress!, name.count) == 0 {
+                        return (true, b)
+                    }
+                    b = (b + 1) & mask
+                }
+            }
+        }
+    }
+
+    /// What the build holds for `name`: `.some(value)`, `.some(nil)` when it
+    /// was removed, nil when the build never saw it.
+    func lookup(_ pid: UInt32, _ name: String) -> UInt32?? {
+        var name = name
+        return name.withUTF8 { utf8 -> UInt32?? in
+            let bytes = UnsafeRawBufferPointer(utf8)
+            let (found, b) = find(pid, bytes, Self.hash(pid, bytes))
+            guard found else { return nil }
+            let s = slots[b]
+            return .some(s.state == 1 ? s.value : nil)
+        }
+    }
+
+    /// Sets `name` to `value`, or removes it (a tombstone) when `value` is nil.
+    func set(_ pid: UInt32, _ name: String, _ value: UInt32?) {
+        var name = name
+        name.withUTF8 { utf8 in
+            let bytes = UnsafeRawBufferPointer(utf8)
+            precondition(bytes.count <= Int(UInt16.max) && arena.count + bytes.count <= Int(UInt32.max), "name index full")
+            let hash = Self.hash(pid, bytes)
+            let (found, b) = find(pid, bytes, hash)
+            if found {
+                slots[b].value = value ?? 0
+                slots[b].state = value == nil ? 2 : 1
+                return
+            }
+            slots[b] = Slot(offset: UInt32(arena.count), value: value ?? 0, tag: UInt32(truncatingIfNeeded: hash),
+                            pid: pid, length: UInt16(bytes.count), state: value == nil ? 2 : 1)
+            arena.append(contentsOf: bytes)
+            count += 1
+            if count * 2 > slots.count { grow() }
+        }
+    }
+
+    /// `count` empty slots. A large table asks for 2 MiB pages first: a lookup
+    /// is one random access into tens of megabytes, and with 4 KiB pages it
+    /// missed the TLB as well as the cache.
+    private static func emptySlots(_ count: Int) -> [Slot] {
+        Array(unsafeUninitializedCapacity: count) { buffer, initialized in
+            let bytes = UnsafeMutableRawBufferPointer(buffer)
+            let huge = 2 << 20
+            if bytes.count >= 4 * huge, let base = bytes.baseAddress {
+                let start = (Int(bitPattern: base) + huge - 1) & ~(huge - 1)
+                let end = (Int(bitPattern: base) + bytes.count) & ~(huge - 1)
+                if end > start { _ = madvise(UnsafeMutableRawPointer(bitPattern: start), end - start, MADV_HUGEPAGE) }
+            }
+            buffer.initialize(repeating: Slot())
+            initialized = count
+        }
+    }
+
+    /// Makes room for `names` names without growing on the way.
+    func reserve(_ names: Int) {
+        var size = slots.count
+        while size < names * 2 + 2 { size *= 2 }
+        if size > slots.count { grow(to: size) }
+    }
+
+    private func grow(to size: Int? = nil) {
+        let old = slots
+        let size = size ?? slots.count * 2
+        slots = Self.emptySlots(size)
+        shift = UInt64(64 - size.trailingZeroBitCount)
+        let mask = size - 1
+        arena.withUnsafeBytes { a in
+            for s in old where s.state != 0 {
+                let name = UnsafeRawBufferPointer(rebasing: a[Int(s.offset)..<Int(s.offset) + Int(s.length)])
+                var b = Int(truncatingIfNeeded: Self.hash(s.pid, name) >> shift)
+                while slots[b].state != 0 { b = (b + 1) & mask }
+                slots[b] = s
+            }
+        }
+    }
+
+    /// A used slot with the first 16 bytes of its name as two big-endian
+    /// words: most comparisons of the sort end there, without touching the arena.
+    private struct SortItem {
+        var pid: UInt32
+        var slot: UInt32
+        var high: UInt64
+        var low: UInt64
+    }
+
+    /// The used slots in the order of their LMDB keys (pid ‖ name: big-endian
+    /// pid first, then the bytes, a prefix before its extensions).
+    func sortedSlots() -> [Slot] {
+        var items: [SortItem] = []
+        items.reserveCapacity(count)
+        arena.withUnsafeBytes { a in
+            for (i, s) in slots.enumerated() where s.state != 0 {
+                var prefix = (UInt64(0), UInt64(0))
+                withUnsafeMutableBytes(of: &prefix) { p in
+                    let n = min(16, Int(s.length))
+                    if n > 0 { p.baseAddress!.copyMemory(from: a.baseAddress! + Int(s.offset), byteCount: n) }
+                }
+                items.append(SortItem(pid: s.pid, slot: UInt32(i), high: UInt64(bigEndian: prefix.0), low: UInt64(bigEndian: prefix.1)))
+            }
+            let base = a.baseAddress
+            items.sort { l, r in
+                if l.pid != r.pid { return l.pid < r.pid }
+                if l.high != r.high { return l.high < r.high }
+                if l.low != r.low { return l.low < r.low }
+                let x = slots[Int(l.slot)], y = slots[Int(r.slot)]
+                let n = min(Int(x.length), Int(y.length))
+                let c = n == 0 ? 0 : memcmp(base! + Int(x.offset), base! + Int(y.offset), n)
+                return c != 0 ? c < 0 : x.length < y.length
+            }
+        }
+        return items.map { slots[Int($0.slot)] }
+    }
+
+    /// Calls `body` with each entry's LMDB key (pid ‖ name) and value (nil:
+    /// removed), in key order (`order` is `sortedSlots()`).
+    func forEach(in order: [Slot], _ body: (UnsafeRawBufferPointer, UInt32?) throws -> Void) rethrows {
+        var key = [UInt8](repeating: 0, count: 4 + Int(UInt16.max))
+        try arena.withUnsafeBytes { a in
+            try key.withUnsafeMutableBytes { k in
+                for s in order {
+                    k.storeBytes(of: s.pid.bigEndian, toByteOffset: 0, as: UInt32.self)
+                    if s.length > 0 {
+                        (k.baseAddress! + 4).copyMemory(from: a.baseAddress! + Int(s.offset), byteCount: Int(s.length))
+                    }
+                    try body(UnsafeRawBufferPointer(rebasing: k[0..<4 + Int(s.length)]), s.state == 1 ? s.value : nil)
+                }
+            }
+        }
+    }
+
+    func removeAll() {
+        arena = []
+        slots = Array(repeating: Slot(), count: 1024)
+        shift = UInt64(64 - 1024.trailingZeroBitCount)
+        count = 0
+    }
+}
+
+/// What a `ProjectionWriter` in build mode holds beyond its caches: the rows it
+/// would otherwise write straight through (devices, the device_id, token and
+/// topic code indexes) and the removals a non-empty target needs.
+final class BuildState {
+    /// Whether the target tables were empty when the build (or its current
+    /// round) began: then an entry the build does not hold does not exist,
+    /// and no lookup goes to LMDB.
+    var targetIsEmpty: Bool
+    let memoryBudget: Int
+    var deviceIDs = NameIndex()
+    var tokens = NameIndex()
+    var topicCodes = NameIndex()
+    /// Device records by project and ordinal: ordinals are dense, so a
+    /// record is found by index. nil: not in the build (ask the target);
+    /// `.some(nil)`: deleted.
+    private(set) var deviceColumns: [[DeviceRecord??]] = []
+    /// The project of each column, and the column of each project.
+    private(set) var deviceProjects: [UInt32] = []
+    private var columnOfProject: [UInt32: Int] = [:]
+    private var lastProject: (pid: UInt32, column: Int)?
+    private(set) var deviceSlots = 0
+    /// String bytes the device records hold (for the budget).
+    var deviceBytes = 0
+    /// Topics dropped since the last write (deleted from a non-empty target).
+    var droppedTopics: [ProjectionWriter.TopicKey] = []
+    var begun = false
+    /// The project of the last event, with changes not yet in the writer's cache.
+    var currentProject: (name: String, record: ProjectRecord, dirty: Bool)?
+
+    init(targetIsEmpty: Bool, memoryBudget: Int) {
+        self.targetIsEmpty = targetIsEmpty
+        self.memoryBudget = memoryBudget
+    }
+
+    func removeAll() {
+        deviceIDs = NameIndex(); tokens = NameIndex(); topicCodes = NameIndex()
+        deviceColumns = []; deviceProjects = []; columnOfProject = [:]; lastProject = nil
+        deviceSlots = 0
+        deviceBytes = 0
+        droppedTopics = []
+    }
+}
+
+extension BuildState {
+    func set(_ db: Database, _ pid: UInt32, _ name: String, _ ordinal: UInt32?, tables: ProjectionTables) {
+        if db == tables.deviceIDs { deviceIDs.set(pid, name, ordinal) }
+        else if db == tables.tokens { tokens.set(pid, name, ordinal) }
+        else { preconditionFailure("no name index for database \(db)") }
+    }
+
+    @inline(__always)
+    private func column(_ pid: UInt32) -> Int? {
+        if let last = lastProject, last.pid == pid { return last.column }
+        guard let c = columnOfProject[pid] else { return nil }
+        lastProject = (pid, c)
+        return c
+    }
+
+    /// What the build holds for device `ordinal`: `.some(record)`, `.some(nil)`
+    /// when it was deleted, nil when the build never wrote it.
+    @inline(__always)
+    func device(_ pid: UInt32, _ ordinal: UInt32) -> DeviceRecord?? {
+        guard let c = column(pid), Int(ordinal) < deviceColumns[c].count else { return nil }
+        return deviceColumns[c][Int(ordinal)]
+    }
+
+    func put(_ device: DeviceRecord?, _ pid: UInt32, _ ordinal: UInt32) {
+        let c: Int
+        if let found = column(pid) { c = found } else {
+            c = deviceColumns.count
+            deviceColumns.append([])
+            deviceProjects.append(pid)
+            columnOfProject[pid] = c
+        }
+        let i = Int(ordinal)
+        let added = (device?.deviceID.utf8.count ?? 0) + (device?.token?.utf8.count ?? 0)
+        if i >= deviceColumns[c].count {
+            deviceSlots += i + 1 - deviceColumns[c].count
+            if i == deviceColumns[c].count {
+                deviceColumns[c].append(nil)
+            } else {
+                deviceColumns[c].append(contentsOf: repeatElement(nil, count: i + 1 - deviceColumns[c].count))
+            }
+        }
+        if case let .some(.some(old)) = deviceColumns[c][i] {
+            deviceBytes += max(0, added - old.deviceID.utf8.count - (old.token?.utf8.count ?? 0))
+        } else {
+            deviceBytes += added + 2 * 32
+        }
+        deviceColumns[c][i] = .some(device)
+    }
+
+    /// Bytes held beyond the writer's caches, roughly.
+    var footprint: Int {
+        deviceIDs.footprint + tokens.footprint + topicCodes.footprint
+            + deviceSlots * MemoryLayout<DeviceRecord??>.stride + deviceBytes
+    }
+}
+
+/// Work done on another thread while the writer writes: `value()` waits for it.
+final class Background<T>: @unchecked Sendable {
+    private let group = DispatchGroup()
+    private var result: T?
+
+    init(_ work: @escaping @Sendable () -> T) {
+        DispatchQueue.global().async(group: group) { [self] in result = work() }
+    }
+
+    func value() -> T {
+        group.wait()
+        return result!
+    }
+}
+
+/// A build's device records encoded back to back in key order (pid, ordinal):
+/// a nil `ends` entry is a deleted device.
+struct EncodedDevices: Sendable {
+    var keys: [(pid: UInt32, ordinal: UInt32)] = []
+    var ends: [Int?] = []
+    var bytes: [UInt8] = []
+
+    init(projects: [UInt32], columns: [[DeviceRecord??]]) {
+        for c in projects.indices.sorted(by: { projects[$0] < projects[$1] }) {
+            columns[c].withUnsafeBufferPointer { column in
+                for ordinal in column.indices {
+                    guard case .some(let held) = column[ordinal] else { continue }  // not in the build
+                    keys.append((projects[c], UInt32(ordinal)))
+                    if let device = held {
+                        bytes.append(contentsOf: device.encoded())
+                        ends.append(bytes.count)
+                    } else {
+                        ends.append(nil)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What a finished build round held, to be freed on another thread.
+final class Garbage: @unchecked Sendable {
+    private var values: [Any]
+    init(_ values: [Any]) { self.values = values }
+    func drop() { values = [] }
+}
