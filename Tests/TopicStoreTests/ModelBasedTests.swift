@@ -14,14 +14,18 @@ import TopicStore
     struct Generator {
         var rng: SeededRandom
         var now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)
+        var projects = ModelBasedTests.projects
+        /// How many device ids and tokens each project draws from.
+        var devices: UInt64 = 40
+        var tokens: UInt64 = 60
 
         mutating func pick<T>(_ items: [T]) -> T { items[Int(rng.next() % UInt64(items.count))] }
         mutating func chance(_ percent: UInt64) -> Bool { rng.next() % 100 < percent }
 
         mutating func event() -> Event {
-            let project = pick(ModelBasedTests.projects)
-            let device = "dev-\(rng.next() % 40)"
-            let token = "tok\(rng.next() % 60)"
+            let project = pick(projects)
+            let device = "dev-\(rng.next() % devices)"
+            let token = "tok\(rng.next() % tokens)"
             let body: EventBody
             switch rng.next() % 100 {
             case 0..<22:
@@ -102,12 +106,45 @@ import TopicStore
         #expect(model.lastSequence == 600)
     }
 
-    func check(_ store: TopicStore, against model: SubscriptionModel, gen: inout Generator, round: Int) throws {
+    /// Thousands of short random sequences (4 × 500 of 30 commands), each over
+    /// its own three projects in one store, each checked against the model when
+    /// it ends: many small histories, where the long ones above explore deep ones.
+    @Test(arguments: 0..<4)
+    func thousandsOfShortSequencesMatchTheModel(part: Int) async throws {
+        let dir = TemporaryDirectory()
+        let store = try TopicStore(directory: dir.path)
+        defer { store.close() }
+        var model = SubscriptionModel()
+        let log = store.log
+        for sequence in 0..<500 {
+            var gen = Generator(rng: SeededRandom(seed: UInt64(1000 + part * 500 + sequence)))
+            gen.projects = ["s\(sequence)-a", "s\(sequence)-b", "s\(sequence)-c"]
+            gen.devices = 6
+            gen.tokens = 8
+            let events = (0..<30).map { _ in gen.event() }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for chunk in stride(from: 0, to: events.count, by: 10) {
+                    let slice = Array(events[chunk..<min(chunk + 10, events.count)])
+                    group.addTask { for e in slice { try await store.submit(e) } }
+                }
+                try await group.waitForAll()
+            }
+            let from = model.lastSequence + 1
+            try store.read { txn in
+                try log.forEach(from: from, txn) { model.apply($0); return true }
+            }
+            try check(store, against: model, gen: &gen, round: sequence, projects: gen.projects, expressions: 4)
+        }
+        #expect(model.lastSequence == 500 * 30)
+    }
+
+    func check(_ store: TopicStore, against model: SubscriptionModel, gen: inout Generator, round: Int,
+               projects: [String] = ModelBasedTests.projects, expressions count: Int = 20) throws {
         let reader = store.reader
-        let expressions = (0..<20).map { _ in gen.expression() }
+        let expressions = (0..<count).map { _ in gen.expression() }
         try store.read { txn in
             #expect(try store.tables.appliedSequence(txn) == model.lastSequence)
-            for name in Self.projects {
+            for name in projects {
                 let p = model.projects[name] ?? SubscriptionModel.Project()
                 guard let record = try reader.project(named: name, txn) else {
                     #expect(p.devices.isEmpty && p.topics.isEmpty, "project \(name) missing")
