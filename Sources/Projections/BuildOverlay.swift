@@ -236,6 +236,13 @@ final class BuildState {
     private(set) var deviceSlots = 0
     /// String bytes the device records hold (for the budget).
     var deviceBytes = 0
+    /// The writer's membership slot (+ 1; 0: not held) of each device, by
+    /// project column and ordinal: dense ordinals make an array index of
+    /// what was a hash probe into a table of a million entries.
+    private var memberColumns: [[Int32]] = []
+    private var memberColumnOfProject: [UInt32: Int] = [:]
+    private var lastMemberProject: (pid: UInt32, column: Int)?
+    private(set) var memberSlots = 0
     /// Topics dropped since the last write (deleted from a non-empty target).
     var droppedTopics: [ProjectionWriter.TopicKey] = []
     var begun = false
@@ -252,6 +259,7 @@ final class BuildState {
         deviceColumns = []; deviceProjects = []; columnOfProject = [:]; lastProject = nil
         deviceSlots = 0
         deviceBytes = 0
+        memberColumns = []; memberColumnOfProject = [:]; lastMemberProject = nil; memberSlots = 0
         droppedTopics = []
     }
 }
@@ -308,7 +316,52 @@ extension BuildState {
     /// Bytes held beyond the writer's caches, roughly.
     var footprint: Int {
         deviceIDs.footprint + tokens.footprint + topicCodes.footprint
-            + deviceSlots * MemoryLayout<DeviceRecord??>.stride + deviceBytes
+            + deviceSlots * MemoryLayout<DeviceRecord??>.stride + deviceBytes + memberSlots * 4
+    }
+
+    @inline(__always)
+    private func memberColumn(_ pid: UInt32) -> Int? {
+        if let last = lastMemberProject, last.pid == pid { return last.column }
+        guard let c = memberColumnOfProject[pid] else { return nil }
+        lastMemberProject = (pid, c)
+        return c
+    }
+
+    /// The writer's membership slot of device `ordinal`, when the build holds one.
+    @inline(__always)
+    func memberSlot(_ pid: UInt32, _ ordinal: UInt32) -> Int? {
+        guard let c = memberColumn(pid), Int(ordinal) < memberColumns[c].count else { return nil }
+        let s = memberColumns[c][Int(ordinal)]
+        return s == 0 ? nil : Int(s) - 1
+    }
+
+    /// The membership slots held, in key order (pid, ordinal): the order
+    /// `device_topics` is written in, without a sort.
+    func memberSlotsInKeyOrder() -> [Int] {
+        var slots: [Int] = []
+        slots.reserveCapacity(memberSlots)
+        for (_, c) in memberColumnOfProject.sorted(by: { $0.key < $1.key }) {
+            memberColumns[c].withUnsafeBufferPointer { column in
+                for s in column where s != 0 { slots.append(Int(s) - 1) }
+            }
+        }
+        return slots
+    }
+
+    func setMemberSlot(_ pid: UInt32, _ ordinal: UInt32, _ slot: Int) {
+        let c: Int
+        if let found = memberColumn(pid) { c = found } else {
+            c = memberColumns.count
+            memberColumns.append([])
+            memberColumnOfProject[pid] = c
+        }
+        let i = Int(ordinal)
+        if i >= memberColumns[c].count {
+            memberSlots += i + 1 - memberColumns[c].count
+            memberColumns[c].append(contentsOf: repeatElement(0, count: i + 1 - memberColumns[c].count))
+        }
+        precondition(slot < Int(Int32.max), "membership slots exhausted")
+        memberColumns[c][i] = Int32(slot + 1)
     }
 }
 
