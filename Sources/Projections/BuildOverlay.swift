@@ -388,13 +388,17 @@ struct EncodedDevices: Sendable {
     var bytes: [UInt8] = []
 
     init(projects: [UInt32], columns: [[DeviceRecord??]]) {
+        let held = columns.reduce(0) { $0 + $1.count }
+        keys.reserveCapacity(held)
+        ends.reserveCapacity(held)
+        bytes.reserveCapacity(held * 64)
         for c in projects.indices.sorted(by: { projects[$0] < projects[$1] }) {
             columns[c].withUnsafeBufferPointer { column in
                 for ordinal in column.indices {
                     guard case .some(let held) = column[ordinal] else { continue }  // not in the build
                     keys.append((projects[c], UInt32(ordinal)))
                     if let device = held {
-                        bytes.append(contentsOf: device.encoded())
+                        device.encode(appendingTo: &bytes)
                         ends.append(bytes.count)
                     } else {
                         ends.append(nil)

@@ -35,17 +35,32 @@ public struct DeviceRecord: Sendable, Hashable {
 
     // u8 flags (1 token, 2 rejected) ‖ u8 platform ‖ i64 tokenTime ‖ i64 rejectedAt ‖ str deviceID ‖ str token
     func encoded() -> [UInt8] {
-        var w = ByteWriter(capacity: 24 + deviceID.utf8.count + (token?.utf8.count ?? 0))
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(22 + deviceID.utf8.count + (token?.utf8.count ?? 0))
+        encode(appendingTo: &bytes)
+        return bytes
+    }
+
+    /// Appends the encoded record to `bytes` (a build encodes a million
+    /// devices back to back, without an array per device).
+    func encode(appendingTo bytes: inout [UInt8]) {
         var flags: UInt8 = 0
         if token != nil { flags |= 1 }
         if rejectedAt != nil { flags |= 2 }
-        w.u8(flags)
-        w.u8(platform?.rawValue ?? 0)
-        w.i64(tokenTime)
-        w.i64(rejectedAt ?? 0)
-        w.string(deviceID)
-        w.string(token ?? "")
-        return w.bytes
+        bytes.append(flags)
+        bytes.append(platform?.rawValue ?? 0)
+        withUnsafeBytes(of: UInt64(bitPattern: tokenTime).bigEndian) { bytes.append(contentsOf: $0) }
+        withUnsafeBytes(of: UInt64(bitPattern: rejectedAt ?? 0).bigEndian) { bytes.append(contentsOf: $0) }
+        func string(_ s: String) {
+            var s = s
+            s.withUTF8 { utf8 in
+                precondition(utf8.count <= Int(UInt16.max), "string too long for the record format")
+                withUnsafeBytes(of: UInt16(utf8.count).bigEndian) { bytes.append(contentsOf: $0) }
+                bytes.append(contentsOf: utf8)
+            }
+        }
+        string(deviceID)
+        string(token ?? "")
     }
 
     init(decoding bytes: UnsafeRawBufferPointer, at place: @autoclosure () -> String) throws {
