@@ -49,9 +49,15 @@ final class NameIndex: @unchecked Sendable {
             h ^= h >> 29
             i += 8
         }
+        // The last 0-7 bytes as a little-endian word (byte by byte, with its
+        // bounds checks, this loop cost as much as the rest of the hash).
         var tail: UInt64 = 0
-        var s: UInt64 = 0
-        while i < name.count { tail |= UInt64(name[i]) << s; s += 8; i += 1 }
+        if i < name.count {
+            withUnsafeMutableBytes(of: &tail) { t in
+                t.baseAddress!.copyMemory(from: name.baseAddress! + i, byteCount: name.count - i)
+            }
+            tail = UInt64(littleEndian: tail)
+        }
         h = (h ^ tail) &* 0x94D0_49BB_1331_11EB
         return h ^ h >> 31
     }
@@ -358,7 +364,11 @@ extension BuildState {
         let i = Int(ordinal)
         if i >= memberColumns[c].count {
             memberSlots += i + 1 - memberColumns[c].count
-            memberColumns[c].append(contentsOf: repeatElement(0, count: i + 1 - memberColumns[c].count))
+            if i == memberColumns[c].count {
+                memberColumns[c].append(0)  // the usual case: the next ordinal
+            } else {
+                memberColumns[c].append(contentsOf: repeatElement(0, count: i + 1 - memberColumns[c].count))
+            }
         }
         precondition(slot < Int(Int32.max), "membership slots exhausted")
         memberColumns[c][i] = Int32(slot + 1)
@@ -391,21 +401,31 @@ struct EncodedDevices: Sendable {
         let held = columns.reduce(0) { $0 + $1.count }
         keys.reserveCapacity(held)
         ends.reserveCapacity(held)
-        bytes.reserveCapacity(held * 64)
+        // Every record written in place into one growing buffer, copied out once.
+        var capacity = max(4096, held * 64)
+        var buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
+        defer { buffer.deallocate() }
+        var end = 0
         for c in projects.indices.sorted(by: { projects[$0] < projects[$1] }) {
             columns[c].withUnsafeBufferPointer { column in
                 for ordinal in column.indices {
-                    guard case .some(let held) = column[ordinal] else { continue }  // not in the build
+                    guard case .some(let device) = column[ordinal] else { continue }  // not in the build
                     keys.append((projects[c], UInt32(ordinal)))
-                    if let device = held {
-                        device.encode(appendingTo: &bytes)
-                        ends.append(bytes.count)
-                    } else {
-                        ends.append(nil)
+                    guard let device else { ends.append(nil); continue }
+                    let size = device.encodedSize
+                    if end + size > capacity {
+                        capacity = max(capacity * 2, end + size)
+                        let grown = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
+                        grown.copyMemory(from: buffer, byteCount: end)
+                        buffer.deallocate()
+                        buffer = grown
                     }
+                    end += device.encode(into: buffer + end)
+                    ends.append(end)
                 }
             }
         }
+        bytes = Array(UnsafeRawBufferPointer(start: buffer, count: end))
     }
 }
 
