@@ -181,7 +181,12 @@ public final class ProjectionWriter {
 
     /// Removes topic `tid` (which must have no members left): its record and its code.
     func dropTopic(_ pid: UInt32, _ tid: UInt32, code: String, _ txn: borrowing Transaction) throws {
-        if let build { build.topicCodes.set(pid, code, nil) } else { try txn.delete(tables.topicCodes, Keys.named(pid, code)) }
+        if let build {
+            build.topicCodes.set(pid, code, nil)
+            build.forgetRecentCodes()
+        } else {
+            try txn.delete(tables.topicCodes, Keys.named(pid, code))
+        }
         topicCodes[CodeKey(pid: pid, code: code)] = nil
         if let slot = topics.slot(of: TopicKey(pid: pid, topic: tid)) {
             topics.values[slot].dirty = false
@@ -203,6 +208,17 @@ public final class ProjectionWriter {
     }
 
     func topicID(_ pid: UInt32, code: String, _ txn: borrowing Transaction) throws -> UInt32? {
+        if let build {
+            if let tid = build.recentTopicID(pid, code: code) { return tid }
+            let tid = try lookupTopicID(pid, code: code, build: build, txn)
+            if let tid { build.rememberTopicID(pid, code: code, tid) }
+            return tid
+        }
+        return try lookupTopicID(pid, code: code, build: nil, txn)
+    }
+
+    @inline(__always)
+    private func lookupTopicID(_ pid: UInt32, code: String, build: BuildState?, _ txn: borrowing Transaction) throws -> UInt32? {
         if let build, let held = build.topicCodes.lookup(pid, code) { return held }
         let key = CodeKey(pid: pid, code: code)
         if let id = topicCodes[key] { return id }

@@ -136,6 +136,45 @@ struct ReplayMemoryBuildTests {
         }
     }
 
+    /// A build remembers recently resolved topic codes: a code dropped and
+    /// created again (a new topic id) must not resolve to the old id, in one
+    /// round or across rounds, and two projects' equal codes stay apart.
+    @Test("a topic code dropped and created again resolves to its new topic in a build")
+    func topicCodeRecreated() throws {
+        let dir = ReplayTempDir("memory-build-codes")
+        let store = try TopicStore(directory: dir.sub("live"))
+        var events: [Event] = []
+        for p in ["one", "two"] {
+            events.append(Event(project: p, body: .register(deviceID: "d-\(p)", topics: [TopicSpec(code: "news"), TopicSpec(code: "promo")])))
+        }
+        events += [
+            Event(project: "one", body: .unregister(deviceID: "d-one", codes: ["promo"])),
+            Event(project: "one", body: .dropTopic(code: "promo")),
+            Event(project: "one", body: .register(deviceID: "d-one", topics: [TopicSpec(code: "promo", title: "Promotions")])),
+            Event(project: "one", body: .register(deviceID: "d-other", topics: [TopicSpec(code: "promo"), TopicSpec(code: "news")])),
+            Event(project: "two", body: .unregister(deviceID: "d-two", codes: ["promo"])),
+        ]
+        var last: UInt64 = 0
+        for result in store.submitAndWait(events) { last = try result.get().sequence }
+        let live = try replayDumpTables(store)
+        #expect(live["topics"]!.count == 4)  // one: news and the new promo; two: news, promo
+
+        var builds: [String: Replay.Options] = [:]
+        var oneRound = Replay.Options()
+        oneRound.memoryBudget = 1 << 30
+        builds["one-round"] = oneRound
+        var rounds = Replay.Options()
+        rounds.memoryBudget = 1
+        rounds.recordsPerReadTransaction = 2
+        builds["rounds"] = rounds
+        for (name, options) in builds.sorted(by: { $0.key < $1.key }) {
+            let out = dir.sub(name)
+            try Replay.rebuild(from: store, to: .sequence(last), into: out, options: options)
+            let diff = replayDumpDifferences(live, try replayDumpTables(try replayOpenReadOnly(out)))
+            #expect(diff.isEmpty, "\(name): \(diff.prefix(5))")
+        }
+    }
+
     @Test("an audit whose rebuild is written in many rounds is clean, and still finds a difference")
     func auditAcrossRounds() throws {
         let dir = ReplayTempDir("memory-build-audit")
