@@ -49,9 +49,15 @@ final class NameIndex: @unchecked Sendable {
             h ^= h >> 29
             i += 8
         }
+        // The last 0-7 bytes as a little-endian word (byte by byte, with its
+        // bounds checks, this loop cost as much as the rest of the hash).
         var tail: UInt64 = 0
-        var s: UInt64 = 0
-        while i < name.count { tail |= UInt64(name[i]) << s; s += 8; i += 1 }
+        if i < name.count {
+            withUnsafeMutableBytes(of: &tail) { t in
+                t.baseAddress!.copyMemory(from: name.baseAddress! + i, byteCount: name.count - i)
+            }
+            tail = UInt64(littleEndian: tail)
+        }
         h = (h ^ tail) &* 0x94D0_49BB_1331_11EB
         return h ^ h >> 31
     }
@@ -236,9 +242,27 @@ final class BuildState {
     private(set) var deviceSlots = 0
     /// String bytes the device records hold (for the budget).
     var deviceBytes = 0
+    /// The writer's membership slot (+ 1; 0: not held) of each device, by
+    /// project column and ordinal: dense ordinals make an array index of
+    /// what was a hash probe into a table of a million entries.
+    private var memberColumns: [[Int32]] = []
+    private var memberColumnOfProject: [UInt32: Int] = [:]
+    private var lastMemberProject: (pid: UInt32, column: Int)?
+    private(set) var memberSlots = 0
     /// Topics dropped since the last write (deleted from a non-empty target).
     var droppedTopics: [ProjectionWriter.TopicKey] = []
     var begun = false
+    /// Topic codes recently resolved to ids, in 64 direct-mapped entries:
+    /// a few codes recur in almost every register, and this is a compare of
+    /// two words where a name-table lookup (UTF-8 view, hash, probe, memcmp)
+    /// was ~240 instructions. Holds only codes that exist; emptied whenever
+    /// a topic is dropped or the build is written.
+    private var recentCodes = [RecentCode](repeating: RecentCode(), count: 64)
+    struct RecentCode {
+        var pid: UInt32 = 0
+        var tid: UInt32 = 0
+        var code: String?
+    }
     /// The project of the last event, with changes not yet in the writer's cache.
     var currentProject: (name: String, record: ProjectRecord, dirty: Bool)?
 
@@ -252,7 +276,34 @@ final class BuildState {
         deviceColumns = []; deviceProjects = []; columnOfProject = [:]; lastProject = nil
         deviceSlots = 0
         deviceBytes = 0
+        memberColumns = []; memberColumnOfProject = [:]; lastMemberProject = nil; memberSlots = 0
         droppedTopics = []
+        forgetRecentCodes()
+    }
+
+    /// The entry for `code`: chosen by the string's own two words (its bytes
+    /// for a short code; a long one's object address only spreads them), so
+    /// no hash of its UTF-8 is needed. Equality is still checked in full.
+    @inline(__always)
+    private static func recentCodeIndex(_ pid: UInt32, _ code: String) -> Int {
+        let words = unsafeBitCast(code, to: (UInt64, UInt64).self)
+        let h = (words.0 ^ words.1 &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(pid)) &* 0xBF58_476D_1CE4_E5B9
+        return Int(truncatingIfNeeded: h >> 58)
+    }
+
+    @inline(__always)
+    func recentTopicID(_ pid: UInt32, code: String) -> UInt32? {
+        let e = recentCodes[Self.recentCodeIndex(pid, code)]
+        guard e.pid == pid, let held = e.code, held == code else { return nil }
+        return e.tid
+    }
+
+    func rememberTopicID(_ pid: UInt32, code: String, _ tid: UInt32) {
+        recentCodes[Self.recentCodeIndex(pid, code)] = RecentCode(pid: pid, tid: tid, code: code)
+    }
+
+    func forgetRecentCodes() {
+        for i in recentCodes.indices { recentCodes[i] = RecentCode() }
     }
 }
 
@@ -308,7 +359,56 @@ extension BuildState {
     /// Bytes held beyond the writer's caches, roughly.
     var footprint: Int {
         deviceIDs.footprint + tokens.footprint + topicCodes.footprint
-            + deviceSlots * MemoryLayout<DeviceRecord??>.stride + deviceBytes
+            + deviceSlots * MemoryLayout<DeviceRecord??>.stride + deviceBytes + memberSlots * 4
+    }
+
+    @inline(__always)
+    private func memberColumn(_ pid: UInt32) -> Int? {
+        if let last = lastMemberProject, last.pid == pid { return last.column }
+        guard let c = memberColumnOfProject[pid] else { return nil }
+        lastMemberProject = (pid, c)
+        return c
+    }
+
+    /// The writer's membership slot of device `ordinal`, when the build holds one.
+    @inline(__always)
+    func memberSlot(_ pid: UInt32, _ ordinal: UInt32) -> Int? {
+        guard let c = memberColumn(pid), Int(ordinal) < memberColumns[c].count else { return nil }
+        let s = memberColumns[c][Int(ordinal)]
+        return s == 0 ? nil : Int(s) - 1
+    }
+
+    /// The membership slots held, in key order (pid, ordinal): the order
+    /// `device_topics` is written in, without a sort.
+    func memberSlotsInKeyOrder() -> [Int] {
+        var slots: [Int] = []
+        slots.reserveCapacity(memberSlots)
+        for (_, c) in memberColumnOfProject.sorted(by: { $0.key < $1.key }) {
+            memberColumns[c].withUnsafeBufferPointer { column in
+                for s in column where s != 0 { slots.append(Int(s) - 1) }
+            }
+        }
+        return slots
+    }
+
+    func setMemberSlot(_ pid: UInt32, _ ordinal: UInt32, _ slot: Int) {
+        let c: Int
+        if let found = memberColumn(pid) { c = found } else {
+            c = memberColumns.count
+            memberColumns.append([])
+            memberColumnOfProject[pid] = c
+        }
+        let i = Int(ordinal)
+        if i >= memberColumns[c].count {
+            memberSlots += i + 1 - memberColumns[c].count
+            if i == memberColumns[c].count {
+                memberColumns[c].append(0)  // the usual case: the next ordinal
+            } else {
+                memberColumns[c].append(contentsOf: repeatElement(0, count: i + 1 - memberColumns[c].count))
+            }
+        }
+        precondition(slot < Int(Int32.max), "membership slots exhausted")
+        memberColumns[c][i] = Int32(slot + 1)
     }
 }
 
@@ -335,20 +435,34 @@ struct EncodedDevices: Sendable {
     var bytes: [UInt8] = []
 
     init(projects: [UInt32], columns: [[DeviceRecord??]]) {
+        let held = columns.reduce(0) { $0 + $1.count }
+        keys.reserveCapacity(held)
+        ends.reserveCapacity(held)
+        // Every record written in place into one growing buffer, copied out once.
+        var capacity = max(4096, held * 64)
+        var buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
+        defer { buffer.deallocate() }
+        var end = 0
         for c in projects.indices.sorted(by: { projects[$0] < projects[$1] }) {
             columns[c].withUnsafeBufferPointer { column in
                 for ordinal in column.indices {
-                    guard case .some(let held) = column[ordinal] else { continue }  // not in the build
+                    guard case .some(let device) = column[ordinal] else { continue }  // not in the build
                     keys.append((projects[c], UInt32(ordinal)))
-                    if let device = held {
-                        bytes.append(contentsOf: device.encoded())
-                        ends.append(bytes.count)
-                    } else {
-                        ends.append(nil)
+                    guard let device else { ends.append(nil); continue }
+                    let size = device.encodedSize
+                    if end + size > capacity {
+                        capacity = max(capacity * 2, end + size)
+                        let grown = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
+                        grown.copyMemory(from: buffer, byteCount: end)
+                        buffer.deallocate()
+                        buffer = grown
                     }
+                    end += device.encode(into: buffer + end)
+                    ends.append(end)
                 }
             }
         }
+        bytes = Array(UnsafeRawBufferPointer(start: buffer, count: end))
     }
 }
 

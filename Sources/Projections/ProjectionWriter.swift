@@ -181,7 +181,12 @@ public final class ProjectionWriter {
 
     /// Removes topic `tid` (which must have no members left): its record and its code.
     func dropTopic(_ pid: UInt32, _ tid: UInt32, code: String, _ txn: borrowing Transaction) throws {
-        if let build { build.topicCodes.set(pid, code, nil) } else { try txn.delete(tables.topicCodes, Keys.named(pid, code)) }
+        if let build {
+            build.topicCodes.set(pid, code, nil)
+            build.forgetRecentCodes()
+        } else {
+            try txn.delete(tables.topicCodes, Keys.named(pid, code))
+        }
         topicCodes[CodeKey(pid: pid, code: code)] = nil
         if let slot = topics.slot(of: TopicKey(pid: pid, topic: tid)) {
             topics.values[slot].dirty = false
@@ -203,6 +208,17 @@ public final class ProjectionWriter {
     }
 
     func topicID(_ pid: UInt32, code: String, _ txn: borrowing Transaction) throws -> UInt32? {
+        if let build {
+            if let tid = build.recentTopicID(pid, code: code) { return tid }
+            let tid = try lookupTopicID(pid, code: code, build: build, txn)
+            if let tid { build.rememberTopicID(pid, code: code, tid) }
+            return tid
+        }
+        return try lookupTopicID(pid, code: code, build: nil, txn)
+    }
+
+    @inline(__always)
+    private func lookupTopicID(_ pid: UInt32, code: String, build: BuildState?, _ txn: borrowing Transaction) throws -> UInt32? {
         if let build, let held = build.topicCodes.lookup(pid, code) { return held }
         let key = CodeKey(pid: pid, code: code)
         if let id = topicCodes[key] { return id }
@@ -278,20 +294,35 @@ public final class ProjectionWriter {
     /// The cache slot of a device's topic list, loading it.
     func membershipSlot(_ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws -> Int {
         let key = DeviceKey(pid: pid, ordinal: ordinal)
-        if let slot = memberships.slot(of: key) { return slot }
-        if build?.targetIsEmpty == true {
-            // Room for a few topics up front: growing from empty reallocated twice per device.
-            var list: [UInt32] = []
-            list.reserveCapacity(4)
-            return memberships.insert(key, Cached(value: list, dirty: false))
+        if let build {
+            // A build finds its slots by ordinal (`BuildState.memberSlot`), not by hash.
+            if let slot = build.memberSlot(pid, ordinal) { return slot }
+            var list: [UInt32]
+            if build.targetIsEmpty {
+                // Room for a few topics up front: growing from empty reallocated twice per device.
+                list = []
+                list.reserveCapacity(4)
+            } else {
+                list = try ProjectionReader.memberships(pid, ordinal, tables: tables, txn)
+            }
+            let slot = memberships.appendUnindexed(key, Cached(value: list, dirty: false))
+            build.setMemberSlot(pid, ordinal, slot)
+            return slot
         }
+        if let slot = memberships.slot(of: key) { return slot }
         let list = try ProjectionReader.memberships(pid, ordinal, tables: tables, txn)
         return memberships.insert(key, Cached(value: list, dirty: false))
     }
 
     /// A new device has no topics: no need to look.
     func newMembershipSlot(_ pid: UInt32, _ ordinal: UInt32) -> Int {
-        memberships.insert(DeviceKey(pid: pid, ordinal: ordinal), Cached(value: [], dirty: false))
+        let key = DeviceKey(pid: pid, ordinal: ordinal)
+        if let build {
+            let slot = memberships.appendUnindexed(key, Cached(value: [], dirty: false))
+            build.setMemberSlot(pid, ordinal, slot)
+            return slot
+        }
+        return memberships.insert(key, Cached(value: [], dirty: false))
     }
 
     func topicIDs(at slot: Int) -> [UInt32] { memberships.values[slot].value }
@@ -517,10 +548,8 @@ extension ProjectionWriter {
                 try body(UnsafeRawBufferPointer(rebasing: k[0..<8]))
             }
         }
-        let memberSlots = dirtyMemberships.filter { memberships.values[$0].dirty }.sorted {
-            let a = memberships.keys[$0], b = memberships.keys[$1]
-            return (a.pid, a.ordinal) < (b.pid, b.ordinal)
-        }
+        // Every membership slot of a build is indexed by ordinal: read in that order, they need no sort.
+        let memberSlots = build.memberSlotsInKeyOrder().filter { memberships.values[$0].dirty }
         // One cursor per bulk table: appending through it stays on the last page.
         try txn.withCursor(tables.deviceTopics) { cursor in
         for slot in memberSlots {

@@ -55,6 +55,15 @@ struct SlotTable<Key: SlotKey, Value> {
         return slot
     }
 
+    /// Adds `key` with `value` without indexing it: `slot(of:)` will not find
+    /// it, so the caller must find its slots another way (a build's
+    /// memberships, found by device ordinal). Never mix with `insert`.
+    mutating func appendUnindexed(_ key: Key, _ value: Value) -> Int {
+        keys.append(key)
+        values.append(value)
+        return keys.count - 1
+    }
+
     private mutating func place(_ key: Key, _ slot: Int) {
         let mask = index.count - 1
         var b = bucket(key)

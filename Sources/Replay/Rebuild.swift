@@ -177,7 +177,9 @@ public enum Replay {
                         pending.append(chunk)
                     }
                     if let s = chunk.stop { stop = s }
-                    if pendingCount >= options.recordsPerCommit || stop != nil {
+                    // A build in memory commits nothing per batch: it folds each
+                    // chunk as it comes, so the fold starts after one chunk, not four.
+                    if pendingCount >= options.recordsPerCommit || stop != nil || builder.inMemory {
                         try builder.apply(pending)
                         events += UInt64(pendingCount)
                         pipeline.discard(pending)

@@ -91,6 +91,90 @@ struct ReplayMemoryBuildTests {
         }
     }
 
+    /// A build finds topic lists by device ordinal and writes device_topics in
+    /// that order without sorting: lists created out of ordinal order, in
+    /// projects seen in the opposite order of their ids, must still come out
+    /// in key order and equal to the write-through build.
+    @Test("memberships created out of ordinal order, across projects, build the same tables")
+    func membershipsOutOfOrder() throws {
+        let dir = ReplayTempDir("memory-build-memberships")
+        let store = try TopicStore(directory: dir.sub("live"))
+        var events: [Event] = []
+        for p in ["zeta", "alpha"] {  // zeta gets the lower project id
+            for d in 0..<6 { events.append(Event(project: p, body: .token(deviceID: "\(p)-\(d)", token: "t-\(p)-\(d)", platform: .ios))) }
+        }
+        // Topic lists appear from the highest ordinal down, the projects interleaved.
+        for d in (0..<6).reversed() {
+            for p in ["alpha", "zeta"] {
+                events.append(Event(project: p, body: .register(deviceID: "\(p)-\(d)", topics: [TopicSpec(code: "news"), TopicSpec(code: "t\(d % 3)")])))
+            }
+        }
+        events.append(Event(project: "alpha", body: .unregisterAll(deviceID: "alpha-3")))
+        events.append(Event(project: "zeta", body: .unregister(deviceID: "zeta-4", codes: ["news"])))
+        events.append(Event(project: "zeta", body: .register(deviceID: "zeta-new", topics: [TopicSpec(code: "news")])))
+        var last: UInt64 = 0
+        for result in store.submitAndWait(events) { last = try result.get().sequence }
+        let live = try replayDumpTables(store)
+        #expect(live["device_topics"]!.count == 12)
+
+        var builds: [String: Replay.Options] = [:]
+        var oneRound = Replay.Options()
+        oneRound.memoryBudget = 1 << 30
+        builds["one-round"] = oneRound
+        var rounds = Replay.Options()
+        rounds.memoryBudget = 1
+        rounds.recordsPerReadTransaction = 5
+        builds["rounds"] = rounds
+        var through = Replay.Options()
+        through.memoryBudget = nil
+        builds["write-through"] = through
+        for (name, options) in builds.sorted(by: { $0.key < $1.key }) {
+            let out = dir.sub(name)
+            try Replay.rebuild(from: store, to: .sequence(last), into: out, options: options)
+            let diff = replayDumpDifferences(live, try replayDumpTables(try replayOpenReadOnly(out)))
+            #expect(diff.isEmpty, "\(name): \(diff.prefix(5))")
+        }
+    }
+
+    /// A build remembers recently resolved topic codes: a code dropped and
+    /// created again (a new topic id) must not resolve to the old id, in one
+    /// round or across rounds, and two projects' equal codes stay apart.
+    @Test("a topic code dropped and created again resolves to its new topic in a build")
+    func topicCodeRecreated() throws {
+        let dir = ReplayTempDir("memory-build-codes")
+        let store = try TopicStore(directory: dir.sub("live"))
+        var events: [Event] = []
+        for p in ["one", "two"] {
+            events.append(Event(project: p, body: .register(deviceID: "d-\(p)", topics: [TopicSpec(code: "news"), TopicSpec(code: "promo")])))
+        }
+        events += [
+            Event(project: "one", body: .unregister(deviceID: "d-one", codes: ["promo"])),
+            Event(project: "one", body: .dropTopic(code: "promo")),
+            Event(project: "one", body: .register(deviceID: "d-one", topics: [TopicSpec(code: "promo", title: "Promotions")])),
+            Event(project: "one", body: .register(deviceID: "d-other", topics: [TopicSpec(code: "promo"), TopicSpec(code: "news")])),
+            Event(project: "two", body: .unregister(deviceID: "d-two", codes: ["promo"])),
+        ]
+        var last: UInt64 = 0
+        for result in store.submitAndWait(events) { last = try result.get().sequence }
+        let live = try replayDumpTables(store)
+        #expect(live["topics"]!.count == 4)  // one: news and the new promo; two: news, promo
+
+        var builds: [String: Replay.Options] = [:]
+        var oneRound = Replay.Options()
+        oneRound.memoryBudget = 1 << 30
+        builds["one-round"] = oneRound
+        var rounds = Replay.Options()
+        rounds.memoryBudget = 1
+        rounds.recordsPerReadTransaction = 2
+        builds["rounds"] = rounds
+        for (name, options) in builds.sorted(by: { $0.key < $1.key }) {
+            let out = dir.sub(name)
+            try Replay.rebuild(from: store, to: .sequence(last), into: out, options: options)
+            let diff = replayDumpDifferences(live, try replayDumpTables(try replayOpenReadOnly(out)))
+            #expect(diff.isEmpty, "\(name): \(diff.prefix(5))")
+        }
+    }
+
     @Test("an audit whose rebuild is written in many rounds is clean, and still finds a difference")
     func auditAcrossRounds() throws {
         let dir = ReplayTempDir("memory-build-audit")
