@@ -474,8 +474,27 @@ extension ProjectionWriter {
     private func buildFootprint(_ build: BuildState) -> Int {
         var bytes = build.footprint
         bytes += memberships.count * 96 + topics.count * 256 + topicCodes.count * 64
-        bytes += chunks.count * 9 * 1024  // a container holds at most 8 KiB
+        bytes += chunkFootprint()
         return bytes
+    }
+
+    /// The decoded posting chunks' memory, estimated from up to 1,024 of them
+    /// spread over the table (their serialized size plus a bitmap's overhead).
+    /// Charging each chunk a full 8 KiB container, as before, put a store with
+    /// one per-user topic per device (a million one-member chunks) at 9 GiB and
+    /// split its rebuild into rounds that look names up in LMDB again.
+    private func chunkFootprint() -> Int {
+        let n = chunks.count
+        guard n > 0 else { return 0 }
+        let step = max(1, n / 1024)
+        var sampled = 0, bytes = 0
+        var i = 0
+        while i < n {
+            bytes += chunks.values[i].value.serializedSize
+            sampled += 1
+            i += step
+        }
+        return (bytes / sampled + 256) * n
     }
 
     /// Sizes the build's device_id and token indexes for about `devices`
