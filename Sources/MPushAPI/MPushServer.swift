@@ -12,6 +12,7 @@ public final class MPushServer: Sendable {
     private let service: MPushService
     private let http: HTTPServer
     private let configuration: ServerConfiguration
+    private let accessLog: BufferedLog?
 
     /// Starts listening at once. `log` receives one access-log line per request
     /// (default: standard error, when `configuration.accessLog` is on).
@@ -22,7 +23,9 @@ public final class MPushServer: Sendable {
         let service = MPushService(store: store, access: access, configuration: configuration,
                                    sendQueue: try sendQueue ?? SendQueue(store: store))
         let metrics = service.metrics
-        let sink: (@Sendable (String) -> Void)? = configuration.accessLog ? (log ?? AccessLog.toStandardError) : nil
+        // The default sink is standard error, written in the background in large writes.
+        let buffered = configuration.accessLog && log == nil ? BufferedLog() : nil
+        let sink: (@Sendable (String) -> Void)? = configuration.accessLog ? (log ?? { buffered!.append($0) }) : nil
         let http = try HTTPServer(configuration: configuration.httpConfiguration,
                                   deferredHandler: { service.handle($0, responder: $1) },
                                   onComplete: { completion in
@@ -30,6 +33,7 @@ public final class MPushServer: Sendable {
                                       sink?(AccessLog.line(completion))
                                   })
         service.attach(http)
+        self.accessLog = buffered
         self.service = service
         self.http = http
         self.configuration = configuration
@@ -48,7 +52,10 @@ public final class MPushServer: Sendable {
     public func shutdown() {
         http.shutdown(drainTimeout: configuration.shutdownTimeout)
         service.attach(nil)
+        accessLog?.close()
     }
+
+    deinit { accessLog?.close() }
 
     /// The Prometheus text `/metrics` serves.
     public func metricsText() -> String { service.metrics.render(store: service.store, server: http) }
