@@ -172,8 +172,9 @@ public final class ProjectionWriter {
         } else {
             var w = ByteWriter(capacity: 4); w.u32(tid)
             try txn.put(tables.topicCodes, Keys.named(pid, record.code), w.bytes)
+            // A build keeps its codes in `build.topicCodes`, which lookups ask first.
+            topicCodes[CodeKey(pid: pid, code: record.code)] = tid
         }
-        topicCodes[CodeKey(pid: pid, code: record.code)] = tid
         let slot = topics.insert(TopicKey(pid: pid, topic: tid), Cached(value: record, dirty: true))
         dirtyTopics.append(slot)
         return slot
