@@ -48,12 +48,6 @@ enum AccessLog {
         return String(limited.unicodeScalars.map { $0.value < 0x20 || $0 == "\"" || $0.value == 0x7F ? "?" : Character($0) })
     }
 
-    static func timestamp() -> String {
-        var out: [UInt8] = []
-        appendTimestamp(to: &out)
-        return String(decoding: out, as: UTF8.self)
-    }
-
     /// ISO 8601 UTC with milliseconds: `2025-11-30T02:10:11.123Z`.
     static func appendTimestamp(to out: inout [UInt8]) {
         var tv = timeval()
