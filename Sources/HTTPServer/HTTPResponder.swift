@@ -23,36 +23,18 @@ public final class HTTPResponder: @unchecked Sendable {
 
     private let lock = NSLock()
     private var phase = Phase.handling
-    private let connection: OpaquePointer?
-    private let core: ServerCore?
-    /// Where the answer goes when this responder is not a server connection's.
-    private let deliver: (@Sendable (HTTPResponse) -> Void)?
+    private let connection: OpaquePointer
+    private let core: ServerCore
     /// With a thread per connection, the connection's thread waits on this instead of suspending.
     private let answered = DispatchSemaphore(value: 0)
 
     init(core: ServerCore, connection: OpaquePointer) {
         self.core = core
         self.connection = connection
-        self.deliver = nil
-    }
-
-    /// A responder that hands the answer to `deliver` (for handlers called outside a server).
-    public init(_ deliver: @escaping @Sendable (HTTPResponse) -> Void) {
-        self.core = nil
-        self.connection = nil
-        self.deliver = deliver
     }
 
     /// Sends `response`. Only the first call counts.
     public func respond(_ response: HTTPResponse) {
-        guard let core, let connection else {
-            lock.lock()
-            guard case .handling = phase else { lock.unlock(); return }
-            phase = .sent
-            lock.unlock()
-            deliver?(response)
-            return
-        }
         lock.lock()
         switch phase {
         case .handling:
@@ -75,7 +57,6 @@ public final class HTTPResponder: @unchecked Sendable {
     /// Called on the server thread when the handler returns: the response when
     /// there is one, or nil after the connection was suspended to wait for it.
     func handlerReturned() -> HTTPResponse? {
-        guard let core, let connection else { return nil }
         lock.lock()
         if case .answered(let response) = phase {
             phase = .sent

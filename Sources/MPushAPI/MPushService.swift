@@ -68,16 +68,6 @@ final class MPushService: Sendable {
         }
     }
 
-    /// Answers `request` and waits for its commit, if it has one (for tests and tools).
-    func handle(_ request: HTTPRequest) -> HTTPResponse {
-        let box = ResponseBox()
-        let done = DispatchSemaphore(value: 0)
-        let responder = HTTPResponder { box.response = $0; done.signal() }
-        handle(request, responder: responder)
-        done.wait()
-        return box.response!
-    }
-
     private func answer(_ route: Route, _ parameter: String?, _ request: HTTPRequest, principal: inout String?) -> Answer {
         guard route.methods.contains(request.method) else {
             return .response(APIResponse.message(405, "The \(request.method) method is not supported for this route. Supported methods: \(route.methods.joined(separator: ", ")).",
@@ -422,8 +412,4 @@ final class ServerBox: @unchecked Sendable {
     private var value: HTTPServer?
     func set(_ server: HTTPServer?) { lock.lock(); value = server; lock.unlock() }
     var server: HTTPServer? { lock.lock(); defer { lock.unlock() }; return value }
-}
-
-private final class ResponseBox: @unchecked Sendable {
-    var response: HTTPResponse?
 }
