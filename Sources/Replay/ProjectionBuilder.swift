@@ -113,28 +113,14 @@ final class ProjectionBuilder {
                     var link = self.link
                     var time = self.lastTimestamp
                     for chunk in chunks {
-                    let copyRaw = writesLog && chunk.ends.count == chunk.records.count
-                    for (i, record) in chunk.records.enumerated() {
-                        if writesLog {
-                            guard record.timestamp >= time else {
-                                throw ReplayError.invalidInput(sequence: record.sequence,
-                                    "timestamp \(record.timestamp) is before the previous record's \(time)")
+                        let copyRaw = writesLog && chunk.ends.count == chunk.records.count
+                        for (i, record) in chunk.records.enumerated() {
+                            if writesLog {
+                                try appendToLog(chunk, i, copyRaw: copyRaw, link: &link, time: &time, txn)
                             }
-                            if copyRaw {
-                                // The source's bytes as they are: the copy keeps the source's chain.
-                                let key = EventLog.key(record.sequence)
-                                try chunk.encoded(i).withUnsafeBytes { b in
-                                    try key.withUnsafeBytes { k in try txn.put(log.database, k, b, flags: .append) }
-                                    link = RecordCodec.unverifiedLink(of: b) ?? .genesis
-                                }
-                            } else {
-                                try log.append(encoded: RecordCodec.encode(record, chainingFrom: &link),
-                                               sequence: record.sequence, txn)
-                            }
+                            time = max(time, record.timestamp)
+                            try Fold.apply(record, to: writer, txn)
                         }
-                        time = max(time, record.timestamp)
-                        try Fold.apply(record, to: writer, txn)
-                    }
                     }
                     try writer.flush(txn)
                     return (link, time)
@@ -175,6 +161,30 @@ final class ProjectionBuilder {
         }
     }
 
+    /// Appends record `i` of `chunk` to the log after `link`: the source's
+    /// bytes as they are when `copyRaw` (the copy keeps the source's chain),
+    /// else encoded and chained here. Timestamps must not go back.
+    private func appendToLog(_ chunk: RecordChunk, _ i: Int, copyRaw: Bool, link: inout ChainHash,
+                             time: inout Int64, _ txn: borrowing Transaction) throws {
+        let record = chunk.records[i]
+        guard record.timestamp >= time else {
+            throw ReplayError.invalidInput(sequence: record.sequence,
+                "timestamp \(record.timestamp) is before the previous record's \(time)")
+        }
+        time = record.timestamp
+        if copyRaw {
+            let key = EventLog.key(record.sequence)
+            var next = link
+            try chunk.encoded(i).withUnsafeBytes { b in
+                try key.withUnsafeBytes { k in try txn.put(log.database, k, b, flags: .append) }
+                next = RecordCodec.unverifiedLink(of: b) ?? .genesis
+            }
+            link = next
+        } else {
+            try log.append(encoded: RecordCodec.encode(record, chainingFrom: &link), sequence: record.sequence, txn)
+        }
+    }
+
     /// Appends `chunks`' records to the log (a full map is grown and the
     /// transaction redone); returns the chain link after the last.
     private func writeLog(_ chunks: [RecordChunk]) throws -> ChainHash {
@@ -185,22 +195,8 @@ final class ProjectionBuilder {
                     var time = self.lastTimestamp
                     for chunk in chunks {
                         let copyRaw = chunk.ends.count == chunk.records.count
-                        for (i, record) in chunk.records.enumerated() {
-                            guard record.timestamp >= time else {
-                                throw ReplayError.invalidInput(sequence: record.sequence,
-                                    "timestamp \(record.timestamp) is before the previous record's \(time)")
-                            }
-                            time = record.timestamp
-                            if copyRaw {
-                                let key = EventLog.key(record.sequence)
-                                try chunk.encoded(i).withUnsafeBytes { b in
-                                    try key.withUnsafeBytes { k in try txn.put(log.database, k, b, flags: .append) }
-                                    link = RecordCodec.unverifiedLink(of: b) ?? .genesis
-                                }
-                            } else {
-                                try log.append(encoded: RecordCodec.encode(record, chainingFrom: &link),
-                                               sequence: record.sequence, txn)
-                            }
+                        for i in chunk.records.indices {
+                            try appendToLog(chunk, i, copyRaw: copyRaw, link: &link, time: &time, txn)
                         }
                     }
                     return link
