@@ -43,6 +43,32 @@ struct ReplayMemoryBuildTests {
         return dumps
     }
 
+    /// Rebuilds `store` through `last` in one round, in a round per read
+    /// transaction of `recordsPerReadTransaction` records, and (when asked)
+    /// written through, expecting every table to equal `live`.
+    static func expectRebuildsEqual(_ live: ReplayTableDump, _ store: TopicStore, through last: UInt64, in dir: ReplayTempDir,
+                                    recordsPerReadTransaction: Int, writeThrough: Bool) throws {
+        var builds: [String: Replay.Options] = [:]
+        var oneRound = Replay.Options()
+        oneRound.memoryBudget = 1 << 30
+        builds["one-round"] = oneRound
+        var rounds = Replay.Options()
+        rounds.memoryBudget = 1
+        rounds.recordsPerReadTransaction = recordsPerReadTransaction
+        builds["rounds"] = rounds
+        if writeThrough {
+            var through = Replay.Options()
+            through.memoryBudget = nil
+            builds["write-through"] = through
+        }
+        for (name, options) in builds.sorted(by: { $0.key < $1.key }) {
+            let out = dir.sub(name)
+            try Replay.rebuild(from: store, to: .sequence(last), into: out, options: options)
+            let diff = replayDumpDifferences(live, try replayDumpTables(try replayOpenReadOnly(out)))
+            #expect(diff.isEmpty, "\(name): \(diff.prefix(5))")
+        }
+    }
+
     @Test("memory build equals write-through and live at many points, in one round and in many", arguments: [11, 12] as [UInt64])
     func memoryBuildEqualsWriteThroughAndLive(seed: UInt64) throws {
         let dir = ReplayTempDir("memory-build-\(seed)")
@@ -117,23 +143,7 @@ struct ReplayMemoryBuildTests {
         let live = try replayDumpTables(store)
         #expect(live["device_topics"]!.count == 12)
 
-        var builds: [String: Replay.Options] = [:]
-        var oneRound = Replay.Options()
-        oneRound.memoryBudget = 1 << 30
-        builds["one-round"] = oneRound
-        var rounds = Replay.Options()
-        rounds.memoryBudget = 1
-        rounds.recordsPerReadTransaction = 5
-        builds["rounds"] = rounds
-        var through = Replay.Options()
-        through.memoryBudget = nil
-        builds["write-through"] = through
-        for (name, options) in builds.sorted(by: { $0.key < $1.key }) {
-            let out = dir.sub(name)
-            try Replay.rebuild(from: store, to: .sequence(last), into: out, options: options)
-            let diff = replayDumpDifferences(live, try replayDumpTables(try replayOpenReadOnly(out)))
-            #expect(diff.isEmpty, "\(name): \(diff.prefix(5))")
-        }
+        try Self.expectRebuildsEqual(live, store, through: last, in: dir, recordsPerReadTransaction: 5, writeThrough: true)
     }
 
     /// A build remembers recently resolved topic codes: a code dropped and
@@ -159,20 +169,7 @@ struct ReplayMemoryBuildTests {
         let live = try replayDumpTables(store)
         #expect(live["topics"]!.count == 4)  // one: news and the new promo; two: news, promo
 
-        var builds: [String: Replay.Options] = [:]
-        var oneRound = Replay.Options()
-        oneRound.memoryBudget = 1 << 30
-        builds["one-round"] = oneRound
-        var rounds = Replay.Options()
-        rounds.memoryBudget = 1
-        rounds.recordsPerReadTransaction = 2
-        builds["rounds"] = rounds
-        for (name, options) in builds.sorted(by: { $0.key < $1.key }) {
-            let out = dir.sub(name)
-            try Replay.rebuild(from: store, to: .sequence(last), into: out, options: options)
-            let diff = replayDumpDifferences(live, try replayDumpTables(try replayOpenReadOnly(out)))
-            #expect(diff.isEmpty, "\(name): \(diff.prefix(5))")
-        }
+        try Self.expectRebuildsEqual(live, store, through: last, in: dir, recordsPerReadTransaction: 2, writeThrough: false)
     }
 
     @Test("an audit whose rebuild is written in many rounds is clean, and still finds a difference")
