@@ -32,10 +32,15 @@ enum AccessLog {
     static func toStandardError(_ line: String) {
         var bytes = Array(line.utf8)
         bytes.append(0x0A)
+        writeAll(bytes, to: 2)
+    }
+
+    /// Writes all of `bytes` to `fd`, retrying short writes and EINTR; gives up on an error.
+    static func writeAll(_ bytes: [UInt8], to fd: Int32) {
         bytes.withUnsafeBytes { raw in
             var offset = 0
             while offset < raw.count {
-                let n = write(2, raw.baseAddress! + offset, raw.count - offset)
+                let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
                 if n <= 0 { if errno == EINTR { continue }; return }
                 offset += n
             }

@@ -49,14 +49,7 @@ final class BufferedLog: @unchecked Sendable {
         let bytes = pending
         pending.removeAll(keepingCapacity: true)
         condition.unlock()
-        bytes.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
-                if n <= 0 { if errno == EINTR { continue }; return }
-                offset += n
-            }
-        }
+        AccessLog.writeAll(bytes, to: fd)
     }
 
     /// Writes what is pending and stops the thread; later lines are written at once.
