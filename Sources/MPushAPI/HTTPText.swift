@@ -13,21 +13,10 @@ extension StringProtocol {
 enum DecimalText {
     /// `value` in decimal, left-padded with zeros to `width` digits.
     static func append(_ value: Int, width: Int, to out: inout [UInt8]) {
-        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
-                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
-            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        var v = value.magnitude
-        var n = 0
-        withUnsafeMutableBytes(of: &digits) { d in
-            repeat {
-                d[n] = UInt8(truncatingIfNeeded: v % 10) + 0x30
-                v /= 10
-                n += 1
-            } while v > 0 && n < d.count
-            if value < 0 { out.append(0x2D) }
-            for _ in n..<max(n, width) { out.append(0x30) }
-            for i in stride(from: n - 1, through: 0, by: -1) { out.append(d[i]) }
-        }
+        let digits = String(value.magnitude).utf8
+        if value < 0 { out.append(0x2D) }
+        for _ in digits.count..<max(digits.count, width) { out.append(0x30) }
+        out.append(contentsOf: digits)
     }
 
     /// `value` with exactly `decimals` digits after the point, rounded.

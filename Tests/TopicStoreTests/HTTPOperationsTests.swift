@@ -80,6 +80,9 @@ struct HTTPOperationsTests {
         #expect(lines[1].contains("\"GET /missing\" 404 ") && lines[1].contains("route=- key=-"))
         #expect(lines[2].contains("\"GET /v1/topics\" 200 "))
         #expect(lines.allSatisfy { $0.hasPrefix("20") && $0.contains(" 127.0.0.1 ") && $0.contains("ms ") })
+        // The whole shape: ISO 8601 UTC with milliseconds, and the duration with three decimals.
+        let shape = try Regex(#"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z 127\.0\.0\.1 "POST /api/register" 200 17 \d+\.\d{3}ms route=/api/register key=[0-9a-f]+$"#)
+        #expect(lines[0].wholeMatch(of: shape) != nil, "\(lines[0])")
     }
 
     /// Commands wait for their group commit with the connection suspended (epoll
