@@ -231,24 +231,14 @@ final class BuildState {
     var deviceIDs = NameIndex()
     var tokens = NameIndex()
     var topicCodes = NameIndex()
-    /// Device records by project and ordinal: ordinals are dense, so a
-    /// record is found by index. nil: not in the build (ask the target);
-    /// `.some(nil)`: deleted.
-    private(set) var deviceColumns: [[DeviceRecord??]] = []
-    /// The project of each column, and the column of each project.
-    private(set) var deviceProjects: [UInt32] = []
-    private var columnOfProject: [UInt32: Int] = [:]
-    private var lastProject: (pid: UInt32, column: Int)?
-    private(set) var deviceSlots = 0
+    /// Device records by project and ordinal. nil: not in the build (ask
+    /// the target); `.some(nil)`: deleted.
+    private(set) var devices = OrdinalColumns<DeviceRecord??>(empty: nil)
     /// String bytes the device records hold (for the budget).
     var deviceBytes = 0
-    /// The writer's membership slot (+ 1; 0: not held) of each device, by
-    /// project column and ordinal: dense ordinals make an array index of
-    /// what was a hash probe into a table of a million entries.
-    private var memberColumns: [[Int32]] = []
-    private var memberColumnOfProject: [UInt32: Int] = [:]
-    private var lastMemberProject: (pid: UInt32, column: Int)?
-    private(set) var memberSlots = 0
+    /// The writer's membership slot (+ 1; 0: not held) of each device: an
+    /// array index where a hash probe into a table of a million entries was.
+    private var members = OrdinalColumns<Int32>(empty: 0)
     /// Topics dropped since the last write (deleted from a non-empty target).
     var droppedTopics: [ProjectionWriter.TopicKey] = []
     var begun = false
@@ -273,10 +263,9 @@ final class BuildState {
 
     func removeAll() {
         deviceIDs = NameIndex(); tokens = NameIndex(); topicCodes = NameIndex()
-        deviceColumns = []; deviceProjects = []; columnOfProject = [:]; lastProject = nil
-        deviceSlots = 0
+        devices = OrdinalColumns(empty: nil)
         deviceBytes = 0
-        memberColumns = []; memberColumnOfProject = [:]; lastMemberProject = nil; memberSlots = 0
+        members = OrdinalColumns(empty: 0)
         droppedTopics = []
         forgetRecentCodes()
     }
@@ -314,101 +303,110 @@ extension BuildState {
         else { preconditionFailure("no name index for database \(db)") }
     }
 
-    @inline(__always)
-    private func column(_ pid: UInt32) -> Int? {
-        if let last = lastProject, last.pid == pid { return last.column }
-        guard let c = columnOfProject[pid] else { return nil }
-        lastProject = (pid, c)
-        return c
-    }
-
     /// What the build holds for device `ordinal`: `.some(record)`, `.some(nil)`
     /// when it was deleted, nil when the build never wrote it.
     @inline(__always)
     func device(_ pid: UInt32, _ ordinal: UInt32) -> DeviceRecord?? {
-        guard let c = column(pid), Int(ordinal) < deviceColumns[c].count else { return nil }
-        return deviceColumns[c][Int(ordinal)]
+        devices.value(pid, ordinal) ?? nil
     }
 
     func put(_ device: DeviceRecord?, _ pid: UInt32, _ ordinal: UInt32) {
-        let c: Int
-        if let found = column(pid) { c = found } else {
-            c = deviceColumns.count
-            deviceColumns.append([])
-            deviceProjects.append(pid)
-            columnOfProject[pid] = c
-        }
-        let i = Int(ordinal)
         let added = (device?.deviceID.utf8.count ?? 0) + (device?.token?.utf8.count ?? 0)
-        if i >= deviceColumns[c].count {
-            deviceSlots += i + 1 - deviceColumns[c].count
-            if i == deviceColumns[c].count {
-                deviceColumns[c].append(nil)
-            } else {
-                deviceColumns[c].append(contentsOf: repeatElement(nil, count: i + 1 - deviceColumns[c].count))
-            }
-        }
-        if case let .some(.some(old)) = deviceColumns[c][i] {
+        if case let .some(.some(old)) = devices.set(pid, ordinal, .some(device)) {
             deviceBytes += max(0, added - old.deviceID.utf8.count - (old.token?.utf8.count ?? 0))
         } else {
             deviceBytes += added + 2 * 32
         }
-        deviceColumns[c][i] = .some(device)
     }
 
     /// Bytes held beyond the writer's caches, roughly.
     var footprint: Int {
         deviceIDs.footprint + tokens.footprint + topicCodes.footprint
-            + deviceSlots * MemoryLayout<DeviceRecord??>.stride + deviceBytes + memberSlots * 4
-    }
-
-    @inline(__always)
-    private func memberColumn(_ pid: UInt32) -> Int? {
-        if let last = lastMemberProject, last.pid == pid { return last.column }
-        guard let c = memberColumnOfProject[pid] else { return nil }
-        lastMemberProject = (pid, c)
-        return c
+            + devices.slots * MemoryLayout<DeviceRecord??>.stride + deviceBytes + members.slots * 4
     }
 
     /// The writer's membership slot of device `ordinal`, when the build holds one.
     @inline(__always)
     func memberSlot(_ pid: UInt32, _ ordinal: UInt32) -> Int? {
-        guard let c = memberColumn(pid), Int(ordinal) < memberColumns[c].count else { return nil }
-        let s = memberColumns[c][Int(ordinal)]
-        return s == 0 ? nil : Int(s) - 1
+        guard let s = members.value(pid, ordinal), s != 0 else { return nil }
+        return Int(s) - 1
     }
 
     /// The membership slots held, in key order (pid, ordinal): the order
     /// `device_topics` is written in, without a sort.
     func memberSlotsInKeyOrder() -> [Int] {
         var slots: [Int] = []
-        slots.reserveCapacity(memberSlots)
-        for (_, c) in memberColumnOfProject.sorted(by: { $0.key < $1.key }) {
-            memberColumns[c].withUnsafeBufferPointer { column in
-                for s in column where s != 0 { slots.append(Int(s) - 1) }
-            }
-        }
+        slots.reserveCapacity(members.slots)
+        members.forEachInKeyOrder { s in if s != 0 { slots.append(Int(s) - 1) } }
         return slots
     }
 
     func setMemberSlot(_ pid: UInt32, _ ordinal: UInt32, _ slot: Int) {
+        precondition(slot < Int(Int32.max), "membership slots exhausted")
+        members.set(pid, ordinal, Int32(slot + 1))
+    }
+}
+
+/// Values by project and device ordinal: ordinals are dense, so a value is
+/// found by array index in its project's column; the last project asked is
+/// kept at hand, since a run of events mostly stays in one project.
+struct OrdinalColumns<Element> {
+    /// Each project's values by ordinal, `empty` where nothing was set.
+    private(set) var columns: [[Element]] = []
+    /// The project of each column.
+    private(set) var projects: [UInt32] = []
+    /// Values allocated in all columns (set or `empty`).
+    private(set) var slots = 0
+    private var columnOfProject: [UInt32: Int] = [:]
+    private var last: (pid: UInt32, column: Int)?
+    private let empty: Element
+
+    init(empty: Element) { self.empty = empty }
+
+    @inline(__always)
+    private mutating func column(_ pid: UInt32) -> Int? {
+        if let last, last.pid == pid { return last.column }
+        guard let c = columnOfProject[pid] else { return nil }
+        last = (pid, c)
+        return c
+    }
+
+    /// The value at `ordinal`, or nil beyond the column's end (never set).
+    @inline(__always)
+    mutating func value(_ pid: UInt32, _ ordinal: UInt32) -> Element? {
+        guard let c = column(pid), Int(ordinal) < columns[c].count else { return nil }
+        return columns[c][Int(ordinal)]
+    }
+
+    /// Sets the value at `ordinal`; returns what was there (`empty` when new).
+    @discardableResult
+    mutating func set(_ pid: UInt32, _ ordinal: UInt32, _ value: Element) -> Element {
         let c: Int
-        if let found = memberColumn(pid) { c = found } else {
-            c = memberColumns.count
-            memberColumns.append([])
-            memberColumnOfProject[pid] = c
+        if let found = column(pid) { c = found } else {
+            c = columns.count
+            columns.append([])
+            projects.append(pid)
+            columnOfProject[pid] = c
         }
         let i = Int(ordinal)
-        if i >= memberColumns[c].count {
-            memberSlots += i + 1 - memberColumns[c].count
-            if i == memberColumns[c].count {
-                memberColumns[c].append(0)  // the usual case: the next ordinal
+        if i >= columns[c].count {
+            slots += i + 1 - columns[c].count
+            if i == columns[c].count {
+                columns[c].append(empty)  // the usual case: the next ordinal
             } else {
-                memberColumns[c].append(contentsOf: repeatElement(0, count: i + 1 - memberColumns[c].count))
+                columns[c].append(contentsOf: repeatElement(empty, count: i + 1 - columns[c].count))
             }
         }
-        precondition(slot < Int(Int32.max), "membership slots exhausted")
-        memberColumns[c][i] = Int32(slot + 1)
+        let old = columns[c][i]
+        columns[c][i] = value
+        return old
+    }
+
+    /// Every value, projects in ascending id order, ordinals ascending.
+    func forEachInKeyOrder(_ body: (Element) -> Void) {
+        for (_, c) in columnOfProject.sorted(by: { $0.key < $1.key }) {
+            columns[c].withUnsafeBufferPointer { column in for v in column { body(v) } }
+        }
     }
 }
 

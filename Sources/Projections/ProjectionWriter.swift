@@ -518,7 +518,7 @@ extension ProjectionWriter {
         // Meanwhile, on the other core: the names sorted, the devices encoded.
         let names = [build.deviceIDs, build.tokens, build.topicCodes]
         let sorted = Background { names.map { $0.sortedSlots() } }
-        let (deviceProjects, deviceColumns) = (build.deviceProjects, build.deviceColumns)
+        let (deviceProjects, deviceColumns) = (build.devices.projects, build.devices.columns)
         let devices = Background { EncodedDevices(projects: deviceProjects, columns: deviceColumns) }
         var key = [UInt8](repeating: 0, count: 16)
         var value: [UInt8] = []
@@ -626,7 +626,7 @@ extension ProjectionWriter {
         guard let build else { return }
         // Millions of small arrays and strings take a while to free: the
         // other core does it (the last references go with `held`).
-        let held = Garbage([memberships, chunks, topics, build.deviceColumns, build.deviceIDs, build.tokens])
+        let held = Garbage([memberships, chunks, topics, build.devices.columns, build.deviceIDs, build.tokens])
         memberships = SlotTable(); chunks = SlotTable(); topics = SlotTable()
         clearCaches()
         build.removeAll()
