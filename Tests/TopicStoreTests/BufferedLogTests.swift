@@ -4,11 +4,17 @@ import Testing
 
 /// The access log's background writer: nothing lost, each thread's lines in order.
 @Suite struct BufferedLogTests {
-    @Test func everyLineIsWrittenInOrderByClose() throws {
-        let dir = TemporaryDirectory("buffered-log")
+    /// A new, empty file in `dir`, open for writing.
+    static func logFile(in dir: TemporaryDirectory) throws -> (path: String, fd: Int32) {
         let path = dir.sub("access.log")
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         try #require(fd >= 0)
+        return (path, fd)
+    }
+
+    @Test func everyLineIsWrittenInOrderByClose() throws {
+        let dir = TemporaryDirectory("buffered-log")
+        let (path, fd) = try Self.logFile(in: dir)
         defer { close(fd) }
         let log = BufferedLog(fd: fd, interval: 0.02)
         let threads = 4, perThread = 20_000
@@ -28,9 +34,7 @@ import Testing
 
     @Test func linesArriveWithinTheIntervalWithoutClose() throws {
         let dir = TemporaryDirectory("buffered-log-interval")
-        let path = dir.sub("access.log")
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        try #require(fd >= 0)
+        let (path, fd) = try Self.logFile(in: dir)
         defer { close(fd) }
         let log = BufferedLog(fd: fd, interval: 0.05)
         defer { log.close() }
