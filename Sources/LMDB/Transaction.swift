@@ -93,6 +93,21 @@ public struct Transaction: ~Copyable {
         try check(mdb_drop(pointer, db.handle, 0))
     }
 
+    /// Deletes database `db` from the environment and closes its handle
+    /// (`mdb_drop` with `del`): its pages go back to the free list.
+    public func drop(_ db: Database) throws {
+        try check(mdb_drop(pointer, db.handle, 1))
+    }
+
+    /// The named database, or nil when the environment has none of that name.
+    public func openDatabaseIfPresent(_ name: String) throws -> Database? {
+        var dbi: MDB_dbi = 0
+        let rc = mdb_dbi_open(pointer, name, 0, &dbi)
+        if rc == MDB_NOTFOUND { return nil }
+        try check(rc)
+        return Database(handle: dbi, name: name)
+    }
+
     public struct Statistics: Sendable {
         public var entries: Int
         public var pageSize: Int

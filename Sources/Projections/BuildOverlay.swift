@@ -2,10 +2,10 @@ import Dispatch
 import Glibc
 import LMDB
 
-/// The string-keyed index entries of a build (`device_ids`, `tokens`,
-/// `topic_codes`: pid ‖ name → u32) held in memory: the names back to back in
-/// one byte arena, found through an open-addressing table whose 20-byte slots
-/// hold a hash tag, the value and where the name is, so a lookup hashes the
+/// The string-keyed index entries of a build (`device_ids`, `topic_codes`:
+/// pid ‖ name → u32) held in memory: the names back to back in one byte
+/// arena, found through an open-addressing table whose 20-byte slots hold a
+/// hash tag, the value and where the name is, so a lookup hashes the
 /// name's UTF-8 in place, allocates nothing and touches one slot (and the
 /// arena only when the tag matches). A removed name stays as a tombstone,
 /// which becomes a delete when the entries go to a non-empty table.
@@ -41,7 +41,7 @@ final class NameIndex: @unchecked Sendable {
     var nameBytes: Int { arena.count }
 
     @inline(__always)
-    private static func hash(_ pid: UInt32, _ name: UnsafeRawBufferPointer) -> UInt64 {
+    static func hash(_ pid: UInt32, _ name: UnsafeRawBufferPointer) -> UInt64 {
         var h = UInt64(pid) &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(name.count)
         var i = 0
         while i + 8 <= name.count {
@@ -229,7 +229,6 @@ final class BuildState {
     var targetIsEmpty: Bool
     let memoryBudget: Int
     var deviceIDs = NameIndex()
-    var tokens = NameIndex()
     var topicCodes = NameIndex()
     /// Device records by project and ordinal. nil: not in the build (ask
     /// the target); `.some(nil)`: deleted.
@@ -262,7 +261,7 @@ final class BuildState {
     }
 
     func removeAll() {
-        deviceIDs = NameIndex(); tokens = NameIndex(); topicCodes = NameIndex()
+        deviceIDs = NameIndex(); topicCodes = NameIndex()
         devices = OrdinalColumns(empty: nil)
         deviceBytes = 0
         members = OrdinalColumns(empty: 0)
@@ -299,7 +298,6 @@ final class BuildState {
 extension BuildState {
     func set(_ db: Database, _ pid: UInt32, _ name: String, _ ordinal: UInt32?, tables: ProjectionTables) {
         if db == tables.deviceIDs { deviceIDs.set(pid, name, ordinal) }
-        else if db == tables.tokens { tokens.set(pid, name, ordinal) }
         else { preconditionFailure("no name index for database \(db)") }
     }
 
@@ -321,7 +319,7 @@ extension BuildState {
 
     /// Bytes held beyond the writer's caches, roughly.
     var footprint: Int {
-        deviceIDs.footprint + tokens.footprint + topicCodes.footprint
+        deviceIDs.footprint + topicCodes.footprint
             + devices.slots * MemoryLayout<DeviceRecord??>.stride + deviceBytes + members.slots * 4
     }
 

@@ -22,15 +22,16 @@ public enum Fold {
                 if let p = previous.platform { try writer.setBit(pid, ProjectionTables.BuiltIn.live(p), holder, false, txn) }
                 previous.token = nil
                 previous.rejectedAt = nil
+                writer.unindexToken(pid, token, ordinal: holder)
                 try writer.put(device: previous, pid, holder, txn)
             }
             if let old = device.token, old != token {
-                try writer.deleteIndex(writer.tables.tokens, pid, old, txn)
+                writer.unindexToken(pid, old, ordinal: ordinal)
             }
             if let p = device.platform, device.state == .live, p != platform {
                 try writer.setBit(pid, ProjectionTables.BuiltIn.live(p), ordinal, false, txn)
             }
-            if device.token != token { try writer.setIndex(writer.tables.tokens, pid, token, ordinal: ordinal, txn) }
+            if device.token != token { writer.indexToken(pid, token, ordinal: ordinal) }
             device.token = token
             device.platform = platform
             device.tokenTime = record.timestamp
@@ -91,9 +92,7 @@ public enum Fold {
             let member = try writer.membershipSlot(pid, ordinal, txn)
             let device = try writer.device(pid, ordinal, txn)
             guard writer.topicIDs(at: member).isEmpty, device.state != .live else { break }
-            if let token = device.token, try writer.ordinal(pid, token: token, txn) == ordinal {
-                try writer.deleteIndex(writer.tables.tokens, pid, token, txn)  // a rejected token goes with it
-            }
+            if let token = device.token { writer.unindexToken(pid, token, ordinal: ordinal) }  // a rejected token goes with it
             try writer.setBit(pid, ProjectionTables.BuiltIn.knownDevices, ordinal, false, txn)
             try writer.deleteIndex(writer.tables.deviceIDs, pid, deviceID, txn)
             try writer.deleteDevice(pid, ordinal, txn)
@@ -111,7 +110,7 @@ public enum Fold {
             guard device.token == token, device.rejectedAt != nil else { break }
             device.token = nil
             device.rejectedAt = nil
-            try writer.deleteIndex(writer.tables.tokens, pid, token, txn)
+            writer.unindexToken(pid, token, ordinal: ordinal)
             try writer.put(device: device, pid, ordinal, txn)
 
         case .tokenRejected(let token, let rejectedAt, _):

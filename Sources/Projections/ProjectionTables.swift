@@ -9,27 +9,36 @@ import SubscriptionLog
 /// | projects       | project name                | `ProjectRecord`              |
 /// | devices        | pid ‖ ordinal               | `DeviceRecord`               |
 /// | device_ids     | pid ‖ device_id             | ordinal                      |
-/// | tokens         | pid ‖ token                 | ordinal                      |
 /// | topics         | pid ‖ topic id              | `TopicRecord`                |
 /// | topic_codes    | pid ‖ code                  | topic id                     |
 /// | postings       | pid ‖ high16 ‖ topic id     | one roaring container        |
 /// | device_topics  | pid ‖ ordinal               | ascending u32 topic ids      |
+///
+/// Which device holds a token is not a table: the writer keeps it in memory,
+/// loaded from `devices` (see `TokenIndex`). Beside the projections, a store
+/// opened for writing has `writer_state`, bookkeeping of the writers (not a
+/// projection: never compared, never rebuilt).
 public struct ProjectionTables: Sendable {
-    public static let schemaVersion: UInt32 = 1
-    public static let names = ["meta", "projects", "devices", "device_ids", "tokens",
+    /// 2: no `tokens` table (version 1 had one; opening a version 1 store
+    /// for writing drops it and stamps 2).
+    public static let schemaVersion: UInt32 = 2
+    /// The versions this code reads.
+    public static let readableSchemaVersions: ClosedRange<UInt32> = 1...2
+    public static let names = ["meta", "projects", "devices", "device_ids",
                                "topics", "topic_codes", "postings", "device_topics"]
 
     public let meta: Database
     public let projects: Database
     public let devices: Database
     public let deviceIDs: Database
-    public let tokens: Database
     public let topics: Database
     public let topicCodes: Database
     public let postings: Database
     public let deviceTopics: Database
+    /// `writer_state`: nil in an environment opened read-only.
+    public let writerState: Database?
 
-    public var all: [Database] { [meta, projects, devices, deviceIDs, tokens, topics, topicCodes, postings, deviceTopics] }
+    public var all: [Database] { [meta, projects, devices, deviceIDs, topics, topicCodes, postings, deviceTopics] }
 
     /// Built-in bitmaps kept per project beside the topics (ids below `firstTopicID`).
     enum BuiltIn {
@@ -43,15 +52,25 @@ public struct ProjectionTables: Sendable {
     static let appliedSeqKey = Array("appliedSeq".utf8)
     static let versionKey = Array("schemaVersion".utf8)
     static let nextProjectKey = Array("nextProject".utf8)
+    static let writerStampKey = Array("stamp".utf8)
 
-    /// Opens the tables; with `create`, creates missing ones and stamps the schema version.
+    /// Opens the tables; with `create`, creates missing ones, stamps the
+    /// schema version, and brings a version 1 store to version 2.
     public static func open(in environment: Environment, create: Bool) throws -> ProjectionTables {
         let d = try environment.openDatabases(names, create: create)
-        let tables = ProjectionTables(meta: d[0], projects: d[1], devices: d[2], deviceIDs: d[3], tokens: d[4],
-                                      topics: d[5], topicCodes: d[6], postings: d[7], deviceTopics: d[8])
+        let writerState = environment.isReadOnly ? nil : try environment.openDatabases(["writer_state"], create: true)[0]
+        let tables = ProjectionTables(meta: d[0], projects: d[1], devices: d[2], deviceIDs: d[3],
+                                      topics: d[4], topicCodes: d[5], postings: d[6], deviceTopics: d[7],
+                                      writerState: writerState)
         if create {
             try environment.write { txn in
-                if try txn.get(tables.meta, versionKey) == nil {
+                let stored = try tables.storedSchemaVersion(txn)
+                if stored == 1 {
+                    // Version 1 kept token → ordinal in a `tokens` table; the index is now
+                    // derived from `devices` in memory, so the table only takes space.
+                    if let old = try txn.openDatabaseIfPresent("tokens") { try txn.drop(old) }
+                }
+                if stored == nil || stored == 1 {
                     var w = ByteWriter(); w.u32(schemaVersion)
                     try txn.put(tables.meta, versionKey, w.bytes)
                 }
@@ -94,10 +113,26 @@ public struct ProjectionTables: Sendable {
         try txn.put(meta, Self.compactedHeadKey, w.bytes)
     }
 
+    /// The stamp of the last writer that changed the projections (nil when
+    /// none has): a writer holding state derived from them (its token index)
+    /// compares it with the stamp it wrote itself to know that no one else wrote.
+    public func writerStamp(_ txn: borrowing Transaction) throws -> UInt64? {
+        guard let writerState, let v = try txn.get(writerState, Self.writerStampKey) else { return nil }
+        guard v.count == 8 else { throw ProjectionCorruption(place: "writer_state/stamp", reason: "\(v.count) bytes") }
+        return v.loadBigEndian(at: 0, as: UInt64.self)
+    }
+
+    func setWriterStamp(_ stamp: UInt64, _ txn: borrowing Transaction) throws {
+        guard let writerState else { preconditionFailure("projections written in a read-only environment") }
+        var w = ByteWriter(capacity: 8); w.u64(stamp)
+        try txn.put(writerState, Self.writerStampKey, w.bytes)
+    }
+
     /// Removes every projection entry (for a rebuild); the schema version stays.
     public func clear(_ txn: borrowing Transaction) throws {
         for db in all where db != meta { try txn.clear(db) }
         try txn.delete(meta, Self.appliedSeqKey)
         try txn.delete(meta, Self.nextProjectKey)
+        if let writerState { try txn.delete(writerState, Self.writerStampKey) }
     }
 }

@@ -6,8 +6,9 @@ import SubscriptionLog
 /// The projections' side of one write transaction. It caches what a batch of
 /// events touches over and over (project counters, topic records, topic codes,
 /// posting containers, device topic lists) and writes each back once in
-/// `flush`, which must run before commit. Device records and the device_id and
-/// token indexes are written straight through.
+/// `flush`, which must run before commit. Device records and the device_id
+/// index are written straight through; which device holds a token is kept in
+/// memory (`TokenIndex`), checked against the store at every `begin`.
 ///
 /// Used by the live write path and by replay alike, through `Fold.apply`.
 public final class ProjectionWriter {
@@ -51,6 +52,21 @@ public final class ProjectionWriter {
         self.build = nil
     }
 
+    // MARK: Token index state
+
+    /// Token → ordinal (see `TokenIndex`), loaded from `devices` on first use.
+    private var tokenIndex = TokenIndex()
+    private var tokenIndexLoaded = false
+    /// The writer stamp (`ProjectionTables.writerStamp`) of the projections the index is known to match.
+    private var tokenIndexStamp: UInt64?
+    /// Changes to the index since it last matched the store, oldest first:
+    /// undone when the transaction they were made in turns out not to have committed.
+    private var tokenChanges: [(insert: Bool, pid: UInt32, hash: UInt64, ordinal: UInt32)] = []
+    /// The stamp the last `flush` wrote into its transaction.
+    private var flushedStamp: UInt64?
+    /// Stamps of this writer: a random start, then one more per flush.
+    private var nextStamp = UInt64.random(in: 1...UInt64.max)
+
     /// In build mode (replay, import): nil on the live path.
     let build: BuildState?
 
@@ -77,7 +93,11 @@ public final class ProjectionWriter {
         if let build {
             // Nothing else writes the target, and nothing is written before
             // `writeBuild`: the caches are the truth across transactions.
-            if !build.begun { appliedSequence = try tables.appliedSequence(txn); build.begun = true }
+            if !build.begun {
+                appliedSequence = try tables.appliedSequence(txn)
+                build.begun = true
+                if !build.targetIsEmpty { try loadTokenIndex(txn) } else { tokenIndexLoaded = true }
+            }
             return
         }
         if let last = lastCommittedTransaction, txn.id == last + 1 {
@@ -87,6 +107,78 @@ public final class ProjectionWriter {
         }
         lastCommittedTransaction = nil
         appliedSequence = try tables.appliedSequence(txn)
+        try syncTokenIndex(txn)
+    }
+
+    /// Loads the token index now (in any transaction, a read one will do),
+    /// so the first write does not wait for it: a store opened for writing calls it.
+    public func prepare(_ txn: borrowing Transaction) throws {
+        if build == nil && !tokenIndexLoaded { try loadTokenIndex(txn) }
+    }
+
+    /// Brings the token index in line with what `txn` sees: keeps the changes
+    /// of the last flush if its transaction committed, undoes them if it did
+    /// not, and reloads the index if anyone else wrote the projections since.
+    private func syncTokenIndex(_ txn: borrowing Transaction) throws {
+        if tokenIndexLoaded {
+            let stored = try tables.writerStamp(txn)
+            if let flushed = flushedStamp, stored == flushed {
+                tokenChanges.removeAll(keepingCapacity: true)
+                tokenIndexStamp = flushed
+            } else if stored == tokenIndexStamp {
+                for change in tokenChanges.reversed() {
+                    if change.insert { tokenIndex.remove(pid: change.pid, hash: change.hash, ordinal: change.ordinal) }
+                    else { tokenIndex.insert(pid: change.pid, hash: change.hash, ordinal: change.ordinal) }
+                }
+                tokenChanges.removeAll(keepingCapacity: true)
+            } else {
+                tokenIndexLoaded = false
+            }
+            flushedStamp = nil
+        }
+        if !tokenIndexLoaded { try loadTokenIndex(txn) }
+    }
+
+    /// Reads every device record of `txn` into a new token index, checking
+    /// on the way that no two devices of a project hold the same token.
+    private func loadTokenIndex(_ txn: borrowing Transaction) throws {
+        var index = TokenIndex(capacity: try txn.statistics(tables.devices).entries)
+        let devices = tables.devices
+        try txn.withCursor(devices) { cursor in
+            var entry = try cursor.first()
+            while let (key, value) = entry {
+                guard key.count == 8, let f = DeviceRecord.fields(of: value) else {
+                    throw ProjectionCorruption(place: "devices/\(Array(key))", reason: "device record does not decode")
+                }
+                if f.hasToken {
+                    let pid = key.loadBigEndian(at: 0, as: UInt32.self), ordinal = key.loadBigEndian(at: 4, as: UInt32.self)
+                    let hash = TokenIndex.hash(pid, f.token)
+                    // Entries with the same hash are rare (a collision or a corrupt store): compare the tokens.
+                    try index.forEachCandidate(pid: pid, hash: hash) { other in
+                        if let v = try txn.get(devices, Keys.pair(pid, other)), let g = DeviceRecord.fields(of: v),
+                           g.hasToken, g.token.elementsEqual(f.token) {
+                            throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)",
+                                                       reason: "its token is also held by device ordinal \(other)")
+                        }
+                        return false
+                    }
+                    index.insert(pid: pid, hash: hash, ordinal: ordinal)
+                }
+                entry = try cursor.next()
+            }
+        }
+        tokenIndex = index
+        tokenIndexLoaded = true
+        tokenIndexStamp = try tables.writerStamp(txn)
+        tokenChanges.removeAll()
+        flushedStamp = nil
+    }
+
+    /// Writes a new writer stamp into `txn` and returns it.
+    private func stamp(_ txn: borrowing Transaction) throws -> UInt64 {
+        nextStamp &+= 1
+        try tables.setWriterStamp(nextStamp, txn)
+        return nextStamp
     }
 
     /// Tells the writer that the transaction it flushed into committed.
@@ -241,12 +333,31 @@ public final class ProjectionWriter {
         return try lookupOrdinal(tables.deviceIDs, Keys.named(pid, deviceID), place: "device_ids/\(pid)/\(deviceID)", txn)
     }
 
+    /// The device holding `token` (live or rejected), from the token index,
+    /// each candidate confirmed by its record.
     func ordinal(_ pid: UInt32, token: String, _ txn: borrowing Transaction) throws -> UInt32? {
-        if let build {
-            if let held = build.tokens.lookup(pid, token) { return held }
-            if build.targetIsEmpty { return nil }
+        var holder: UInt32?
+        try tokenIndex.forEachCandidate(pid: pid, hash: TokenIndex.hash(pid, token)) { candidate in
+            guard try device(pid, candidate, txn).token == token else { return false }
+            holder = candidate
+            return true
         }
-        return try lookupOrdinal(tables.tokens, Keys.named(pid, token), place: "tokens/\(pid)", txn)
+        return holder
+    }
+
+    /// Records that device `ordinal` now holds `token` (its previous holder must have been removed).
+    func indexToken(_ pid: UInt32, _ token: String, ordinal: UInt32) {
+        let hash = TokenIndex.hash(pid, token)
+        tokenIndex.insert(pid: pid, hash: hash, ordinal: ordinal)
+        if build == nil { tokenChanges.append((true, pid, hash, ordinal)) }
+    }
+
+    /// Records that device `ordinal` no longer holds `token`.
+    func unindexToken(_ pid: UInt32, _ token: String, ordinal: UInt32) {
+        let hash = TokenIndex.hash(pid, token)
+        if tokenIndex.remove(pid: pid, hash: hash, ordinal: ordinal), build == nil {
+            tokenChanges.append((false, pid, hash, ordinal))
+        }
     }
 
     private func lookupOrdinal(_ db: Database, _ key: [UInt8], place: @autoclosure () -> String,
@@ -445,6 +556,7 @@ public final class ProjectionWriter {
         dirtyMemberships.removeAll(keepingCapacity: true)
         var w = ByteWriter(capacity: 8); w.u64(appliedSequence)
         try txn.put(tables.meta, ProjectionTables.appliedSeqKey, w.bytes)
+        flushedStamp = try stamp(txn)
         // Bound the caches for long replays: everything is written, so start afresh.
         if chunks.count > 50_000 || memberships.count > 200_000 || topics.count > 200_000 || topicCodes.count > 200_000 {
             topics.removeAll(); chunks.removeAll(); memberships.removeAll(); topicCodes = [:]
@@ -468,12 +580,12 @@ extension ProjectionWriter {
     /// `writeBuild` and go on in a new round.
     public var isOverBudget: Bool {
         guard let build else { return false }
-        let names = max(build.deviceIDs.nameBytes, build.tokens.nameBytes, build.topicCodes.nameBytes)
+        let names = max(build.deviceIDs.nameBytes, build.topicCodes.nameBytes)
         return buildFootprint(build) > build.memoryBudget || names > 2 << 30
     }
 
     private func buildFootprint(_ build: BuildState) -> Int {
-        var bytes = build.footprint
+        var bytes = build.footprint + tokenIndex.footprint
         bytes += memberships.count * 96 + topics.count * 256 + topicCodes.count * 64
         bytes += chunkFootprint()
         return bytes
@@ -503,7 +615,7 @@ extension ProjectionWriter {
     public func reserveBuild(devices: Int) {
         guard let build else { return }
         build.deviceIDs.reserve(devices)
-        build.tokens.reserve(devices)
+        tokenIndex.reserve(devices)
     }
 
     /// Writes everything the build holds into `txn`, each table in key order
@@ -516,7 +628,7 @@ extension ProjectionWriter {
         let append: Transaction.PutFlags = fresh ? .append : []
         settleCurrentProject(build)
         // Meanwhile, on the other core: the names sorted, the devices encoded.
-        let names = [build.deviceIDs, build.tokens, build.topicCodes]
+        let names = [build.deviceIDs, build.topicCodes]
         let sorted = Background { names.map { $0.sortedSlots() } }
         let (deviceProjects, deviceColumns) = (build.devices.projects, build.devices.columns)
         let devices = Background { EncodedDevices(projects: deviceProjects, columns: deviceColumns) }
@@ -604,7 +716,7 @@ extension ProjectionWriter {
         }
 
         let orders = sorted.value()
-        for (i, db) in [tables.deviceIDs, tables.tokens, tables.topicCodes].enumerated() {
+        for (i, db) in [tables.deviceIDs, tables.topicCodes].enumerated() {
             try txn.withCursor(db) { cursor in
                 try names[i].forEach(in: orders[i]) { k, ordinal in
                     guard let ordinal else {
@@ -618,6 +730,7 @@ extension ProjectionWriter {
 
         var w = ByteWriter(capacity: 8); w.u64(appliedSequence)
         try txn.put(tables.meta, ProjectionTables.appliedSeqKey, w.bytes)
+        _ = try stamp(txn)  // a live writer of this store sees that someone else wrote
     }
 
     /// After the transaction `writeBuild` wrote into committed: the build
@@ -626,7 +739,7 @@ extension ProjectionWriter {
         guard let build else { return }
         // Millions of small arrays and strings take a while to free: the
         // other core does it (the last references go with `held`).
-        let held = Garbage([memberships, chunks, topics, build.devices.columns, build.deviceIDs, build.tokens])
+        let held = Garbage([memberships, chunks, topics, build.devices.columns, build.deviceIDs])
         memberships = SlotTable(); chunks = SlotTable(); topics = SlotTable()
         clearCaches()
         build.removeAll()

@@ -93,6 +93,8 @@ public struct DeviceRecord: Sendable, Hashable {
     /// The fields a token stream needs, read in place without building a record.
     struct Fields {
         var live: Bool
+        /// Holds a token, live or rejected.
+        var hasToken: Bool
         var platform: UInt8
         var deviceID: UnsafeRawBufferPointer
         var token: UnsafeRawBufferPointer
@@ -105,7 +107,7 @@ public struct DeviceRecord: Sendable, Hashable {
         guard b.count >= 22 + idLen else { return nil }
         let tokLen = Int(b[20 + idLen]) << 8 | Int(b[21 + idLen])
         guard b.count == 22 + idLen + tokLen else { return nil }
-        return Fields(live: b[0] & 3 == 1, platform: b[1],
+        return Fields(live: b[0] & 3 == 1, hasToken: b[0] & 1 != 0, platform: b[1],
                       deviceID: UnsafeRawBufferPointer(rebasing: b[20..<20 + idLen]),
                       token: UnsafeRawBufferPointer(rebasing: b[(22 + idLen)...]))
     }

@@ -6,7 +6,7 @@ import SubscriptionLog
 /// One projection entry on which the live store and the rebuild disagree,
 /// said the way an operator reads it.
 public struct ProjectionDifference: Sendable, Hashable, CustomStringConvertible {
-    /// The table: meta, projects, devices, device_ids, tokens, topics, topic_codes, postings, device_topics.
+    /// The table: meta, projects, devices, device_ids, topics, topic_codes, postings, device_topics.
     public var table: String
     /// The project (tenant) name, when the entry belongs to one.
     public var project: String?
@@ -90,10 +90,6 @@ struct DifferenceDescriber {
             d.rebuilt = rebuilt == nil ? nil : (text(try? rebuiltReader.deviceRecord(pid!, ordinal: o, rebuiltTxn)) ?? "undecodable \(hex(rebuilt!))")
         case "device_ids":
             d.subject = "device \(name(key, from: 4))"
-            d.live = ordinalText(live, pid!, liveTxn, liveReader)
-            d.rebuilt = ordinalText(rebuilt, pid!, rebuiltTxn, rebuiltReader)
-        case "tokens":
-            d.subject = "token \(name(key, from: 4))"
             d.live = ordinalText(live, pid!, liveTxn, liveReader)
             d.rebuilt = ordinalText(rebuilt, pid!, rebuiltTxn, rebuiltReader)
         case "topics" where key.count == 8:

@@ -111,8 +111,13 @@ final class Generation: Sendable {
         projectionWriter = ProjectionWriter(tables: tables)
         let version = try env.read { txn in try tables.storedSchemaVersion(txn) }
         guard let version else { throw StoreError.notADatabase(path: directory, reason: "it has no schema version") }
-        guard version == ProjectionTables.schemaVersion else { throw StoreError.unsupportedSchema(path: directory, version: version) }
+        // Opened for writing, `ProjectionTables.open` has brought an older version up to date.
+        guard options.readOnly ? ProjectionTables.readableSchemaVersions.contains(version) : version == ProjectionTables.schemaVersion else {
+            throw StoreError.unsupportedSchema(path: directory, version: version)
+        }
         try openAuxiliary(auxiliary, create: !options.readOnly)
+        // The writer's token index is read from the device records now, not at the first command.
+        if !options.readOnly { try env.read { txn in try projectionWriter.prepare(txn) } }
     }
 
     func openAuxiliary(_ names: [String], create: Bool) throws {

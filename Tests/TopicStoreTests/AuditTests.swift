@@ -33,12 +33,12 @@ struct AuditTests {
         try store.submitAndWait(Event(project: "alpha", body: .register(deviceID: "d1", topics: [TopicSpec(code: "news")])))
         try store.submitAndWait(Event(project: "alpha", body: .register(deviceID: "d2", topics: [TopicSpec(code: "news")])))
         #expect(try Audit.run(store).isClean)
-        // Someone removes d2's topic list and adds a stray token.
+        // Someone removes d2's topic list and adds a stray device id.
         let tables = store.tables
         try store.environment.write { txn in
             let d2: [UInt8] = [0, 0, 0, 1, 0, 0, 0, 1]
             #expect(try txn.delete(tables.deviceTopics, d2))
-            try txn.put(tables.tokens, [0, 0, 0, 1] + Array("forged".utf8), [0, 0, 0, 1])
+            try txn.put(tables.deviceIDs, [0, 0, 0, 1] + Array("forged".utf8), [0, 0, 0, 1])
         }
         let report = try Audit.run(store)
         #expect(!report.isClean)
@@ -48,8 +48,8 @@ struct AuditTests {
         #expect(membership.project == "alpha")
         #expect(membership.subject == "device d2 topics")
         #expect(membership.live == nil && membership.rebuilt == "news")
-        let token = try #require(report.differences.first { $0.table == "tokens" })
-        #expect(token.subject == "token forged" && token.live == "ordinal 1 (device d2)" && token.rebuilt == nil)
+        let forged = try #require(report.differences.first { $0.table == "device_ids" })
+        #expect(forged.subject == "device forged" && forged.live == "ordinal 1 (device d2)" && forged.rebuilt == nil)
         #expect(report.differences.allSatisfy { $0.asOfSeq == 3 })
     }
 

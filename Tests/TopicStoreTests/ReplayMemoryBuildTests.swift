@@ -80,7 +80,7 @@ struct ReplayMemoryBuildTests {
         #expect(final["device_ids"]!.keys.contains { String(decoding: $0.dropFirst(4), as: UTF8.self) == "gone-11" })
         #expect(!final["device_ids"]!.keys.contains { String(decoding: $0.dropFirst(4), as: UTF8.self) == "gone-1" })
         #expect(!final["topic_codes"]!.keys.contains { String(decoding: $0.dropFirst(4), as: UTF8.self) == "temp-1" })
-        #expect(!final["tokens"]!.keys.contains { String(decoding: $0.dropFirst(4), as: UTF8.self) == "old-1" })
+        #expect(!final["devices"]!.values.contains { $0.suffix(7).elementsEqual([0, 5] + Array("old-1".utf8)) }, "no device holds the expired token")
 
         for (i, seq) in points.enumerated() where i % 3 == 2 || i == points.count - 1 {
             var builds: [String: Replay.Options] = [:]
@@ -189,11 +189,11 @@ struct ReplayMemoryBuildTests {
         // A projection entry changed behind the fold's back must show up.
         let tables = store.tables
         try store.environment.write { txn in
-            try txn.put(tables.tokens, [0, 0, 0, 1] + Array("forged".utf8), [0, 0, 0, 1])
+            try txn.put(tables.deviceIDs, [0, 0, 0, 1] + Array("forged".utf8), [0, 0, 0, 1])
         }
         let dirty = try Audit.run(store, options: options)
         #expect(!dirty.isClean)
         #expect(dirty.differenceCount == 1)
-        #expect(dirty.differences.first?.table == "tokens")
+        #expect(dirty.differences.first?.table == "device_ids")
     }
 }

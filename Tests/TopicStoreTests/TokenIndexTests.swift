@@ -1,0 +1,216 @@
+import Foundation
+import LMDB
+@testable import Projections
+import Replay
+import SubscriptionLog
+import Testing
+import TopicStore
+
+/// The writer's in-memory token → device index: the table itself against a
+/// plain model, and the store around it where it could go stale (a reopen,
+/// a batch that does not commit, a write by another process, a version 1 store).
+@Suite struct TokenIndexTests {
+    /// Random inserts and removals with a handful of hashes (every entry
+    /// collides with others) homed at the end of the table (probes wrap
+    /// around), checked against a multiset after every step.
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func tableMatchesAMultisetModel(seed: UInt64) {
+        var rng = SeededRandom(seed: seed)
+        var index = TokenIndex()
+        var model: [UInt64: [UInt32: [UInt32]]] = [:]  // hash → pid → ordinals
+        // The top bits pick the home slot: these are homed in the last few slots of 1,024 (and later of more).
+        let hashes: [UInt64] = (0..<12).map { i in UInt64.max - UInt64(i) << 54 - UInt64(i) }
+        var next: UInt32 = 0
+        for step in 0..<20_000 {
+            let hash = hashes[Int(rng.next() % UInt64(hashes.count))]
+            let pid = UInt32(rng.next() % 2)
+            var held = model[hash, default: [:]][pid, default: []]
+            if held.isEmpty || rng.next() % 100 < 55 || step > 15_000 && rng.next() % 100 < 10 {
+                next += 1
+                index.insert(pid: pid, hash: hash, ordinal: next)
+                held.append(next)
+            } else {
+                let victim = held.remove(at: Int(rng.next() % UInt64(held.count)))
+                let removed = index.remove(pid: pid, hash: hash, ordinal: victim)
+                let again = index.remove(pid: pid, hash: hash, ordinal: victim)
+                #expect(removed && !again, "step \(step): removed once, and only once")
+            }
+            model[hash, default: [:]][pid] = held
+            if step % 97 == 0 || step > 19_900 {
+                for h in hashes {
+                    for p: UInt32 in 0...1 {
+                        var found: [UInt32] = []
+                        index.forEachCandidate(pid: p, hash: h) { found.append($0); return false }
+                        #expect(found.sorted() == (model[h]?[p] ?? []).sorted(), "step \(step) hash \(h) pid \(p)")
+                    }
+                }
+            }
+        }
+        #expect(index.count == model.values.reduce(0) { $0 + $1.values.reduce(0) { $0 + $1.count } })
+        // A candidate walk stops where the body says so.
+        var seen = 0
+        index.forEachCandidate(pid: 0, hash: hashes[0]) { _ in seen += 1; return true }
+        #expect(seen == min(1, model[hashes[0]]?[0]?.count ?? 0))
+    }
+
+    /// The random model workload, the store closed and reopened between rounds:
+    /// each reopen loads the index from the device records.
+    @Test(arguments: [5, 6] as [UInt64])
+    func modelHoldsAcrossReopens(seed: UInt64) async throws {
+        let dir = TemporaryDirectory("token-reopen")
+        var gen = ModelBasedTests.Generator(rng: SeededRandom(seed: seed))
+        gen.tokens = 12  // tokens move between devices often
+        var model = SubscriptionModel()
+        for round in 0..<5 {
+            let store = try TopicStore(directory: dir.path)
+            defer { store.close() }
+            for e in (0..<150).map({ _ in gen.event() }) { try store.submitAndWait(e) }
+            try store.read { txn in try store.log.forEach(from: model.lastSequence + 1, txn) { model.apply($0); return true } }
+            try ModelBasedTests().check(store, against: model, gen: &gen, round: round, expressions: 4)
+        }
+    }
+
+    /// A batch that fails after the fold changed the index (the map is full,
+    /// the transaction is aborted, grown and redone) leaves no trace of the
+    /// failed attempt: the index is rolled back to what was committed.
+    @Test func abortedTransactionsAreUndone() throws {
+        let dir = TemporaryDirectory("token-abort")
+        var options = TopicStore.Options()
+        options.initialMapSize = 64 << 10
+        let store = try TopicStore(directory: dir.path, options: options)
+        defer { store.close() }
+        var model = SubscriptionModel()
+        let tokens = (0..<6).map { "moving-\($0)" }
+        for round in 0..<8 {
+            // Each token moves to a new device first (its previous holder must lose it and is
+            // not touched again), then enough subscriptions to fill the map mid-batch.
+            var events: [Event] = []
+            for (i, token) in tokens.enumerated() {
+                events.append(Event(project: "p", body: .token(deviceID: "holder-\(round)-\(i)", token: token,
+                                                               platform: i % 2 == 0 ? .ios : .android)))
+            }
+            for i in 0..<400 {
+                events.append(Event(project: "p", body: .register(deviceID: "bulk-\(round)-\(i)",
+                                                                  topics: (0..<6).map { TopicSpec(code: "topic-\(round)-\(i)-\($0)") })))
+            }
+            for result in store.submitAndWait(events) { _ = try result.get() }
+        }
+        #expect(try store.environment.info().mapSize > 64 << 10, "the map grew: batches were aborted and redone")
+        // Every token is rejected now: exactly its holder in the model must turn rejected.
+        let later = Int64(Date().timeIntervalSince1970 * 1000) + 3_600_000
+        for token in tokens { try store.submitAndWait(Event(project: "p", body: .tokenRejected(token: token, rejectedAt: later, reason: "Unregistered"))) }
+        try store.read { txn in try store.log.forEach(from: 1, txn) { model.apply($0); return true } }
+        var gen = ModelBasedTests.Generator(rng: SeededRandom(seed: 9))
+        try ModelBasedTests().check(store, against: model, gen: &gen, round: 0, projects: ["p"], expressions: 2)
+        #expect(model.projects["p"]!.devices.values.filter { $0.rejectedAt != nil }.count == tokens.count)
+    }
+
+    /// Another process moves a token while this one has the store open: this
+    /// writer must notice (the writer stamp changed) and reload its index.
+    @Test func anotherProcessWritingIsNoticed() throws {
+        let dir = TemporaryDirectory("token-foreign")
+        let store = try TopicStore(directory: dir.path)
+        defer { store.close() }
+        try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D1", token: "shared-token", platform: .ios)))
+        try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D3", token: "other-token", platform: .ios)))
+
+        let load = Process()
+        load.executableURL = URL(fileURLWithPath: BuiltProducts.executable("topicstore"))
+        load.arguments = ["load", "--data", dir.path, "-"]
+        let input = Pipe()
+        load.standardInput = input
+        load.standardOutput = FileHandle.nullDevice
+        try load.run()
+        input.fileHandleForWriting.write(Data("""
+            {"project":"demo","type":"token","device_id":"D2","token":"shared-token","platform":"android"}
+            {"project":"demo","type":"token","device_id":"D3","token":"third-token","platform":"ios"}
+
+            """.utf8))
+        try input.fileHandleForWriting.close()
+        load.waitUntilExit()
+        #expect(load.terminationStatus == 0)
+
+        // Here: the rejection must reach D2, the token's holder now, and "other-token" has no holder any more.
+        let later = Int64(Date().timeIntervalSince1970 * 1000) + 3_600_000
+        try store.submitAndWait(Event(project: "demo", body: .tokenRejected(token: "shared-token", rejectedAt: later, reason: "Unregistered")))
+        try store.submitAndWait(Event(project: "demo", body: .tokenRejected(token: "other-token", rejectedAt: later, reason: "Unregistered")))
+        try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D4", token: "third-token", platform: .ios)))
+        try store.read { txn in
+            let pid = try #require(try store.reader.project(named: "demo", txn)).id
+            let d1 = try #require(try store.reader.device(pid, deviceID: "D1", txn)).record
+            let d2 = try #require(try store.reader.device(pid, deviceID: "D2", txn)).record
+            let d3 = try #require(try store.reader.device(pid, deviceID: "D3", txn)).record
+            let d4 = try #require(try store.reader.device(pid, deviceID: "D4", txn)).record
+            #expect(d1.token == nil && d1.state == .noToken)
+            #expect(d2.token == "shared-token" && d2.state == .rejected)
+            #expect(d3.token == nil, "third-token moved on to D4")
+            #expect(d4.token == "third-token" && d4.state == .live)
+        }
+        #expect(try Audit.run(store).isClean)
+    }
+
+    /// A version 1 store kept the index as a `tokens` table: opening it for
+    /// writing drops the table and stamps version 2; a read-only open reads it as it is.
+    @Test func versionOneStoreIsBroughtUpToDate() throws {
+        let dir = TemporaryDirectory("token-v1")
+        do {
+            let store = try TopicStore(directory: dir.path)
+            try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D1", token: "tok-1", platform: .ios)))
+            try store.submitAndWait(Event(project: "demo", body: .register(deviceID: "D1", topics: [TopicSpec(code: "news")])))
+            // Make it look like version 1: the old table with its entry, the old stamp.
+            let old = try store.environment.openDatabases(["tokens"], create: true)[0]
+            try store.environment.write { txn in
+                try txn.put(old, [0, 0, 0, 1] + Array("tok-1".utf8), [0, 0, 0, 0])
+                try txn.put(store.tables.meta, Array("schemaVersion".utf8), [0, 0, 0, 1])
+            }
+            store.close()
+        }
+        do {
+            var readOnly = TopicStore.Options()
+            readOnly.readOnly = true
+            let store = try TopicStore(directory: dir.path, options: readOnly)
+            let version = try store.read { txn in try store.tables.storedSchemaVersion(txn) }
+            #expect(version == 1)
+            let counts = try store.read { txn in
+                try store.reader.counts(of: try store.reader.audience(project: "demo", .topic("news"), txn), txn)
+            }
+            #expect(counts.total == 1 && counts.ios == 1)
+            store.close()
+        }
+        let store = try TopicStore(directory: dir.path)
+        defer { store.close() }
+        let version = try store.read { txn in try store.tables.storedSchemaVersion(txn) }
+        #expect(version == ProjectionTables.schemaVersion)
+        let oldTable = try store.environment.write { txn in try txn.openDatabaseIfPresent("tokens") }
+        #expect(oldTable == nil, "the old table is gone")
+        // The index came from the device records: the token moves and is taken from D1.
+        try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D2", token: "tok-1", platform: .ios)))
+        try store.read { txn in
+            let pid = try #require(try store.reader.project(named: "demo", txn)).id
+            #expect(try store.reader.device(pid, deviceID: "D1", txn)?.record.token == nil)
+        }
+        #expect(try Audit.run(store).isClean)
+    }
+
+    /// Two devices holding one token cannot come from the fold: opening such a
+    /// store for writing reports it, naming the device.
+    @Test func aTokenHeldTwiceIsReportedAtOpen() throws {
+        let dir = TemporaryDirectory("token-twice")
+        do {
+            let store = try TopicStore(directory: dir.path)
+            try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D1", token: "tok-1", platform: .ios)))
+            try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D2", token: "tok-2", platform: .ios)))
+            // Someone copies D1's record over D2's (keeping D2's key).
+            try store.environment.write { txn in
+                let d1 = try #require(try txn.get(store.tables.devices, [0, 0, 0, 1, 0, 0, 0, 0]).map { Array($0) })
+                try txn.put(store.tables.devices, [0, 0, 0, 1, 0, 0, 0, 1], d1)
+            }
+            store.close()
+        }
+        #expect {
+            _ = try TopicStore(directory: dir.path)
+        } throws: { error in
+            "\(error)".contains("devices/1/1") && "\(error)".contains("also held by device ordinal 0")
+        }
+    }
+}
