@@ -117,7 +117,7 @@ final class Generation: Sendable {
         }
         try openAuxiliary(auxiliary, create: !options.readOnly)
         // The writer's token index is read from the device records now, not at the first command.
-        if !options.readOnly { try env.read { txn in try projectionWriter.prepare(txn) } }
+        if !options.readOnly && options.preparesWriter { try env.read { txn in try projectionWriter.prepare(txn) } }
     }
 
     func openAuxiliary(_ names: [String], create: Bool) throws {

@@ -31,6 +31,11 @@ public final class TopicStore: Sendable {
         public var durability = Durability.durable
         /// Most commands committed in one transaction.
         public var maxBatch = 4096
+        /// Read what the writer keeps in memory (its token index: 0.3 s per
+        /// million devices) when the store is opened, so the first command does
+        /// not wait for it. Tools that write only auxiliary tables (keys,
+        /// credentials) turn it off; the writer then loads it at its first command.
+        public var preparesWriter = true
         public init() {}
     }
 

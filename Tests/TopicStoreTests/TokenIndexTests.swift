@@ -54,7 +54,8 @@ import TopicStore
     }
 
     /// The random model workload, the store closed and reopened between rounds:
-    /// each reopen loads the index from the device records.
+    /// each reopen loads the index from the device records (at open, or at
+    /// the first command when the store is opened without `preparesWriter`).
     @Test(arguments: [5, 6] as [UInt64])
     func modelHoldsAcrossReopens(seed: UInt64) async throws {
         let dir = TemporaryDirectory("token-reopen")
@@ -62,7 +63,9 @@ import TopicStore
         gen.tokens = 12  // tokens move between devices often
         var model = SubscriptionModel()
         for round in 0..<5 {
-            let store = try TopicStore(directory: dir.path)
+            var options = TopicStore.Options()
+            options.preparesWriter = round % 2 == 0
+            let store = try TopicStore(directory: dir.path, options: options)
             defer { store.close() }
             for e in (0..<150).map({ _ in gen.event() }) { try store.submitAndWait(e) }
             try store.read { txn in try store.log.forEach(from: model.lastSequence + 1, txn) { model.apply($0); return true } }

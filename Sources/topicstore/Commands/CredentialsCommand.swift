@@ -28,7 +28,7 @@ enum CredentialsCommand: Command {
 
     static func run(_ arguments: Arguments) throws -> ExitCode {
         guard let action = arguments.positionals.first else { throw UsageError(description: "say 'credentials set', 'credentials list' or 'credentials remove'") }
-        let store = try TopicStore(directory: arguments.dataDirectory)
+        let store = try TopicStore(directory: arguments.dataDirectory, options: .auxiliaryOnly)
         defer { store.close() }
         let credentials = try CredentialStore(store: store)
         switch action {

@@ -29,7 +29,7 @@ enum KeyCommand: Command {
             guard let kindName = arguments.value("kind"), let kind = KeyKind(rawValue: kindName) else {
                 throw UsageError(description: "--kind must be client or server")
             }
-            let store = try TopicStore(directory: arguments.dataDirectory)
+            let store = try TopicStore(directory: arguments.dataDirectory, options: .auxiliaryOnly)
             defer { store.close() }
             let access = try AccessControl(store: store)
             do {
@@ -47,7 +47,7 @@ enum KeyCommand: Command {
             }
         case "revoke":
             guard arguments.positionals.count == 2 else { throw UsageError(description: "usage: topicstore key revoke KEY_OR_ID") }
-            let store = try TopicStore(directory: arguments.dataDirectory)
+            let store = try TopicStore(directory: arguments.dataDirectory, options: .auxiliaryOnly)
             defer { store.close() }
             let access = try AccessControl(store: store)
             do {

@@ -19,7 +19,7 @@ enum ProjectCommand: Command {
         switch action {
         case "add":
             guard arguments.positionals.count == 2 else { throw UsageError(description: "usage: topicstore project add NAME") }
-            let store = try TopicStore(directory: arguments.dataDirectory)
+            let store = try TopicStore(directory: arguments.dataDirectory, options: .auxiliaryOnly)
             defer { store.close() }
             let access = try AccessControl(store: store)
             let name = arguments.positionals[1]
