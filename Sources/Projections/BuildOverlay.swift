@@ -301,6 +301,20 @@ extension BuildState {
         else { preconditionFailure("no name index for database \(db)") }
     }
 
+    /// Whether the build's device `ordinal` holds `token`, read in place;
+    /// nil when the build does not hold the device (ask the target).
+    @inline(__always)
+    func device(_ pid: UInt32, _ ordinal: UInt32, holds token: String) -> Bool? {
+        let held = devices.withValue(pid, ordinal) { (record: borrowing DeviceRecord??) -> Bool? in
+            switch record {
+            case .none: return nil
+            case .some(.none): return false
+            case .some(.some(let device)): return device.token == token
+            }
+        }
+        return held ?? nil
+    }
+
     /// What the build holds for device `ordinal`: `.some(record)`, `.some(nil)`
     /// when it was deleted, nil when the build never wrote it.
     @inline(__always)
@@ -374,6 +388,14 @@ struct OrdinalColumns<Element> {
     mutating func value(_ pid: UInt32, _ ordinal: UInt32) -> Element? {
         guard let c = column(pid), Int(ordinal) < columns[c].count else { return nil }
         return columns[c][Int(ordinal)]
+    }
+
+    /// `body` applied to the value at `ordinal` where it is stored (no copy),
+    /// or nil beyond the column's end (never set).
+    @inline(__always)
+    mutating func withValue<R>(_ pid: UInt32, _ ordinal: UInt32, _ body: (borrowing Element) -> R) -> R? {
+        guard let c = column(pid), Int(ordinal) < columns[c].count else { return nil }
+        return columns[c].withUnsafeBufferPointer { body($0[Int(ordinal)]) }
     }
 
     /// Sets the value at `ordinal`; returns what was there (`empty` when new).

@@ -1,4 +1,5 @@
 import Dispatch
+import Glibc
 import LMDB
 import Roaring
 import SubscriptionLog
@@ -338,11 +339,30 @@ public final class ProjectionWriter {
     func ordinal(_ pid: UInt32, token: String, _ txn: borrowing Transaction) throws -> UInt32? {
         var holder: UInt32?
         try tokenIndex.forEachCandidate(pid: pid, hash: TokenIndex.hash(pid, token)) { candidate in
-            guard try device(pid, candidate, txn).token == token else { return false }
+            guard try device(pid, candidate, holds: token, txn) else { return false }
             holder = candidate
             return true
         }
         return holder
+    }
+
+    /// Whether device `ordinal` holds `token`, compared where the record is
+    /// (in the build, or in the map), without decoding or copying it.
+    private func device(_ pid: UInt32, _ ordinal: UInt32, holds token: String, _ txn: borrowing Transaction) throws -> Bool {
+        if let build {
+            if let held = build.device(pid, ordinal, holds: token) { return held }
+            if build.targetIsEmpty { throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "indexed device is missing") }
+        }
+        guard let v = try txn.get(tables.devices, Keys.pair(pid, ordinal)) else {
+            throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "indexed device is missing")
+        }
+        guard let f = DeviceRecord.fields(of: v) else {
+            throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device record does not decode")
+        }
+        var token = token
+        return f.hasToken && token.withUTF8 { utf8 in
+            f.token.count == utf8.count && (utf8.isEmpty || memcmp(f.token.baseAddress!, utf8.baseAddress!, utf8.count) == 0)
+        }
     }
 
     /// Records that device `ordinal` now holds `token` (its previous holder must have been removed).
