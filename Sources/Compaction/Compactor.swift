@@ -239,6 +239,8 @@ public enum Compactor {
                 clock.lap("copy")
             }
             let builder = try GenerationBuilder(directory: genDir, mapSize: mapSize)
+            // The writer's token index is read now, not in the switch while every writer waits.
+            try builder.prepareWriter()
             // Catch up outside the switch until what is left is small.
             while report.catchUpRounds < options.maxCatchUpRounds {
                 let last = try live.read { txn in try log.bounds(txn)?.last ?? 0 }

@@ -31,6 +31,12 @@ final class GenerationBuilder {
         appliedSequence = try env.read { txn in try tables.appliedSequence(txn) }
     }
 
+    /// Reads what the writer keeps in memory (its token index) from the copy.
+    func prepareWriter() throws {
+        let writer = self.writer
+        try env.read { txn in try writer.prepare(txn) }
+    }
+
     private var env: Environment {
         get throws {
             guard let environment else { throw CompactionError.internalState("the new generation is closed") }
