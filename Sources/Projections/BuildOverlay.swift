@@ -117,23 +117,6 @@ final class NameIndex: @unchecked Sendable {
         }
     }
 
-    /// `count` empty slots. A large table asks for 2 MiB pages first: a lookup
-    /// is one random access into tens of megabytes, and with 4 KiB pages it
-    /// missed the TLB as well as the cache.
-    private static func emptySlots(_ count: Int) -> [Slot] {
-        Array(unsafeUninitializedCapacity: count) { buffer, initialized in
-            let bytes = UnsafeMutableRawBufferPointer(buffer)
-            let huge = 2 << 20
-            if bytes.count >= 4 * huge, let base = bytes.baseAddress {
-                let start = (Int(bitPattern: base) + huge - 1) & ~(huge - 1)
-                let end = (Int(bitPattern: base) + bytes.count) & ~(huge - 1)
-                if end > start { _ = madvise(UnsafeMutableRawPointer(bitPattern: start), end - start, MADV_HUGEPAGE) }
-            }
-            buffer.initialize(repeating: Slot())
-            initialized = count
-        }
-    }
-
     /// Makes room for `names` names without growing on the way.
     func reserve(_ names: Int) {
         var size = slots.count
@@ -144,7 +127,7 @@ final class NameIndex: @unchecked Sendable {
     private func grow(to size: Int? = nil) {
         let old = slots
         let size = size ?? slots.count * 2
-        slots = Self.emptySlots(size)
+        slots = .hugePageBacked(repeating: Slot(), count: size)
         shift = UInt64(64 - size.trailingZeroBitCount)
         let mask = size - 1
         arena.withUnsafeBytes { a in

@@ -1,5 +1,3 @@
-import Glibc
-
 /// Which device holds a push token: the writer's token → ordinal index, kept
 /// in memory instead of in an LMDB table.
 ///
@@ -30,7 +28,7 @@ struct TokenIndex {
 
     init(capacity: Int = 0) {
         let size = Self.tableSize(for: capacity)
-        entries = Self.emptyEntries(size)
+        entries = Self.emptyTable(size)
         shift = UInt64(64 - size.trailingZeroBitCount)
     }
 
@@ -97,7 +95,7 @@ struct TokenIndex {
     }
 
     mutating func removeAll() {
-        entries = Self.emptyEntries(Self.tableSize(for: 0))
+        entries = Self.emptyTable(Self.tableSize(for: 0))
         shift = UInt64(64 - entries.count.trailingZeroBitCount)
         count = 0
     }
@@ -124,30 +122,17 @@ struct TokenIndex {
 
     private mutating func rehash(_ size: Int) {
         let old = entries
-        entries = Self.emptyEntries(size)
+        entries = Self.emptyTable(size)
         shift = UInt64(64 - size.trailingZeroBitCount)
         for e in old where e.hash != 0 { place(e) }
     }
+
+    private static func emptyTable(_ count: Int) -> [Entry] { .hugePageBacked(repeating: Entry(), count: count) }
 
     /// A power of two with room for `capacity` entries at half load (at least 1,024).
     private static func tableSize(for capacity: Int) -> Int {
         var size = 1024
         while size < capacity * 2 { size *= 2 }
         return size
-    }
-
-    /// `count` empty entries; a large table asks for 2 MiB pages (see `NameIndex`).
-    private static func emptyEntries(_ count: Int) -> [Entry] {
-        Array(unsafeUninitializedCapacity: count) { buffer, initialized in
-            let bytes = UnsafeMutableRawBufferPointer(buffer)
-            let huge = 2 << 20
-            if bytes.count >= 4 * huge, let base = bytes.baseAddress {
-                let start = (Int(bitPattern: base) + huge - 1) & ~(huge - 1)
-                let end = (Int(bitPattern: base) + bytes.count) & ~(huge - 1)
-                if end > start { _ = madvise(UnsafeMutableRawPointer(bitPattern: start), end - start, MADV_HUGEPAGE) }
-            }
-            buffer.initialize(repeating: Entry())
-            initialized = count
-        }
     }
 }
