@@ -24,13 +24,34 @@ public enum JSONText {
     /// Appends `bytes` (UTF-8) as a quoted JSON string to `out`.
     public static func appendQuoted(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
         out.append(0x22)
-        var plain = true
-        for b in bytes where b < 0x20 || b == 0x22 || b == 0x5C { plain = false; break }
-        if plain {
+        if !needsEscaping(bytes) {
             out.append(contentsOf: bytes)
         } else {
             out.append(contentsOf: Array(quoted(String(decoding: bytes, as: UTF8.self)).utf8.dropFirst().dropLast()))
         }
         out.append(0x22)
+    }
+
+    /// Whether `bytes` hold a control character, `"` or `\`: eight bytes at a
+    /// time (a token stream quotes ~130 bytes per recipient; byte by byte, this
+    /// scan was a fifth of `audience --tokens`).
+    @inline(__always)
+    static func needsEscaping(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        // A byte of `w` is zero / below n (n <= 0x80) exactly when some byte of the result is set.
+        @inline(__always) func zeroByte(_ w: UInt64) -> UInt64 { (w &- ones) & ~w & highs }
+        @inline(__always) func below(_ w: UInt64, _ n: UInt64) -> UInt64 { (w &- ones &* n) & ~w & highs }
+        var i = 0
+        while i + 8 <= bytes.count {
+            let w = bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+            if below(w, 0x20) | zeroByte(w ^ (ones &* 0x22)) | zeroByte(w ^ (ones &* 0x5C)) != 0 { return true }
+            i += 8
+        }
+        while i < bytes.count {
+            let b = bytes[i]
+            if b < 0x20 || b == 0x22 || b == 0x5C { return true }
+            i += 1
+        }
+        return false
     }
 }

@@ -121,11 +121,22 @@ extension ProjectionReader {
                                           _ token: UnsafeRawBufferPointer) throws -> Bool) throws {
         try txn.withCursor(tables.devices) { cursor in
             var previous: UInt32? = nil
+            var key: (UInt32, UInt32) = (pid.bigEndian, 0)
             try reachable.forEachBatch(from: from) { batch in
                 for ordinal in batch {
-                    let entry: Cursor.Entry?
-                    if let p = previous, ordinal == p &+ 1 { entry = try cursor.next() }
-                    else { entry = try cursor.seek(exactly: Keys.pair(pid, ordinal)) }
+                    var entry: Cursor.Entry?
+                    if let p = previous, ordinal > p, ordinal - p <= 8 {
+                        // A short gap (devices without a live token): stepping over a few
+                        // records is cheaper than a seek from the root of the tree.
+                        entry = try cursor.next()
+                        while let (k, _) = entry, k.count == 8, k.loadBigEndian(at: 0, as: UInt32.self) == pid,
+                              k.loadBigEndian(at: 4, as: UInt32.self) < ordinal {
+                            entry = try cursor.next()
+                        }
+                    } else {
+                        key.1 = ordinal.bigEndian
+                        entry = try withUnsafeBytes(of: &key) { try cursor.seek(exactly: $0) }
+                    }
                     previous = ordinal
                     guard let (key, value) = entry, key.count == 8,
                           key.loadBigEndian(at: 0, as: UInt32.self) == pid,
