@@ -25,13 +25,19 @@ final class NameIndex: @unchecked Sendable {
     }
 
     private(set) var arena: [UInt8] = []
+    /// Any size: a hash picks its home slot by multiplying (`home`), so a
+    /// reserved table is as large as asked, not rounded up to a power of two
+    /// (on this VM every megabyte first touched costs ~2 ms of page faults).
     private var slots: [Slot]
-    private var shift: UInt64
     private(set) var count = 0
 
     init() {
         slots = Array(repeating: Slot(), count: 1024)
-        shift = UInt64(64 - 1024.trailingZeroBitCount)
+    }
+
+    @inline(__always)
+    private static func home(_ hash: UInt64, _ size: Int) -> Int {
+        Int(truncatingIfNeeded: hash.multipliedFullWidth(by: UInt64(size)).high)
     }
 
     var isEmpty: Bool { count == 0 }
@@ -65,9 +71,9 @@ final class NameIndex: @unchecked Sendable {
     /// The slot holding `name`, or the empty slot where it would go.
     @inline(__always)
     private func find(_ pid: UInt32, _ name: UnsafeRawBufferPointer, _ hash: UInt64) -> (found: Bool, slot: Int) {
-        let mask = slots.count - 1
+        let size = slots.count
         let tag = UInt32(truncatingIfNeeded: hash)
-        var b = Int(truncatingIfNeeded: hash >> shift)
+        var b = Self.home(hash, size)
         return slots.withUnsafeBufferPointer { ss in
             arena.withUnsafeBytes { a in
                 while true {
@@ -77,7 +83,8 @@ final class NameIndex: @unchecked Sendable {
                        name.count == 0 || memcmp(a.baseAddress! + Int(s.offset), name.baseAddress!, name.count) == 0 {
                         return (true, b)
                     }
-                    b = (b + 1) & mask
+                    b += 1
+                    if b == size { b = 0 }
                 }
             }
         }
@@ -119,8 +126,7 @@ final class NameIndex: @unchecked Sendable {
 
     /// Makes room for `names` names without growing on the way.
     func reserve(_ names: Int) {
-        var size = slots.count
-        while size < names * 2 + 2 { size *= 2 }
+        let size = names * 2 + 2
         if size > slots.count { grow(to: size) }
     }
 
@@ -128,13 +134,11 @@ final class NameIndex: @unchecked Sendable {
         let old = slots
         let size = size ?? slots.count * 2
         slots = .hugePageBacked(repeating: Slot(), count: size)
-        shift = UInt64(64 - size.trailingZeroBitCount)
-        let mask = size - 1
         arena.withUnsafeBytes { a in
             for s in old where s.state != 0 {
                 let name = UnsafeRawBufferPointer(rebasing: a[Int(s.offset)..<Int(s.offset) + Int(s.length)])
-                var b = Int(truncatingIfNeeded: Self.hash(s.pid, name) >> shift)
-                while slots[b].state != 0 { b = (b + 1) & mask }
+                var b = Self.home(Self.hash(s.pid, name), size)
+                while slots[b].state != 0 { b = b + 1 == size ? 0 : b + 1 }
                 slots[b] = s
             }
         }
@@ -197,7 +201,6 @@ final class NameIndex: @unchecked Sendable {
     func removeAll() {
         arena = []
         slots = Array(repeating: Slot(), count: 1024)
-        shift = UInt64(64 - 1024.trailingZeroBitCount)
         count = 0
     }
 }

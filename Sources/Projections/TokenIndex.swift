@@ -22,14 +22,12 @@ struct TokenIndex {
         var ordinal: UInt32 = 0
     }
 
+    /// Any size (see `home`), so a table sized for a store is not rounded up to a power of two.
     private var entries: [Entry]
-    private var shift: UInt64
     private(set) var count = 0
 
     init(capacity: Int = 0) {
-        let size = Self.tableSize(for: capacity)
-        entries = Self.emptyTable(size)
-        shift = UInt64(64 - size.trailingZeroBitCount)
+        entries = Self.emptyTable(Self.tableSize(for: capacity))
     }
 
     /// Bytes the table takes.
@@ -48,13 +46,12 @@ struct TokenIndex {
 
     /// Calls `body` with each ordinal filed under (`pid`, `hash`) until it returns true.
     func forEachCandidate(pid: UInt32, hash: UInt64, _ body: (UInt32) throws -> Bool) rethrows {
-        let mask = entries.count - 1
         var i = home(hash)
         while true {
             let e = entries[i]
             if e.hash == 0 { return }
             if e.hash == hash && e.pid == pid, try body(e.ordinal) { return }
-            i = (i + 1) & mask
+            i = next(i)
         }
     }
 
@@ -68,17 +65,16 @@ struct TokenIndex {
     /// Removes the entry (`pid`, `hash`, `ordinal`); false when there is none.
     @discardableResult
     mutating func remove(pid: UInt32, hash: UInt64, ordinal: UInt32) -> Bool {
-        let mask = entries.count - 1
         var i = home(hash)
         while true {
             let e = entries[i]
             if e.hash == 0 { return false }
             if e.hash == hash && e.pid == pid && e.ordinal == ordinal { break }
-            i = (i + 1) & mask
+            i = next(i)
         }
         // Backward shift: move up every following entry that may sit in the hole.
         var hole = i
-        var j = (i + 1) & mask
+        var j = next(i)
         while entries[j].hash != 0 {
             let h = home(entries[j].hash)
             // The entry at j may fill the hole when its home is not cyclically in (hole, j].
@@ -87,7 +83,7 @@ struct TokenIndex {
                 entries[hole] = entries[j]
                 hole = j
             }
-            j = (j + 1) & mask
+            j = next(j)
         }
         entries[hole] = Entry()
         count -= 1
@@ -96,7 +92,6 @@ struct TokenIndex {
 
     mutating func removeAll() {
         entries = Self.emptyTable(Self.tableSize(for: 0))
-        shift = UInt64(64 - entries.count.trailingZeroBitCount)
         count = 0
     }
 
@@ -108,13 +103,19 @@ struct TokenIndex {
 
     // MARK: Table
 
+    /// The slot a hash starts probing at: the high word of hash × size, which
+    /// spreads the hash over any table size.
     @inline(__always)
-    private func home(_ hash: UInt64) -> Int { Int(truncatingIfNeeded: hash >> shift) }
+    private func home(_ hash: UInt64) -> Int {
+        Int(truncatingIfNeeded: hash.multipliedFullWidth(by: UInt64(entries.count)).high)
+    }
+
+    @inline(__always)
+    private func next(_ i: Int) -> Int { i + 1 == entries.count ? 0 : i + 1 }
 
     private mutating func place(_ entry: Entry) {
-        let mask = entries.count - 1
         var i = home(entry.hash)
-        while entries[i].hash != 0 { i = (i + 1) & mask }
+        while entries[i].hash != 0 { i = next(i) }
         entries[i] = entry
     }
 
@@ -123,16 +124,11 @@ struct TokenIndex {
     private mutating func rehash(_ size: Int) {
         let old = entries
         entries = Self.emptyTable(size)
-        shift = UInt64(64 - size.trailingZeroBitCount)
         for e in old where e.hash != 0 { place(e) }
     }
 
     private static func emptyTable(_ count: Int) -> [Entry] { .hugePageBacked(repeating: Entry(), count: count) }
 
-    /// A power of two with room for `capacity` entries at half load (at least 1,024).
-    private static func tableSize(for capacity: Int) -> Int {
-        var size = 1024
-        while size < capacity * 2 { size *= 2 }
-        return size
-    }
+    /// Room for `capacity` entries at half load (at least 1,024 slots).
+    private static func tableSize(for capacity: Int) -> Int { max(1024, capacity * 2) }
 }
