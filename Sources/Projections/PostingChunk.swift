@@ -25,34 +25,6 @@ enum PostingChunk {
         return bitmap
     }
 
-    /// How many devices a stored chunk of slice `high` holds, read from the
-    /// portable format's header (each container's key and cardinality are
-    /// there) without decoding the containers; nil when the bytes are not a
-    /// header it can read or name another slice (then decode, which reports it).
-    static func cardinality(of bytes: UnsafeRawBufferPointer, high: UInt16) -> Int? {
-        func u16(_ at: Int) -> Int { Int(bytes[at]) | Int(bytes[at + 1]) << 8 }
-        func u32(_ at: Int) -> Int { u16(at) | u16(at + 2) << 16 }
-        guard bytes.count >= 8 else { return nil }
-        let cookie = u32(0)
-        let containers: Int, descriptive: Int
-        if cookie & 0xFFFF == 12347 {          // SERIAL_COOKIE: run containers possible, flags follow
-            containers = (cookie >> 16) + 1
-            descriptive = 4 + (containers + 7) / 8
-        } else if cookie == 12346 {             // SERIAL_COOKIE_NO_RUNCONTAINER
-            containers = u32(4)
-            descriptive = 8
-        } else {
-            return nil
-        }
-        guard containers <= 65_536, bytes.count >= descriptive + 4 * containers else { return nil }
-        var total = 0
-        for i in 0..<containers {
-            guard u16(descriptive + 4 * i) == Int(high) else { return nil }
-            total += u16(descriptive + 4 * i + 2) + 1
-        }
-        return total
-    }
-
     /// The highest slice any topic of the project uses (nil when it has no postings).
     static func maxHigh(pid: UInt32, tables: ProjectionTables, _ txn: borrowing Transaction) throws -> UInt16? {
         try txn.withCursor(tables.postings) { cursor in
@@ -73,14 +45,6 @@ enum PostingChunk {
     static func read(pid: UInt32, topic: UInt32, high: UInt16, tables: ProjectionTables, _ txn: borrowing Transaction) throws -> Bitmap? {
         guard let v = try txn.get(tables.postings, Keys.chunk(pid, topic, high)) else { return nil }
         return try decode(v, pid: pid, topic: topic, high: high)
-    }
-
-    /// How many devices slice `high` of `topic` holds, from the stored header
-    /// (decoded only if the header cannot be read).
-    static func count(pid: UInt32, topic: UInt32, high: UInt16, tables: ProjectionTables, _ txn: borrowing Transaction) throws -> Int {
-        guard let v = try txn.get(tables.postings, Keys.chunk(pid, topic, high)) else { return 0 }
-        if let n = cardinality(of: v, high: high) { return n }
-        return try decode(v, pid: pid, topic: topic, high: high).count
     }
 
     /// The whole bitmap of `topic`: the union of its slices, ascending.
