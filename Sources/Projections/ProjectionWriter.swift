@@ -51,22 +51,11 @@ public final class ProjectionWriter {
         self.tables = tables
         self.appliedSequence = 0
         self.build = nil
+        self.tokens = TokenHolders(recordsChanges: true)
     }
 
-    // MARK: Token index state
-
-    /// Token → ordinal (see `TokenIndex`), loaded from `devices` on first use.
-    private var tokenIndex = TokenIndex()
-    private var tokenIndexLoaded = false
-    /// The writer stamp (`ProjectionTables.writerStamp`) of the projections the index is known to match.
-    private var tokenIndexStamp: UInt64?
-    /// Changes to the index since it last matched the store, oldest first:
-    /// undone when the transaction they were made in turns out not to have committed.
-    private var tokenChanges: [(insert: Bool, pid: UInt32, hash: UInt64, ordinal: UInt32)] = []
-    /// The stamp the last `flush` wrote into its transaction.
-    private var flushedStamp: UInt64?
-    /// Stamps of this writer: a random start, then one more per flush.
-    private var nextStamp = UInt64.random(in: 1...UInt64.max)
+    /// Which device holds each token (see `TokenHolders`).
+    private var tokens: TokenHolders
 
     /// In build mode (replay, import): nil on the live path.
     let build: BuildState?
@@ -81,6 +70,7 @@ public final class ProjectionWriter {
         self.tables = tables
         self.appliedSequence = 0
         self.build = BuildState(targetIsEmpty: targetIsEmpty, memoryBudget: memoryBudget)
+        self.tokens = TokenHolders(recordsChanges: false)
     }
 
     /// Starts a batch on top of what `txn` holds, forgetting anything cached
@@ -97,7 +87,7 @@ public final class ProjectionWriter {
             if !build.begun {
                 appliedSequence = try tables.appliedSequence(txn)
                 build.begun = true
-                if !build.targetIsEmpty { try loadTokenIndex(txn) } else { tokenIndexLoaded = true }
+                if build.targetIsEmpty { tokens.startEmpty() } else { try tokens.load(tables, txn) }
             }
             return
         }
@@ -108,78 +98,13 @@ public final class ProjectionWriter {
         }
         lastCommittedTransaction = nil
         appliedSequence = try tables.appliedSequence(txn)
-        try syncTokenIndex(txn)
+        try tokens.sync(tables, txn)
     }
 
     /// Loads the token index now (in any transaction, a read one will do),
     /// so the first write does not wait for it: a store opened for writing calls it.
     public func prepare(_ txn: borrowing Transaction) throws {
-        if build == nil && !tokenIndexLoaded { try loadTokenIndex(txn) }
-    }
-
-    /// Brings the token index in line with what `txn` sees: keeps the changes
-    /// of the last flush if its transaction committed, undoes them if it did
-    /// not, and reloads the index if anyone else wrote the projections since.
-    private func syncTokenIndex(_ txn: borrowing Transaction) throws {
-        if tokenIndexLoaded {
-            let stored = try tables.writerStamp(txn)
-            if let flushed = flushedStamp, stored == flushed {
-                tokenChanges.removeAll(keepingCapacity: true)
-                tokenIndexStamp = flushed
-            } else if stored == tokenIndexStamp {
-                for change in tokenChanges.reversed() {
-                    if change.insert { tokenIndex.remove(pid: change.pid, hash: change.hash, ordinal: change.ordinal) }
-                    else { tokenIndex.insert(pid: change.pid, hash: change.hash, ordinal: change.ordinal) }
-                }
-                tokenChanges.removeAll(keepingCapacity: true)
-            } else {
-                tokenIndexLoaded = false
-            }
-            flushedStamp = nil
-        }
-        if !tokenIndexLoaded { try loadTokenIndex(txn) }
-    }
-
-    /// Reads every device record of `txn` into a new token index, checking
-    /// on the way that no two devices of a project hold the same token.
-    private func loadTokenIndex(_ txn: borrowing Transaction) throws {
-        var index = TokenIndex(capacity: try txn.statistics(tables.devices).entries)
-        let devices = tables.devices
-        try txn.withCursor(devices) { cursor in
-            var entry = try cursor.first()
-            while let (key, value) = entry {
-                guard key.count == 8, let f = DeviceRecord.fields(of: value) else {
-                    throw ProjectionCorruption(place: "devices/\(Array(key))", reason: "device record does not decode")
-                }
-                if f.hasToken {
-                    let pid = key.loadBigEndian(at: 0, as: UInt32.self), ordinal = key.loadBigEndian(at: 4, as: UInt32.self)
-                    let hash = TokenIndex.hash(pid, f.token)
-                    // Entries with the same hash are rare (a collision or a corrupt store): compare the tokens.
-                    try index.forEachCandidate(pid: pid, hash: hash) { other in
-                        if let v = try txn.get(devices, Keys.pair(pid, other)), let g = DeviceRecord.fields(of: v),
-                           g.hasToken, g.token.elementsEqual(f.token) {
-                            throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)",
-                                                       reason: "its token is also held by device ordinal \(other)")
-                        }
-                        return false
-                    }
-                    index.insert(pid: pid, hash: hash, ordinal: ordinal)
-                }
-                entry = try cursor.next()
-            }
-        }
-        tokenIndex = index
-        tokenIndexLoaded = true
-        tokenIndexStamp = try tables.writerStamp(txn)
-        tokenChanges.removeAll()
-        flushedStamp = nil
-    }
-
-    /// Writes a new writer stamp into `txn` and returns it.
-    private func stamp(_ txn: borrowing Transaction) throws -> UInt64 {
-        nextStamp &+= 1
-        try tables.setWriterStamp(nextStamp, txn)
-        return nextStamp
+        if build == nil && !tokens.isLoaded { try tokens.load(tables, txn) }
     }
 
     /// Tells the writer that the transaction it flushed into committed.
@@ -338,7 +263,7 @@ public final class ProjectionWriter {
     /// each candidate confirmed by its record.
     func ordinal(_ pid: UInt32, token: String, _ txn: borrowing Transaction) throws -> UInt32? {
         var holder: UInt32?
-        try tokenIndex.forEachCandidate(pid: pid, hash: TokenIndex.hash(pid, token)) { candidate in
+        try tokens.forEachCandidate(pid, token) { candidate in
             guard try device(pid, candidate, holds: token, txn) else { return false }
             holder = candidate
             return true
@@ -367,17 +292,12 @@ public final class ProjectionWriter {
 
     /// Records that device `ordinal` now holds `token` (its previous holder must have been removed).
     func indexToken(_ pid: UInt32, _ token: String, ordinal: UInt32) {
-        let hash = TokenIndex.hash(pid, token)
-        tokenIndex.insert(pid: pid, hash: hash, ordinal: ordinal)
-        if build == nil { tokenChanges.append((true, pid, hash, ordinal)) }
+        tokens.insert(pid, token, ordinal: ordinal)
     }
 
     /// Records that device `ordinal` no longer holds `token`.
     func unindexToken(_ pid: UInt32, _ token: String, ordinal: UInt32) {
-        let hash = TokenIndex.hash(pid, token)
-        if tokenIndex.remove(pid: pid, hash: hash, ordinal: ordinal), build == nil {
-            tokenChanges.append((false, pid, hash, ordinal))
-        }
+        tokens.remove(pid, token, ordinal: ordinal)
     }
 
     private func lookupOrdinal(_ db: Database, _ key: [UInt8], place: @autoclosure () -> String,
@@ -576,7 +496,7 @@ public final class ProjectionWriter {
         dirtyMemberships.removeAll(keepingCapacity: true)
         var w = ByteWriter(capacity: 8); w.u64(appliedSequence)
         try txn.put(tables.meta, ProjectionTables.appliedSeqKey, w.bytes)
-        flushedStamp = try stamp(txn)
+        try tokens.stamp(tables, txn)
         // Bound the caches for long replays: everything is written, so start afresh.
         if chunks.count > 50_000 || memberships.count > 200_000 || topics.count > 200_000 || topicCodes.count > 200_000 {
             topics.removeAll(); chunks.removeAll(); memberships.removeAll(); topicCodes = [:]
@@ -605,7 +525,7 @@ extension ProjectionWriter {
     }
 
     private func buildFootprint(_ build: BuildState) -> Int {
-        var bytes = build.footprint + tokenIndex.footprint
+        var bytes = build.footprint + tokens.footprint
         bytes += memberships.count * 96 + topics.count * 256 + topicCodes.count * 64
         bytes += chunkFootprint()
         return bytes
@@ -635,7 +555,7 @@ extension ProjectionWriter {
     public func reserveBuild(devices: Int) {
         guard let build else { return }
         build.deviceIDs.reserve(devices)
-        tokenIndex.reserve(devices)
+        tokens.reserve(devices)
     }
 
     /// Writes everything the build holds into `txn`, each table in key order
@@ -750,7 +670,7 @@ extension ProjectionWriter {
 
         var w = ByteWriter(capacity: 8); w.u64(appliedSequence)
         try txn.put(tables.meta, ProjectionTables.appliedSeqKey, w.bytes)
-        _ = try stamp(txn)  // a live writer of this store sees that someone else wrote
+        try tokens.stamp(tables, txn)  // a live writer of this store sees that someone else wrote
     }
 
     /// After the transaction `writeBuild` wrote into committed: the build
