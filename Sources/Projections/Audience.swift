@@ -121,7 +121,7 @@ extension ProjectionReader {
                                           _ token: UnsafeRawBufferPointer) throws -> Bool) throws {
         try txn.withCursor(tables.devices) { cursor in
             var previous: UInt32? = nil
-            var key: (UInt32, UInt32) = (pid.bigEndian, 0)
+            var seekKey: (UInt32, UInt32) = (pid.bigEndian, 0)
             try reachable.forEachBatch(from: from) { batch in
                 for ordinal in batch {
                     var entry: Cursor.Entry?
@@ -134,8 +134,8 @@ extension ProjectionReader {
                             entry = try cursor.next()
                         }
                     } else {
-                        key.1 = ordinal.bigEndian
-                        entry = try withUnsafeBytes(of: &key) { try cursor.seek(exactly: $0) }
+                        seekKey.1 = ordinal.bigEndian
+                        entry = try withUnsafeBytes(of: &seekKey) { try cursor.seek(exactly: $0) }
                     }
                     previous = ordinal
                     guard let (key, value) = entry, key.count == 8,

@@ -1,5 +1,4 @@
 import Dispatch
-import Glibc
 import LMDB
 import Roaring
 import SubscriptionLog
@@ -285,9 +284,7 @@ public final class ProjectionWriter {
             throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device record does not decode")
         }
         var token = token
-        return f.hasToken && token.withUTF8 { utf8 in
-            f.token.count == utf8.count && (utf8.isEmpty || memcmp(f.token.baseAddress!, utf8.baseAddress!, utf8.count) == 0)
-        }
+        return token.withUTF8 { f.holds(UnsafeRawBufferPointer($0)) }
     }
 
     /// Records that device `ordinal` now holds `token` (its previous holder must have been removed).

@@ -1,3 +1,4 @@
+import Glibc
 import SubscriptionLog
 
 /// What is known of a device. Its dense ordinal is its key in the device table
@@ -98,6 +99,12 @@ public struct DeviceRecord: Sendable, Hashable {
         var platform: UInt8
         var deviceID: UnsafeRawBufferPointer
         var token: UnsafeRawBufferPointer
+
+        /// Whether the record holds exactly `token` (live or rejected).
+        func holds(_ token: UnsafeRawBufferPointer) -> Bool {
+            hasToken && self.token.count == token.count
+                && (token.isEmpty || memcmp(self.token.baseAddress!, token.baseAddress!, token.count) == 0)
+        }
     }
 
     @inline(__always)

@@ -70,8 +70,7 @@ struct TokenHolders {
                     let hash = TokenIndex.hash(pid, f.token)
                     // Entries with the same hash are rare (a collision or a corrupt store): compare the tokens.
                     try loaded.forEachCandidate(pid: pid, hash: hash) { other in
-                        if let v = try txn.get(devices, Keys.pair(pid, other)), let g = DeviceRecord.fields(of: v),
-                           g.hasToken, g.token.elementsEqual(f.token) {
+                        if let v = try txn.get(devices, Keys.pair(pid, other)), let g = DeviceRecord.fields(of: v), g.holds(f.token) {
                             throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)",
                                                        reason: "its token is also held by device ordinal \(other)")
                         }
