@@ -224,18 +224,31 @@ final class BuildState {
     /// The writer's membership slot (+ 1; 0: not held) of each device: an
     /// array index where a hash probe into a table of a million entries was.
     private var members = OrdinalColumns<Int32>(empty: 0)
+    /// The writer's topic cache slot (+ 1; 0: not held) of each topic, by id.
+    private var topics = OrdinalColumns<Int32>(empty: 0)
+    /// The last chunk the writer changed of each topic, by id: its slice
+    /// (high 32 bits) and cache slot + 1 (low 32; 0: none). New devices all
+    /// land in the newest slice, so this finds the chunk by array index where
+    /// the chunk table's probe (over a million per-user chunks) missed the cache.
+    private var lastChunks = OrdinalColumns<UInt64>(empty: 0)
     /// Topics dropped since the last write (deleted from a non-empty target).
     var droppedTopics: [ProjectionWriter.TopicKey] = []
     var begun = false
-    /// Topic codes recently resolved to ids, in 64 direct-mapped entries:
-    /// a few codes recur in almost every register, and this is a compare of
-    /// two words where a name-table lookup (UTF-8 view, hash, probe, memcmp)
-    /// was ~240 instructions. Holds only codes that exist; emptied whenever
-    /// a topic is dropped or the build is written.
-    private var recentCodes = [RecentCode](repeating: RecentCode(), count: 64)
+    /// Topic codes recently resolved to ids, in 4,096 direct-mapped entries
+    /// (96 KiB): a few codes recur in almost every register, and this is a
+    /// compare of two words where a name-table lookup (UTF-8 view, hash,
+    /// probe, memcmp) was ~240 instructions and, in a table that also holds a
+    /// million per-user codes, a cache miss. With Zipf-popular topics, 64
+    /// entries caught about half of the lookups. Holds only codes that exist;
+    /// forgotten whenever a topic is dropped or the build is written.
+    private var recentCodes = [RecentCode](repeating: RecentCode(), count: 1 << BuildState.recentCodeBits)
+    private static let recentCodeBits = 12
+    /// Only entries of this generation count: forgetting them all is one increment.
+    private var recentGeneration: UInt32 = 1
     struct RecentCode {
         var pid: UInt32 = 0
         var tid: UInt32 = 0
+        var generation: UInt32 = 0
         var code: String?
     }
     /// The project of the last event, with changes not yet in the writer's cache.
@@ -251,6 +264,8 @@ final class BuildState {
         devices = OrdinalColumns(empty: nil)
         deviceBytes = 0
         members = OrdinalColumns(empty: 0)
+        topics = OrdinalColumns(empty: 0)
+        lastChunks = OrdinalColumns(empty: 0)
         droppedTopics = []
         forgetRecentCodes()
     }
@@ -262,22 +277,26 @@ final class BuildState {
     private static func recentCodeIndex(_ pid: UInt32, _ code: String) -> Int {
         let words = unsafeBitCast(code, to: (UInt64, UInt64).self)
         let h = (words.0 ^ words.1 &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(pid)) &* 0xBF58_476D_1CE4_E5B9
-        return Int(truncatingIfNeeded: h >> 58)
+        return Int(truncatingIfNeeded: h >> (64 - UInt64(recentCodeBits)))
     }
 
     @inline(__always)
     func recentTopicID(_ pid: UInt32, code: String) -> UInt32? {
         let e = recentCodes[Self.recentCodeIndex(pid, code)]
-        guard e.pid == pid, let held = e.code, held == code else { return nil }
+        guard e.generation == recentGeneration, e.pid == pid, let held = e.code, held == code else { return nil }
         return e.tid
     }
 
     func rememberTopicID(_ pid: UInt32, code: String, _ tid: UInt32) {
-        recentCodes[Self.recentCodeIndex(pid, code)] = RecentCode(pid: pid, tid: tid, code: code)
+        recentCodes[Self.recentCodeIndex(pid, code)] = RecentCode(pid: pid, tid: tid, generation: recentGeneration, code: code)
     }
 
     func forgetRecentCodes() {
-        for i in recentCodes.indices { recentCodes[i] = RecentCode() }
+        recentGeneration &+= 1
+        if recentGeneration == 0 {  // wrapped: entries of generation 1 must not come back
+            for i in recentCodes.indices { recentCodes[i] = RecentCode() }
+            recentGeneration = 1
+        }
     }
 }
 
@@ -320,7 +339,7 @@ extension BuildState {
     /// Bytes held beyond the writer's caches, roughly.
     var footprint: Int {
         deviceIDs.footprint + topicCodes.footprint
-            + devices.slots * MemoryLayout<DeviceRecord??>.stride + deviceBytes + members.slots * 4
+            + devices.slots * MemoryLayout<DeviceRecord??>.stride + deviceBytes + (members.slots + topics.slots) * 4 + lastChunks.slots * 8
     }
 
     /// The writer's membership slot of device `ordinal`, when the build holds one.
@@ -343,9 +362,34 @@ extension BuildState {
         precondition(slot < Int(Int32.max), "membership slots exhausted")
         members.set(pid, ordinal, Int32(slot + 1))
     }
+
+    /// The writer's cache slot of topic `tid`, when the build holds it.
+    @inline(__always)
+    func topicSlot(_ pid: UInt32, _ tid: UInt32) -> Int? {
+        guard let s = topics.value(pid, tid), s != 0 else { return nil }
+        return Int(s) - 1
+    }
+
+    func setTopicSlot(_ pid: UInt32, _ tid: UInt32, _ slot: Int) {
+        precondition(slot < Int(Int32.max), "topic slots exhausted")
+        topics.set(pid, tid, Int32(slot + 1))
+    }
+
+    /// The writer's chunk slot of topic `tid` in slice `high`, when it is the
+    /// topic's last chunk changed.
+    @inline(__always)
+    func lastChunkSlot(_ pid: UInt32, _ tid: UInt32, high: UInt16) -> Int? {
+        guard let e = lastChunks.value(pid, tid), e != 0, e >> 32 == UInt64(high) else { return nil }
+        return Int(truncatingIfNeeded: e & 0xFFFF_FFFF) - 1
+    }
+
+    func setLastChunkSlot(_ pid: UInt32, _ tid: UInt32, high: UInt16, _ slot: Int) {
+        precondition(slot < Int(UInt32.max), "chunk slots exhausted")
+        lastChunks.set(pid, tid, UInt64(high) << 32 | UInt64(slot + 1))
+    }
 }
 
-/// Values by project and device ordinal: ordinals are dense, so a value is
+/// Values by project and a dense id (a device ordinal, a topic id): a value is
 /// found by array index in its project's column; the last project asked is
 /// kept at hand, since a run of events mostly stays in one project.
 struct OrdinalColumns<Element> {

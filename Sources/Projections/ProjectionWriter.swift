@@ -35,7 +35,7 @@ public final class ProjectionWriter {
 
     private var projects: [String: Cached<ProjectRecord>] = [:]
     private var topics = SlotTable<TopicKey, Cached<TopicRecord>>()
-    private var chunks = SlotTable<ChunkKey, Cached<Bitmap>>()
+    private var chunks = SlotTable<ChunkKey, Cached<PostingSet>>()
     private var memberships = SlotTable<DeviceKey, Cached<[UInt32]>>()
     private var topicCodes: [CodeKey: UInt32] = [:]
     /// Slots changed since the last flush, so a flush touches only them (the
@@ -176,10 +176,26 @@ public final class ProjectionWriter {
     /// The cache slot of topic `tid`, loading it; nil when the topic does not exist.
     func topicSlot(_ pid: UInt32, _ tid: UInt32, _ txn: borrowing Transaction) throws -> Int? {
         let key = TopicKey(pid: pid, topic: tid)
-        if let slot = topics.slot(of: key) { return slot }
+        if let slot = cachedTopicSlot(key) { return slot }
         if build?.targetIsEmpty == true { return nil }
         guard let v = try txn.get(tables.topics, Keys.pair(pid, tid)) else { return nil }
-        return topics.insert(key, Cached(value: try TopicRecord(decoding: v, at: "topics/\(pid)/\(tid)"), dirty: false))
+        return addTopic(key, Cached(value: try TopicRecord(decoding: v, at: "topics/\(pid)/\(tid)"), dirty: false))
+    }
+
+    /// The slot of a topic the cache holds. A build finds it by topic id in an
+    /// array (ids are dense): a million per-user topics made the hash table's
+    /// probes cache misses, for the popular topics too.
+    @inline(__always)
+    private func cachedTopicSlot(_ key: TopicKey) -> Int? {
+        if let build { return build.topicSlot(key.pid, key.topic) }
+        return topics.slot(of: key)
+    }
+
+    private func addTopic(_ key: TopicKey, _ value: Cached<TopicRecord>) -> Int {
+        guard let build else { return topics.insert(key, value) }
+        let slot = topics.appendUnindexed(key, value)
+        build.setTopicSlot(key.pid, key.topic, slot)
+        return slot
     }
 
     /// Creates topic `tid` with its code index entry; returns its slot.
@@ -192,7 +208,7 @@ public final class ProjectionWriter {
             // A build keeps its codes in `build.topicCodes`, which lookups ask first.
             topicCodes[CodeKey(pid: pid, code: record.code)] = tid
         }
-        let slot = topics.insert(TopicKey(pid: pid, topic: tid), Cached(value: record, dirty: true))
+        let slot = addTopic(TopicKey(pid: pid, topic: tid), Cached(value: record, dirty: true))
         dirtyTopics.append(slot)
         return slot
     }
@@ -206,7 +222,7 @@ public final class ProjectionWriter {
             try txn.delete(tables.topicCodes, Keys.named(pid, code))
         }
         topicCodes[CodeKey(pid: pid, code: code)] = nil
-        if let slot = topics.slot(of: TopicKey(pid: pid, topic: tid)) {
+        if let slot = cachedTopicSlot(TopicKey(pid: pid, topic: tid)) {
             topics.values[slot].dirty = false
             topics.values[slot].value.subscribers = 0
         }
@@ -411,12 +427,17 @@ public final class ProjectionWriter {
     func setBit(_ pid: UInt32, _ tid: UInt32, _ ordinal: UInt32, _ on: Bool, _ txn: borrowing Transaction) throws -> Bool {
         let key = ChunkKey(pid: pid, topic: tid, high: PostingChunk.high(ordinal))
         let slot: Int
-        if let s = chunks.slot(of: key) {
+        if let s = build?.lastChunkSlot(pid, tid, high: key.high) {
             slot = s
-        } else if build?.targetIsEmpty != true, let v = try txn.get(tables.postings, Keys.chunk(pid, tid, key.high)) {
-            slot = chunks.insert(key, Cached(value: try PostingChunk.decode(v, pid: pid, topic: tid, high: key.high), dirty: false))
         } else {
-            slot = chunks.insert(key, Cached(value: Bitmap(), dirty: false))
+            if let s = chunks.slot(of: key) {
+                slot = s
+            } else if build?.targetIsEmpty != true, let v = try txn.get(tables.postings, Keys.chunk(pid, tid, key.high)) {
+                slot = chunks.insert(key, Cached(value: PostingSet(try PostingChunk.decode(v, pid: pid, topic: tid, high: key.high)), dirty: false))
+            } else {
+                slot = chunks.insert(key, Cached(value: PostingSet(), dirty: false))
+            }
+            build?.setLastChunkSlot(pid, tid, high: key.high, slot)
         }
         // Mutated in place in the table's array, so the bitmap stays uniquely referenced.
         let changed = on ? chunks.values[slot].value.insert(ordinal) : chunks.values[slot].value.remove(ordinal)
@@ -473,8 +494,8 @@ public final class ProjectionWriter {
                 try txn.delete(tables.postings, dbKey)
             } else {
                 chunks.values[slot].value.optimize()
-                let bitmap = chunks.values[slot].value
-                try txn.put(tables.postings, dbKey, reserving: bitmap.serializedSize) { _ = bitmap.serialize(into: $0) }
+                let members = chunks.values[slot].value
+                try txn.put(tables.postings, dbKey, reserving: members.serializedSize) { _ = members.serialize(into: $0) }
             }
         }
         for slot in dirtyMemberships where memberships.values[slot].dirty {
@@ -529,10 +550,11 @@ extension ProjectionWriter {
     }
 
     /// The decoded posting chunks' memory, estimated from up to 1,024 of them
-    /// spread over the table (their serialized size plus a bitmap's overhead).
-    /// Charging each chunk a full 8 KiB container, as before, put a store with
-    /// one per-user topic per device (a million one-member chunks) at 9 GiB and
-    /// split its rebuild into rounds that look names up in LMDB again.
+    /// spread over the table (a table entry each, and a bitmap's serialized
+    /// size plus its overhead). Charging each chunk a full 8 KiB container, as
+    /// before, put a store with one per-user topic per device (a million
+    /// one-member chunks) at 9 GiB and split its rebuild into rounds that look
+    /// names up in LMDB again.
     private func chunkFootprint() -> Int {
         let n = chunks.count
         guard n > 0 else { return 0 }
@@ -540,11 +562,11 @@ extension ProjectionWriter {
         var sampled = 0, bytes = 0
         var i = 0
         while i < n {
-            bytes += chunks.values[i].value.serializedSize
+            bytes += chunks.values[i].value.heldBytes
             sampled += 1
             i += step
         }
-        return (bytes / sampled + 256) * n
+        return (bytes / sampled + 48) * n
     }
 
     /// Sizes the build's device_id and token indexes for about `devices`
@@ -583,33 +605,9 @@ extension ProjectionWriter {
         if !fresh {
             for t in build.droppedTopics { try txn.delete(tables.topics, Keys.pair(t.pid, t.topic)) }
         }
-        let topicSlots = dirtyTopics.filter { topics.values[$0].dirty }.sorted {
-            let a = topics.keys[$0], b = topics.keys[$1]
-            return (a.pid, a.topic) < (b.pid, b.topic)
-        }
-        for slot in topicSlots {
-            let k = topics.keys[slot]
-            try txn.put(tables.topics, Keys.pair(k.pid, k.topic), topics.values[slot].value.encoded(), flags: append)
-        }
-
-        let chunkSlots = dirtyChunks.filter { chunks.values[$0].dirty }.sorted {
-            let a = chunks.keys[$0], b = chunks.keys[$1]
-            return (a.pid, a.high, a.topic) < (b.pid, b.high, b.topic)
-        }
-        for slot in chunkSlots {
-            let k = chunks.keys[slot]
-            if chunks.values[slot].value.isEmpty {
-                if !fresh { try txn.delete(tables.postings, Keys.chunk(k.pid, k.topic, k.high)) }
-                continue
-            }
-            chunks.values[slot].value.optimize()
-            let bitmap = chunks.values[slot].value
-            try txn.put(tables.postings, Keys.chunk(k.pid, k.topic, k.high), reserving: bitmap.serializedSize, flags: append) {
-                _ = bitmap.serialize(into: $0)
-            }
-        }
-
-        // Devices, their topic lists: ordinal keys, usually created in order already.
+        // Keys and values go through reused buffers, appended through one
+        // cursor per table: allocating two arrays per entry for a million
+        // topics and chunks kept malloc consolidating between LMDB's page allocations.
         func pairKey(_ pid: UInt32, _ a: UInt32, _ body: (UnsafeRawBufferPointer) throws -> Void) rethrows {
             try key.withUnsafeMutableBytes { k in
                 k.storeBytes(of: pid.bigEndian, toByteOffset: 0, as: UInt32.self)
@@ -617,6 +615,51 @@ extension ProjectionWriter {
                 try body(UnsafeRawBufferPointer(rebasing: k[0..<8]))
             }
         }
+        let topicSlots = dirtyTopics.filter { topics.values[$0].dirty }.sorted {
+            let a = topics.keys[$0], b = topics.keys[$1]
+            return (a.pid, a.topic) < (b.pid, b.topic)
+        }
+        var record = ByteWriter(capacity: 256)
+        try txn.withCursor(tables.topics) { cursor in
+            for slot in topicSlots {
+                let k = topics.keys[slot]
+                record.reset()
+                topics.values[slot].value.encode(into: &record)
+                try pairKey(k.pid, k.topic) { kb in
+                    try record.bytes.withUnsafeBytes { vb in try cursor.put(kb, vb, flags: append) }
+                }
+            }
+        }
+
+        let chunkSlots = dirtyChunks.filter { chunks.values[$0].dirty }.sorted {
+            let a = chunks.keys[$0], b = chunks.keys[$1]
+            return (a.pid, a.high, a.topic) < (b.pid, b.high, b.topic)
+        }
+        var serialized = [UInt8](repeating: 0, count: 16 << 10)
+        try txn.withCursor(tables.postings) { cursor in
+            for slot in chunkSlots {
+                let k = chunks.keys[slot]
+                if chunks.values[slot].value.isEmpty {
+                    if !fresh { try txn.delete(tables.postings, Keys.chunk(k.pid, k.topic, k.high)) }
+                    continue
+                }
+                chunks.values[slot].value.optimize()
+                let size = chunks.values[slot].value.serializedSize
+                if serialized.count < size { serialized = [UInt8](repeating: 0, count: max(size, 2 * serialized.count)) }
+                try key.withUnsafeMutableBytes { kb in
+                    kb.storeBytes(of: k.pid.bigEndian, toByteOffset: 0, as: UInt32.self)
+                    kb.storeBytes(of: k.high.bigEndian, toByteOffset: 4, as: UInt16.self)
+                    kb.storeBytes(of: k.topic.bigEndian, toByteOffset: 6, as: UInt32.self)
+                    try serialized.withUnsafeMutableBytes { vb in
+                        let written = chunks.values[slot].value.serialize(into: vb)
+                        try cursor.put(UnsafeRawBufferPointer(rebasing: kb[0..<10]),
+                                       UnsafeRawBufferPointer(rebasing: vb[0..<written]), flags: append)
+                    }
+                }
+            }
+        }
+
+        // Devices, their topic lists: ordinal keys, usually created in order already.
         // Every membership slot of a build is indexed by ordinal: read in that order, they need no sort.
         let memberSlots = build.memberSlotsInKeyOrder().filter { memberships.values[$0].dirty }
         // One cursor per bulk table: appending through it stays on the last page.

@@ -135,6 +135,12 @@ public struct TopicRecord: Sendable, Hashable {
 
     func encoded() -> [UInt8] {
         var w = ByteWriter(capacity: 32 + code.utf8.count + title.utf8.count)
+        encode(into: &w)
+        return w.bytes
+    }
+
+    /// Appends the encoded record to `w`.
+    func encode(into w: inout ByteWriter) {
         w.u8(single ? 1 : 0)
         w.u32(subscribers)
         w.u64(createdSeq)
@@ -143,7 +149,6 @@ public struct TopicRecord: Sendable, Hashable {
         w.string(title)
         w.u32(UInt32(slices.count))
         for s in slices { w.u16(s) }
-        return w.bytes
     }
 
     init(code: String, title: String, single: Bool, subscribers: UInt32, createdSeq: UInt64, lastChangeSeq: UInt64) {

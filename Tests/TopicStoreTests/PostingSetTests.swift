@@ -1,0 +1,72 @@
+@testable import Projections
+import Roaring
+import Testing
+
+/// The writer's posting chunks: up to three members inline, a bitmap beyond.
+/// Whatever held a set, it must behave as a set and store the bytes CRoaring
+/// stores for it, or a rebuild and the live path would write different
+/// chunks for the same members.
+@Suite struct PostingSetTests {
+    /// Random inserts and removals in one slice, dense enough that sets of
+    /// 1–3 members are often runs (consecutive ordinals), checked after every
+    /// step against a Swift set and against CRoaring's bytes for that set.
+    @Test(arguments: [1, 2, 3, 4] as [UInt64])
+    func matchesASetAndCRoaringsBytes(seed: UInt64) {
+        var rng = SeededRandom(seed: seed)
+        for _ in 0..<300 {
+            let high = UInt32(rng.int(4) == 0 ? 0 : rng.int(65_536))
+            let span = UInt32([4, 8, 65_536][rng.int(3)])
+            var set = PostingSet()
+            var model = Set<UInt32>()
+            for _ in 0..<20 {
+                let ordinal = high << 16 | (UInt32(rng.int(Int(span))) + (span == 65_536 ? 0 : 65_528)) & 0xFFFF
+                let inserting = rng.int(3) != 0
+                let changed = inserting ? set.insert(ordinal) : set.remove(ordinal)
+                let expected = inserting ? model.insert(ordinal).inserted : model.remove(ordinal) != nil
+                #expect(changed == expected)
+                #expect(set.count == model.count)
+                #expect(set.isEmpty == model.isEmpty)
+                #expect(set.toArray() == model.sorted())
+                #expect(model.allSatisfy { set.contains($0) })
+                if !model.isEmpty {
+                    var reference = Bitmap(model.sorted())
+                    reference.optimize()
+                    var copy = set
+                    copy.optimize()
+                    #expect(copy.serializedSize == reference.serializedSize)
+                    #expect(copy.serialized() == reference.serialized(), "members \(model.sorted())")
+                }
+            }
+        }
+    }
+
+    /// The inline form is what a new chunk starts as, and what every one- to
+    /// three-member set (runs included) serializes like.
+    @Test func smallSetsStayInlineAndDecodeWithCRoaring() throws {
+        for members in [[7], [65_535], [3, 4], [1 << 16 | 9, 1 << 16 | 10, 1 << 16 | 11], [5, 900, 65_000]] as [[UInt32]] {
+            var set = PostingSet()
+            for m in members {
+                let inserted = set.insert(m)
+                #expect(inserted)
+            }
+            guard case .few = set.storage else { Issue.record("\(members) left the inline form"); continue }
+            let decoded = try Bitmap(deserializing: set.serialized())
+            #expect(decoded.toArray() == members)
+        }
+        var set = PostingSet()
+        for m in [1, 2, 3, 4] as [UInt32] { set.insert(m) }
+        guard case .bitmap = set.storage else { Issue.record("a fourth member stayed inline"); return }
+        #expect(set.toArray() == [1, 2, 3, 4])
+    }
+
+    /// A bitmap changed through the set is changed in place: a copy taken
+    /// before does not see the change (value semantics), and the set does.
+    @Test func bitmapsKeepValueSemantics() {
+        var set = PostingSet(Bitmap([1, 2, 3, 4, 5] as [UInt32]))
+        let before = set
+        let inserted = set.insert(6), removed = set.remove(1)
+        #expect(inserted && removed)
+        #expect(before.toArray() == [1, 2, 3, 4, 5])
+        #expect(set.toArray() == [2, 3, 4, 5, 6])
+    }
+}
