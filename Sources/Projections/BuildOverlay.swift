@@ -226,11 +226,6 @@ final class BuildState {
     private var members = OrdinalColumns<Int32>(empty: 0)
     /// The writer's topic cache slot (+ 1; 0: not held) of each topic, by id.
     private var topics = OrdinalColumns<Int32>(empty: 0)
-    /// The last chunk the writer changed of each topic, by id: its slice
-    /// (high 32 bits) and cache slot + 1 (low 32; 0: none). New devices all
-    /// land in the newest slice, so this finds the chunk by array index where
-    /// the chunk table's probe (over a million per-user chunks) missed the cache.
-    private var lastChunks = OrdinalColumns<UInt64>(empty: 0)
     /// Topics dropped since the last write (deleted from a non-empty target).
     var droppedTopics: [ProjectionWriter.TopicKey] = []
     var begun = false
@@ -265,7 +260,6 @@ final class BuildState {
         deviceBytes = 0
         members = OrdinalColumns(empty: 0)
         topics = OrdinalColumns(empty: 0)
-        lastChunks = OrdinalColumns(empty: 0)
         droppedTopics = []
         forgetRecentCodes()
     }
@@ -339,7 +333,7 @@ extension BuildState {
     /// Bytes held beyond the writer's caches, roughly.
     var footprint: Int {
         deviceIDs.footprint + topicCodes.footprint
-            + devices.slots * MemoryLayout<DeviceRecord??>.stride + deviceBytes + (members.slots + topics.slots) * 4 + lastChunks.slots * 8
+            + devices.slots * MemoryLayout<DeviceRecord??>.stride + deviceBytes + (members.slots + topics.slots) * 4
     }
 
     /// The writer's membership slot of device `ordinal`, when the build holds one.
@@ -375,18 +369,6 @@ extension BuildState {
         topics.set(pid, tid, Int32(slot + 1))
     }
 
-    /// The writer's chunk slot of topic `tid` in slice `high`, when it is the
-    /// topic's last chunk changed.
-    @inline(__always)
-    func lastChunkSlot(_ pid: UInt32, _ tid: UInt32, high: UInt16) -> Int? {
-        guard let e = lastChunks.value(pid, tid), e != 0, e >> 32 == UInt64(high) else { return nil }
-        return Int(truncatingIfNeeded: e & 0xFFFF_FFFF) - 1
-    }
-
-    func setLastChunkSlot(_ pid: UInt32, _ tid: UInt32, high: UInt16, _ slot: Int) {
-        precondition(slot < Int(UInt32.max), "chunk slots exhausted")
-        lastChunks.set(pid, tid, UInt64(high) << 32 | UInt64(slot + 1))
-    }
 }
 
 /// Values by project and a dense id (a device ordinal, a topic id): a value is

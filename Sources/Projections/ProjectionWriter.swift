@@ -35,13 +35,12 @@ public final class ProjectionWriter {
 
     private var projects: [String: Cached<ProjectRecord>] = [:]
     private var topics = SlotTable<TopicKey, Cached<TopicRecord>>()
-    private var chunks = SlotTable<ChunkKey, Cached<PostingSet>>()
+    private var postings: PostingCache
     private var memberships = SlotTable<DeviceKey, Cached<[UInt32]>>()
     private var topicCodes: [CodeKey: UInt32] = [:]
     /// Slots changed since the last flush, so a flush touches only them (the
     /// caches themselves may hold hundreds of thousands of clean entries).
     private var dirtyTopics: [Int] = []
-    private var dirtyChunks: [Int] = []
     private var dirtyMemberships: [Int] = []
     private var nextProjectID: UInt32?
     public private(set) var appliedSequence: UInt64
@@ -51,6 +50,8 @@ public final class ProjectionWriter {
         self.appliedSequence = 0
         self.build = nil
         self.tokens = TokenHolders(recordsChanges: true)
+        self.postings = PostingCache(tracksLastChunks: false)
+        self.postingWorker = nil
     }
 
     /// Which device holds each token (see `TokenHolders`).
@@ -70,7 +71,13 @@ public final class ProjectionWriter {
         self.appliedSequence = 0
         self.build = BuildState(targetIsEmpty: targetIsEmpty, memoryBudget: memoryBudget)
         self.tokens = TokenHolders(recordsChanges: false)
+        self.postings = PostingCache(tracksLastChunks: true)
+        self.postingWorker = targetIsEmpty ? PostingWorker() : nil
     }
+
+    /// A build into an empty target changes its bitmaps on a second core (see
+    /// `PostingWorker`); nil otherwise, and once the build has been written.
+    private var postingWorker: PostingWorker?
 
     /// Starts a batch on top of what `txn` holds, forgetting anything cached
     /// before: another transaction (or process) may have changed the tables since.
@@ -115,8 +122,8 @@ public final class ProjectionWriter {
 
     private func clearCaches() {
         projects = [:]
-        topics.removeAll(); chunks.removeAll(); memberships.removeAll()
-        dirtyTopics = []; dirtyChunks = []; dirtyMemberships = []
+        topics.removeAll(); postings.removeAll(); memberships.removeAll()
+        dirtyTopics = []; dirtyMemberships = []
         topicCodes = [:]
         nextProjectID = nil
     }
@@ -423,41 +430,24 @@ public final class ProjectionWriter {
     }
 
     /// Sets or clears one device's bit in a topic's (or built-in set's) bitmap.
-    @discardableResult
-    func setBit(_ pid: UInt32, _ tid: UInt32, _ ordinal: UInt32, _ on: Bool, _ txn: borrowing Transaction) throws -> Bool {
-        let key = ChunkKey(pid: pid, topic: tid, high: PostingChunk.high(ordinal))
-        let slot: Int
-        if let s = build?.lastChunkSlot(pid, tid, high: key.high) {
-            slot = s
-        } else {
-            if let s = chunks.slot(of: key) {
-                slot = s
-            } else if build?.targetIsEmpty != true, let v = try txn.get(tables.postings, Keys.chunk(pid, tid, key.high)) {
-                slot = chunks.insert(key, Cached(value: PostingSet(try PostingChunk.decode(v, pid: pid, topic: tid, high: key.high)), dirty: false))
-            } else {
-                slot = chunks.insert(key, Cached(value: PostingSet(), dirty: false))
-            }
-            build?.setLastChunkSlot(pid, tid, high: key.high, slot)
-        }
-        // Mutated in place in the table's array, so the bitmap stays uniquely referenced.
-        let changed = on ? chunks.values[slot].value.insert(ordinal) : chunks.values[slot].value.remove(ordinal)
-        guard changed else { return false }
-        if !chunks.values[slot].dirty {
-            chunks.values[slot].dirty = true
-            dirtyChunks.append(slot)
+    func setBit(_ pid: UInt32, _ tid: UInt32, _ ordinal: UInt32, _ on: Bool, _ txn: borrowing Transaction) throws {
+        if let postingWorker { return postingWorker.set(pid, tid, ordinal, on) }
+        let stored = build?.targetIsEmpty != true
+        let (_, slice) = try postings.set(pid, tid, ordinal, on) { key in
+            guard stored, let v = try txn.get(tables.postings, Keys.chunk(pid, tid, key.high)) else { return nil }
+            return PostingSet(try PostingChunk.decode(v, pid: pid, topic: tid, high: key.high))
         }
         // A slice that appears or empties changes the topic's slice list.
-        if tid >= ProjectionTables.firstTopicID, on ? chunks.values[slot].value.count == 1 : chunks.values[slot].value.isEmpty {
-            guard let topic = try topicSlot(pid, tid, txn) else {
-                throw ProjectionCorruption(place: "topics/\(pid)/\(tid)", reason: "postings of a missing topic")
-            }
-            modifyTopic(at: topic) { t in
-                let (found, at) = DeviceTopics.search16(t.slices, key.high)
-                if on && !found { t.slices.insert(key.high, at: at) }
-                if !on && found { t.slices.remove(at: at) }
-            }
+        guard let slice, tid >= ProjectionTables.firstTopicID else { return }
+        guard let topic = try topicSlot(pid, tid, txn) else {
+            throw ProjectionCorruption(place: "topics/\(pid)/\(tid)", reason: "postings of a missing topic")
         }
-        return true
+        let high = PostingChunk.high(ordinal)
+        modifyTopic(at: topic) { t in
+            let (found, at) = DeviceTopics.search16(t.slices, high)
+            if slice == .appeared && !found { t.slices.insert(high, at: at) }
+            if slice == .emptied && found { t.slices.remove(at: at) }
+        }
     }
 
     // MARK: Sequence
@@ -486,15 +476,15 @@ public final class ProjectionWriter {
             try txn.put(tables.topics, Keys.pair(key.pid, key.topic), topics.values[slot].value.encoded())
             topics.values[slot].dirty = false
         }
-        for slot in dirtyChunks where chunks.values[slot].dirty {
-            let key = chunks.keys[slot]
+        for slot in postings.dirty where postings.chunks.values[slot].dirty {
+            let key = postings.chunks.keys[slot]
             let dbKey = Keys.chunk(key.pid, key.topic, key.high)
-            chunks.values[slot].dirty = false
-            if chunks.values[slot].value.isEmpty {
+            postings.chunks.values[slot].dirty = false
+            if postings.chunks.values[slot].value.isEmpty {
                 try txn.delete(tables.postings, dbKey)
             } else {
-                chunks.values[slot].value.optimize()
-                let members = chunks.values[slot].value
+                postings.chunks.values[slot].value.optimize()
+                let members = postings.chunks.values[slot].value
                 try txn.put(tables.postings, dbKey, reserving: members.serializedSize) { _ = members.serialize(into: $0) }
             }
         }
@@ -510,14 +500,14 @@ public final class ProjectionWriter {
             }
         }
         dirtyTopics.removeAll(keepingCapacity: true)
-        dirtyChunks.removeAll(keepingCapacity: true)
+        postings.dirty.removeAll(keepingCapacity: true)
         dirtyMemberships.removeAll(keepingCapacity: true)
         var w = ByteWriter(capacity: 8); w.u64(appliedSequence)
         try txn.put(tables.meta, ProjectionTables.appliedSeqKey, w.bytes)
         try tokens.stamp(tables, txn)
         // Bound the caches for long replays: everything is written, so start afresh.
-        if chunks.count > 50_000 || memberships.count > 200_000 || topics.count > 200_000 || topicCodes.count > 200_000 {
-            topics.removeAll(); chunks.removeAll(); memberships.removeAll(); topicCodes = [:]
+        if postings.count > 50_000 || memberships.count > 200_000 || topics.count > 200_000 || topicCodes.count > 200_000 {
+            topics.removeAll(); postings.removeAll(); memberships.removeAll(); topicCodes = [:]
         }
     }
 }
@@ -545,28 +535,30 @@ extension ProjectionWriter {
     private func buildFootprint(_ build: BuildState) -> Int {
         var bytes = build.footprint + tokens.footprint
         bytes += memberships.count * 96 + topics.count * 256 + topicCodes.count * 64
-        bytes += chunkFootprint()
-        return bytes
+        if let postingWorker {
+            postingWorker.drain()
+            bytes += postingWorker.footprint
+        }
+        return bytes + postings.footprint
     }
 
-    /// The decoded posting chunks' memory, estimated from up to 1,024 of them
-    /// spread over the table (a table entry each, and a bitmap's serialized
-    /// size plus its overhead). Charging each chunk a full 8 KiB container, as
-    /// before, put a store with one per-user topic per device (a million
-    /// one-member chunks) at 9 GiB and split its rebuild into rounds that look
-    /// names up in LMDB again.
-    private func chunkFootprint() -> Int {
-        let n = chunks.count
-        guard n > 0 else { return 0 }
-        let step = max(1, n / 1024)
-        var sampled = 0, bytes = 0
-        var i = 0
-        while i < n {
-            bytes += chunks.values[i].value.heldBytes
-            sampled += 1
-            i += step
+    /// Takes over what the posting worker built: its chunks, and its slice
+    /// lists written into the topics (not into dropped ones, which must stay
+    /// unwritten). The build goes on without the worker.
+    private func adoptPostingWorker(_ build: BuildState) throws {
+        guard let worker = postingWorker else { return }
+        worker.drain()
+        postingWorker = nil
+        swap(&postings, &worker.postings)
+        let dropped = Set(build.droppedTopics.map { UInt64($0.pid) << 32 | UInt64($0.topic) })
+        try worker.forEachChangedTopic { key, slices in
+            guard !dropped.contains(UInt64(key.pid) << 32 | UInt64(key.topic)) else { return }
+            guard let slot = build.topicSlot(key.pid, key.topic) else {
+                throw ProjectionCorruption(place: "topics/\(key.pid)/\(key.topic)", reason: "postings of a missing topic")
+            }
+            modifyTopic(at: slot) { $0.slices = slices }
         }
-        return (bytes / sampled + 48) * n
+        worker.forgetChangedTopics()
     }
 
     /// Sizes the build's device_id and token indexes for about `devices`
@@ -586,6 +578,7 @@ extension ProjectionWriter {
         let fresh = build.targetIsEmpty
         let append: Transaction.PutFlags = fresh ? .append : []
         settleCurrentProject(build)
+        try adoptPostingWorker(build)
         // Meanwhile, on the other core: the names sorted, the devices encoded.
         let names = [build.deviceIDs, build.topicCodes]
         let sorted = Background { names.map { $0.sortedSlots() } }
@@ -631,27 +624,27 @@ extension ProjectionWriter {
             }
         }
 
-        let chunkSlots = dirtyChunks.filter { chunks.values[$0].dirty }.sorted {
-            let a = chunks.keys[$0], b = chunks.keys[$1]
+        let chunkSlots = postings.dirty.filter { postings.chunks.values[$0].dirty }.sorted {
+            let a = postings.chunks.keys[$0], b = postings.chunks.keys[$1]
             return (a.pid, a.high, a.topic) < (b.pid, b.high, b.topic)
         }
         var serialized = [UInt8](repeating: 0, count: 16 << 10)
         try txn.withCursor(tables.postings) { cursor in
             for slot in chunkSlots {
-                let k = chunks.keys[slot]
-                if chunks.values[slot].value.isEmpty {
+                let k = postings.chunks.keys[slot]
+                if postings.chunks.values[slot].value.isEmpty {
                     if !fresh { try txn.delete(tables.postings, Keys.chunk(k.pid, k.topic, k.high)) }
                     continue
                 }
-                chunks.values[slot].value.optimize()
-                let size = chunks.values[slot].value.serializedSize
+                postings.chunks.values[slot].value.optimize()
+                let size = postings.chunks.values[slot].value.serializedSize
                 if serialized.count < size { serialized = [UInt8](repeating: 0, count: max(size, 2 * serialized.count)) }
                 try key.withUnsafeMutableBytes { kb in
                     kb.storeBytes(of: k.pid.bigEndian, toByteOffset: 0, as: UInt32.self)
                     kb.storeBytes(of: k.high.bigEndian, toByteOffset: 4, as: UInt16.self)
                     kb.storeBytes(of: k.topic.bigEndian, toByteOffset: 6, as: UInt32.self)
                     try serialized.withUnsafeMutableBytes { vb in
-                        let written = chunks.values[slot].value.serialize(into: vb)
+                        let written = postings.chunks.values[slot].value.serialize(into: vb)
                         try cursor.put(UnsafeRawBufferPointer(rebasing: kb[0..<10]),
                                        UnsafeRawBufferPointer(rebasing: vb[0..<written]), flags: append)
                     }
@@ -719,8 +712,8 @@ extension ProjectionWriter {
         guard let build else { return }
         // Millions of small arrays and strings take a while to free: the
         // other core does it (the last references go with `held`).
-        let held = Garbage([memberships, chunks, topics, build.devices.columns, build.deviceIDs])
-        memberships = SlotTable(); chunks = SlotTable(); topics = SlotTable()
+        let held = Garbage([memberships, postings, topics, build.devices.columns, build.deviceIDs])
+        memberships = SlotTable(); postings = PostingCache(tracksLastChunks: true); topics = SlotTable()
         clearCaches()
         build.removeAll()
         build.currentProject = nil

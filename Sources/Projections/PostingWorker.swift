@@ -1,0 +1,97 @@
+import Dispatch
+
+/// A build's posting changes, applied on a second core while the fold goes on.
+///
+/// In a rebuild into an empty target, the fold's decisions (which device,
+/// which topic, whether a subscription is new) need only device and topic
+/// state; the bitmaps it then changes are written, never read, until the
+/// build is written out. So the fold hands each bit change to this worker in
+/// order, and the worker owns the posting chunks and the topics' slice lists
+/// until `drain()`, after which the writer reads them as if it had made the
+/// changes itself. Nothing is looked up in LMDB here: a target that is not
+/// empty (a later round, a snapshot continued) takes the direct path.
+final class PostingWorker: @unchecked Sendable {
+    struct Change {
+        var pid: UInt32
+        var tid: UInt32
+        var ordinal: UInt32
+        var on: Bool
+    }
+
+    private let queue = DispatchQueue(label: "topicstore-postings")
+    /// Changes not yet handed over (the folding thread's only state here).
+    private var pending: [Change] = []
+    private static let batch = 16_384
+
+    // Owned by the queue between drains.
+    private var cache = PostingCache(tracksLastChunks: true)
+    /// Slice lists of the topics whose chunks appeared or emptied, by topic id
+    /// (nil: unchanged), and those topics in the order they first changed.
+    private var slices = OrdinalColumns<[UInt16]?>(empty: nil)
+    private var changedTopics: [ProjectionWriter.TopicKey] = []
+
+    init() { pending.reserveCapacity(Self.batch) }
+
+    /// Queues one bit change (of a topic, or a built-in set).
+    @inline(__always)
+    func set(_ pid: UInt32, _ tid: UInt32, _ ordinal: UInt32, _ on: Bool) {
+        pending.append(Change(pid: pid, tid: tid, ordinal: ordinal, on: on))
+        if pending.count == Self.batch { handOver() }
+    }
+
+    private func handOver() {
+        let changes = pending
+        pending = []
+        pending.reserveCapacity(Self.batch)
+        queue.async { [self] in apply(changes) }
+    }
+
+    private func apply(_ changes: [Change]) {
+        for c in changes {
+            let (_, slice) = cache.set(c.pid, c.tid, c.ordinal, c.on) { _ in nil }
+            guard let slice, c.tid >= ProjectionTables.firstTopicID else { continue }
+            let high = PostingChunk.high(c.ordinal)
+            var list: [UInt16]
+            if let held = slices.value(c.pid, c.tid), let held {
+                list = held
+                slices.set(c.pid, c.tid, nil)  // let go of it, so the change below does not copy
+            } else {
+                list = []
+                changedTopics.append(ProjectionWriter.TopicKey(pid: c.pid, topic: c.tid))
+            }
+            let (found, at) = DeviceTopics.search16(list, high)
+            if slice == .appeared && !found { list.insert(high, at: at) }
+            if slice == .emptied && found { list.remove(at: at) }
+            slices.set(c.pid, c.tid, list)
+        }
+    }
+
+    /// Waits until every queued change is applied. After it, and until the
+    /// next `set`, the caller may read and change what the worker holds.
+    func drain() {
+        if !pending.isEmpty { handOver() }
+        queue.sync {}
+    }
+
+    /// The chunks (call after `drain()`).
+    var postings: PostingCache {
+        get { cache }
+        _modify { yield &cache }
+    }
+
+    /// Each topic whose slice list changed, with the list (call after `drain()`).
+    func forEachChangedTopic(_ body: (ProjectionWriter.TopicKey, [UInt16]) throws -> Void) rethrows {
+        for key in changedTopics {
+            try body(key, (slices.value(key.pid, key.topic) ?? nil) ?? [])
+        }
+    }
+
+    /// The changed slice lists were written into the topics: forget them (call after `drain()`).
+    func forgetChangedTopics() {
+        slices = OrdinalColumns(empty: nil)
+        changedTopics = []
+    }
+
+    /// Bytes held, roughly (call after `drain()`).
+    var footprint: Int { cache.footprint + slices.slots * 8 + changedTopics.count * 40 }
+}
