@@ -1,3 +1,4 @@
+import CIntrinsics
 import Dispatch
 import Glibc
 import LMDB
@@ -48,7 +49,21 @@ final class NameIndex: @unchecked Sendable {
 
     @inline(__always)
     static func hash(_ pid: UInt32, _ name: UnsafeRawBufferPointer) -> UInt64 {
-        var h = UInt64(pid) &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(name.count)
+        hash(pid, nameHash: nameHash(name))
+    }
+
+    /// The hash of `name` in project `pid`, from `nameHash(_:)`.
+    @inline(__always)
+    static func hash(_ pid: UInt32, nameHash: UInt64) -> UInt64 {
+        let h = (nameHash ^ UInt64(pid) &* 0x9E37_79B9_7F4A_7C15) &* 0x94D0_49BB_1331_11EB
+        return h ^ h >> 31
+    }
+
+    /// The project-independent part of a name's hash: what a thread that
+    /// does not know project ids can compute ahead of the fold.
+    @inline(__always)
+    static func nameHash(_ name: UnsafeRawBufferPointer) -> UInt64 {
+        var h = UInt64(name.count) &* 0xD6E8_FEB8_6659_FD93
         var i = 0
         while i + 8 <= name.count {
             h = (h ^ name.loadUnaligned(fromByteOffset: i, as: UInt64.self)) &* 0xBF58_476D_1CE4_E5B9
@@ -64,8 +79,20 @@ final class NameIndex: @unchecked Sendable {
             }
             tail = UInt64(littleEndian: tail)
         }
-        h = (h ^ tail) &* 0x94D0_49BB_1331_11EB
-        return h ^ h >> 31
+        return (h ^ tail) &* 0xBF58_476D_1CE4_E5B9
+    }
+
+    static func nameHash(_ name: String) -> UInt64 {
+        var name = name
+        return name.withUTF8 { nameHash(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Starts loading the slot where a lookup of the name with `nameHash`
+    /// in project `pid` begins, so that lookup does not wait for memory.
+    @inline(__always)
+    func prefetch(_ pid: UInt32, nameHash: UInt64) {
+        let b = Self.home(Self.hash(pid, nameHash: nameHash), slots.count)
+        slots.withUnsafeBufferPointer { topicstore_prefetch($0.baseAddress! + b) }
     }
 
     /// The slot holding `name`, or the empty slot where it would go.

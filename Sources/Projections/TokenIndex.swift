@@ -1,3 +1,5 @@
+import CIntrinsics
+
 /// Which device holds a push token: the writer's token → ordinal index, kept
 /// in memory instead of in an LMDB table.
 ///
@@ -42,6 +44,15 @@ struct TokenIndex {
     static func hash(_ pid: UInt32, _ token: String) -> UInt64 {
         var token = token
         return token.withUTF8 { hash(pid, UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Starts loading the slot where the lookup of a token begins (`nameHash`
+    /// is `NameIndex.nameHash` of the token), so that lookup does not wait for memory.
+    @inline(__always)
+    func prefetch(pid: UInt32, nameHash: UInt64) {
+        let h = NameIndex.hash(pid, nameHash: nameHash)
+        let i = home(h == 0 ? 1 : h)
+        entries.withUnsafeBufferPointer { topicstore_prefetch($0.baseAddress! + i) }
     }
 
     /// Calls `body` with each ordinal filed under (`pid`, `hash`) until it returns true.

@@ -33,7 +33,7 @@ final class ChunkPipeline: @unchecked Sendable {
                     if isCancelled { break }
                     var chunk = try reader.read(from: next, through: through, keepRaw: keepRaw && folding, verifier: &verifier)
                     if chunk.lastRead == 0 { break }
-                    if !folding { chunk.records = []; chunk.raw = []; chunk.ends = [] }
+                    if !folding { chunk.records = []; chunk.raw = []; chunk.ends = []; chunk.hints = []; chunk.hintEnds = [] }
                     let stopped = chunk.stop != nil
                     put(chunk)
                     if stopped { folding = false; if stopAtFault { break } }

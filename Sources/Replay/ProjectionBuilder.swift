@@ -135,6 +135,9 @@ final class ProjectionBuilder {
         }
     }
 
+    /// How many events ahead the fold prefetches (see `ProjectionWriter.prefetch`).
+    static let prefetchDistance = 8
+
     /// Build mode: the log records (when written) in their own transaction,
     /// then the fold in memory, over a read transaction for what the target
     /// held before; a round is written when the build outgrows its budget.
@@ -147,9 +150,18 @@ final class ProjectionBuilder {
         try environment.read { txn in
             try writer.begin(txn)
             for chunk in chunks {
+                let hinted = chunk.hintEnds.count == chunk.records.count
                 // Borrowed from the chunk, not copied: a copy retains every string of the record.
                 try chunk.records.withUnsafeBufferPointer { records in
-                    for i in records.indices { try Fold.apply(records[i], to: writer, txn) }
+                    try chunk.hints.withUnsafeBufferPointer { hints in
+                        for i in records.indices {
+                            // The slots a few events ahead will probe start loading now.
+                            if hinted, i + Self.prefetchDistance < records.count {
+                                writer.prefetch(chunk.hints(i + Self.prefetchDistance, in: hints))
+                            }
+                            try Fold.apply(records[i], to: writer, txn)
+                        }
+                    }
                 }
             }
         }

@@ -1,4 +1,5 @@
 import LMDB
+import Projections
 import SubscriptionLog
 import TopicStore
 
@@ -10,6 +11,15 @@ struct RecordChunk: Sendable {
     var raw: [UInt8] = []
     /// End offset in `raw` of each record.
     var ends: [Int] = []
+    /// Each record's `FoldHints` back to back, and where each record's end:
+    /// hashed here, on the reading thread, for the fold to prefetch with.
+    var hints: [UInt64] = []
+    var hintEnds: [Int] = []
+
+    /// The hints of record `i`.
+    func hints(_ i: Int, in all: UnsafeBufferPointer<UInt64>) -> UnsafeBufferPointer<UInt64> {
+        UnsafeBufferPointer(rebasing: all[(i == 0 ? 0 : hintEnds[i - 1])..<hintEnds[i]])
+    }
     /// Why the records stop short of what was read: a missing or undecodable
     /// record, before which a fold must stop.
     var stop: LogIssue?
@@ -108,6 +118,8 @@ struct LogReader {
                      verifier: inout LogVerifier, _ txn: borrowing Transaction) throws -> RecordChunk {
         var chunk = RecordChunk()
         chunk.records.reserveCapacity(min(limit, Int(clamping: through &- from &+ 1)))
+        chunk.hintEnds.reserveCapacity(chunk.records.capacity)
+        chunk.hints.reserveCapacity(chunk.records.capacity * 4)
         if keepRaw { chunk.ends.reserveCapacity(chunk.records.capacity) }
         var expected = from
         try log.forEachEncoded(from: from, through: through, txn) { seq, bytes in
@@ -122,6 +134,8 @@ struct LogReader {
                         let record = try RecordCodec.decode(bytes, key: seq)
                         if verifier.verifies { verifier.checkTime(record) }
                         chunk.records.append(record)
+                        ProjectionWriter.FoldHints.append(record.event.body, to: &chunk.hints)
+                        chunk.hintEnds.append(chunk.hints.count)
                         if keepRaw {
                             chunk.raw.append(contentsOf: bytes)
                             chunk.ends.append(chunk.raw.count)

@@ -1,6 +1,13 @@
-/// CRC-32C (Castagnoli), the checksum of every log record.
-/// Slicing-by-8 table implementation; the tables are built once.
+import CIntrinsics
+
+/// CRC-32C (Castagnoli), the checksum of every log record: with SSE4.2's
+/// crc32 instruction where the CPU has it, else slicing-by-8 tables (built
+/// once). The tables ran at about 1 GB/s: in a rebuild of a million devices
+/// they were half of the time spent decoding the log.
 public enum CRC32C {
+    /// Whether the SSE4.2 instruction is used (checked once).
+    public static let usesHardware = topicstore_crc32c_hardware_available() != 0
+
     private static let tables: [[UInt32]] = {
         var tables = [[UInt32]](repeating: [UInt32](repeating: 0, count: 256), count: 8)
         for i in 0..<256 {
@@ -19,6 +26,12 @@ public enum CRC32C {
     private static let flat: [UInt32] = tables.flatMap { $0 }
 
     public static func checksum(_ bytes: UnsafeRawBufferPointer, seed: UInt32 = 0) -> UInt32 {
+        guard usesHardware, let base = bytes.baseAddress else { return tableChecksum(bytes, seed: seed) }
+        return ~topicstore_crc32c_hardware(~seed, base, bytes.count)
+    }
+
+    /// The table implementation (every CPU; the reference the tests compare the instruction with).
+    public static func tableChecksum(_ bytes: UnsafeRawBufferPointer, seed: UInt32 = 0) -> UInt32 {
         var crc = ~seed
         flat.withUnsafeBufferPointer { t in
             var i = 0

@@ -42,5 +42,28 @@ import Testing
     @Test func crc32cMatchesTheStandardCheckValue() {
         #expect(CRC32C.checksum(Array("123456789".utf8)) == 0xE306_9283)
         #expect(CRC32C.checksum([]) == 0)
+        #expect(Array("123456789".utf8).withUnsafeBytes { CRC32C.tableChecksum($0) } == 0xE306_9283)
+    }
+
+    /// The instruction (where the CPU has it) and the tables agree on every
+    /// length around the 8-byte steps, at every alignment, with seeds.
+    @Test func crc32cInstructionMatchesTheTables() {
+        #if arch(x86_64)
+        #expect(CRC32C.usesHardware, "an x86-64 CPU without SSE4.2: the comparison below checks nothing")
+        #endif
+        var rng = SeededRandom(seed: 32)
+        let buffer = (0..<400).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+        buffer.withUnsafeBytes { all in
+            for length in 0..<80 {
+                for offset in 0..<9 {
+                    let bytes = UnsafeRawBufferPointer(rebasing: all[offset..<offset + length])
+                    let seed = length % 3 == 0 ? 0 : UInt32(truncatingIfNeeded: rng.next())
+                    #expect(CRC32C.checksum(bytes, seed: seed) == CRC32C.tableChecksum(bytes, seed: seed),
+                            "length \(length) at offset \(offset)")
+                }
+            }
+            let whole = UnsafeRawBufferPointer(rebasing: all[3..<400])
+            #expect(CRC32C.checksum(whole) == CRC32C.tableChecksum(whole))
+        }
     }
 }

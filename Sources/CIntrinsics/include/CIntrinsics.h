@@ -1,0 +1,22 @@
+#ifndef TOPICSTORE_CINTRINSICS_H
+#define TOPICSTORE_CINTRINSICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/// Asks the CPU to bring the cache line at `address` in for a read soon.
+/// Swift has no prefetch of its own; a rebuild issues these a few records
+/// ahead for the hash-table slots the fold is about to probe.
+static inline void topicstore_prefetch(const void *address) {
+    __builtin_prefetch(address, 0, 3);
+}
+
+/// Whether this CPU has the SSE4.2 CRC32 instruction (x86-64; 0 elsewhere).
+int topicstore_crc32c_hardware_available(void);
+
+/// Continues a CRC-32C over `count` bytes with the SSE4.2 instruction. `crc`
+/// is the running register (the inverted seed at the start); the caller
+/// inverts the result. Only call it when `topicstore_crc32c_hardware_available()`.
+uint32_t topicstore_crc32c_hardware(uint32_t crc, const void *bytes, size_t count);
+
+#endif
