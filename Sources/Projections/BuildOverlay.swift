@@ -350,11 +350,26 @@ extension BuildState {
 
     func put(_ device: DeviceRecord?, _ pid: UInt32, _ ordinal: UInt32) {
         let added = (device?.deviceID.utf8.count ?? 0) + (device?.token?.utf8.count ?? 0)
-        if case let .some(.some(old)) = devices.set(pid, ordinal, .some(device)) {
-            deviceBytes += max(0, added - old.deviceID.utf8.count - (old.token?.utf8.count ?? 0))
+        // The old record's size read where it is: a copy of it (to return it) retained its strings.
+        let held = devices.withValue(pid, ordinal) { (old: borrowing DeviceRecord??) -> Int? in
+            switch old {
+            case .some(.some(let d)): return d.deviceID.utf8.count + (d.token?.utf8.count ?? 0)
+            default: return nil
+            }
+        } ?? nil
+        devices.update(pid, ordinal, .some(device))
+        if let held {
+            deviceBytes += max(0, added - held)
         } else {
             deviceBytes += added + 2 * 32
         }
+    }
+
+    /// Makes room for about `devices` devices in the first project's columns,
+    /// so they do not grow by copying (a hint; they grow beyond it).
+    func reserve(devices count: Int) {
+        devices.reserveFirstColumn(count)
+        members.reserveFirstColumn(count)
     }
 
     /// Bytes held beyond the writer's caches, roughly.
@@ -437,13 +452,41 @@ struct OrdinalColumns<Element> {
         return columns[c].withUnsafeBufferPointer { body($0[Int(ordinal)]) }
     }
 
+    /// Capacity the next new column starts with (then back to none).
+    private var reservation = 0
+
+    /// Gives the first column created after this `count` values of capacity.
+    mutating func reserveFirstColumn(_ count: Int) {
+        if columns.isEmpty { reservation = count }
+    }
+
     /// Sets the value at `ordinal`; returns what was there (`empty` when new).
     @discardableResult
     mutating func set(_ pid: UInt32, _ ordinal: UInt32, _ value: Element) -> Element {
+        let (c, i) = place(pid, ordinal)
+        let old = columns[c][i]
+        columns[c][i] = value
+        return old
+    }
+
+    /// Sets the value at `ordinal`, dropping what was there without copying it out.
+    @inline(__always)
+    mutating func update(_ pid: UInt32, _ ordinal: UInt32, _ value: Element) {
+        let (c, i) = place(pid, ordinal)
+        columns[c][i] = value
+    }
+
+    /// The column and index of `ordinal`, the column created or extended as needed.
+    @inline(__always)
+    private mutating func place(_ pid: UInt32, _ ordinal: UInt32) -> (column: Int, index: Int) {
         let c: Int
         if let found = column(pid) { c = found } else {
             c = columns.count
             columns.append([])
+            if reservation > 0 {
+                columns[c].reserveCapacity(reservation)
+                reservation = 0
+            }
             projects.append(pid)
             columnOfProject[pid] = c
         }
@@ -456,9 +499,7 @@ struct OrdinalColumns<Element> {
                 columns[c].append(contentsOf: repeatElement(empty, count: i + 1 - columns[c].count))
             }
         }
-        let old = columns[c][i]
-        columns[c][i] = value
-        return old
+        return (c, i)
     }
 
     /// Every value, projects in ascending id order, ordinals ascending.

@@ -610,6 +610,7 @@ extension ProjectionWriter {
     public func reserveBuild(devices: Int) {
         guard let build else { return }
         build.deviceIDs.reserve(devices)
+        build.reserve(devices: devices)
         tokens.reserve(devices)
     }
 
