@@ -18,7 +18,16 @@ struct PostingCache {
     }
 
     /// How a change altered its chunk's place in the topic's slice list.
-    enum SliceChange { case appeared, emptied }
+    enum SliceChange {
+        case appeared, emptied
+
+        /// Applies the change of the chunk of slice `high` to a topic's ascending slice list.
+        func apply(_ high: UInt16, to slices: inout [UInt16]) {
+            let (found, at) = DeviceTopics.search16(slices, high)
+            if self == .appeared && !found { slices.insert(high, at: at) }
+            if self == .emptied && found { slices.remove(at: at) }
+        }
+    }
 
     /// Sets or clears `ordinal` in topic `tid`'s chunk, taking the chunk from
     /// `load` when the cache does not hold it (nil: none is stored). Returns

@@ -50,19 +50,16 @@ final class PostingWorker: @unchecked Sendable {
         for c in changes {
             let (_, slice) = cache.set(c.pid, c.tid, c.ordinal, c.on) { _ in nil }
             guard let slice, c.tid >= ProjectionTables.firstTopicID else { continue }
-            let high = PostingChunk.high(c.ordinal)
             var list: [UInt16]
             if let held = slices.value(c.pid, c.tid), let held {
                 list = held
-                slices.set(c.pid, c.tid, nil)  // let go of it, so the change below does not copy
+                slices.update(c.pid, c.tid, nil)  // let go of it, so the change below does not copy
             } else {
                 list = []
                 changedTopics.append(ProjectionWriter.TopicKey(pid: c.pid, topic: c.tid))
             }
-            let (found, at) = DeviceTopics.search16(list, high)
-            if slice == .appeared && !found { list.insert(high, at: at) }
-            if slice == .emptied && found { list.remove(at: at) }
-            slices.set(c.pid, c.tid, list)
+            slice.apply(PostingChunk.high(c.ordinal), to: &list)
+            slices.update(c.pid, c.tid, list)
         }
     }
 

@@ -442,12 +442,7 @@ public final class ProjectionWriter {
         guard let topic = try topicSlot(pid, tid, txn) else {
             throw ProjectionCorruption(place: "topics/\(pid)/\(tid)", reason: "postings of a missing topic")
         }
-        let high = PostingChunk.high(ordinal)
-        modifyTopic(at: topic) { t in
-            let (found, at) = DeviceTopics.search16(t.slices, high)
-            if slice == .appeared && !found { t.slices.insert(high, at: at) }
-            if slice == .emptied && found { t.slices.remove(at: at) }
-        }
+        modifyTopic(at: topic) { slice.apply(PostingChunk.high(ordinal), to: &$0.slices) }
     }
 
     // MARK: Prefetch (build mode)
