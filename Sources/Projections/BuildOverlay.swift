@@ -394,6 +394,15 @@ extension BuildState {
         return slots
     }
 
+    /// The topic slots held, in key order (pid, topic id): the order `topics`
+    /// is written in, without a sort.
+    func topicSlotsInKeyOrder() -> [Int] {
+        var slots: [Int] = []
+        slots.reserveCapacity(topics.slots)
+        topics.forEachInKeyOrder { s in if s != 0 { slots.append(Int(s) - 1) } }
+        return slots
+    }
+
     func setMemberSlot(_ pid: UInt32, _ ordinal: UInt32, _ slot: Int) {
         precondition(slot < Int(Int32.max), "membership slots exhausted")
         members.set(pid, ordinal, Int32(slot + 1))

@@ -648,26 +648,24 @@ extension ProjectionWriter {
                 try body(UnsafeRawBufferPointer(rebasing: k[0..<8]))
             }
         }
-        let topicSlots = dirtyTopics.filter { topics.values[$0].dirty }.sorted {
-            let a = topics.keys[$0], b = topics.keys[$1]
-            return (a.pid, a.topic) < (b.pid, b.topic)
-        }
-        var record = ByteWriter(capacity: 256)
+        // A build's topics are indexed by id: read in that order, they need no sort.
+        let topicSlots = build.topicSlotsInKeyOrder().filter { topics.values[$0].dirty }
+        var record = [UInt8](repeating: 0, count: 1024)
         try txn.withCursor(tables.topics) { cursor in
             for slot in topicSlots {
                 let k = topics.keys[slot]
-                record.reset()
-                topics.values[slot].value.encode(into: &record)
-                try pairKey(k.pid, k.topic) { kb in
-                    try record.bytes.withUnsafeBytes { vb in try cursor.put(kb, vb, flags: append) }
+                let size = topics.values[slot].value.encodedSize
+                if record.count < size { record = [UInt8](repeating: 0, count: max(size, 2 * record.count)) }
+                try record.withUnsafeMutableBytes { vb in
+                    let written = topics.values[slot].value.encode(into: vb.baseAddress!)
+                    try pairKey(k.pid, k.topic) { kb in
+                        try cursor.put(kb, UnsafeRawBufferPointer(rebasing: vb[0..<written]), flags: append)
+                    }
                 }
             }
         }
 
-        let chunkSlots = postings.dirty.filter { postings.chunks.values[$0].dirty }.sorted {
-            let a = postings.chunks.keys[$0], b = postings.chunks.keys[$1]
-            return (a.pid, a.high, a.topic) < (b.pid, b.high, b.topic)
-        }
+        let chunkSlots = postings.sortedDirtySlots()
         var serialized = [UInt8](repeating: 0, count: 16 << 10)
         try txn.withCursor(tables.postings) { cursor in
             for slot in chunkSlots {

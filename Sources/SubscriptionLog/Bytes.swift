@@ -26,8 +26,6 @@ public struct ByteWriter {
     }
     public mutating func raw(_ b: UnsafeRawBufferPointer) { bytes.append(contentsOf: b) }
     public mutating func raw(_ b: [UInt8]) { bytes.append(contentsOf: b) }
-    /// Empties the writer for the next value, keeping its buffer.
-    public mutating func reset() { bytes.removeAll(keepingCapacity: true) }
 }
 
 /// Reads what `ByteWriter` wrote, with a bounds check on every read.
