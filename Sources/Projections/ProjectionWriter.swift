@@ -625,7 +625,8 @@ extension ProjectionWriter {
         let (deviceProjects, deviceColumns) = (build.devices.projects, build.devices.columns)
         let devices = Background { EncodedDevices(projects: deviceProjects, columns: deviceColumns) }
         var key = [UInt8](repeating: 0, count: 16)
-        var value: [UInt8] = []
+        // One buffer the values are encoded into, grown as needed.
+        var value = [UInt8](repeating: 0, count: 16 << 10)
 
         for name in projects.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) where projects[name]!.dirty {
             try txn.put(tables.projects, Array(name.utf8), projects[name]!.value.encoded(), flags: append)
@@ -650,13 +651,12 @@ extension ProjectionWriter {
         }
         // A build's topics are indexed by id: read in that order, they need no sort.
         let topicSlots = build.topicSlotsInKeyOrder().filter { topics.values[$0].dirty }
-        var record = [UInt8](repeating: 0, count: 1024)
         try txn.withCursor(tables.topics) { cursor in
             for slot in topicSlots {
                 let k = topics.keys[slot]
                 let size = topics.values[slot].value.encodedSize
-                if record.count < size { record = [UInt8](repeating: 0, count: max(size, 2 * record.count)) }
-                try record.withUnsafeMutableBytes { vb in
+                if value.count < size { value = [UInt8](repeating: 0, count: max(size, 2 * value.count)) }
+                try value.withUnsafeMutableBytes { vb in
                     let written = topics.values[slot].value.encode(into: vb.baseAddress!)
                     try pairKey(k.pid, k.topic) { kb in
                         try cursor.put(kb, UnsafeRawBufferPointer(rebasing: vb[0..<written]), flags: append)
@@ -666,7 +666,6 @@ extension ProjectionWriter {
         }
 
         let chunkSlots = postings.sortedDirtySlots()
-        var serialized = [UInt8](repeating: 0, count: 16 << 10)
         try txn.withCursor(tables.postings) { cursor in
             for slot in chunkSlots {
                 let k = postings.chunks.keys[slot]
@@ -676,12 +675,12 @@ extension ProjectionWriter {
                 }
                 postings.chunks.values[slot].value.optimize()
                 let size = postings.chunks.values[slot].value.serializedSize
-                if serialized.count < size { serialized = [UInt8](repeating: 0, count: max(size, 2 * serialized.count)) }
+                if value.count < size { value = [UInt8](repeating: 0, count: max(size, 2 * value.count)) }
                 try key.withUnsafeMutableBytes { kb in
                     kb.storeBytes(of: k.pid.bigEndian, toByteOffset: 0, as: UInt32.self)
                     kb.storeBytes(of: k.high.bigEndian, toByteOffset: 4, as: UInt16.self)
                     kb.storeBytes(of: k.topic.bigEndian, toByteOffset: 6, as: UInt32.self)
-                    try serialized.withUnsafeMutableBytes { vb in
+                    try value.withUnsafeMutableBytes { vb in
                         let written = postings.chunks.values[slot].value.serialize(into: vb)
                         try cursor.put(UnsafeRawBufferPointer(rebasing: kb[0..<10]),
                                        UnsafeRawBufferPointer(rebasing: vb[0..<written]), flags: append)
@@ -695,19 +694,20 @@ extension ProjectionWriter {
         let memberSlots = build.memberSlotsInKeyOrder().filter { memberships.values[$0].dirty }
         // One cursor per bulk table: appending through it stays on the last page.
         try txn.withCursor(tables.deviceTopics) { cursor in
-        for slot in memberSlots {
-            let k = memberships.keys[slot]
-            let list = memberships.values[slot].value
-            if list.isEmpty {
-                if !fresh { try txn.delete(tables.deviceTopics, Keys.pair(k.pid, k.ordinal)) }
-                continue
+            for slot in memberSlots {
+                let k = memberships.keys[slot]
+                let list = memberships.values[slot].value
+                if list.isEmpty {
+                    if !fresh { try txn.delete(tables.deviceTopics, Keys.pair(k.pid, k.ordinal)) }
+                    continue
+                }
+                if value.count < list.count * 4 { value = [UInt8](repeating: 0, count: max(list.count * 4, 2 * value.count)) }
+                try value.withUnsafeMutableBytes { vb in
+                    let encoded = UnsafeMutableRawBufferPointer(rebasing: vb[0..<list.count * 4])
+                    DeviceTopics.encode(list, into: encoded)
+                    try pairKey(k.pid, k.ordinal) { kb in try cursor.put(kb, UnsafeRawBufferPointer(encoded), flags: append) }
+                }
             }
-            value.removeAll(keepingCapacity: true)
-            for tid in list { withUnsafeBytes(of: tid.bigEndian) { value.append(contentsOf: $0) } }
-            try pairKey(k.pid, k.ordinal) { kb in
-                try value.withUnsafeBytes { vb in try cursor.put(kb, vb, flags: append) }
-            }
-        }
         }
         let encoded = devices.value()
         try txn.withCursor(tables.devices) { cursor in
