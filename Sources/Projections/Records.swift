@@ -57,17 +57,8 @@ public struct DeviceRecord: Sendable, Hashable {
         p.storeBytes(of: UInt64(bitPattern: tokenTime).bigEndian, toByteOffset: 2, as: UInt64.self)
         p.storeBytes(of: UInt64(bitPattern: rejectedAt ?? 0).bigEndian, toByteOffset: 10, as: UInt64.self)
         var at = 18
-        func string(_ s: String) {
-            var s = s
-            s.withUTF8 { utf8 in
-                precondition(utf8.count <= Int(UInt16.max), "string too long for the record format")
-                p.storeBytes(of: UInt16(utf8.count).bigEndian, toByteOffset: at, as: UInt16.self)
-                if utf8.count > 0 { (p + at + 2).copyMemory(from: utf8.baseAddress!, byteCount: utf8.count) }
-                at += 2 + utf8.count
-            }
-        }
-        string(deviceID)
-        string(token ?? "")
+        storeString(deviceID, at: p, &at)
+        storeString(token ?? "", at: p, &at)
         return at
     }
 
@@ -152,17 +143,8 @@ public struct TopicRecord: Sendable, Hashable {
         p.storeBytes(of: createdSeq.bigEndian, toByteOffset: 5, as: UInt64.self)
         p.storeBytes(of: lastChangeSeq.bigEndian, toByteOffset: 13, as: UInt64.self)
         var at = 21
-        func string(_ s: String) {
-            var s = s
-            s.withUTF8 { utf8 in
-                precondition(utf8.count <= Int(UInt16.max), "string too long for the record format")
-                p.storeBytes(of: UInt16(utf8.count).bigEndian, toByteOffset: at, as: UInt16.self)
-                if utf8.count > 0 { (p + at + 2).copyMemory(from: utf8.baseAddress!, byteCount: utf8.count) }
-                at += 2 + utf8.count
-            }
-        }
-        string(code)
-        string(title)
+        storeString(code, at: p, &at)
+        storeString(title, at: p, &at)
         p.storeBytes(of: UInt32(slices.count).bigEndian, toByteOffset: at, as: UInt32.self)
         at += 4
         for s in slices {
@@ -241,4 +223,20 @@ public struct ProjectionCorruption: Error, Sendable, CustomStringConvertible {
         self.reason = reason
     }
     public var description: String { "corrupt projection at \(place): \(reason)" }
+}
+
+/// Writes `s` at `p + at` as the records' strings are encoded (u16 big-endian
+/// length, then the UTF-8 bytes, as `ByteWriter.string` appends them) and
+/// moves `at` past it. `p` must have room.
+@inline(__always)
+func storeString(_ s: String, at p: UnsafeMutableRawPointer, _ at: inout Int) {
+    var s = s
+    let offset = at
+    let written = s.withUTF8 { utf8 -> Int in
+        precondition(utf8.count <= Int(UInt16.max), "string too long for the record format")
+        p.storeBytes(of: UInt16(utf8.count).bigEndian, toByteOffset: offset, as: UInt16.self)
+        if utf8.count > 0 { (p + offset + 2).copyMemory(from: utf8.baseAddress!, byteCount: utf8.count) }
+        return 2 + utf8.count
+    }
+    at += written
 }
