@@ -1,0 +1,1 @@
+#include <gperftools/tcmalloc.h>
