@@ -59,6 +59,7 @@ final class TopicStoreEngine: @unchecked Sendable {
         options.initialMapSize = mapSize
         options.durability = .durable
         options.maxBatch = maxBatch
+        options.cachesRecipients = true  // as `topicstore serve` runs
         store = try TopicStore(directory: directory, options: options)
         self.project = project
     }
@@ -95,9 +96,11 @@ final class TopicStoreEngine: @unchecked Sendable {
         }
     }
 
-    /// Streams the reachable recipients of `topic` (forEachRecipient) into `sink`.
-    func stream(topic: String, into sink: inout RecipientSink) throws {
-        let reader = store.reader
+    /// Streams the reachable recipients of `topic` (forEachRecipient) into `sink`:
+    /// as the serving process does (its recipient cache), or `fromMap` as any
+    /// other process does (the device table only).
+    func stream(topic: String, fromMap: Bool = false, into sink: inout RecipientSink) throws {
+        let reader = fromMap ? ProjectionReader(tables: store.tables) : store.reader
         let project = self.project
         try store.read { txn in
             let audience = try reader.audience(project: project, .topic(topic), txn)

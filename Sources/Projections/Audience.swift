@@ -114,42 +114,31 @@ extension ProjectionReader {
     }
 
     /// Calls `body` for each reachable device of `reachable` with an ordinal of
-    /// at least `from`, ascending, with its fields borrowed from the map (no
-    /// copies), until `body` returns false. Walks the device table in key order.
+    /// at least `from`, ascending, with its fields borrowed (no copies), until
+    /// `body` returns false. The records are the snapshot's: from the recipient
+    /// cache where it holds them as of this snapshot, else from the device
+    /// table, walked in key order.
     public func forEachRecipient(projectID pid: UInt32, in reachable: Bitmap, from: UInt32 = 0, _ txn: borrowing Transaction,
                                  _ body: (_ ordinal: UInt32, _ platform: Platform, _ deviceID: UnsafeRawBufferPointer,
                                           _ token: UnsafeRawBufferPointer) throws -> Bool) throws {
+        let asOf = try tables.appliedSequence(txn)
+        var copied = RecipientCache.Batch()
         try txn.withCursor(tables.devices) { cursor in
-            var previous: UInt32? = nil
-            var seekKey: (UInt32, UInt32) = (pid.bigEndian, 0)
-            try reachable.forEachBatch(from: from) { batch in
-                for ordinal in batch {
-                    var entry: Cursor.Entry?
-                    if let p = previous, ordinal > p, ordinal - p <= 8 {
-                        // A short gap (devices without a live token): stepping over a few
-                        // records is cheaper than a seek from the root of the tree.
-                        entry = try cursor.next()
-                        while let (k, _) = entry, k.count == 8, k.loadBigEndian(at: 0, as: UInt32.self) == pid,
-                              k.loadBigEndian(at: 4, as: UInt32.self) < ordinal {
-                            entry = try cursor.next()
+            var walk = DeviceWalk(pid: pid)
+            try reachable.forEachBatch(from: from, batchSize: 1024) { batch in
+                let cached = recipientCache?.copy(pid, batch, asOf: asOf, into: &copied) ?? false
+                return try copied.bytes.withUnsafeBytes { all in
+                    for (i, ordinal) in batch.enumerated() {
+                        let value: UnsafeRawBufferPointer
+                        if cached, let held = copied.record(i, in: all) { value = held } else { value = try walk.record(ordinal, &cursor) }
+                        guard let f = DeviceRecord.fields(of: value), let platform = Platform(rawValue: f.platform) else {
+                            throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device record does not decode")
                         }
-                    } else {
-                        seekKey.1 = ordinal.bigEndian
-                        entry = try withUnsafeBytes(of: &seekKey) { try cursor.seek(exactly: $0) }
+                        if !f.live { continue }  // reachable bitmaps come from the same snapshot; this guards hand-built ones
+                        if try !body(ordinal, platform, f.deviceID, f.token) { return false }
                     }
-                    previous = ordinal
-                    guard let (key, value) = entry, key.count == 8,
-                          key.loadBigEndian(at: 0, as: UInt32.self) == pid,
-                          key.loadBigEndian(at: 4, as: UInt32.self) == ordinal else {
-                        throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device in a bitmap is missing")
-                    }
-                    guard let f = DeviceRecord.fields(of: value), let platform = Platform(rawValue: f.platform) else {
-                        throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device record does not decode")
-                    }
-                    if !f.live { continue }  // reachable bitmaps come from the same snapshot; this guards hand-built ones
-                    if try !body(ordinal, platform, f.deviceID, f.token) { return false }
+                    return true
                 }
-                return true
             }
         }
     }
@@ -167,5 +156,42 @@ extension ProjectionReader {
             return true
         }
         return (page, next)
+    }
+}
+
+/// Finds device records of one project by ascending ordinal with a cursor:
+/// a short step forward where the next one is near, a seek otherwise.
+private struct DeviceWalk {
+    let pid: UInt32
+    private var previous: UInt32?
+    private var seekKey: (UInt32, UInt32)
+
+    init(pid: UInt32) {
+        self.pid = pid
+        seekKey = (pid.bigEndian, 0)
+    }
+
+    /// The record of `ordinal`, which must be above the last one asked for.
+    mutating func record(_ ordinal: UInt32, _ cursor: inout Cursor) throws -> UnsafeRawBufferPointer {
+        var entry: Cursor.Entry?
+        if let p = previous, ordinal > p, ordinal - p <= 8 {
+            // A short gap (devices without a live token): stepping over a few
+            // records is cheaper than a seek from the root of the tree.
+            entry = try cursor.next()
+            while let (k, _) = entry, k.count == 8, k.loadBigEndian(at: 0, as: UInt32.self) == pid,
+                  k.loadBigEndian(at: 4, as: UInt32.self) < ordinal {
+                entry = try cursor.next()
+            }
+        } else {
+            seekKey.1 = ordinal.bigEndian
+            entry = try withUnsafeBytes(of: &seekKey) { try cursor.seek(exactly: $0) }
+        }
+        previous = ordinal
+        guard let (key, value) = entry, key.count == 8,
+              key.loadBigEndian(at: 0, as: UInt32.self) == pid,
+              key.loadBigEndian(at: 4, as: UInt32.self) == ordinal else {
+            throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device in a bitmap is missing")
+        }
+        return value
     }
 }

@@ -18,7 +18,13 @@ public struct DeviceInfo: Sendable, Hashable {
 /// Read-only questions asked of the projections inside one transaction.
 public struct ProjectionReader: Sendable {
     public let tables: ProjectionTables
-    public init(tables: ProjectionTables) { self.tables = tables }
+    /// The serving process's copy of the device records, which
+    /// `forEachRecipient` reads where it holds the snapshot's records.
+    public let recipientCache: RecipientCache?
+    public init(tables: ProjectionTables, recipientCache: RecipientCache? = nil) {
+        self.tables = tables
+        self.recipientCache = recipientCache
+    }
 
     public func project(named name: String, _ txn: borrowing Transaction) throws -> ProjectRecord? {
         guard let v = try txn.get(tables.projects, Array(name.utf8)) else { return nil }

@@ -45,9 +45,18 @@ public final class ProjectionWriter {
     private var nextProjectID: UInt32?
     public private(set) var appliedSequence: UInt64
 
-    public init(tables: ProjectionTables) {
+    /// The live writer of a serving process keeps its recipient cache (see
+    /// `RecipientCache`); nil otherwise.
+    public let recipientCache: RecipientCache?
+    /// The device records of the open transaction, for the recipient cache once it commits.
+    private var recipientChanges = RecipientCache.Changes()
+    /// The sequence the open transaction started from.
+    private var transactionStart: UInt64 = 0
+
+    public init(tables: ProjectionTables, recipientCache: RecipientCache? = nil) {
         self.tables = tables
         self.appliedSequence = 0
+        self.recipientCache = recipientCache
         self.build = nil
         self.tokens = TokenHolders(recordsChanges: true)
         self.postings = PostingCache(tracksLastChunks: false)
@@ -69,6 +78,7 @@ public final class ProjectionWriter {
     public init(tables: ProjectionTables, buildingWithEmptyTarget targetIsEmpty: Bool, memoryBudget: Int) {
         self.tables = tables
         self.appliedSequence = 0
+        self.recipientCache = nil
         self.build = BuildState(targetIsEmpty: targetIsEmpty, memoryBudget: memoryBudget)
         self.tokens = TokenHolders(recordsChanges: false)
         self.postings = PostingCache(tracksLastChunks: true)
@@ -105,17 +115,30 @@ public final class ProjectionWriter {
         lastCommittedTransaction = nil
         appliedSequence = try tables.appliedSequence(txn)
         try tokens.sync(tables, txn)
+        recipientChanges.removeAll()
+        transactionStart = appliedSequence
+        // Not at this state (the first write, or another process wrote): read the table again.
+        if let cache = recipientCache, cache.heldSequence != appliedSequence {
+            try cache.fill(from: tables, through: appliedSequence, txn)
+        }
     }
 
     /// Loads the token index now (in any transaction, a read one will do),
     /// so the first write does not wait for it: a store opened for writing calls it.
     public func prepare(_ txn: borrowing Transaction) throws {
         if build == nil && !tokens.isLoaded { try tokens.load(tables, txn) }
+        if let cache = recipientCache, cache.heldSequence == nil {
+            try cache.fill(from: tables, through: tables.appliedSequence(txn), txn)
+        }
     }
 
     /// Tells the writer that the transaction it flushed into committed.
     public func didCommit(transactionID: Int) {
         lastCommittedTransaction = transactionID
+        if let cache = recipientCache {
+            cache.apply(recipientChanges, from: transactionStart, through: appliedSequence)
+            recipientChanges.removeAll()
+        }
     }
 
     private var lastCommittedTransaction: Int?
@@ -354,11 +377,14 @@ public final class ProjectionWriter {
     func deleteDevice(_ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {
         if let build { return build.put(nil, pid, ordinal) }
         try txn.delete(tables.devices, Keys.pair(pid, ordinal))
+        if recipientCache != nil { recipientChanges.delete(pid, ordinal, sequence: appliedSequence) }
     }
 
     func put(device: DeviceRecord, _ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {
         if let build { return build.put(device, pid, ordinal) }
-        try txn.put(tables.devices, Keys.pair(pid, ordinal), device.encoded())
+        let record = device.encoded()
+        try txn.put(tables.devices, Keys.pair(pid, ordinal), record)
+        if recipientCache != nil { recipientChanges.put(pid, ordinal, sequence: appliedSequence, record: record) }
     }
 
     // MARK: Memberships (device → topics and topic → devices, kept together)

@@ -108,7 +108,8 @@ final class Generation: Sendable {
             throw StoreError.notADatabase(path: directory, reason: "it has no topicstore tables")
         }
         let tables = self.tables
-        projectionWriter = ProjectionWriter(tables: tables)
+        projectionWriter = ProjectionWriter(tables: tables,
+                                            recipientCache: options.cachesRecipients && !options.readOnly ? RecipientCache() : nil)
         let version = try env.read { txn in try tables.storedSchemaVersion(txn) }
         guard let version else { throw StoreError.notADatabase(path: directory, reason: "it has no schema version") }
         // Opened for writing, `ProjectionTables.open` has brought an older version up to date.

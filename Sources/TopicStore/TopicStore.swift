@@ -36,6 +36,11 @@ public final class TopicStore: Sendable {
         /// not wait for it. Tools that write only auxiliary tables (keys,
         /// credentials) turn it off; the writer then loads it at its first command.
         public var preparesWriter = true
+        /// Keep a copy of the device records in memory for streaming
+        /// recipients (`RecipientCache`): a serving process turns it on. It
+        /// costs about the size of the `devices` table in memory and, like the
+        /// token index, a read of that table when the writer starts.
+        public var cachesRecipients = false
         public init() {}
     }
 
@@ -51,7 +56,10 @@ public final class TopicStore: Sendable {
     public var environment: Environment { current.environment }
     public var log: EventLog { current.log }
     public var tables: ProjectionTables { current.tables }
-    public var reader: ProjectionReader { ProjectionReader(tables: current.tables) }
+    public var reader: ProjectionReader {
+        let g = current
+        return ProjectionReader(tables: g.tables, recipientCache: g.projectionWriter.recipientCache)
+    }
     /// The directory holding the current generation's data.mdb.
     public var environmentDirectory: String { current.directory }
     /// The current generation's name ("" when data.mdb sits in the store directory itself).

@@ -141,7 +141,9 @@ final class HTTPTestServer: @unchecked Sendable {
     private var logLines: [String] = []
 
     init(configure: (inout ServerConfiguration) -> Void = { _ in }) throws {
-        store = try TopicStore(directory: directory.path)
+        var options = TopicStore.Options()
+        options.cachesRecipients = true  // as `topicstore serve` runs
+        store = try TopicStore(directory: directory.path, options: options)
         access = try AccessControl(store: store)
         guard let demo = try access.bootstrap(project: "demo") else { throw RawHTTPError(description: "bootstrap did nothing") }
         clientKey = demo.client

@@ -77,10 +77,14 @@ import TopicStore
     }
 
     /// 32 independent random sequences of 600 commands each, checked after every 100.
+    /// Odd seeds run as a server does, with the recipient cache, so recipient
+    /// streams are checked against the model through both paths.
     @Test(arguments: (1...32).map { UInt64($0) })
     func randomWorkloadMatchesModel(seed: UInt64) async throws {
         let dir = TemporaryDirectory()
-        let store = try TopicStore(directory: dir.path)
+        var options = TopicStore.Options()
+        options.cachesRecipients = seed % 2 == 1
+        let store = try TopicStore(directory: dir.path, options: options)
         defer { store.close() }
         var gen = Generator(rng: SeededRandom(seed: seed))
         var model = SubscriptionModel()

@@ -11,17 +11,21 @@ enum ServeCommand: Command {
     static let spec = CommandSpec(
         name: "serve",
         summary: "serve the MPush-compatible HTTP API (membership for apps, audiences for send services)",
-        usage: "serve [--data DIR] [--listen HOST:PORT] [--config FILE] [--threads N] [--quiet]",
+        usage: "serve [--data DIR] [--listen HOST:PORT] [--config FILE] [--threads N] [--quiet] [--no-recipient-cache]",
         options: [
             .init(name: "listen", value: "HOST:PORT", help: "where to listen (default 127.0.0.1:8080; port 0 picks a free one)"),
             .init(name: "config", value: "FILE", help: "a JSON config file (flags given here win over it)"),
             .init(name: "threads", value: "N", help: "an epoll pool of N threads (default 4); 0: a thread per connection"),
             .init(name: "quiet", value: nil, help: "no access log on standard error"),
+            .init(name: "no-recipient-cache", value: nil,
+                  help: "stream recipients from the device table only (saves about its size in memory)"),
         ],
         details: """
         On the first run (no project yet) a project `demo` is created with a fresh client key and
         server key, printed once. Manage projects and keys with `topicstore project` and
         `topicstore key`; a running server honours changes within a second.
+        The server keeps a copy of the device records in memory for streaming recipients (about
+        the size of the `devices` table, which `topicstore stats` lists), read when it starts.
         SIGTERM or SIGINT: stop accepting, finish and commit the requests in progress, close the store.
         Prints `listening on http://HOST:PORT` on standard output once it accepts connections.
         """)
@@ -38,7 +42,9 @@ enum ServeCommand: Command {
         if let threads = try arguments.integer("threads") { configuration.threads = threads }
         if arguments.has("quiet") { configuration.accessLog = false }
 
-        let store = try TopicStore(directory: configuration.dataDirectory)
+        var options = TopicStore.Options()
+        options.cachesRecipients = !arguments.has("no-recipient-cache")
+        let store = try TopicStore(directory: configuration.dataDirectory, options: options)
         let access = try AccessControl(store: store, cacheLifetime: configuration.keyCacheSeconds)
         if let demo = try access.bootstrap(project: "demo") {
             print("""

@@ -1,0 +1,266 @@
+import Foundation
+import LMDB
+
+/// The serving process's copy of the device records, by project and ordinal,
+/// so that streaming recipients (`ProjectionReader.forEachRecipient`) reads
+/// memory instead of stepping an LMDB cursor over scattered pages: that step
+/// and the first touch of each page were the streaming rate's limit.
+///
+/// It holds the `devices` table exactly as of one log sequence, `heldThrough`.
+/// The writer of this process keeps it: it is filled from the table when the
+/// writer starts (or finds that another process wrote), and after each commit
+/// the batch's device records are applied, each marked with the sequence of
+/// the event that wrote it. A reader whose snapshot is at sequence S takes an
+/// entry only when the cache holds S or later and the entry last changed at or
+/// before S; anything else (a record changed after S, a store another process
+/// wrote, a cache not filled yet) is read from the snapshot itself. A stream
+/// is therefore always exactly its snapshot's records.
+public final class RecipientCache: @unchecked Sendable {
+    private let lock = NSLock()
+    // Everything below is guarded by `lock`.
+    private var columns: [UInt32: Column] = [:]
+    private var arena = RecordArena()
+    /// Bytes of the arena no column points at any more.
+    private var garbage = 0
+    /// The sequence the cache holds the table at; nil when it holds nothing usable.
+    private var heldThrough: UInt64?
+
+    struct Column {
+        /// Each ordinal's record in the arena (`RecordArena.Handle`); -1: no record.
+        var offsets: [Int] = []
+        /// The sequence of the event that last wrote each ordinal's record.
+        var changed: [UInt64] = []
+
+        mutating func set(_ ordinal: UInt32, offset: Int, changed seq: UInt64) {
+            let i = Int(ordinal)
+            if i >= offsets.count {
+                let n = max(i + 1, offsets.count * 2)
+                offsets.append(contentsOf: repeatElement(-1, count: n - offsets.count))
+                changed.append(contentsOf: repeatElement(0, count: n - changed.count))
+            }
+            offsets[i] = offset
+            changed[i] = seq
+        }
+    }
+
+    /// Garbage (bytes of replaced records) above which the arena is copied
+    /// afresh, when it is also more than half of the arena.
+    private let compactionThreshold: Int
+
+    public convenience init() { self.init(compactingAfter: 64 << 20) }
+
+    init(compactingAfter garbageBytes: Int) { compactionThreshold = garbageBytes }
+
+    deinit { arena.free() }
+
+    /// The sequence the cache holds the table at (nil: nothing usable).
+    public var heldSequence: UInt64? { lock.withLock { heldThrough } }
+
+    /// Bytes of records held, replaced ones included until the arena is compacted.
+    var arenaBytes: Int { lock.withLock { arena.bytes } }
+
+    /// Bytes held (the arena and the columns).
+    public var footprint: Int {
+        lock.withLock { arena.capacity + columns.values.reduce(0) { $0 + $1.offsets.capacity * 16 } }
+    }
+
+    /// Fills the cache from `txn`'s device table, which holds the events through `sequence`.
+    func fill(from tables: ProjectionTables, through sequence: UInt64, _ txn: borrowing Transaction) throws {
+        var filled: [UInt32: Column] = [:]
+        var records = RecordArena()
+        do {
+            try txn.withCursor(tables.devices) { cursor in
+                var entry = try cursor.first()
+                var current: (pid: UInt32, column: Column)?
+                while let (key, value) = entry {
+                    guard key.count == 8 else {
+                        throw ProjectionCorruption(place: "devices/\(Array(key))", reason: "key of \(key.count) bytes")
+                    }
+                    let pid = key.loadBigEndian(at: 0, as: UInt32.self), ordinal = key.loadBigEndian(at: 4, as: UInt32.self)
+                    if current?.pid != pid {
+                        if let c = current { filled[c.pid] = c.column }
+                        current = (pid, Column())
+                    }
+                    current!.column.set(ordinal, offset: records.append(value), changed: 0)
+                    entry = try cursor.next()
+                }
+                if let c = current { filled[c.pid] = c.column }
+            }
+        } catch {
+            records.free()
+            throw error
+        }
+        let old = lock.withLock {
+            defer { columns = filled; arena = records; garbage = 0; heldThrough = sequence }
+            return arena
+        }
+        old.free()
+    }
+
+    /// Forgets everything: readers go to the snapshot until the next `fill`.
+    func invalidate() {
+        lock.withLock { forgetAll() }
+    }
+
+    /// Called with the lock held.
+    private func forgetAll() {
+        columns = [:]
+        arena.free()
+        arena = RecordArena()
+        garbage = 0
+        heldThrough = nil
+    }
+
+    /// Applies the device records a committed transaction wrote, which took
+    /// the store from `from` to `through`. A cache not at `from` missed
+    /// something: it is invalidated instead.
+    func apply(_ changes: Changes, from: UInt64, through: UInt64) {
+        lock.withLock {
+            guard heldThrough == from else { return forgetAll() }
+            changes.bytes.withUnsafeBytes { all in
+                // Changes come in runs of one project: its column is taken out once per run.
+                var current: (pid: UInt32, column: Column)?
+                for change in changes.entries {
+                    if current?.pid != change.pid {
+                        if let c = current { columns[c.pid] = c.column }
+                        current = (change.pid, columns.removeValue(forKey: change.pid) ?? Column())
+                    }
+                    let i = Int(change.ordinal)
+                    if i < current!.column.offsets.count, current!.column.offsets[i] >= 0 {
+                        garbage += 4 + arena.record(current!.column.offsets[i]).count
+                    }
+                    let handle = change.range.map { arena.append(UnsafeRawBufferPointer(rebasing: all[$0])) } ?? -1
+                    current!.column.set(change.ordinal, offset: handle, changed: change.sequence)
+                }
+                if let c = current { columns[c.pid] = c.column }
+            }
+            heldThrough = through
+            if garbage > compactionThreshold && garbage > arena.bytes / 2 { compactArena() }
+        }
+    }
+
+    /// Copies the records of `ordinals` (of project `pid`) as of sequence
+    /// `asOf` into `batch`; an ordinal the cache cannot answer for is left to
+    /// the caller (`Batch.record` is nil). False when the cache cannot answer
+    /// for that snapshot at all.
+    func copy(_ pid: UInt32, _ ordinals: UnsafeBufferPointer<UInt32>, asOf: UInt64, into batch: inout Batch) -> Bool {
+        batch.clear()
+        return lock.withLock {
+            guard let held = heldThrough, held >= asOf, let column = columns[pid] else { return false }
+            column.offsets.withUnsafeBufferPointer { offsets in
+                column.changed.withUnsafeBufferPointer { changed in
+                    for ordinal in ordinals {
+                        let i = Int(ordinal)
+                        guard i < offsets.count, offsets[i] >= 0, changed[i] <= asOf else {
+                            batch.starts.append(-1)
+                            continue
+                        }
+                        batch.starts.append(batch.bytes.count)
+                        batch.bytes.append(contentsOf: arena.record(offsets[i]))
+                    }
+                }
+            }
+            return true
+        }
+    }
+
+    /// Records copied out of the cache for one batch of ordinals.
+    struct Batch {
+        var bytes: [UInt8] = []
+        /// Where each ordinal's record starts in `bytes` (it ends where the
+        /// next copied one starts); -1: not copied (read it from the snapshot).
+        var starts: [Int] = []
+
+        mutating func clear() {
+            bytes.removeAll(keepingCapacity: true)
+            starts.removeAll(keepingCapacity: true)
+        }
+
+        /// Record `i` of the batch, within `all` (the batch's bytes).
+        func record(_ i: Int, in all: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+            let start = starts[i]
+            guard start >= 0 else { return nil }
+            var j = i + 1
+            while j < starts.count && starts[j] < 0 { j += 1 }
+            return UnsafeRawBufferPointer(rebasing: all[start..<(j < starts.count ? starts[j] : all.count)])
+        }
+    }
+
+    /// The device records one write transaction wrote, in order, for `apply`.
+    struct Changes {
+        var bytes: [UInt8] = []
+        var entries: [(pid: UInt32, ordinal: UInt32, sequence: UInt64, range: Range<Int>?)] = []
+
+        var isEmpty: Bool { entries.isEmpty }
+
+        mutating func removeAll() {
+            bytes.removeAll(keepingCapacity: true)
+            entries.removeAll(keepingCapacity: true)
+        }
+
+        mutating func put(_ pid: UInt32, _ ordinal: UInt32, sequence: UInt64, record: [UInt8]) {
+            let start = bytes.count
+            bytes.append(contentsOf: record)
+            entries.append((pid, ordinal, sequence, start..<bytes.count))
+        }
+
+        mutating func delete(_ pid: UInt32, _ ordinal: UInt32, sequence: UInt64) {
+            entries.append((pid, ordinal, sequence, nil))
+        }
+    }
+
+    /// Copies the live records into a new arena (called with the lock held).
+    private func compactArena() {
+        var compacted = RecordArena()
+        for pid in Array(columns.keys) {
+            var column = columns.removeValue(forKey: pid)!
+            for i in column.offsets.indices where column.offsets[i] >= 0 {
+                column.offsets[i] = compacted.append(arena.record(column.offsets[i]))
+            }
+            columns[pid] = column
+        }
+        arena.free()
+        arena = compacted
+        garbage = 0
+    }
+}
+
+/// Records in 4 MiB segments that never move: growing copies nothing already
+/// held (an array doubling held twice the table during the copy), and the
+/// memory stays within a segment of what the records take.
+struct RecordArena {
+    private static let segmentSize = 4 << 20
+    private var segments: [UnsafeMutableRawBufferPointer] = []
+    /// Bytes used in the last segment.
+    private var used = 0
+    /// Bytes of every record appended (with their length fields).
+    private(set) var bytes = 0
+
+    var capacity: Int { segments.reduce(0) { $0 + $1.count } }
+
+    /// Appends `record`; returns its handle (segment << 32 | offset).
+    mutating func append(_ record: UnsafeRawBufferPointer) -> Int {
+        let size = 4 + record.count
+        if segments.isEmpty || used + size > segments[segments.count - 1].count {
+            segments.append(.allocate(byteCount: max(Self.segmentSize, size), alignment: 8))
+            used = 0
+        }
+        let segment = segments[segments.count - 1]
+        segment.storeBytes(of: UInt32(record.count), toByteOffset: used, as: UInt32.self)
+        if let base = record.baseAddress { (segment.baseAddress! + used + 4).copyMemory(from: base, byteCount: record.count) }
+        let handle = (segments.count - 1) << 32 | used
+        used += size
+        bytes += size
+        return handle
+    }
+
+    /// The record behind `handle`.
+    func record(_ handle: Int) -> UnsafeRawBufferPointer {
+        let segment = segments[handle >> 32], offset = handle & 0xFFFF_FFFF
+        let length = Int(segment.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+        return UnsafeRawBufferPointer(rebasing: segment[(offset + 4)..<(offset + 4 + length)])
+    }
+
+    /// Frees the segments (the arena must not be used afterwards).
+    func free() { for s in segments { s.deallocate() } }
+}
