@@ -83,6 +83,51 @@ import TopicStore
         }
     }
 
+    @Test func streamsWhileTheWriterCommitsAreTheirSnapshots() async throws {
+        let dir = TemporaryDirectory()
+        let store = try Self.servingStore(dir.path)
+        defer { store.close() }
+        for r in store.submitAndWait((0..<2000).map { Self.token($0, 0) }) { _ = try r.get() }
+        let map = ProjectionReader(tables: store.tables)
+
+        // A writer moving tokens around (token changes, rejections, new devices) while
+        // three readers stream, each compared with the map in its own transaction.
+        let writer = Task.detached {
+            for round in 1...40 {
+                let events = (0..<100).map { i -> Event in
+                    let device = (round * 131 + i * 17) % 2200
+                    return i % 9 == 0
+                        ? Event(project: Self.project, body: .tokenRejected(token: "tok-\(device)-\(round - 1)", rejectedAt: Int64(Date().timeIntervalSince1970 * 1000) + 60_000, reason: "Unregistered"))
+                        : Self.token(device, round)
+                }
+                for r in store.submitAndWait(events) { _ = try r.get() }
+            }
+        }
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<3 {
+                group.addTask {
+                    var streams = 0
+                    while streams < 20 {
+                        try store.read { txn in
+                            let cached = try Self.recipients(store.reader, txn)
+                            let mapped = try Self.recipients(map, txn)
+                            #expect(Self.differences(cached, mapped) == [])
+                        }
+                        streams += 1
+                    }
+                    return streams
+                }
+            }
+            for try await n in group { #expect(n == 20) }
+        }
+        try await writer.value
+        let (applied, cached, mapped) = try store.read { txn in
+            (try store.tables.appliedSequence(txn), try Self.recipients(store.reader, txn), try Self.recipients(map, txn))
+        }
+        #expect(store.reader.recipientCache?.heldSequence == applied)
+        #expect(Self.differences(cached, mapped) == [])
+    }
+
     @Test func anotherProcessWritingSendsReadersToTheMapUntilTheWriterReadsAgain() throws {
         let binary = BuiltProducts.executable("topicstore")
         try #require(FileManager.default.isExecutableFile(atPath: binary), "topicstore is built beside the tests")
