@@ -92,6 +92,14 @@ final class Metrics: @unchecked Sendable {
         out += "# HELP topicstore_lmdb_readers Reader slots in use.\n"
         out += "# TYPE topicstore_lmdb_readers gauge\n"
         out += "topicstore_lmdb_readers \(info.readersInUse)\n"
+        if let cache = store.reader.recipientCache {
+            out += "# HELP topicstore_recipient_cache_bytes Memory of the recipient cache (device records kept for streaming).\n"
+            out += "# TYPE topicstore_recipient_cache_bytes gauge\n"
+            out += "topicstore_recipient_cache_bytes \(cache.footprint)\n"
+            out += "# HELP topicstore_recipient_cache_sequence Log sequence the recipient cache holds the device records at (0: not filled; streams then read the map).\n"
+            out += "# TYPE topicstore_recipient_cache_sequence gauge\n"
+            out += "topicstore_recipient_cache_sequence \(cache.heldSequence ?? 0)\n"
+        }
         out += "# HELP topicstore_uptime_seconds Seconds since the server started.\n"
         out += "# TYPE topicstore_uptime_seconds gauge\n"
         out += "topicstore_uptime_seconds \(Int(Date().timeIntervalSince(started)))\n"

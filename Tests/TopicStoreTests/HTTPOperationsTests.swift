@@ -33,10 +33,12 @@ struct HTTPOperationsTests {
                          "topicstore_commit_batch_size_count 2",
                          "topicstore_commit_batch_size_bucket{le=\"1\"} 2",
                          "topicstore_log_last_sequence 2",
+                         "topicstore_recipient_cache_sequence 2",
                          "topicstore_map_size_bytes \(t.store.environment.info().mapSize)"] {
             #expect(text.contains(expected), "missing \(expected)")
         }
         #expect(text.contains("topicstore_db_used_bytes "))
+        #expect(text.contains("topicstore_recipient_cache_bytes "))
         // Every line is a comment or `name{labels} value`.
         for line in text.split(separator: "\n") where !line.hasPrefix("#") {
             #expect(line.split(separator: " ").count == 2 && Double(line.split(separator: " ")[1]) != nil, "\(line)")
