@@ -26,9 +26,6 @@ let package = Package(
                        providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CNGHTTP2", path: "Sources/CNGHTTP2",
                        providers: [.apt(["libnghttp2-dev", "libssl-dev"])]),
-        // The executables' allocator (tcmalloc): linked into the processes, not the libraries.
-        .systemLibrary(name: "CTCMalloc", path: "Sources/CTCMalloc",
-                       providers: [.apt(["libgoogle-perftools-dev"])]),
 
         // Our own C: CPU instructions Swift cannot express (a cache prefetch, SSE4.2 CRC-32C).
         .target(name: "CIntrinsics", path: "Sources/CIntrinsics"),
@@ -63,7 +60,7 @@ let package = Package(
         .target(name: "Benchmarks", dependencies: ["LMDB", "SubscriptionLog", "Projections", "TopicStore", "Replay", "CSQLite"]),
 
         .executableTarget(name: "topicstore",
-                          dependencies: ["TopicStore", "Replay", "SubscriptionLog", "Projections", "EventJSON", "LMDB", "Roaring", "Benchmarks", "HTTPServer", "AccessControl", "MPushAPI", "Compaction", "Notifications", "Delivery", "CTCMalloc"]),
+                          dependencies: ["TopicStore", "Replay", "SubscriptionLog", "Projections", "EventJSON", "LMDB", "Roaring", "Benchmarks", "HTTPServer", "AccessControl", "MPushAPI", "Compaction", "Notifications", "Delivery"]),
 
         // Test helper: concurrent writers that print each durable acknowledgement (crash tests).
         .executableTarget(name: "topicstore-stress", dependencies: ["TopicStore", "SubscriptionLog"]),

@@ -64,8 +64,6 @@ public struct BenchmarkReport: Sendable {
     public var notes: [String] = []
     public var seconds: Double = 0
     public var skippedSQLite = false
-    /// The allocator of the process that ran the benchmark (both engines share it).
-    public var allocator = "glibc malloc"
 
     public init(spec: WorkloadSpec, batchSize: Int) {
         self.spec = spec
@@ -124,7 +122,7 @@ public struct BenchmarkReport: Sendable {
         var lines: [String] = []
         lines.append("topicstore bench — \(spec.devices) devices (\(Int(spec.iosShare * 100))% iOS), \(spec.topics) Zipf topics + all, "
                      + "platform and per-user topics, ~\(Int(spec.meanSubscriptionsPerDevice)) subscriptions/device, "
-                     + "\(spec.churnCommands) churn commands, seed \(spec.seed), batches of \(batchSize) commands, allocator \(allocator)")
+                     + "\(spec.churnCommands) churn commands, seed \(spec.seed), batches of \(batchSize) commands")
         lines.append("")
         lines.append("| figure | topicstore | SQLite | × SQLite | LMDB limit | of limit |")
         lines.append("|---|---|---|---|---|---|")
@@ -175,7 +173,6 @@ public struct BenchmarkReport: Sendable {
                          "zipfExponent": spec.zipfExponent, "churnCommands": spec.churnCommands,
                          "meanSubscriptionsPerDevice": spec.meanSubscriptionsPerDevice, "batchSize": batchSize,
                          "midTopics": spec.midTopics, "expression": spec.expression],
-            "allocator": allocator,
             "rows": rows.map { r -> [String: Any] in
                 ["name": r.name, "unit": r.unit, "kind": r.kind.rawValue,
                  "topicstore": figure(r.topicstore, r.kind), "sqlite": figure(r.sqlite, r.kind), "limit": figure(r.limit, r.kind),

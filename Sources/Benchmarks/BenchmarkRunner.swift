@@ -14,8 +14,6 @@ public struct BenchmarkConfig: Sendable {
     public var churnBatchSize = 100
     /// Fewer query repetitions and shorter time budgets (CI smoke runs).
     public var quick = false
-    /// The process allocator, named in the report.
-    public var allocator = "glibc malloc"
     public init(spec: WorkloadSpec, directory: String) {
         self.spec = spec
         self.directory = directory
@@ -66,7 +64,6 @@ public struct BenchmarkRunner {
         try FileManager.default.createDirectory(atPath: config.directory, withIntermediateDirectories: true)
         let classes = QueryClass.standard(for: spec, quick: config.quick)
         var report = BenchmarkReport(spec: spec, batchSize: config.batchSize)
-        report.allocator = config.allocator
         report.skippedSQLite = config.skipSQLite
 
         let ts = try runTopicStore(classes)

@@ -69,8 +69,6 @@ import Testing
         #expect((cross?["compared"] as? Int) == 105)
         #expect((json["goals"] as? [Any])?.count == 8)
         #expect(progress.contains("SQLite: token streaming"))
-        // The executable runs on the allocator it links (tcmalloc), and the report says so.
-        #expect((json["allocator"] as? String)?.hasPrefix("gperftools") == true)
 
         // A non-empty --dir is refused with a usage error.
         let again = Process()

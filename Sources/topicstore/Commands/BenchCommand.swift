@@ -59,7 +59,6 @@ enum BenchCommand: Command {
         config.skipSQLite = arguments.has("skip-sqlite")
         config.quick = quick
         config.batchSize = batch
-        config.allocator = Allocator.name
         let started = Date()
         let runner = BenchmarkRunner(config: config) { message in
             let t = String(format: "%7.1fs ", Date().timeIntervalSince(started))

@@ -1,1 +1,0 @@
-#include <gperftools/tcmalloc.h>
