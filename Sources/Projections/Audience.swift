@@ -121,7 +121,8 @@ extension ProjectionReader {
     public func forEachRecipient(projectID pid: UInt32, in reachable: Bitmap, from: UInt32 = 0, _ txn: borrowing Transaction,
                                  _ body: (_ ordinal: UInt32, _ platform: Platform, _ deviceID: UnsafeRawBufferPointer,
                                           _ token: UnsafeRawBufferPointer) throws -> Bool) throws {
-        let asOf = try tables.appliedSequence(txn)
+        // The snapshot's sequence, which decides what the cache may answer (only asked when there is one).
+        let asOf = recipientCache == nil ? 0 : try tables.appliedSequence(txn)
         var copied = RecipientCache.Batch()
         try txn.withCursor(tables.devices) { cursor in
             var walk = DeviceWalk(pid: pid)

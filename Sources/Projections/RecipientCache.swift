@@ -26,7 +26,7 @@ public final class RecipientCache: @unchecked Sendable {
     private var heldThrough: UInt64?
 
     struct Column {
-        /// Each ordinal's record in the arena (`RecordArena.Handle`); -1: no record.
+        /// Each ordinal's record in the arena (a handle from `RecordArena.append`); -1: no record.
         var offsets: [Int] = []
         /// The sequence of the event that last wrote each ordinal's record.
         var changed: [UInt64] = []
@@ -97,12 +97,8 @@ public final class RecipientCache: @unchecked Sendable {
         old.free()
     }
 
-    /// Forgets everything: readers go to the snapshot until the next `fill`.
-    func invalidate() {
-        lock.withLock { forgetAll() }
-    }
-
-    /// Called with the lock held.
+    /// Forgets everything, so readers go to the snapshot until the next `fill`
+    /// (called with the lock held).
     private func forgetAll() {
         columns = [:]
         arena.free()
@@ -152,11 +148,12 @@ public final class RecipientCache: @unchecked Sendable {
                     for ordinal in ordinals {
                         let i = Int(ordinal)
                         guard i < offsets.count, offsets[i] >= 0, changed[i] <= asOf else {
-                            batch.starts.append(-1)
+                            batch.ranges.append(nil)
                             continue
                         }
-                        batch.starts.append(batch.bytes.count)
+                        let start = batch.bytes.count
                         batch.bytes.append(contentsOf: arena.record(offsets[i]))
+                        batch.ranges.append(start..<batch.bytes.count)
                     }
                 }
             }
@@ -167,22 +164,17 @@ public final class RecipientCache: @unchecked Sendable {
     /// Records copied out of the cache for one batch of ordinals.
     struct Batch {
         var bytes: [UInt8] = []
-        /// Where each ordinal's record starts in `bytes` (it ends where the
-        /// next copied one starts); -1: not copied (read it from the snapshot).
-        var starts: [Int] = []
+        /// Where each ordinal's record is in `bytes`; nil: not copied (read it from the snapshot).
+        var ranges: [Range<Int>?] = []
 
         mutating func clear() {
             bytes.removeAll(keepingCapacity: true)
-            starts.removeAll(keepingCapacity: true)
+            ranges.removeAll(keepingCapacity: true)
         }
 
         /// Record `i` of the batch, within `all` (the batch's bytes).
         func record(_ i: Int, in all: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
-            let start = starts[i]
-            guard start >= 0 else { return nil }
-            var j = i + 1
-            while j < starts.count && starts[j] < 0 { j += 1 }
-            return UnsafeRawBufferPointer(rebasing: all[start..<(j < starts.count ? starts[j] : all.count)])
+            ranges[i].map { UnsafeRawBufferPointer(rebasing: all[$0]) }
         }
     }
 
@@ -190,8 +182,6 @@ public final class RecipientCache: @unchecked Sendable {
     struct Changes {
         var bytes: [UInt8] = []
         var entries: [(pid: UInt32, ordinal: UInt32, sequence: UInt64, range: Range<Int>?)] = []
-
-        var isEmpty: Bool { entries.isEmpty }
 
         mutating func removeAll() {
             bytes.removeAll(keepingCapacity: true)
