@@ -29,10 +29,12 @@ let package = Package(
 
         // Our own C: CPU instructions Swift cannot express (a cache prefetch, SSE4.2 CRC-32C).
         .target(name: "CIntrinsics", path: "Sources/CIntrinsics"),
+        // Our own C over CRoaring's containers: counts against a stored chunk read in place.
+        .target(name: "CRoaringSlices", path: "Sources/CRoaringSlices"),
 
         // Thin typed wrappers.
         .target(name: "LMDB", dependencies: ["CLMDB"]),
-        .target(name: "Roaring", dependencies: ["CRoaring"]),
+        .target(name: "Roaring", dependencies: ["CRoaring", "CRoaringSlices"]),
         .target(name: "Digest", dependencies: ["CCrypto"]),
 
         // The domain, layer by layer; lower never imports higher.

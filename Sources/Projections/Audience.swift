@@ -90,19 +90,41 @@ extension ProjectionReader {
     /// Counts of an audience: total, per platform, and unreachable.
     public func counts(of audience: Audience, _ txn: borrowing Transaction) throws -> AudienceCounts {
         var ios = 0, android = 0
-        if let top = audience.devices.max {
-            // Only the live slices the audience reaches into are read: a one-device
-            // audience reads two small containers, not the whole platform sets.
-            for high in 0...UInt16(top >> 16) {
-                let base = UInt32(high) << 16
-                guard audience.devices.count(in: base..<base + 0xFFFF) > 0 || audience.devices.contains(base + 0xFFFF) else { continue }
-                if let live = try liveSlice(audience.projectID, .ios, high: high, txn) { ios += audience.devices.intersectionCount(live) }
-                if let live = try liveSlice(audience.projectID, .android, high: high, txn) { android += audience.devices.intersectionCount(live) }
+        let slices = audience.devices.sliceKeys
+        if !slices.isEmpty {
+            // Only the live slices the audience reaches into are read, each in
+            // place: a one-device audience reads two small containers, not the
+            // whole platform sets. The two live sets of a slice are adjacent
+            // keys (`pid ‖ high ‖ 0` and `‖ 1`): one seek, one step.
+            let pid = audience.projectID
+            let iosTopic = ProjectionTables.BuiltIn.liveIOS, androidTopic = ProjectionTables.BuiltIn.liveAndroid
+            var key = Keys.chunk(pid, iosTopic, 0)
+            try txn.withCursor(tables.postings) { cursor in
+                for high in slices {
+                    key[4] = UInt8(high >> 8); key[5] = UInt8(high & 0xFF)
+                    var entry = try cursor.seek(atLeast: key)
+                    for topic in iosTopic...androidTopic {
+                        guard let (k, stored) = entry, k.count == 10, k.loadBigEndian(at: 0, as: UInt32.self) == pid,
+                              k.loadBigEndian(at: 4, as: UInt16.self) == high, k.loadBigEndian(at: 6, as: UInt32.self) == topic else { continue }
+                        let n = try Self.intersectionCount(audience.devices, high: high, stored: stored, pid: pid, topic: topic)
+                        if topic == iosTopic { ios += n } else { android += n }
+                        entry = try cursor.next()
+                    }
+                }
             }
         }
         let total = audience.devices.count
         return AudienceCounts(asOfSeq: audience.asOfSeq, total: total, ios: ios, android: android,
                               withoutToken: total - ios - android, unknownTopics: audience.unknownTopics)
+    }
+
+    /// The devices of `devices` in slice `high` that the stored chunk of
+    /// `topic` also holds: counted in place, or, when the chunk is not one
+    /// well-formed container of that slice, decoded (which reports what is wrong).
+    static func intersectionCount(_ devices: Bitmap, high: UInt16, stored: UnsafeRawBufferPointer,
+                                  pid: UInt32, topic: UInt32) throws -> Int {
+        if let n = devices.intersectionCount(inSlice: high, stored: stored) { return n }
+        return devices.intersectionCount(try PostingChunk.decode(stored, pid: pid, topic: topic, high: high))
     }
 
     /// The devices of `audience` that have a live token.

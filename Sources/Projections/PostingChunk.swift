@@ -14,13 +14,14 @@ enum PostingChunk {
 
     /// Decodes a stored chunk and checks that every ordinal belongs under its key.
     static func decode(_ bytes: UnsafeRawBufferPointer, pid: UInt32, topic: UInt32, high: UInt16) throws -> Bitmap {
-        let place = "postings/\(pid)/\(high)/\(topic)"
+        // The place is named only when there is something to report: a count reads dozens of chunks.
+        func place() -> String { "postings/\(pid)/\(high)/\(topic)" }
         let bitmap: Bitmap
         do { bitmap = try Bitmap(deserializing: bytes) } catch {
-            throw ProjectionCorruption(place: place, reason: "\(error)")
+            throw ProjectionCorruption(place: place(), reason: "\(error)")
         }
         guard let lo = bitmap.min, let hi = bitmap.max, lo >> 16 == UInt32(high), hi >> 16 == UInt32(high) else {
-            throw ProjectionCorruption(place: place, reason: "container is empty or holds ordinals of another chunk")
+            throw ProjectionCorruption(place: place(), reason: "container is empty or holds ordinals of another chunk")
         }
         return bitmap
     }

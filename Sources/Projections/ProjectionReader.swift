@@ -120,11 +120,6 @@ public struct ProjectionReader: Sendable {
         return result
     }
 
-    /// One slice of a built-in set (live iOS or Android tokens), or nil.
-    func liveSlice(_ pid: UInt32, _ platform: Platform, high: UInt16, _ txn: borrowing Transaction) throws -> Bitmap? {
-        try PostingChunk.read(pid: pid, topic: ProjectionTables.BuiltIn.live(platform), high: high, tables: tables, txn)
-    }
-
     /// Devices with a live token on `platform`.
     public func liveDevices(_ pid: UInt32, _ platform: Platform, _ txn: borrowing Transaction) throws -> Bitmap {
         try bitmap(pid, topic: ProjectionTables.BuiltIn.live(platform), txn)

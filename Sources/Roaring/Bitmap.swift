@@ -1,4 +1,5 @@
 internal import CRoaring
+internal import CRoaringSlices
 
 /// A set of `UInt32` as a roaring bitmap: a value type with copy-on-write
 /// over CRoaring. CRoaring stays behind this API.
@@ -97,6 +98,25 @@ public struct Bitmap: Sendable {
         roaring_bitmap_remove_run_compression(p)
         roaring_bitmap_run_optimize(p)
         roaring_bitmap_shrink_to_fit(p)
+    }
+
+    // MARK: Slices (the 65,536-value ranges of the high 16 bits)
+
+    /// The slices that hold at least one value, ascending.
+    public var sliceKeys: [UInt16] {
+        let n = Int(topicstore_slice_keys(pointer, nil, 0))
+        return [UInt16](unsafeUninitializedCapacity: n) { buffer, initialized in
+            initialized = Int(topicstore_slice_keys(pointer, buffer.baseAddress, Int32(n)))
+        }
+    }
+
+    /// How many values of slice `high` are also in `stored`, the portable
+    /// serialization of a one-container bitmap of that slice, read in place
+    /// (no decoding, no copy). Nil when `stored` is not one well-formed
+    /// container of slice `high`, or the CPU lacks POPCNT: decode it then.
+    public func intersectionCount(inSlice high: UInt16, stored: UnsafeRawBufferPointer) -> Int? {
+        let n = topicstore_slice_intersection_count(pointer, high, stored.baseAddress, stored.count)
+        return n < 0 ? nil : Int(n)
     }
 
     // MARK: Iteration

@@ -1,0 +1,269 @@
+// Intersection counts between an in-memory CRoaring bitmap and one stored
+// posting chunk, read in place from its LMDB value. An audience count asks this
+// for every slice of the audience against the live-token sets of both
+// platforms; decoding each stored 8 KiB bitset first (a malloc and a copy) and
+// counting with libroaring (whose Debian build has no POPCNT) was most of a
+// count's time.
+//
+// The stored bytes follow the roaring portable format
+// (https://github.com/RoaringBitmap/RoaringFormatSpec), which is little-endian;
+// a chunk holds exactly one container. Everything read from them is bounds
+// checked; anything unexpected returns -1 and the caller decodes the chunk the
+// ordinary way, which reports the corruption with its key.
+#include "CRoaringSlices.h"
+
+#include <string.h>
+#include <roaring/roaring.h>
+#include <roaring/containers/containers.h>
+
+#if defined(__x86_64__)
+#define POPCNT_TARGET __attribute__((target("popcnt")))
+#else
+#define POPCNT_TARGET
+#endif
+
+enum { kBitset = 1, kArray = 2, kRun = 3 };
+enum { kCookieNoRun = 12346, kCookie = 12347, kBitsetBytes = 8192, kMaxArray = 4096 };
+
+/// One container, wherever its bytes are: a bitset (`bytes` holds 8 KiB of
+/// little-endian words), an array (`count` u16 values) or runs (`count` pairs
+/// of u16 start and length - 1).
+typedef struct {
+    int type;
+    const unsigned char *bytes;
+    int32_t count;
+} slice_t;
+
+static inline uint16_t load16(const unsigned char *p, size_t i) {
+    uint16_t v;
+    memcpy(&v, p + 2 * i, 2);
+    return v;
+}
+
+static inline uint32_t load32(const unsigned char *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static inline uint64_t load64(const unsigned char *p, size_t word) {
+    uint64_t v;
+    memcpy(&v, p + 8 * word, 8);
+    return v;
+}
+
+static inline int has_bit(const unsigned char *bitset, uint32_t v) {
+    return (bitset[v >> 3] >> (v & 7)) & 1;
+}
+
+/// Set bits of `bitset` in [start, end] (inclusive).
+POPCNT_TARGET static int64_t range_popcount(const unsigned char *bitset, uint32_t start, uint32_t end) {
+    uint32_t first = start >> 6, last = end >> 6;
+    uint64_t low = ~UINT64_C(0) << (start & 63);
+    uint64_t high = ~UINT64_C(0) >> (63 - (end & 63));
+    if (first == last) return __builtin_popcountll(load64(bitset, first) & low & high);
+    int64_t n = __builtin_popcountll(load64(bitset, first) & low);
+    for (uint32_t w = first + 1; w < last; w++) n += __builtin_popcountll(load64(bitset, w));
+    return n + __builtin_popcountll(load64(bitset, last) & high);
+}
+
+POPCNT_TARGET static int64_t and_popcount(const unsigned char *a, const unsigned char *b) {
+    int64_t n = 0;
+    for (size_t w = 0; w < kBitsetBytes / 8; w += 4) {
+        n += __builtin_popcountll(load64(a, w) & load64(b, w));
+        n += __builtin_popcountll(load64(a, w + 1) & load64(b, w + 1));
+        n += __builtin_popcountll(load64(a, w + 2) & load64(b, w + 2));
+        n += __builtin_popcountll(load64(a, w + 3) & load64(b, w + 3));
+    }
+    return n;
+}
+
+/// Reads the one container of a stored chunk of slice `high`; 0 on success.
+static int parse_stored(const unsigned char *p, size_t length, uint16_t high, slice_t *out) {
+    if (length < 4) return -1;
+    uint32_t cookie = load32(p);
+    size_t at;
+    int run = 0;
+    if (cookie == kCookieNoRun) {
+        // cookie, container count, key and cardinality - 1, one offset.
+        if (length < 16 || load32(p + 4) != 1) return -1;
+        at = 8;
+    } else if ((cookie & 0xFFFF) == kCookie) {
+        // cookie with count - 1 in its high half, the run flags, key and
+        // cardinality - 1; no offsets below four containers.
+        if ((cookie >> 16) != 0 || length < 9) return -1;
+        run = p[4] & 1;
+        at = 5;
+    } else {
+        return -1;
+    }
+    if (load16(p + at, 0) != high) return -1;
+    uint32_t cardinality = (uint32_t)load16(p + at, 1) + 1;
+    at += cookie == kCookieNoRun ? 8 : 4;
+    const unsigned char *data = p + at;
+    size_t rest = length - at;
+    if (run) {
+        if (rest < 2) return -1;
+        uint32_t runs = load16(data, 0);
+        if (rest != 2 + 4 * (size_t)runs) return -1;
+        out->type = kRun;
+        out->bytes = data + 2;
+        out->count = (int32_t)runs;
+    } else if (cardinality <= kMaxArray) {
+        if (rest != 2 * (size_t)cardinality) return -1;
+        out->type = kArray;
+        out->bytes = data;
+        out->count = (int32_t)cardinality;
+    } else {
+        if (rest != kBitsetBytes) return -1;
+        out->type = kBitset;
+        out->bytes = data;
+        out->count = (int32_t)cardinality;
+    }
+    return 0;
+}
+
+/// The container of `bitmap` for slice `high`, or 0 when it has none there.
+static int memory_slice(const roaring_bitmap_t *bitmap, uint16_t high, slice_t *out) {
+    const roaring_array_t *ra = &bitmap->high_low_container;
+    int32_t lo = 0, hi = ra->size - 1;
+    while (lo <= hi) {
+        int32_t mid = (lo + hi) >> 1;
+        uint16_t key = ra->keys[mid];
+        if (key < high) lo = mid + 1;
+        else if (key > high) hi = mid - 1;
+        else {
+            const void *container = ra->containers[mid];
+            uint8_t type = ra->typecodes[mid];
+            if (type == SHARED_CONTAINER_TYPE_CODE) {
+                const shared_container_t *shared = container;
+                container = shared->container;
+                type = shared->typecode;
+            }
+            switch (type) {
+            case BITSET_CONTAINER_TYPE_CODE:
+                out->type = kBitset;
+                out->bytes = (const unsigned char *)((const bitset_container_t *)container)->array;
+                out->count = 0;
+                return 1;
+            case ARRAY_CONTAINER_TYPE_CODE:
+                out->type = kArray;
+                out->bytes = (const unsigned char *)((const array_container_t *)container)->array;
+                out->count = ((const array_container_t *)container)->cardinality;
+                return 1;
+            case RUN_CONTAINER_TYPE_CODE:
+                out->type = kRun;
+                out->bytes = (const unsigned char *)((const run_container_t *)container)->runs;
+                out->count = ((const run_container_t *)container)->n_runs;
+                return 1;
+            default:
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/// Checks that stored values and runs ascend without overlapping (the
+/// in-memory side is CRoaring's own and needs no check).
+static int stored_is_ordered(const slice_t *s) {
+    if (s->type == kArray) {
+        for (int32_t i = 1; i < s->count; i++)
+            if (load16(s->bytes, i) <= load16(s->bytes, i - 1)) return 0;
+    } else if (s->type == kRun) {
+        int64_t previous_end = -1;
+        for (int32_t i = 0; i < s->count; i++) {
+            uint32_t start = load16(s->bytes, 2 * i), end = start + load16(s->bytes, 2 * i + 1);
+            if (end > 0xFFFF || (int64_t)start <= previous_end) return 0;
+            previous_end = end;
+        }
+    }
+    return 1;
+}
+
+POPCNT_TARGET static int64_t count_with_bitset(const unsigned char *bitset, const slice_t *other) {
+    int64_t n = 0;
+    switch (other->type) {
+    case kBitset:
+        return and_popcount(bitset, other->bytes);
+    case kArray:
+        for (int32_t i = 0; i < other->count; i++) n += has_bit(bitset, load16(other->bytes, i));
+        return n;
+    default:
+        for (int32_t i = 0; i < other->count; i++) {
+            uint32_t start = load16(other->bytes, 2 * i);
+            n += range_popcount(bitset, start, start + load16(other->bytes, 2 * i + 1));
+        }
+        return n;
+    }
+}
+
+static int64_t count_array_array(const slice_t *a, const slice_t *b) {
+    int64_t n = 0;
+    int32_t i = 0, j = 0;
+    while (i < a->count && j < b->count) {
+        uint16_t x = load16(a->bytes, i), y = load16(b->bytes, j);
+        if (x < y) i++;
+        else if (x > y) j++;
+        else { n++; i++; j++; }
+    }
+    return n;
+}
+
+static int64_t count_array_run(const slice_t *a, const slice_t *r) {
+    int64_t n = 0;
+    int32_t i = 0, j = 0;
+    while (i < a->count && j < r->count) {
+        uint32_t v = load16(a->bytes, i);
+        uint32_t start = load16(r->bytes, 2 * j), end = start + load16(r->bytes, 2 * j + 1);
+        if (v < start) i++;
+        else if (v > end) j++;
+        else { n++; i++; }
+    }
+    return n;
+}
+
+static int64_t count_run_run(const slice_t *a, const slice_t *b) {
+    int64_t n = 0;
+    int32_t i = 0, j = 0;
+    while (i < a->count && j < b->count) {
+        uint32_t s1 = load16(a->bytes, 2 * i), e1 = s1 + load16(a->bytes, 2 * i + 1);
+        uint32_t s2 = load16(b->bytes, 2 * j), e2 = s2 + load16(b->bytes, 2 * j + 1);
+        uint32_t s = s1 > s2 ? s1 : s2, e = e1 < e2 ? e1 : e2;
+        if (s <= e) n += e - s + 1;
+        if (e1 < e2) i++; else j++;
+    }
+    return n;
+}
+
+int64_t topicstore_slice_intersection_count(const void *bitmap, uint16_t high, const void *stored, size_t length) {
+#if defined(__x86_64__)
+    static int popcnt = -1;  // whether the CPU has POPCNT, asked once
+    int has = __atomic_load_n(&popcnt, __ATOMIC_RELAXED);
+    if (has < 0) {
+        __builtin_cpu_init();
+        has = __builtin_cpu_supports("popcnt") ? 1 : 0;
+        __atomic_store_n(&popcnt, has, __ATOMIC_RELAXED);
+    }
+    if (!has) return -1;
+#endif
+    if (stored == NULL) return -1;
+    slice_t s, m;
+    if (parse_stored(stored, length, high, &s) != 0 || !stored_is_ordered(&s)) return -1;
+    int found = memory_slice(bitmap, high, &m);
+    if (found < 0) return -1;
+    if (found == 0) return 0;
+    if (m.type == kBitset) return count_with_bitset(m.bytes, &s);
+    if (s.type == kBitset) return count_with_bitset(s.bytes, &m);
+    if (m.type == kArray && s.type == kArray) return count_array_array(&m, &s);
+    if (m.type == kArray) return count_array_run(&m, &s);
+    if (s.type == kArray) return count_array_run(&s, &m);
+    return count_run_run(&m, &s);
+}
+
+int32_t topicstore_slice_keys(const void *bitmap, uint16_t *keys, int32_t capacity) {
+    const roaring_array_t *ra = &((const roaring_bitmap_t *)bitmap)->high_low_container;
+    int32_t n = ra->size < capacity ? ra->size : capacity;
+    if (n > 0) memcpy(keys, ra->keys, (size_t)n * 2);
+    return ra->size;
+}

@@ -1,0 +1,26 @@
+#ifndef TOPICSTORE_CROARINGSLICES_H
+#define TOPICSTORE_CROARINGSLICES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/// Counts the values that a CRoaring bitmap (`bitmap`, a `roaring_bitmap_t *`)
+/// holds in slice `high` (values `high << 16` to `high << 16 | 0xFFFF`) and that
+/// `stored` also holds, where `stored` is the portable serialization of a bitmap
+/// of exactly one container, of that slice, as topicstore keeps one posting
+/// chunk per LMDB value. The stored bytes are read in place: nothing is
+/// allocated or copied, and bit counts use the POPCNT instruction where the CPU
+/// has it (Debian's libroaring is built for the x86-64 baseline, without it).
+///
+/// Returns the count, or -1 when `stored` is not one well-formed container of
+/// slice `high` that fits its `length` bytes exactly; the caller then decodes
+/// it the ordinary way, which reports what is wrong. Every read stays inside
+/// the `length` bytes, whatever they hold.
+int64_t topicstore_slice_intersection_count(const void *bitmap, uint16_t high,
+                                            const void *stored, size_t length);
+
+/// The number of containers (slices) in `bitmap` (a `roaring_bitmap_t *`),
+/// and their keys: `keys` receives at most `capacity` of them, ascending.
+int32_t topicstore_slice_keys(const void *bitmap, uint16_t *keys, int32_t capacity);
+
+#endif

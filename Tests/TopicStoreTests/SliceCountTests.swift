@@ -1,0 +1,134 @@
+import Foundation
+import LMDB
+import Projections
+import Roaring
+import SubscriptionLog
+import Testing
+import TopicStore
+
+/// Audience counts read the live-token chunks in place
+/// (`Bitmap.intersectionCount(inSlice:stored:)`, our C over the portable
+/// format). It must count exactly what CRoaring counts for every pair of
+/// container kinds, refuse any stored bytes that are not one well-formed
+/// container of the slice asked for, and the count must then fall back to
+/// decoding, which names the corrupt chunk.
+@Suite("Slice counts")
+struct SliceCountTests {
+    /// Values of slice `high` in one of the shapes CRoaring stores as an
+    /// array, a bitset or runs (`optimize()` turns ranges into runs).
+    static func slice(_ high: UInt32, shape: Int, _ rng: inout SeededRandom) -> Bitmap {
+        let base = high << 16
+        var values: [UInt32] = []
+        switch shape {
+        case 0:  // sparse: an array container
+            for _ in 0..<(1 + rng.int(300)) { values.append(base | UInt32(rng.int(65_536))) }
+        case 1:  // dense and scattered: a bitset
+            for v in 0..<65_536 where rng.int(3) == 0 { values.append(base | UInt32(v)) }
+        case 2:  // ranges: runs once optimized
+            var at = rng.int(200)
+            while at < 65_536 {
+                let length = 1 + rng.int(900)
+                for v in at..<min(at + length, 65_536) { values.append(base | UInt32(v)) }
+                at += length + 1 + rng.int(700)
+            }
+        default:  // a handful at the edges of the slice
+            values = [base, base | 1, base | 0xFFFE, base | 0xFFFF].filter { _ in rng.int(2) == 0 }
+            if values.isEmpty { values = [base | 0xFFFF] }
+        }
+        var b = Bitmap(values)
+        b.optimize()
+        return b
+    }
+
+    @Test("counts what CRoaring counts, for every pair of container kinds", arguments: [1, 2, 3] as [UInt64])
+    func matchesCRoaring(seed: UInt64) throws {
+        var rng = SeededRandom(seed: seed)
+        for memoryShape in 0..<4 {
+            for storedShape in 0..<4 {
+                for _ in 0..<6 {
+                    let high = UInt16(1 + rng.int(20))
+                    // The audience also holds neighbouring slices, which must not count.
+                    var audience = Self.slice(UInt32(high), shape: memoryShape, &rng)
+                    audience.formUnion(Self.slice(UInt32(high) - 1, shape: rng.int(4), &rng))
+                    audience.formUnion(Self.slice(UInt32(high) + 1, shape: rng.int(4), &rng))
+                    let stored = Self.slice(UInt32(high), shape: storedShape, &rng)
+                    let expected = audience.intersectionCount(stored)
+                    let bytes = stored.serialized()
+                    let counted = bytes.withUnsafeBytes { audience.intersectionCount(inSlice: high, stored: $0) }
+                    #expect(counted == expected, "memory shape \(memoryShape), stored shape \(storedShape)")
+                    // An audience with nothing in the slice counts nothing.
+                    let elsewhere = Self.slice(UInt32(high) + 3, shape: memoryShape, &rng)
+                    #expect(bytes.withUnsafeBytes { elsewhere.intersectionCount(inSlice: high, stored: $0) } == 0)
+                }
+            }
+        }
+    }
+
+    @Test("stored bytes that are not one well-formed container of the slice are refused")
+    func refusesMalformedChunks() throws {
+        var rng = SeededRandom(seed: 9)
+        let audience = Self.slice(5, shape: 1, &rng)
+        func count(_ bytes: [UInt8], high: UInt16 = 5) -> Int? {
+            bytes.withUnsafeBytes { audience.intersectionCount(inSlice: high, stored: $0) }
+        }
+        for shape in 0..<3 {
+            let good = Self.slice(5, shape: shape, &rng).serialized()
+            #expect(count(good) != nil)
+            #expect(count(Array(good.dropLast())) == nil, "truncated, shape \(shape)")
+            #expect(count(good + [0]) == nil, "a byte too many, shape \(shape)")
+            #expect(count(good, high: 6) == nil, "a chunk of another slice, shape \(shape)")
+            #expect(count(Array(good.prefix(3))) == nil)
+            var cookie = good
+            cookie[0] ^= 0xFF
+            #expect(count(cookie) == nil, "unknown cookie, shape \(shape)")
+        }
+        #expect(count([]) == nil)
+        // Two containers in one chunk.
+        var two = Bitmap([5 << 16 | 1, 6 << 16 | 1] as [UInt32])
+        #expect(count(two.serialized()) == nil)
+        two.optimize()
+        #expect(count(two.serialized()) == nil)
+
+        // An array whose values do not ascend (header intact: cookie, one
+        // container, key 5, cardinality - 1 = 2, one offset; then the values).
+        let three = Bitmap([5 << 16 | 10, 5 << 16 | 20, 5 << 16 | 30] as [UInt32])
+        var array = three.serialized()
+        #expect(array.count == 16 + 6)
+        #expect(count(array) == audience.intersectionCount(three))
+        array.swapAt(16, 18); array.swapAt(17, 19)  // 20, 10, 30
+        #expect(count(array) == nil)
+
+        // Runs that overlap, or run past the end of the slice.
+        let first: ClosedRange<UInt32> = (5 << 16 | 100)...(5 << 16 | 199)
+        let second: ClosedRange<UInt32> = (5 << 16 | 300)...(5 << 16 | 399)
+        var runs = Bitmap(Array(first) + Array(second))
+        runs.optimize()
+        var bytes = runs.serialized()
+        // cookie (count - 1 = 0) ‖ run flags ‖ key ‖ cardinality - 1 ‖ 2 runs ‖ (100, 99) (300, 99)
+        #expect(bytes.count == 9 + 2 + 8)
+        #expect(count(bytes) != nil)
+        bytes[15] = 150 & 0xFF; bytes[16] = 0  // the second run starts at 150: inside the first
+        #expect(count(bytes) == nil)
+        bytes[15] = 0xF0; bytes[16] = 0xFF     // starts at 65,520 and runs 100 values
+        #expect(count(bytes) == nil)
+    }
+
+    @Test("a corrupt live-token chunk makes a count fail naming the chunk")
+    func corruptLiveChunk() throws {
+        let dir = TemporaryDirectory("slice-count")
+        let store = try TopicStore(directory: dir.path)
+        defer { store.close() }
+        try store.submitAndWait(Event(project: "alpha", body: .token(deviceID: "d1", token: "tokA", platform: .ios)))
+        try store.submitAndWait(Event(project: "alpha", body: .register(deviceID: "d1", topics: [TopicSpec(code: "news")])))
+        let reader = store.reader
+        func counts() throws -> AudienceCounts {
+            try store.read { txn in try reader.counts(of: try reader.audience(project: "alpha", .topic("news"), txn), txn) }
+        }
+        #expect(try counts().ios == 1)
+        // The live iOS set of project 1, slice 0 (`pid ‖ high16 ‖ topic 0`), overwritten with a chunk of slice 3.
+        let key: [UInt8] = [0, 0, 0, 1, 0, 0, 0, 0, 0, 0]
+        try store.environment.write { txn in try txn.put(store.tables.postings, key, Bitmap([3 << 16] as [UInt32]).serialized()) }
+        let error = try #require(throws: ProjectionCorruption.self) { try counts() }
+        #expect(error.place == "postings/1/0/0")
+    }
+}
