@@ -30,7 +30,8 @@ let package = Package(
         // Our own C: CPU instructions Swift cannot express (a cache prefetch, SSE4.2 CRC-32C).
         .target(name: "CIntrinsics", path: "Sources/CIntrinsics"),
         // Our own C over CRoaring's containers: counts against a stored chunk read in place.
-        .target(name: "CRoaringSlices", path: "Sources/CRoaringSlices"),
+        .target(name: "CRoaringSlices", path: "Sources/CRoaringSlices",
+                linkerSettings: [.linkedLibrary("roaring")]),
 
         // Thin typed wrappers.
         .target(name: "LMDB", dependencies: ["CLMDB"]),

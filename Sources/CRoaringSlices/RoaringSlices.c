@@ -1,9 +1,12 @@
-// Intersection counts between an in-memory CRoaring bitmap and one stored
-// posting chunk, read in place from its LMDB value. An audience count asks this
-// for every slice of the audience against the live-token sets of both
-// platforms; decoding each stored 8 KiB bitset first (a malloc and a copy) and
-// counting with libroaring (whose Debian build has no POPCNT) was most of a
-// count's time.
+// Stored posting chunks read in place from their LMDB values:
+// - intersection counts between an in-memory CRoaring bitmap and one chunk. An
+//   audience count asks this for every slice of the audience against the
+//   live-token sets of both platforms; decoding each stored 8 KiB bitset first
+//   (a malloc and a copy) and counting with libroaring (whose Debian build has
+//   no POPCNT) was most of a count's time;
+// - appending a chunk's container to a bitmap being built slice by slice (a
+//   topic's bitmap), instead of decoding it into a bitmap of its own and
+//   taking the union, which copied it again.
 //
 // The stored bytes follow the roaring portable format
 // (https://github.com/RoaringBitmap/RoaringFormatSpec), which is little-endian;
@@ -237,6 +240,9 @@ static int64_t count_run_run(const slice_t *a, const slice_t *b) {
 }
 
 int64_t topicstore_slice_intersection_count(const void *bitmap, uint16_t high, const void *stored, size_t length) {
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+    return -1;  // the stored bytes are little-endian; decode them instead
+#endif
 #if defined(__x86_64__)
     static int popcnt = -1;  // whether the CPU has POPCNT, asked once
     int has = __atomic_load_n(&popcnt, __ATOMIC_RELAXED);
@@ -266,4 +272,58 @@ int32_t topicstore_slice_keys(const void *bitmap, uint16_t *keys, int32_t capaci
     int32_t n = ra->size < capacity ? ra->size : capacity;
     if (n > 0) memcpy(keys, ra->keys, (size_t)n * 2);
     return ra->size;
+}
+
+int topicstore_slice_append(void *bitmap, uint16_t high, const void *stored, size_t length) {
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+    return -1;
+#endif
+    slice_t s;
+    if (stored == NULL || parse_stored(stored, length, high, &s) != 0) return -1;
+    roaring_array_t *ra = &((roaring_bitmap_t *)bitmap)->high_low_container;
+    if (ra->size > 0 && ra->keys[ra->size - 1] >= high) return -1;
+    void *container;
+    uint8_t type;
+    switch (s.type) {
+    case kArray: {
+        array_container_t *a = array_container_create_given_capacity(s.count);
+        if (a == NULL) return -1;
+        memcpy(a->array, s.bytes, 2 * (size_t)s.count);
+        a->cardinality = s.count;
+        container = a;
+        type = ARRAY_CONTAINER_TYPE_CODE;
+        break;
+    }
+    case kBitset: {
+        bitset_container_t *b = bitset_container_create();
+        if (b == NULL) return -1;
+        memcpy(b->array, s.bytes, kBitsetBytes);
+        b->cardinality = s.count;  // from the header, as CRoaring's own reader takes it
+        container = b;
+        type = BITSET_CONTAINER_TYPE_CODE;
+        break;
+    }
+    default: {
+        if (s.count == 0) return -1;  // an empty chunk is never stored
+        run_container_t *r = run_container_create_given_capacity(s.count);
+        if (r == NULL) return -1;
+        memcpy(r->runs, s.bytes, 4 * (size_t)s.count);
+        // A run past the end of the slice would make CRoaring write past a
+        // bitset later. (Order is not checked here: CRoaring's own reader does
+        // not either, and it is most of the cost for a run-heavy topic such as
+        // `all`; the audit compares every stored chunk with a rebuild.)
+        uint32_t bad = 0;
+        for (int32_t i = 0; i < s.count; i++) bad |= (uint32_t)r->runs[i].value + r->runs[i].length > 0xFFFF;
+        if (bad) {
+            run_container_free(r);
+            return -1;
+        }
+        r->n_runs = s.count;
+        container = r;
+        type = RUN_CONTAINER_TYPE_CODE;
+        break;
+    }
+    }
+    ra_append(ra, high, container, type);
+    return 0;
 }

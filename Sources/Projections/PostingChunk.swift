@@ -26,6 +26,14 @@ enum PostingChunk {
         return bitmap
     }
 
+    /// Adds a stored chunk to `result`, which holds only lower slices: its
+    /// container is copied straight in, or, when the bytes are not one
+    /// well-formed container of that slice, decoded (which reports what is wrong).
+    static func append(_ bytes: UnsafeRawBufferPointer, to result: inout Bitmap, pid: UInt32, topic: UInt32, high: UInt16) throws {
+        if result.appendSlice(high, stored: bytes) { return }
+        result.formUnion(try decode(bytes, pid: pid, topic: topic, high: high))
+    }
+
     /// The highest slice any topic of the project uses (nil when it has no postings).
     static func maxHigh(pid: UInt32, tables: ProjectionTables, _ txn: borrowing Transaction) throws -> UInt16? {
         try txn.withCursor(tables.postings) { cursor in
@@ -42,19 +50,15 @@ enum PostingChunk {
         }
     }
 
-    /// One slice of `topic`, or nil when it has no device there.
-    static func read(pid: UInt32, topic: UInt32, high: UInt16, tables: ProjectionTables, _ txn: borrowing Transaction) throws -> Bitmap? {
-        guard let v = try txn.get(tables.postings, Keys.chunk(pid, topic, high)) else { return nil }
-        return try decode(v, pid: pid, topic: topic, high: high)
-    }
-
     /// The whole bitmap of `topic`: the union of its slices, ascending.
     static func read(pid: UInt32, topic: UInt32, tables: ProjectionTables, _ txn: borrowing Transaction) throws -> Bitmap {
         var result = Bitmap()
         guard let top = try maxHigh(pid: pid, tables: tables, txn) else { return result }
         for high in 0...top {
-            // Slices are disjoint and ascending: the union only appends containers.
-            if let slice = try read(pid: pid, topic: topic, high: high, tables: tables, txn) { result.formUnion(slice) }
+            // Slices are disjoint and ascending: each one appends a container.
+            if let v = try txn.get(tables.postings, Keys.chunk(pid, topic, high)) {
+                try append(v, to: &result, pid: pid, topic: topic, high: high)
+            }
         }
         return result
     }

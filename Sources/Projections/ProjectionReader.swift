@@ -112,10 +112,10 @@ public struct ProjectionReader: Sendable {
         guard let record = try topic(pid, tid, txn) else { return Bitmap() }
         var result = Bitmap()
         for high in record.slices {
-            guard let slice = try PostingChunk.read(pid: pid, topic: tid, high: high, tables: tables, txn) else {
+            guard let v = try txn.get(tables.postings, Keys.chunk(pid, tid, high)) else {
                 throw ProjectionCorruption(place: "postings/\(pid)/\(high)/\(tid)", reason: "the topic lists this slice but it is missing")
             }
-            result.formUnion(slice)
+            try PostingChunk.append(v, to: &result, pid: pid, topic: tid, high: high)
         }
         return result
     }

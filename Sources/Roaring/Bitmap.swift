@@ -119,6 +119,14 @@ public struct Bitmap: Sendable {
         return n < 0 ? nil : Int(n)
     }
 
+    /// Appends the container of `stored` (a one-container chunk of slice
+    /// `high` in the portable format) when every value already here is below
+    /// that slice. False, with nothing changed, when `stored` is not one
+    /// well-formed container of slice `high` or the bitmap reaches that far.
+    public mutating func appendSlice(_ high: UInt16, stored: UnsafeRawBufferPointer) -> Bool {
+        topicstore_slice_append(mutablePointer(), high, stored.baseAddress, stored.count) == 0
+    }
+
     // MARK: Iteration
 
     public func toArray() -> [UInt32] {

@@ -64,6 +64,42 @@ struct SliceCountTests {
         }
     }
 
+    @Test("appending stored chunks slice by slice builds the bitmap their union is", arguments: [4, 5] as [UInt64])
+    func appendMatchesUnion(seed: UInt64) throws {
+        var rng = SeededRandom(seed: seed)
+        for _ in 0..<20 {
+            var built = Bitmap(), expected = Bitmap()
+            var high: UInt32 = UInt32(rng.int(3))
+            for _ in 0..<(1 + rng.int(6)) {
+                let chunk = Self.slice(high, shape: rng.int(4), &rng)
+                expected.formUnion(chunk)
+                let appended = chunk.serialized().withUnsafeBytes { built.appendSlice(UInt16(high), stored: $0) }
+                #expect(appended)
+                high += UInt32(1 + rng.int(3))
+            }
+            #expect(built == expected)
+            #expect(built.count == expected.count)
+            #expect(built.sliceKeys == expected.sliceKeys)
+            // A slice the bitmap already reaches, and malformed bytes, change nothing.
+            let last = UInt16(try #require(built.max) >> 16)
+            let before = built
+            let again = Self.slice(UInt32(last), shape: 0, &rng).serialized()
+            #expect(!again.withUnsafeBytes { built.appendSlice(last, stored: $0) })
+            let next = Self.slice(UInt32(last) + 1, shape: rng.int(3), &rng).serialized()
+            #expect(!Array(next.dropLast()).withUnsafeBytes { built.appendSlice(last + 1, stored: $0) })
+            #expect(!next.withUnsafeBytes { built.appendSlice(last + 2, stored: $0) })
+            #expect(built == before)
+        }
+        // A run that would end past the slice is refused (CRoaring would later write past a bitset).
+        var runs = Bitmap(Array((7 << 16 | 100)...(7 << 16 | 199)) as [UInt32])
+        runs.optimize()
+        var bytes = runs.serialized()
+        bytes[11] = 0xF0; bytes[12] = 0xFF  // the one run now starts at 65,520 and runs 100 values
+        var target = Bitmap()
+        #expect(!bytes.withUnsafeBytes { target.appendSlice(7, stored: $0) })
+        #expect(target.isEmpty)
+    }
+
     @Test("stored bytes that are not one well-formed container of the slice are refused")
     func refusesMalformedChunks() throws {
         var rng = SeededRandom(seed: 9)

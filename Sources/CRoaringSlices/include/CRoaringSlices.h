@@ -19,6 +19,14 @@
 int64_t topicstore_slice_intersection_count(const void *bitmap, uint16_t high,
                                             const void *stored, size_t length);
 
+/// Appends the container of `stored` (a one-container chunk of slice `high`,
+/// as above) to `bitmap` (a `roaring_bitmap_t *`) whose slices are all below
+/// `high`: one allocation and one copy, where decoding it into a bitmap of its
+/// own and taking the union took several. Returns 0, or -1 (and changes
+/// nothing) when `stored` is not one well-formed container of slice `high` or
+/// `bitmap` already reaches slice `high`.
+int topicstore_slice_append(void *bitmap, uint16_t high, const void *stored, size_t length);
+
 /// The number of containers (slices) in `bitmap` (a `roaring_bitmap_t *`),
 /// and their keys: `keys` receives at most `capacity` of them, ascending.
 int32_t topicstore_slice_keys(const void *bitmap, uint16_t *keys, int32_t capacity);
