@@ -109,10 +109,13 @@ public struct ProjectionReader: Sendable {
     /// slice the topic occupies (built-in sets probe every slice of the project).
     public func bitmap(_ pid: UInt32, topic tid: UInt32, _ txn: borrowing Transaction) throws -> Bitmap {
         guard tid >= ProjectionTables.firstTopicID else { return try PostingChunk.read(pid: pid, topic: tid, tables: tables, txn) }
-        guard let record = try topic(pid, tid, txn) else { return Bitmap() }
+        guard let stored = try txn.get(tables.topics, Keys.pair(pid, tid)) else { return Bitmap() }
+        let slices = try TopicRecord.slices(of: stored) ?? TopicRecord(decoding: stored, at: "topics/\(pid)/\(tid)").slices
         var result = Bitmap()
-        for high in record.slices {
-            guard let v = try txn.get(tables.postings, Keys.chunk(pid, tid, high)) else {
+        var key = Keys.chunk(pid, tid, 0)
+        for high in slices {
+            key[4] = UInt8(high >> 8); key[5] = UInt8(high & 0xFF)
+            guard let v = try txn.get(tables.postings, key) else {
                 throw ProjectionCorruption(place: "postings/\(pid)/\(high)/\(tid)", reason: "the topic lists this slice but it is missing")
             }
             try PostingChunk.append(v, to: &result, pid: pid, topic: tid, high: high)

@@ -154,6 +154,25 @@ public struct TopicRecord: Sendable, Hashable {
         return at
     }
 
+    /// The slice list of an encoded record, read in place (a topic's bitmap
+    /// needs nothing else); nil when the bytes do not hold a well-formed
+    /// record, which the full decode then reports.
+    static func slices(of b: UnsafeRawBufferPointer) -> [UInt16]? {
+        var at = 21
+        for _ in 0..<2 {  // code, title
+            guard b.count >= at + 2 else { return nil }
+            at += 2 + (Int(b[at]) << 8 | Int(b[at + 1]))
+        }
+        guard b.count >= at + 4 else { return nil }
+        let n = Int(b.loadBigEndian(at: at, as: UInt32.self))
+        at += 4
+        guard n <= 65_536, b.count - at == 2 * n else { return nil }
+        return [UInt16](unsafeUninitializedCapacity: n) { buffer, initialized in
+            for i in 0..<n { buffer[i] = b.loadBigEndian(at: at + 2 * i, as: UInt16.self) }
+            initialized = n
+        }
+    }
+
     init(code: String, title: String, single: Bool, subscribers: UInt32, createdSeq: UInt64, lastChangeSeq: UInt64) {
         self.code = code
         self.title = title

@@ -70,3 +70,22 @@ import Testing
         #expect(set.toArray() == [2, 3, 4, 5, 6])
     }
 }
+
+/// A topic's bitmap reads only the slice list of its record, in place.
+@Suite struct TopicRecordSliceTests {
+    @Test func slicesReadInPlaceEqualTheDecodedOnes() throws {
+        var rng = SeededRandom(seed: 12)
+        for _ in 0..<200 {
+            var record = TopicRecord(code: String(repeating: "c", count: rng.int(40)), title: String(repeating: "é", count: rng.int(30)),
+                                     single: rng.int(2) == 0, subscribers: UInt32(rng.int(1000)), createdSeq: 1, lastChangeSeq: 2)
+            record.slices = (0..<rng.int(20)).map { _ in UInt16(rng.int(65_536)) }.sorted()
+            let bytes = record.encoded()
+            let inPlace = bytes.withUnsafeBytes { TopicRecord.slices(of: $0) }
+            #expect(inPlace == record.slices)
+            #expect(inPlace == (try bytes.withUnsafeBytes { try TopicRecord(decoding: $0, at: "t") }).slices)
+            // Cut short or padded, the bytes are not a record.
+            #expect(Array(bytes.dropLast()).withUnsafeBytes { TopicRecord.slices(of: $0) } == nil)
+            #expect((bytes + [0]).withUnsafeBytes { TopicRecord.slices(of: $0) } == nil)
+        }
+    }
+}
