@@ -71,15 +71,23 @@ final class CommitWriter: @unchecked Sendable {
     /// Takes no more commands, lets the thread commit what is queued, and waits for it.
     func stop() {
         condition.lock()
-        let wasRunning = !stopping && thread != nil
+        let running = stopping ? nil : thread
         stopping = true
         condition.signal()
         condition.unlock()
-        if wasRunning, Thread.current !== thread { finished.wait() }
+        if let running, Thread.current !== running { finished.wait() }
     }
 
     private func run() {
-        defer { finished.signal() }
+        defer {
+            // The thread's closure holds this writer and the writer held the
+            // thread: let go of it, or both outlive the store (AddressSanitizer's
+            // leak check found one per store opened and closed).
+            condition.lock()
+            thread = nil
+            condition.unlock()
+            finished.signal()
+        }
         while true {
             condition.lock()
             while queue.isEmpty && !stopping { condition.wait() }
