@@ -149,6 +149,40 @@ struct SliceCountTests {
         #expect(count(bytes) == nil)
     }
 
+    /// Damaged chunks: whatever the bytes, the C reads only inside them (the
+    /// suite runs under AddressSanitizer with `swift test --sanitize=address`),
+    /// and what it does not refuse it reads as CRoaring's decoder does.
+    @Test("damaged chunks are refused or read as CRoaring reads them", arguments: [7, 8] as [UInt64])
+    func damagedChunks(seed: UInt64) throws {
+        var rng = SeededRandom(seed: seed)
+        for _ in 0..<400 {
+            let high = UInt16(rng.int(4))
+            var audience = Self.slice(UInt32(high), shape: rng.int(4), &rng)
+            audience.formUnion(Self.slice(UInt32(high) + 1, shape: rng.int(4), &rng))
+            var bytes = Self.slice(UInt32(high), shape: rng.int(4), &rng).serialized()
+            switch rng.int(3) {
+            case 0:  // flip a few bytes, most often in the header
+                for _ in 0..<(1 + rng.int(3)) {
+                    let i = rng.int(2) == 0 ? rng.int(min(bytes.count, 20)) : rng.int(bytes.count)
+                    bytes[i] ^= UInt8(1 + rng.int(255))
+                }
+            case 1:  // cut it short
+                bytes = Array(bytes.prefix(rng.int(bytes.count)))
+            default:  // random bytes behind a real header
+                bytes = Array(bytes.prefix(min(bytes.count, 16))) + (0..<rng.int(64)).map { _ in UInt8(rng.int(256)) }
+            }
+            let counted = bytes.withUnsafeBytes { audience.intersectionCount(inSlice: high, stored: $0) }
+            var appendedTo = Bitmap()
+            let appended = bytes.withUnsafeBytes { appendedTo.appendSlice(high, stored: $0) }
+            guard counted != nil || appended else { continue }
+            let decoded = try #require(try? Bitmap(deserializing: bytes), "accepted bytes CRoaring cannot read")
+            if appended { #expect(appendedTo == decoded) }
+            // A container with unordered values is refused by the count, so an accepted one
+            // counts as CRoaring does (its bitsets are counted bit by bit, whatever the header says).
+            if let counted { #expect(counted == audience.intersectionCount(decoded)) }
+        }
+    }
+
     @Test("a corrupt live-token chunk makes a count fail naming the chunk")
     func corruptLiveChunk() throws {
         let dir = TemporaryDirectory("slice-count")
