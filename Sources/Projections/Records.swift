@@ -167,6 +167,7 @@ public struct TopicRecord: Sendable, Hashable {
         let n = Int(b.loadBigEndian(at: at, as: UInt32.self))
         at += 4
         guard n <= 65_536, b.count - at == 2 * n else { return nil }
+        guard n > 0 else { return [] }  // an empty array's initializer would write to the shared empty storage
         return [UInt16](unsafeUninitializedCapacity: n) { buffer, initialized in
             for i in 0..<n { buffer[i] = b.loadBigEndian(at: at + 2 * i, as: UInt16.self) }
             initialized = n

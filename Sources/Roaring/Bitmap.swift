@@ -105,6 +105,9 @@ public struct Bitmap: Sendable {
     /// The slices that hold at least one value, ascending.
     public var sliceKeys: [UInt16] {
         let n = Int(topicstore_slice_keys(pointer, nil, 0))
+        // Not for none: an empty array's initializer writes to the shared
+        // empty-array storage, a race ThreadSanitizer reports between threads.
+        guard n > 0 else { return [] }
         return [UInt16](unsafeUninitializedCapacity: n) { buffer, initialized in
             initialized = Int(topicstore_slice_keys(pointer, buffer.baseAddress, Int32(n)))
         }
@@ -131,6 +134,7 @@ public struct Bitmap: Sendable {
 
     public func toArray() -> [UInt32] {
         let n = count
+        guard n > 0 else { return [] }  // see sliceKeys
         return [UInt32](unsafeUninitializedCapacity: n) { buffer, initialized in
             roaring_bitmap_to_uint32_array(pointer, buffer.baseAddress)
             initialized = n
