@@ -100,6 +100,16 @@ struct SliceCountTests {
         #expect(target.isEmpty)
     }
 
+    @Test("an empty bitmap has no slices, and counts nothing")
+    func emptyBitmap() {
+        let empty = Bitmap()
+        #expect(empty.sliceKeys.isEmpty)
+        #expect(empty.toArray().isEmpty)
+        let stored = Bitmap([2 << 16 | 7] as [UInt32]).serialized()
+        #expect(stored.withUnsafeBytes { empty.intersectionCount(inSlice: 2, stored: $0) } == 0)
+        #expect(Bitmap([1, 70_000] as [UInt32]).sliceKeys == [0, 1])
+    }
+
     @Test("stored bytes that are not one well-formed container of the slice are refused")
     func refusesMalformedChunks() throws {
         var rng = SeededRandom(seed: 9)
