@@ -108,7 +108,7 @@ static int parse_stored(const unsigned char *p, size_t length, uint16_t high, sl
     if (run) {
         if (rest < 2) return -1;
         uint32_t runs = load16(data, 0);
-        if (rest != 2 + 4 * (size_t)runs) return -1;
+        if (runs == 0 || rest != 2 + 4 * (size_t)runs) return -1;  // an empty chunk is never stored
         out->type = kRun;
         out->bytes = data + 2;
         out->count = (int32_t)runs;
@@ -304,7 +304,6 @@ int topicstore_slice_append(void *bitmap, uint16_t high, const void *stored, siz
         break;
     }
     default: {
-        if (s.count == 0) return -1;  // an empty chunk is never stored
         run_container_t *r = run_container_create_given_capacity(s.count);
         if (r == NULL) return -1;
         memcpy(r->runs, s.bytes, 4 * (size_t)s.count);

@@ -157,6 +157,8 @@ struct SliceCountTests {
         #expect(count(bytes) == nil)
         bytes[15] = 0xF0; bytes[16] = 0xFF     // starts at 65,520 and runs 100 values
         #expect(count(bytes) == nil)
+        // A run container without runs (the decoder refuses an empty chunk too).
+        #expect(count(Array(bytes.prefix(9)) + [0, 0]) == nil)
     }
 
     /// Damaged chunks: whatever the bytes, the C reads only inside them (the
