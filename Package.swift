@@ -29,7 +29,7 @@ let package = Package(
 
         // Our own C: CPU instructions Swift cannot express (a cache prefetch, SSE4.2 CRC-32C).
         .target(name: "CIntrinsics", path: "Sources/CIntrinsics"),
-        // Our own C over CRoaring's containers: counts against a stored chunk read in place.
+        // Our own C over CRoaring's containers: stored chunks counted and appended in place.
         .target(name: "CRoaringSlices", path: "Sources/CRoaringSlices",
                 linkerSettings: [.linkedLibrary("roaring")]),
 

@@ -26,12 +26,26 @@ enum PostingChunk {
         return bitmap
     }
 
-    /// Adds a stored chunk to `result`, which holds only lower slices: its
-    /// container is copied straight in, or, when the bytes are not one
-    /// well-formed container of that slice, decoded (which reports what is wrong).
-    static func append(_ bytes: UnsafeRawBufferPointer, to result: inout Bitmap, pid: UInt32, topic: UInt32, high: UInt16) throws {
-        if result.appendSlice(high, stored: bytes) { return }
-        result.formUnion(try decode(bytes, pid: pid, topic: topic, high: high))
+    /// `topic`'s chunks of `slices` (ascending), each stored container
+    /// copied straight into the result, or, when its bytes are not one
+    /// well-formed container of that slice, decoded (which reports what is
+    /// wrong). A slice without a chunk is skipped, or, with `required`, corrupt.
+    static func read(pid: UInt32, topic: UInt32, slices: some Sequence<UInt16>, required: Bool,
+                     tables: ProjectionTables, _ txn: borrowing Transaction) throws -> Bitmap {
+        var result = Bitmap()
+        var key = Keys.chunk(pid, topic, 0)
+        for high in slices {
+            key[4] = UInt8(high >> 8); key[5] = UInt8(high & 0xFF)
+            guard let v = try txn.get(tables.postings, key) else {
+                if required {
+                    throw ProjectionCorruption(place: "postings/\(pid)/\(high)/\(topic)", reason: "the topic lists this slice but it is missing")
+                }
+                continue
+            }
+            // Slices are disjoint and ascending: each one appends a container.
+            if !result.appendSlice(high, stored: v) { result.formUnion(try decode(v, pid: pid, topic: topic, high: high)) }
+        }
+        return result
     }
 
     /// The highest slice any topic of the project uses (nil when it has no postings).
@@ -50,16 +64,10 @@ enum PostingChunk {
         }
     }
 
-    /// The whole bitmap of `topic`: the union of its slices, ascending.
+    /// The whole bitmap of `topic`, probing every slice the project uses
+    /// (the built-in sets, which keep no slice list).
     static func read(pid: UInt32, topic: UInt32, tables: ProjectionTables, _ txn: borrowing Transaction) throws -> Bitmap {
-        var result = Bitmap()
-        guard let top = try maxHigh(pid: pid, tables: tables, txn) else { return result }
-        for high in 0...top {
-            // Slices are disjoint and ascending: each one appends a container.
-            if let v = try txn.get(tables.postings, Keys.chunk(pid, topic, high)) {
-                try append(v, to: &result, pid: pid, topic: topic, high: high)
-            }
-        }
-        return result
+        guard let top = try maxHigh(pid: pid, tables: tables, txn) else { return Bitmap() }
+        return try read(pid: pid, topic: topic, slices: 0...top, required: false, tables: tables, txn)
     }
 }

@@ -111,16 +111,7 @@ public struct ProjectionReader: Sendable {
         guard tid >= ProjectionTables.firstTopicID else { return try PostingChunk.read(pid: pid, topic: tid, tables: tables, txn) }
         guard let stored = try txn.get(tables.topics, Keys.pair(pid, tid)) else { return Bitmap() }
         let slices = try TopicRecord.slices(of: stored) ?? TopicRecord(decoding: stored, at: "topics/\(pid)/\(tid)").slices
-        var result = Bitmap()
-        var key = Keys.chunk(pid, tid, 0)
-        for high in slices {
-            key[4] = UInt8(high >> 8); key[5] = UInt8(high & 0xFF)
-            guard let v = try txn.get(tables.postings, key) else {
-                throw ProjectionCorruption(place: "postings/\(pid)/\(high)/\(tid)", reason: "the topic lists this slice but it is missing")
-            }
-            try PostingChunk.append(v, to: &result, pid: pid, topic: tid, high: high)
-        }
-        return result
+        return try PostingChunk.read(pid: pid, topic: tid, slices: slices, required: true, tables: tables, txn)
     }
 
     /// Devices with a live token on `platform`.

@@ -60,11 +60,6 @@ public struct Bitmap: Sendable {
 
     public mutating func removeAll() { roaring_bitmap_clear(mutablePointer()) }
 
-    /// Number of values in `lowerBound..<upperBound`.
-    public func count(in range: Range<UInt32>) -> Int {
-        Int(roaring_bitmap_range_cardinality(pointer, UInt64(range.lowerBound), UInt64(range.upperBound)))
-    }
-
     // MARK: Set algebra
 
     public mutating func formUnion(_ other: Bitmap) { roaring_bitmap_or_inplace(mutablePointer(), other.pointer) }
