@@ -239,7 +239,7 @@ public enum Compactor {
                 clock.lap("copy")
             }
             let builder = try GenerationBuilder(directory: genDir, mapSize: mapSize)
-            // The writer's token index is read now, not in the switch while every writer waits.
+            // The writer's device_id and token indexes are read now, not in the switch while every writer waits.
             try builder.prepareWriter()
             // Catch up outside the switch until what is left is small.
             while report.catchUpRounds < options.maxCatchUpRounds {

@@ -117,9 +117,18 @@ public struct GarbagePlan: Sendable {
                       t.subscribers == 0, t.lastChangeSeq <= topicHorizon else { continue }
                 out.dropTopics.append(e)
             }
+            // Each project's devices are found in one walk of its records, not one walk per device.
+            var wanted: [String: Set<String>] = [:]
             for e in forgetDevices {
-                guard case .forgetDevice(let id) = e.body, let p = pids[e.project],
-                      let d = try reader.device(p, deviceID: id, txn), d.topics.isEmpty else { continue }
+                if case .forgetDevice(let id) = e.body { wanted[e.project, default: []].insert(id) }
+            }
+            var ordinals: [String: [String: UInt32]] = [:]
+            for (name, ids) in wanted {
+                if let p = pids[name] { ordinals[name] = try reader.ordinals(p, deviceIDs: ids, txn) }
+            }
+            for e in forgetDevices {
+                guard case .forgetDevice(let id) = e.body, let p = pids[e.project], let ordinal = ordinals[e.project]?[id],
+                      let d = try reader.device(p, ordinal: ordinal, txn), d.topics.isEmpty else { continue }
                 if d.record.token != nil {
                     guard let rejected = d.record.rejectedAt, rejected <= rejectedBefore else { continue }
                 }

@@ -31,7 +31,7 @@ final class GenerationBuilder {
         appliedSequence = try env.read { txn in try tables.appliedSequence(txn) }
     }
 
-    /// Reads what the writer keeps in memory (its token index) from the copy.
+    /// Reads what the writer keeps in memory (its device_id and token indexes) from the copy.
     func prepareWriter() throws {
         let writer = self.writer
         try env.read { txn in try writer.prepare(txn) }

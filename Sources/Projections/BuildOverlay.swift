@@ -3,8 +3,8 @@ import Dispatch
 import Glibc
 import LMDB
 
-/// The string-keyed index entries of a build (`device_ids`, `topic_codes`:
-/// pid ‖ name → u32) held in memory: the names back to back in one byte
+/// The string-keyed index entries of a build (`topic_codes`: pid ‖ code →
+/// topic id) held in memory: the names back to back in one byte
 /// arena, found through an open-addressing table whose 20-byte slots hold a
 /// hash tag, the value and where the name is, so a lookup hashes the
 /// name's UTF-8 in place, allocates nothing and touches one slot (and the
@@ -241,15 +241,14 @@ final class NameIndex: @unchecked Sendable {
 }
 
 /// What a `ProjectionWriter` in build mode holds beyond its caches: the rows it
-/// would otherwise write straight through (devices, the device_id, token and
-/// topic code indexes) and the removals a non-empty target needs.
+/// would otherwise write straight through (devices, topic codes) and the
+/// removals a non-empty target needs.
 final class BuildState {
     /// Whether the target tables were empty when the build (or its current
     /// round) began: then an entry the build does not hold does not exist,
     /// and no lookup goes to LMDB.
     var targetIsEmpty: Bool
     let memoryBudget: Int
-    var deviceIDs = NameIndex()
     var topicCodes = NameIndex()
     /// Device records by project and ordinal. nil: not in the build (ask
     /// the target); `.some(nil)`: deleted.
@@ -290,7 +289,7 @@ final class BuildState {
     }
 
     func removeAll() {
-        deviceIDs = NameIndex(); topicCodes = NameIndex()
+        topicCodes = NameIndex()
         devices = OrdinalColumns(empty: nil)
         deviceBytes = 0
         members = OrdinalColumns(empty: 0)
@@ -330,20 +329,15 @@ final class BuildState {
 }
 
 extension BuildState {
-    func set(_ db: Database, _ pid: UInt32, _ name: String, _ ordinal: UInt32?, tables: ProjectionTables) {
-        if db == tables.deviceIDs { deviceIDs.set(pid, name, ordinal) }
-        else { preconditionFailure("no name index for database \(db)") }
-    }
-
-    /// Whether the build's device `ordinal` holds `token`, read in place;
-    /// nil when the build does not hold the device (ask the target).
+    /// Whether the build's device `ordinal` has `value` as its device_id or
+    /// its token, read in place; nil when the build does not hold the device (ask the target).
     @inline(__always)
-    func device(_ pid: UInt32, _ ordinal: UInt32, holds token: String) -> Bool? {
+    func device(_ pid: UInt32, _ ordinal: UInt32, matches name: DeviceDirectory.Name, _ value: String) -> Bool? {
         let held = devices.withValue(pid, ordinal) { (record: borrowing DeviceRecord??) -> Bool? in
             switch record {
             case .none: return nil
             case .some(.none): return false
-            case .some(.some(let device)): return device.token == token
+            case .some(.some(let device)): return name == .deviceID ? device.deviceID == value : device.token == value
             }
         }
         return held ?? nil
@@ -382,7 +376,7 @@ extension BuildState {
 
     /// Bytes held beyond the writer's caches, roughly.
     var footprint: Int {
-        deviceIDs.footprint + topicCodes.footprint
+        topicCodes.footprint
             + devices.slots * MemoryLayout<DeviceRecord??>.stride + deviceBytes + (members.slots + topics.slots) * 4
     }
 

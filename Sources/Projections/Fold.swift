@@ -94,7 +94,7 @@ public enum Fold {
             guard writer.topicIDs(at: member).isEmpty, device.state != .live else { break }
             if let token = device.token { writer.unindexToken(pid, token, ordinal: ordinal) }  // a rejected token goes with it
             try writer.setBit(pid, ProjectionTables.BuiltIn.knownDevices, ordinal, false, txn)
-            try writer.deleteIndex(writer.tables.deviceIDs, pid, deviceID, txn)
+            writer.unindexDevice(pid, deviceID, ordinal: ordinal)
             try writer.deleteDevice(pid, ordinal, txn)
 
         case .dropTopic(let code):
@@ -132,7 +132,7 @@ public enum Fold {
         let ordinal = project.nextOrdinal
         guard ordinal < UInt32.max else { throw ProjectionCorruption(place: "projects/\(pid)", reason: "device ordinals exhausted") }
         project.nextOrdinal += 1
-        try writer.setIndex(writer.tables.deviceIDs, pid, deviceID, ordinal: ordinal, txn)
+        writer.indexDevice(pid, deviceID, ordinal: ordinal)
         try writer.put(device: DeviceRecord(deviceID: deviceID), pid, ordinal, txn)
         try writer.setBit(pid, ProjectionTables.BuiltIn.knownDevices, ordinal, true, txn)
         return (ordinal, true)

@@ -72,10 +72,64 @@ public struct ProjectionReader: Sendable {
         return result
     }
 
+    /// The ordinal of `deviceID` in this snapshot. No table is keyed by
+    /// device_id (see `ProjectionTables`): the serving process asks its
+    /// recipient cache's index, and confirms the candidates here; any other
+    /// reader walks the project's device records, which takes about 0.2 s
+    /// per million devices.
     public func ordinal(_ pid: UInt32, deviceID: String, _ txn: borrowing Transaction) throws -> UInt32? {
-        guard let v = try txn.get(tables.deviceIDs, Keys.named(pid, deviceID)) else { return nil }
-        guard v.count == 4 else { throw ProjectionCorruption(place: "device_ids/\(pid)/\(deviceID)", reason: "\(v.count) bytes") }
-        return v.loadBigEndian(at: 0, as: UInt32.self)
+        var id = deviceID
+        return try id.withUTF8 { idBytes -> UInt32? in
+            let id = UnsafeRawBufferPointer(idBytes)
+            if let cache = recipientCache,
+               let candidates = cache.deviceCandidates(pid, id, asOf: try tables.appliedSequence(txn)) {
+                for ordinal in candidates {
+                    guard let v = try txn.get(tables.devices, Keys.pair(pid, ordinal)) else { continue }
+                    guard let f = DeviceRecord.fields(of: v) else {
+                        throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device record does not decode")
+                    }
+                    if f.has(deviceID: id) { return ordinal }
+                }
+                return nil
+            }
+            var found: UInt32?
+            try forEachDevice(pid, txn) { ordinal, f in
+                guard f.has(deviceID: id) else { return true }
+                found = ordinal
+                return false
+            }
+            return found
+        }
+    }
+
+    /// The ordinals of those of `deviceIDs` that project `pid` has, found in one walk of its device records.
+    public func ordinals(_ pid: UInt32, deviceIDs: Set<String>, _ txn: borrowing Transaction) throws -> [String: UInt32] {
+        var found: [String: UInt32] = [:]
+        guard !deviceIDs.isEmpty else { return found }
+        try forEachDevice(pid, txn) { ordinal, f in
+            let id = String(decoding: f.deviceID, as: UTF8.self)
+            if deviceIDs.contains(id) { found[id] = ordinal }
+            return found.count < deviceIDs.count
+        }
+        return found
+    }
+
+    /// Calls `body` with each device record of project `pid`, in ordinal order, read in place, until it returns false.
+    private func forEachDevice(_ pid: UInt32, _ txn: borrowing Transaction,
+                               _ body: (UInt32, DeviceRecord.Fields) throws -> Bool) throws {
+        let prefix = Keys.project(pid)
+        try txn.withCursor(tables.devices) { cursor in
+            var entry = try cursor.seek(atLeast: prefix)
+            while let (key, value) = entry, Keys.hasPrefix(key, prefix) {
+                guard key.count == 8 else { throw ProjectionCorruption(place: "devices/\(pid)", reason: "key of \(key.count) bytes") }
+                let ordinal = key.loadBigEndian(at: 4, as: UInt32.self)
+                guard let f = DeviceRecord.fields(of: value) else {
+                    throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device record does not decode")
+                }
+                guard try body(ordinal, f) else { return }
+                entry = try cursor.next()
+            }
+        }
     }
 
     public func deviceRecord(_ pid: UInt32, ordinal: UInt32, _ txn: borrowing Transaction) throws -> DeviceRecord? {
@@ -85,8 +139,13 @@ public struct ProjectionReader: Sendable {
 
     /// A device with its token, platform, state and topic codes.
     public func device(_ pid: UInt32, deviceID: String, _ txn: borrowing Transaction) throws -> DeviceInfo? {
-        guard let ordinal = try ordinal(pid, deviceID: deviceID, txn),
-              let record = try deviceRecord(pid, ordinal: ordinal, txn) else { return nil }
+        guard let ordinal = try ordinal(pid, deviceID: deviceID, txn) else { return nil }
+        return try device(pid, ordinal: ordinal, txn)
+    }
+
+    /// Device `ordinal` with its token, platform, state and topic codes.
+    public func device(_ pid: UInt32, ordinal: UInt32, _ txn: borrowing Transaction) throws -> DeviceInfo? {
+        guard let record = try deviceRecord(pid, ordinal: ordinal, txn) else { return nil }
         var codes: [String] = []
         for tid in try Self.memberships(pid, ordinal, tables: tables, txn) {
             guard let t = try topic(pid, tid, txn) else {

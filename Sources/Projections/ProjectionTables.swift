@@ -8,29 +8,28 @@ import SubscriptionLog
 /// | meta           | name                        | schema version, applied seq  |
 /// | projects       | project name                | `ProjectRecord`              |
 /// | devices        | pid ‖ ordinal               | `DeviceRecord`               |
-/// | device_ids     | pid ‖ device_id             | ordinal                      |
 /// | topics         | pid ‖ topic id              | `TopicRecord`                |
 /// | topic_codes    | pid ‖ code                  | topic id                     |
 /// | postings       | pid ‖ high16 ‖ topic id     | one roaring container        |
 /// | device_topics  | pid ‖ ordinal               | ascending u32 topic ids      |
 ///
-/// Which device holds a token is not a table: the writer keeps it in memory,
-/// loaded from `devices` (see `TokenIndex`). Beside the projections, a store
+/// Which device has a device_id, and which holds a token, are not tables:
+/// the writer keeps both in memory, loaded from `devices` (see
+/// `DeviceDirectory`); other readers find a device_id in `devices` itself. Beside the projections, a store
 /// opened for writing has `writer_state`, bookkeeping of the writers (not a
 /// projection: never compared, never rebuilt).
 public struct ProjectionTables: Sendable {
-    /// 2: no `tokens` table (version 1 had one; opening a version 1 store
-    /// for writing drops it and stamps 2).
-    public static let schemaVersion: UInt32 = 2
+    /// 3: no `device_ids` table; 2: no `tokens` table. Opening an older
+    /// store for writing drops what it has of them and stamps 3.
+    public static let schemaVersion: UInt32 = 3
     /// The versions this code reads.
-    public static let readableSchemaVersions: ClosedRange<UInt32> = 1...2
-    public static let names = ["meta", "projects", "devices", "device_ids",
+    public static let readableSchemaVersions: ClosedRange<UInt32> = 1...3
+    public static let names = ["meta", "projects", "devices",
                                "topics", "topic_codes", "postings", "device_topics"]
 
     public let meta: Database
     public let projects: Database
     public let devices: Database
-    public let deviceIDs: Database
     public let topics: Database
     public let topicCodes: Database
     public let postings: Database
@@ -38,7 +37,7 @@ public struct ProjectionTables: Sendable {
     /// `writer_state`: nil in an environment opened read-only.
     public let writerState: Database?
 
-    public var all: [Database] { [meta, projects, devices, deviceIDs, topics, topicCodes, postings, deviceTopics] }
+    public var all: [Database] { [meta, projects, devices, topics, topicCodes, postings, deviceTopics] }
 
     /// Built-in bitmaps kept per project beside the topics (ids below `firstTopicID`).
     enum BuiltIn {
@@ -55,22 +54,25 @@ public struct ProjectionTables: Sendable {
     static let writerStampKey = Array("stamp".utf8)
 
     /// Opens the tables; with `create`, creates missing ones, stamps the
-    /// schema version, and brings a version 1 store to version 2.
+    /// schema version, and brings an older store to version 3.
     public static func open(in environment: Environment, create: Bool) throws -> ProjectionTables {
         let d = try environment.openDatabases(names, create: create)
         let writerState = environment.isReadOnly ? nil : try environment.openDatabases(["writer_state"], create: true)[0]
-        let tables = ProjectionTables(meta: d[0], projects: d[1], devices: d[2], deviceIDs: d[3],
-                                      topics: d[4], topicCodes: d[5], postings: d[6], deviceTopics: d[7],
+        let tables = ProjectionTables(meta: d[0], projects: d[1], devices: d[2],
+                                      topics: d[3], topicCodes: d[4], postings: d[5], deviceTopics: d[6],
                                       writerState: writerState)
         if create {
             try environment.write { txn in
                 let stored = try tables.storedSchemaVersion(txn)
-                if stored == 1 {
-                    // Version 1 kept token → ordinal in a `tokens` table; the index is now
-                    // derived from `devices` in memory, so the table only takes space.
-                    if let old = try txn.openDatabaseIfPresent("tokens") { try txn.drop(old) }
+                if let stored, stored < schemaVersion {
+                    // Version 1 kept token → ordinal in a `tokens` table, and versions 1
+                    // and 2 device_id → ordinal in `device_ids`. Both indexes are now
+                    // derived from `devices` in memory, so the tables only take space.
+                    for name in ["tokens", "device_ids"] {
+                        if let old = try txn.openDatabaseIfPresent(name) { try txn.drop(old) }
+                    }
                 }
-                if stored == nil || stored == 1 {
+                if stored == nil || stored! < schemaVersion {
                     var w = ByteWriter(); w.u32(schemaVersion)
                     try txn.put(tables.meta, versionKey, w.bytes)
                 }
@@ -114,7 +116,7 @@ public struct ProjectionTables: Sendable {
     }
 
     /// The stamp of the last writer that changed the projections (nil when
-    /// none has): a writer holding state derived from them (its token index)
+    /// none has): a writer holding state derived from them (its device indexes)
     /// compares it with the stamp it wrote itself to know that no one else wrote.
     public func writerStamp(_ txn: borrowing Transaction) throws -> UInt64? {
         guard let writerState, let v = try txn.get(writerState, Self.writerStampKey) else { return nil }

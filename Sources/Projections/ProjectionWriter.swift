@@ -6,9 +6,9 @@ import SubscriptionLog
 /// The projections' side of one write transaction. It caches what a batch of
 /// events touches over and over (project counters, topic records, topic codes,
 /// posting containers, device topic lists) and writes each back once in
-/// `flush`, which must run before commit. Device records and the device_id
-/// index are written straight through; which device holds a token is kept in
-/// memory (`TokenIndex`), checked against the store at every `begin`.
+/// `flush`, which must run before commit. Device records are written
+/// straight through; which device has a device_id and which holds a token are
+/// kept in memory (`DeviceDirectory`), checked against the store at every `begin`.
 ///
 /// Used by the live write path and by replay alike, through `Fold.apply`.
 public final class ProjectionWriter {
@@ -58,13 +58,13 @@ public final class ProjectionWriter {
         self.appliedSequence = 0
         self.recipientCache = recipientCache
         self.build = nil
-        self.tokens = TokenHolders(recordsChanges: true)
+        self.directory = DeviceDirectory(recordsChanges: true)
         self.postings = PostingCache(tracksLastChunks: false)
         self.postingWorker = nil
     }
 
-    /// Which device holds each token (see `TokenHolders`).
-    private var tokens: TokenHolders
+    /// Which device has each device_id and holds each token (see `DeviceDirectory`).
+    private var directory: DeviceDirectory
 
     /// In build mode (replay, import): nil on the live path.
     let build: BuildState?
@@ -80,7 +80,7 @@ public final class ProjectionWriter {
         self.appliedSequence = 0
         self.recipientCache = nil
         self.build = BuildState(targetIsEmpty: targetIsEmpty, memoryBudget: memoryBudget)
-        self.tokens = TokenHolders(recordsChanges: false)
+        self.directory = DeviceDirectory(recordsChanges: false)
         self.postings = PostingCache(tracksLastChunks: true)
         self.postingWorker = targetIsEmpty ? PostingWorker() : nil
     }
@@ -103,7 +103,7 @@ public final class ProjectionWriter {
             if !build.begun {
                 appliedSequence = try tables.appliedSequence(txn)
                 build.begun = true
-                if build.targetIsEmpty { tokens.startEmpty() } else { try tokens.load(tables, txn) }
+                if build.targetIsEmpty { directory.startEmpty() } else { try directory.load(tables, txn) }
             }
             return
         }
@@ -114,7 +114,7 @@ public final class ProjectionWriter {
         }
         lastCommittedTransaction = nil
         appliedSequence = try tables.appliedSequence(txn)
-        try tokens.sync(tables, txn)
+        try directory.sync(tables, txn)
         recipientChanges.removeAll()
         transactionStart = appliedSequence
         // Not at this state (the first write, or another process wrote): read the table again.
@@ -123,10 +123,10 @@ public final class ProjectionWriter {
         }
     }
 
-    /// Loads the token index now (in any transaction, a read one will do),
+    /// Loads the device_id and token indexes now (in any transaction, a read one will do),
     /// so the first write does not wait for it: a store opened for writing calls it.
     public func prepare(_ txn: borrowing Transaction) throws {
-        if build == nil && !tokens.isLoaded { try tokens.load(tables, txn) }
+        if build == nil && !directory.isLoaded { try directory.load(tables, txn) }
         if let cache = recipientCache, cache.heldSequence == nil {
             try cache.fill(from: tables, through: tables.appliedSequence(txn), txn)
         }
@@ -296,31 +296,36 @@ public final class ProjectionWriter {
 
     // MARK: Devices
 
+    /// The device of `deviceID`, from the device_id index, each candidate confirmed by its record.
     func ordinal(_ pid: UInt32, deviceID: String, _ txn: borrowing Transaction) throws -> UInt32? {
-        if let build {
-            if let held = build.deviceIDs.lookup(pid, deviceID) { return held }
-            if build.targetIsEmpty { return nil }
+        var found: UInt32?
+        try directory.forEachCandidate(.deviceID, pid, deviceID) { candidate in
+            guard try device(pid, candidate, matches: .deviceID, deviceID, txn) else { return false }
+            found = candidate
+            return true
         }
-        return try lookupOrdinal(tables.deviceIDs, Keys.named(pid, deviceID), place: "device_ids/\(pid)/\(deviceID)", txn)
+        return found
     }
 
     /// The device holding `token` (live or rejected), from the token index,
     /// each candidate confirmed by its record.
     func ordinal(_ pid: UInt32, token: String, _ txn: borrowing Transaction) throws -> UInt32? {
         var holder: UInt32?
-        try tokens.forEachCandidate(pid, token) { candidate in
-            guard try device(pid, candidate, holds: token, txn) else { return false }
+        try directory.forEachCandidate(.token, pid, token) { candidate in
+            guard try device(pid, candidate, matches: .token, token, txn) else { return false }
             holder = candidate
             return true
         }
         return holder
     }
 
-    /// Whether device `ordinal` holds `token`, compared where the record is
-    /// (in the build, or in the map), without decoding or copying it.
-    private func device(_ pid: UInt32, _ ordinal: UInt32, holds token: String, _ txn: borrowing Transaction) throws -> Bool {
+    /// Whether device `ordinal` has `value` as its device_id or its token
+    /// (live or rejected), compared where the record is (in the build, or in
+    /// the map), without decoding or copying it.
+    private func device(_ pid: UInt32, _ ordinal: UInt32, matches name: DeviceDirectory.Name, _ value: String,
+                        _ txn: borrowing Transaction) throws -> Bool {
         if let build {
-            if let held = build.device(pid, ordinal, holds: token) { return held }
+            if let held = build.device(pid, ordinal, matches: name, value) { return held }
             if build.targetIsEmpty { throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "indexed device is missing") }
         }
         guard let v = try txn.get(tables.devices, Keys.pair(pid, ordinal)) else {
@@ -329,36 +334,28 @@ public final class ProjectionWriter {
         guard let f = DeviceRecord.fields(of: v) else {
             throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device record does not decode")
         }
-        var token = token
-        return token.withUTF8 { f.holds(UnsafeRawBufferPointer($0)) }
+        var value = value
+        return value.withUTF8 { name == .deviceID ? f.has(deviceID: UnsafeRawBufferPointer($0)) : f.holds(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Records that device `ordinal` (new) has `deviceID`.
+    func indexDevice(_ pid: UInt32, _ deviceID: String, ordinal: UInt32) {
+        directory.insert(.deviceID, pid, deviceID, ordinal: ordinal)
+    }
+
+    /// Records that device `ordinal` (forgotten) no longer has `deviceID`.
+    func unindexDevice(_ pid: UInt32, _ deviceID: String, ordinal: UInt32) {
+        directory.remove(.deviceID, pid, deviceID, ordinal: ordinal)
     }
 
     /// Records that device `ordinal` now holds `token` (its previous holder must have been removed).
     func indexToken(_ pid: UInt32, _ token: String, ordinal: UInt32) {
-        tokens.insert(pid, token, ordinal: ordinal)
+        directory.insert(.token, pid, token, ordinal: ordinal)
     }
 
     /// Records that device `ordinal` no longer holds `token`.
     func unindexToken(_ pid: UInt32, _ token: String, ordinal: UInt32) {
-        tokens.remove(pid, token, ordinal: ordinal)
-    }
-
-    private func lookupOrdinal(_ db: Database, _ key: [UInt8], place: @autoclosure () -> String,
-                               _ txn: borrowing Transaction) throws -> UInt32? {
-        guard let v = try txn.get(db, key) else { return nil }
-        guard v.count == 4 else { throw ProjectionCorruption(place: place(), reason: "\(v.count) bytes") }
-        return v.loadBigEndian(at: 0)
-    }
-
-    func setIndex(_ db: Database, _ pid: UInt32, _ name: String, ordinal: UInt32, _ txn: borrowing Transaction) throws {
-        if let build { return build.set(db, pid, name, ordinal, tables: tables) }
-        var w = ByteWriter(capacity: 4); w.u32(ordinal)
-        try txn.put(db, Keys.named(pid, name), w.bytes)
-    }
-
-    func deleteIndex(_ db: Database, _ pid: UInt32, _ name: String, _ txn: borrowing Transaction) throws {
-        if let build { return build.set(db, pid, name, nil, tables: tables) }
-        try txn.delete(db, Keys.named(pid, name))
+        directory.remove(.token, pid, token, ordinal: ordinal)
     }
 
     func device(_ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws -> DeviceRecord {
@@ -506,8 +503,8 @@ public final class ProjectionWriter {
     /// project is the one of the events just folded (a hint is only a hint).
     public func prefetch(_ hints: UnsafeBufferPointer<UInt64>) {
         guard let build, let pid = build.currentProject?.record.id, hints.count >= 2 else { return }
-        if hints[0] != 0 { build.deviceIDs.prefetch(pid, nameHash: hints[0]) }
-        if hints[1] != 0 { tokens.index.prefetch(pid: pid, nameHash: hints[1]) }
+        if hints[0] != 0 { directory.ids.prefetch(pid: pid, nameHash: hints[0]) }
+        if hints[1] != 0 { directory.tokens.prefetch(pid: pid, nameHash: hints[1]) }
         var i = 2
         while i < hints.count {
             build.topicCodes.prefetch(pid, nameHash: hints[i])
@@ -569,7 +566,7 @@ public final class ProjectionWriter {
         dirtyMemberships.removeAll(keepingCapacity: true)
         var w = ByteWriter(capacity: 8); w.u64(appliedSequence)
         try txn.put(tables.meta, ProjectionTables.appliedSeqKey, w.bytes)
-        try tokens.stamp(tables, txn)
+        try directory.stamp(tables, txn)
         // Bound the caches for long replays: everything is written, so start afresh.
         if postings.count > 50_000 || memberships.count > 200_000 || topics.count > 200_000 || topicCodes.count > 200_000 {
             topics.removeAll(); postings.removeAll(); memberships.removeAll(); topicCodes = [:]
@@ -593,12 +590,11 @@ extension ProjectionWriter {
     /// `writeBuild` and go on in a new round.
     public var isOverBudget: Bool {
         guard let build else { return false }
-        let names = max(build.deviceIDs.nameBytes, build.topicCodes.nameBytes)
-        return buildFootprint(build) > build.memoryBudget || names > 2 << 30
+        return buildFootprint(build) > build.memoryBudget || build.topicCodes.nameBytes > 2 << 30
     }
 
     private func buildFootprint(_ build: BuildState) -> Int {
-        var bytes = build.footprint + tokens.footprint
+        var bytes = build.footprint + directory.footprint
         bytes += memberships.count * 96 + topics.count * 256 + topicCodes.count * 64
         if let postingWorker {
             postingWorker.drain()
@@ -630,9 +626,8 @@ extension ProjectionWriter {
     /// devices, so they do not rehash on the way (a hint; they grow beyond it).
     public func reserveBuild(devices: Int) {
         guard let build else { return }
-        build.deviceIDs.reserve(devices)
         build.reserve(devices: devices)
-        tokens.reserve(devices)
+        directory.reserve(devices)
     }
 
     /// Writes everything the build holds into `txn`, each table in key order
@@ -645,9 +640,9 @@ extension ProjectionWriter {
         let append: Transaction.PutFlags = fresh ? .append : []
         settleCurrentProject(build)
         try adoptPostingWorker(build)
-        // Meanwhile, on the other core: the names sorted, the devices encoded.
-        let names = [build.deviceIDs, build.topicCodes]
-        let sorted = Background { names.map { $0.sortedSlots() } }
+        // Meanwhile, on the other core: the topic codes sorted, the devices encoded.
+        let codes = build.topicCodes
+        let sortedCodes = Background { codes.sortedSlots() }
         let (deviceProjects, deviceColumns) = (build.devices.projects, build.devices.columns)
         let devices = Background { EncodedDevices(projects: deviceProjects, columns: deviceColumns) }
         var key = [UInt8](repeating: 0, count: 16)
@@ -752,22 +747,20 @@ extension ProjectionWriter {
             }
         }
 
-        let orders = sorted.value()
-        for (i, db) in [tables.deviceIDs, tables.topicCodes].enumerated() {
-            try txn.withCursor(db) { cursor in
-                try names[i].forEach(in: orders[i]) { k, ordinal in
-                    guard let ordinal else {
-                        if !fresh { try txn.delete(db, Array(k)) }
-                        return
-                    }
-                    try withUnsafeBytes(of: ordinal.bigEndian) { vb in try cursor.put(k, vb, flags: append) }
+        let order = sortedCodes.value()
+        try txn.withCursor(tables.topicCodes) { cursor in
+            try codes.forEach(in: order) { k, tid in
+                guard let tid else {
+                    if !fresh { try txn.delete(tables.topicCodes, Array(k)) }
+                    return
                 }
+                try withUnsafeBytes(of: tid.bigEndian) { vb in try cursor.put(k, vb, flags: append) }
             }
         }
 
         var w = ByteWriter(capacity: 8); w.u64(appliedSequence)
         try txn.put(tables.meta, ProjectionTables.appliedSeqKey, w.bytes)
-        try tokens.stamp(tables, txn)  // a live writer of this store sees that someone else wrote
+        try directory.stamp(tables, txn)  // a live writer of this store sees that someone else wrote
     }
 
     /// After the transaction `writeBuild` wrote into committed: the build
@@ -776,7 +769,7 @@ extension ProjectionWriter {
         guard let build else { return }
         // Millions of small arrays and strings take a while to free: the
         // other core does it (the last references go with `held`).
-        let held = Garbage([memberships, postings, topics, build.devices.columns, build.deviceIDs])
+        let held = Garbage([memberships, postings, topics, build.devices.columns])
         memberships = SlotTable(); postings = PostingCache(tracksLastChunks: true); topics = SlotTable()
         clearCaches()
         build.removeAll()

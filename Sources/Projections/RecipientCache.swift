@@ -24,6 +24,12 @@ public final class RecipientCache: @unchecked Sendable {
     private var garbage = 0
     /// The sequence the cache holds the table at; nil when it holds nothing usable.
     private var heldThrough: UInt64?
+    /// Every device_id with a record since `filledAt` (see `deviceCandidates`):
+    /// entries are added with a device's first record and never removed, as
+    /// an ordinal is never given to another device.
+    private var ids = OrdinalIndex()
+    /// The sequence of the last `fill`.
+    private var filledAt: UInt64?
 
     struct Column {
         /// Each ordinal's record in the arena (a handle from `RecordArena.append`); -1: no record.
@@ -61,13 +67,14 @@ public final class RecipientCache: @unchecked Sendable {
 
     /// Bytes held (the arena and the columns).
     public var footprint: Int {
-        lock.withLock { arena.capacity + columns.values.reduce(0) { $0 + $1.offsets.capacity * 16 } }
+        lock.withLock { arena.capacity + ids.footprint + columns.values.reduce(0) { $0 + $1.offsets.capacity * 16 } }
     }
 
     /// Fills the cache from `txn`'s device table, which holds the events through `sequence`.
     func fill(from tables: ProjectionTables, through sequence: UInt64, _ txn: borrowing Transaction) throws {
         var filled: [UInt32: Column] = [:]
         var records = RecordArena()
+        var filledIDs = OrdinalIndex(capacity: try txn.statistics(tables.devices).entries)
         do {
             try txn.withCursor(tables.devices) { cursor in
                 var entry = try cursor.first()
@@ -81,6 +88,10 @@ public final class RecipientCache: @unchecked Sendable {
                         if let c = current { filled[c.pid] = c.column }
                         current = (pid, Column())
                     }
+                    guard let f = DeviceRecord.fields(of: value) else {
+                        throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device record does not decode")
+                    }
+                    filledIDs.insert(pid: pid, hash: OrdinalIndex.hash(pid, f.deviceID), ordinal: ordinal)
                     current!.column.set(ordinal, offset: records.append(value), changed: 0)
                     entry = try cursor.next()
                 }
@@ -91,7 +102,7 @@ public final class RecipientCache: @unchecked Sendable {
             throw error
         }
         let old = lock.withLock {
-            defer { columns = filled; arena = records; garbage = 0; heldThrough = sequence }
+            defer { columns = filled; arena = records; garbage = 0; heldThrough = sequence; ids = filledIDs; filledAt = sequence }
             return arena
         }
         old.free()
@@ -105,6 +116,8 @@ public final class RecipientCache: @unchecked Sendable {
         arena = RecordArena()
         garbage = 0
         heldThrough = nil
+        ids = OrdinalIndex()
+        filledAt = nil
     }
 
     /// Applies the device records a committed transaction wrote, which took
@@ -122,8 +135,13 @@ public final class RecipientCache: @unchecked Sendable {
                         current = (change.pid, columns.removeValue(forKey: change.pid) ?? Column())
                     }
                     let i = Int(change.ordinal)
-                    if i < current!.column.offsets.count, current!.column.offsets[i] >= 0 {
+                    let held = i < current!.column.offsets.count && current!.column.offsets[i] >= 0
+                    if held {
                         garbage += 4 + arena.record(current!.column.offsets[i]).count
+                    }
+                    if !held, let range = change.range, let f = DeviceRecord.fields(of: UnsafeRawBufferPointer(rebasing: all[range])) {
+                        // A device's first record: its device_id goes into the index.
+                        ids.insert(pid: change.pid, hash: OrdinalIndex.hash(change.pid, f.deviceID), ordinal: change.ordinal)
                     }
                     let handle = change.range.map { arena.append(UnsafeRawBufferPointer(rebasing: all[$0])) } ?? -1
                     current!.column.set(change.ordinal, offset: handle, changed: change.sequence)
@@ -132,6 +150,24 @@ public final class RecipientCache: @unchecked Sendable {
             }
             heldThrough = through
             if garbage > compactionThreshold && garbage > arena.bytes / 2 { compactArena() }
+        }
+    }
+
+    /// The ordinals that may have `deviceID` in project `pid` as of sequence
+    /// `asOf`, to be confirmed against the snapshot's records; nil when the
+    /// cache cannot answer for that snapshot (then walk the records).
+    ///
+    /// Exact for any snapshot from `filledAt` to `heldThrough`: a device of
+    /// such a snapshot either had a record at the fill, or got its first one
+    /// after it, and entries are never removed. A snapshot from before the
+    /// fill may hold a device that was forgotten before it.
+    func deviceCandidates(_ pid: UInt32, _ deviceID: UnsafeRawBufferPointer, asOf: UInt64) -> [UInt32]? {
+        let hash = OrdinalIndex.hash(pid, deviceID)
+        return lock.withLock {
+            guard let held = heldThrough, held >= asOf, let from = filledAt, from <= asOf else { return nil }
+            var candidates: [UInt32] = []
+            ids.forEachCandidate(pid: pid, hash: hash) { candidates.append($0); return false }
+            return candidates
         }
     }
 

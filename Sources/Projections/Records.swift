@@ -96,6 +96,11 @@ public struct DeviceRecord: Sendable, Hashable {
             hasToken && self.token.count == token.count
                 && (token.isEmpty || memcmp(self.token.baseAddress!, token.baseAddress!, token.count) == 0)
         }
+
+        /// Whether the record is the one of `deviceID`.
+        func has(deviceID id: UnsafeRawBufferPointer) -> Bool {
+            deviceID.count == id.count && (id.isEmpty || memcmp(deviceID.baseAddress!, id.baseAddress!, id.count) == 0)
+        }
     }
 
     @inline(__always)

@@ -6,7 +6,7 @@ import SubscriptionLog
 /// One projection entry on which the live store and the rebuild disagree,
 /// said the way an operator reads it.
 public struct ProjectionDifference: Sendable, Hashable, CustomStringConvertible {
-    /// The table: meta, projects, devices, device_ids, topics, topic_codes, postings, device_topics.
+    /// The table: meta, projects, devices, topics, topic_codes, postings, device_topics.
     public var table: String
     /// The project (tenant) name, when the entry belongs to one.
     public var project: String?
@@ -61,14 +61,6 @@ struct DifferenceDescriber {
             if let b = Self.builtInNames[tid] { return b }
             return "topic #\(tid)"
         }
-        func ordinalText(_ v: [UInt8]?, _ pid: UInt32, _ txn: borrowing Transaction, _ reader: ProjectionReader) -> String? {
-            guard let v else { return nil }
-            guard v.count == 4 else { return "\(v.count) bytes \(hex(v))" }
-            let o = u32(v, 0)
-            let id = (try? reader.deviceRecord(pid, ordinal: o, txn))?.deviceID
-            return "ordinal \(o)" + (id.map { " (device \($0))" } ?? "")
-        }
-
         switch table {
         case "meta":
             d.subject = "meta " + String(decoding: key, as: UTF8.self)
@@ -88,10 +80,6 @@ struct DifferenceDescriber {
             }
             d.live = live == nil ? nil : (text(try? liveReader.deviceRecord(pid!, ordinal: o, liveTxn)) ?? "undecodable \(hex(live!))")
             d.rebuilt = rebuilt == nil ? nil : (text(try? rebuiltReader.deviceRecord(pid!, ordinal: o, rebuiltTxn)) ?? "undecodable \(hex(rebuilt!))")
-        case "device_ids":
-            d.subject = "device \(name(key, from: 4))"
-            d.live = ordinalText(live, pid!, liveTxn, liveReader)
-            d.rebuilt = ordinalText(rebuilt, pid!, rebuiltTxn, rebuiltReader)
         case "topics" where key.count == 8:
             let tid = u32(key, 4)
             d.subject = topicName(pid!, tid, liveTxn, rebuiltTxn) + " (id \(tid))"

@@ -102,8 +102,9 @@ final class Generation: Sendable {
         try env.checkReaders()
         environment = env
         do {
-            log = try EventLog.open(in: env, create: !options.readOnly)
-            tables = try ProjectionTables.open(in: env, create: !options.readOnly)
+            (log, tables) = try Self.growingMap(env) {
+                (try EventLog.open(in: env, create: !options.readOnly), try ProjectionTables.open(in: env, create: !options.readOnly))
+            }
         } catch LMDBError.notFound {
             throw StoreError.notADatabase(path: directory, reason: "it has no topicstore tables")
         }
@@ -116,9 +117,25 @@ final class Generation: Sendable {
         guard options.readOnly ? ProjectionTables.readableSchemaVersions.contains(version) : version == ProjectionTables.schemaVersion else {
             throw StoreError.unsupportedSchema(path: directory, version: version)
         }
-        try openAuxiliary(auxiliary, create: !options.readOnly)
-        // The writer's token index is read from the device records now, not at the first command.
+        try Self.growingMap(env) { try openAuxiliary(auxiliary, create: !options.readOnly) }
+        // The writer's device_id and token indexes are read from the device records now, not at the first command.
         if !options.readOnly && options.preparesWriter { try env.read { txn in try projectionWriter.prepare(txn) } }
+    }
+
+    /// Runs `body`, which writes while the store opens (tables created, an
+    /// older schema brought up to date), doubling the map while it is full:
+    /// the file of a store another process wrote to the end of its map has
+    /// no room for even a small transaction. Nothing else in this process
+    /// uses the environment yet, so the map can be changed here.
+    private static func growingMap<T>(_ env: Environment, _ body: () throws -> T) throws -> T {
+        for _ in 0..<16 {
+            do {
+                return try body()
+            } catch LMDBError.mapFull {
+                try env.setMapSize(env.info().mapSize * 2)
+            }
+        }
+        return try body()
     }
 
     func openAuxiliary(_ names: [String], create: Bool) throws {

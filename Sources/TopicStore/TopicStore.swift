@@ -31,7 +31,7 @@ public final class TopicStore: Sendable {
         public var durability = Durability.durable
         /// Most commands committed in one transaction.
         public var maxBatch = 4096
-        /// Read what the writer keeps in memory (its token index: 0.3 s per
+        /// Read what the writer keeps in memory (its device_id and token indexes: 0.5 s per
         /// million devices) when the store is opened, so the first command does
         /// not wait for it. Tools that write only auxiliary tables (keys,
         /// credentials) turn it off; the writer then loads it at its first command.
@@ -39,7 +39,7 @@ public final class TopicStore: Sendable {
         /// Keep a copy of the device records in memory for streaming
         /// recipients (`RecipientCache`): a serving process turns it on. It
         /// costs about the size of the `devices` table in memory and, like the
-        /// token index, a read of that table when the writer starts.
+        /// writer's indexes, a read of that table when the writer starts.
         public var cachesRecipients = false
         public init() {}
     }
@@ -184,8 +184,8 @@ public final class TopicStore: Sendable {
     func reopen(after g: Generation) throws {
         try mapLock.withWriteLock {
             guard state.withLock({ $0 }) === g else { return }
-            // Every reader and writer of this process waits here: the writer's token
-            // index is left to its first command (0.3 s per million devices, once).
+            // Every reader and writer of this process waits here: the writer's device
+            // indexes are left to its first command (0.5 s per million devices, once).
             var lazy = options
             lazy.preparesWriter = false
             let next = try Self.openGeneration(directory: directory, options: lazy, auxiliary: auxiliaryNames.withLock { $0 })

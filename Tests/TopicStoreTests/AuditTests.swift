@@ -33,12 +33,14 @@ struct AuditTests {
         try store.submitAndWait(Event(project: "alpha", body: .register(deviceID: "d1", topics: [TopicSpec(code: "news")])))
         try store.submitAndWait(Event(project: "alpha", body: .register(deviceID: "d2", topics: [TopicSpec(code: "news")])))
         #expect(try Audit.run(store).isClean)
-        // Someone removes d2's topic list and adds a stray device id.
+        // Someone removes d2's topic list and adds a stray device.
         let tables = store.tables
         try store.environment.write { txn in
             let d2: [UInt8] = [0, 0, 0, 1, 0, 0, 0, 1]
             #expect(try txn.delete(tables.deviceTopics, d2))
-            try txn.put(tables.deviceIDs, [0, 0, 0, 1] + Array("forged".utf8), [0, 0, 0, 1])
+            // A device record with no token: flags, platform, token time, rejected at, device_id, empty token.
+            let forged: [UInt8] = [0, 0] + [UInt8](repeating: 0, count: 16) + [0, 6] + Array("forged".utf8) + [0, 0]
+            try txn.put(tables.devices, [0, 0, 0, 1, 0, 0, 0, 7], forged)
         }
         let report = try Audit.run(store)
         #expect(!report.isClean)
@@ -48,8 +50,9 @@ struct AuditTests {
         #expect(membership.project == "alpha")
         #expect(membership.subject == "device d2 topics")
         #expect(membership.live == nil && membership.rebuilt == "news")
-        let forged = try #require(report.differences.first { $0.table == "device_ids" })
-        #expect(forged.subject == "device forged" && forged.live == "ordinal 1 (device d2)" && forged.rebuilt == nil)
+        let forged = try #require(report.differences.first { $0.table == "devices" })
+        #expect(forged.subject == "device forged (ordinal 7)" && forged.rebuilt == nil)
+        #expect(forged.live == "device_id forged, token none, platform none, state no-token, token time 0")
         #expect(report.differences.allSatisfy { $0.asOfSeq == 3 })
     }
 

@@ -77,8 +77,10 @@ struct ReplayMemoryBuildTests {
         let points = dumps.keys.sorted()
         // The removals really happened, and to entries of earlier batches.
         let final = dumps[points.last!]!
-        #expect(final["device_ids"]!.keys.contains { String(decoding: $0.dropFirst(4), as: UTF8.self) == "gone-11" })
-        #expect(!final["device_ids"]!.keys.contains { String(decoding: $0.dropFirst(4), as: UTF8.self) == "gone-1" })
+        // A device record holds its device_id at offset 18, after its length.
+        func hasDevice(_ id: String) -> Bool { final["devices"]!.values.contains { $0.dropFirst(18).starts(with: [0, UInt8(id.utf8.count)] + Array(id.utf8)) } }
+        #expect(hasDevice("gone-11"))
+        #expect(!hasDevice("gone-1"))
         #expect(!final["topic_codes"]!.keys.contains { String(decoding: $0.dropFirst(4), as: UTF8.self) == "temp-1" })
         #expect(!final["devices"]!.values.contains { $0.suffix(7).elementsEqual([0, 5] + Array("old-1".utf8)) }, "no device holds the expired token")
 
@@ -189,11 +191,11 @@ struct ReplayMemoryBuildTests {
         // A projection entry changed behind the fold's back must show up.
         let tables = store.tables
         try store.environment.write { txn in
-            try txn.put(tables.deviceIDs, [0, 0, 0, 1] + Array("forged".utf8), [0, 0, 0, 1])
+            try txn.put(tables.topicCodes, [0, 0, 0, 1] + Array("forged".utf8), [0, 0, 0, 16])
         }
         let dirty = try Audit.run(store, options: options)
         #expect(!dirty.isClean)
         #expect(dirty.differenceCount == 1)
-        #expect(dirty.differences.first?.table == "device_ids")
+        #expect(dirty.differences.first?.table == "topic_codes")
     }
 }

@@ -1,22 +1,15 @@
 import CIntrinsics
 
-/// Which device holds a push token: the writer's token → ordinal index, kept
-/// in memory instead of in an LMDB table.
+/// A hash index from names (push tokens, device ids) to device ordinals,
+/// kept in memory by the writer (`DeviceDirectory`) instead of in LMDB tables.
 ///
-/// The holder of a token is a function of the device records (every record
-/// with a token, live or rejected; no two devices of a project hold the same
-/// one), so storing it again adds nothing durable. It cost a lot: a `tokens`
-/// B-tree keyed by the token itself put one random leaf page into the commit
-/// of every new token, about 40% of the pages an install command dirtied at
-/// 1M devices. The writer loads the index from `devices` (a cursor walk) and
-/// checks on every transaction that no one else has written since.
-///
-/// An entry is (project, 64-bit hash of the token, ordinal): 16 bytes, 32 MiB
-/// per million devices at the table's load. A lookup confirms a candidate
-/// against its device record, so a hash collision costs one read, never a
-/// wrong answer. Open addressing with linear probing; removal shifts the
-/// following entries back, so the table never fills with tombstones.
-struct TokenIndex {
+/// An entry is (project, 64-bit hash of the name, ordinal): 16 bytes, 32 MiB
+/// per million names at the table's load. It stores no names: a lookup
+/// confirms each candidate against its device record, so a hash collision
+/// costs one read, never a wrong answer. Open addressing with linear probing;
+/// removal shifts the following entries back, so the table never fills with
+/// tombstones.
+struct OrdinalIndex {
     struct Entry {
         /// 0 marks an empty slot (a real hash of 0 is stored as 1).
         var hash: UInt64 = 0
@@ -35,19 +28,19 @@ struct TokenIndex {
     /// Bytes the table takes.
     var footprint: Int { entries.count * MemoryLayout<Entry>.stride }
 
-    /// The hash a token is filed under in project `pid`.
-    static func hash(_ pid: UInt32, _ token: UnsafeRawBufferPointer) -> UInt64 {
-        let h = NameIndex.hash(pid, token)
+    /// The hash a name is filed under in project `pid`.
+    static func hash(_ pid: UInt32, _ name: UnsafeRawBufferPointer) -> UInt64 {
+        let h = NameIndex.hash(pid, name)
         return h == 0 ? 1 : h
     }
 
-    static func hash(_ pid: UInt32, _ token: String) -> UInt64 {
-        var token = token
-        return token.withUTF8 { hash(pid, UnsafeRawBufferPointer($0)) }
+    static func hash(_ pid: UInt32, _ name: String) -> UInt64 {
+        var name = name
+        return name.withUTF8 { hash(pid, UnsafeRawBufferPointer($0)) }
     }
 
-    /// Starts loading the slot where the lookup of a token begins (`nameHash`
-    /// is `NameIndex.nameHash` of the token), so that lookup does not wait for memory.
+    /// Starts loading the slot where the lookup of a name begins (`nameHash`
+    /// is `NameIndex.nameHash` of the name), so that lookup does not wait for memory.
     @inline(__always)
     func prefetch(pid: UInt32, nameHash: UInt64) {
         let h = NameIndex.hash(pid, nameHash: nameHash)

@@ -6,17 +6,18 @@ import SubscriptionLog
 import Testing
 import TopicStore
 
-/// The writer's in-memory token → device index: the table itself against a
-/// plain model, and the store around it where it could go stale (a reopen,
-/// a batch that does not commit, a write by another process, a version 1 store).
-@Suite struct TokenIndexTests {
+/// The writer's in-memory device_id → device and token → device indexes: the
+/// table itself against a plain model, and the store around it where it could
+/// go stale (a reopen, a batch that does not commit, a write by another
+/// process, a version 1 or 2 store); and how readers find a device_id.
+@Suite struct DeviceDirectoryTests {
     /// Random inserts and removals with a handful of hashes (every entry
     /// collides with others) homed at the end of the table (probes wrap
     /// around), checked against a multiset after every step.
     @Test(arguments: [1, 2, 3] as [UInt64])
     func tableMatchesAMultisetModel(seed: UInt64) {
         var rng = SeededRandom(seed: seed)
-        var index = TokenIndex()
+        var index = OrdinalIndex()
         var model: [UInt64: [UInt32: [UInt32]]] = [:]  // hash → pid → ordinals
         // The top bits pick the home slot: these are homed in the last few slots of 1,024 (and later of more).
         let hashes: [UInt64] = (0..<12).map { i in UInt64.max - UInt64(i) << 54 - UInt64(i) }
@@ -126,6 +127,7 @@ import TopicStore
         try load.run()
         input.fileHandleForWriting.write(Data("""
             {"project":"demo","type":"token","device_id":"D2","token":"shared-token","platform":"android"}
+            {"project":"demo","type":"register","device_id":"D5","topics":["news"]}
             {"project":"demo","type":"token","device_id":"D3","token":"third-token","platform":"ios"}
 
             """.utf8))
@@ -138,8 +140,15 @@ import TopicStore
         try store.submitAndWait(Event(project: "demo", body: .tokenRejected(token: "shared-token", rejectedAt: later, reason: "Unregistered")))
         try store.submitAndWait(Event(project: "demo", body: .tokenRejected(token: "other-token", rejectedAt: later, reason: "Unregistered")))
         try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D4", token: "third-token", platform: .ios)))
+        // D2 and D5 came from the other process: this writer must find them, not make them again.
+        try store.submitAndWait(Event(project: "demo", body: .register(deviceID: "D2", topics: [TopicSpec(code: "news")])))
+        try store.submitAndWait(Event(project: "demo", body: .unregister(deviceID: "D5", codes: ["news"])))
         try store.read { txn in
-            let pid = try #require(try store.reader.project(named: "demo", txn)).id
+            let project = try #require(try store.reader.project(named: "demo", txn))
+            #expect(project.nextOrdinal == 5, "D1, D3, D2, D5, D4: one ordinal each")
+            #expect(try store.reader.device(project.id, deviceID: "D2", txn)?.topics == ["news"])
+            #expect(try store.reader.device(project.id, deviceID: "D5", txn)?.topics == [])
+            let pid = project.id
             let d1 = try #require(try store.reader.device(pid, deviceID: "D1", txn)).record
             let d2 = try #require(try store.reader.device(pid, deviceID: "D2", txn)).record
             let d3 = try #require(try store.reader.device(pid, deviceID: "D3", txn)).record
@@ -152,45 +161,65 @@ import TopicStore
         #expect(try Audit.run(store).isClean)
     }
 
-    /// A version 1 store kept the index as a `tokens` table: opening it for
-    /// writing drops the table and stamps version 2; a read-only open reads it as it is.
-    @Test func versionOneStoreIsBroughtUpToDate() throws {
-        let dir = TemporaryDirectory("token-v1")
+    /// A version 1 store kept the token index as a `tokens` table, versions 1
+    /// and 2 the device_id index as `device_ids`: opening one for writing
+    /// drops them and stamps the current version; a read-only open reads it as it is.
+    @Test(arguments: [1, 2] as [UInt8])
+    func olderStoreIsBroughtUpToDate(version: UInt8) throws {
+        let dir = TemporaryDirectory("directory-v\(version)")
         do {
             let store = try TopicStore(directory: dir.path)
             try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D1", token: "tok-1", platform: .ios)))
             try store.submitAndWait(Event(project: "demo", body: .register(deviceID: "D1", topics: [TopicSpec(code: "news")])))
-            // Make it look like version 1: the old table with its entry, the old stamp.
-            let old = try store.environment.openDatabases(["tokens"], create: true)[0]
+            // Make it look like that version: the old tables with their entries, the old stamp.
+            let deviceIDs = try store.environment.openDatabases(["device_ids"], create: true)[0]
+            let tokens = version == 1 ? try store.environment.openDatabases(["tokens"], create: true)[0] : nil
             try store.environment.write { txn in
-                try txn.put(old, [0, 0, 0, 1] + Array("tok-1".utf8), [0, 0, 0, 0])
-                try txn.put(store.tables.meta, Array("schemaVersion".utf8), [0, 0, 0, 1])
+                try txn.put(deviceIDs, [0, 0, 0, 1] + Array("D1".utf8), [0, 0, 0, 0])
+                if let tokens { try txn.put(tokens, [0, 0, 0, 1] + Array("tok-1".utf8), [0, 0, 0, 0]) }
+                try txn.put(store.tables.meta, Array("schemaVersion".utf8), [0, 0, 0, version])
             }
+            // A compacting copy: no free pages, the file ends at its last page (as after a file compaction).
+            try FileManager.default.createDirectory(atPath: dir.path + "/copy", withIntermediateDirectories: false)
+            try store.environment.copy(to: dir.path + "/copy", compact: true)
             store.close()
+            try FileManager.default.removeItem(atPath: dir.path + "/data.mdb")
+            try FileManager.default.moveItem(atPath: dir.path + "/copy/data.mdb", toPath: dir.path + "/data.mdb")
         }
         do {
             var readOnly = TopicStore.Options()
             readOnly.readOnly = true
             let store = try TopicStore(directory: dir.path, options: readOnly)
-            let version = try store.read { txn in try store.tables.storedSchemaVersion(txn) }
-            #expect(version == 1)
+            let stored = try store.read { txn in try store.tables.storedSchemaVersion(txn) }
+            #expect(stored == UInt32(version))
             let counts = try store.read { txn in
                 try store.reader.counts(of: try store.reader.audience(project: "demo", .topic("news"), txn), txn)
             }
             #expect(counts.total == 1 && counts.ios == 1)
+            let d1 = try store.read { txn in try store.reader.device(1, deviceID: "D1", txn) }
+            #expect(d1?.topics == ["news"])
             store.close()
         }
-        let store = try TopicStore(directory: dir.path)
+        // Opened for writing with a map no larger than the file (as a store another process filled to the
+        // end of its map): the upgrade's transaction needs pages past it, so the map grows.
+        var small = TopicStore.Options()
+        small.initialMapSize = 64 << 10
+        let store = try TopicStore(directory: dir.path, options: small)
         defer { store.close() }
-        let version = try store.read { txn in try store.tables.storedSchemaVersion(txn) }
-        #expect(version == ProjectionTables.schemaVersion)
-        let oldTable = try store.environment.write { txn in try txn.openDatabaseIfPresent("tokens") }
-        #expect(oldTable == nil, "the old table is gone")
-        // The index came from the device records: the token moves and is taken from D1.
+        let stored = try store.read { txn in try store.tables.storedSchemaVersion(txn) }
+        #expect(stored == ProjectionTables.schemaVersion)
+        for name in ["tokens", "device_ids"] {
+            let oldTable = try store.environment.write { txn in try txn.openDatabaseIfPresent(name) }
+            #expect(oldTable == nil, "the old \(name) table is gone")
+        }
+        // The indexes came from the device records: D1 is found again, and its token moves and is taken from it.
+        try store.submitAndWait(Event(project: "demo", body: .register(deviceID: "D1", topics: [TopicSpec(code: "sport")])))
         try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D2", token: "tok-1", platform: .ios)))
         try store.read { txn in
-            let pid = try #require(try store.reader.project(named: "demo", txn)).id
-            #expect(try store.reader.device(pid, deviceID: "D1", txn)?.record.token == nil)
+            let project = try #require(try store.reader.project(named: "demo", txn))
+            #expect(project.nextOrdinal == 2)
+            let d1 = try #require(try store.reader.device(project.id, deviceID: "D1", txn))
+            #expect(d1.record.token == nil && d1.topics.sorted() == ["news", "sport"])
         }
         #expect(try Audit.run(store).isClean)
     }
@@ -214,6 +243,77 @@ import TopicStore
             _ = try TopicStore(directory: dir.path)
         } throws: { error in
             "\(error)".contains("devices/1/1") && "\(error)".contains("also held by device ordinal 0")
+        }
+    }
+
+    /// Two devices with one device_id cannot come from the fold either.
+    @Test func aDeviceIDHeldTwiceIsReportedAtOpen() throws {
+        let dir = TemporaryDirectory("device-twice")
+        do {
+            let store = try TopicStore(directory: dir.path)
+            try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D1", token: "tok-1", platform: .ios)))
+            try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D2", token: "tok-2", platform: .ios)))
+            // Someone renames D2 to D1 (its token stays its own).
+            try store.environment.write { txn in
+                try txn.put(store.tables.devices, [0, 0, 0, 1, 0, 0, 0, 1],
+                            DeviceRecord(deviceID: "D1", token: "tok-2", platform: .ios).encoded())
+            }
+            store.close()
+        }
+        #expect {
+            _ = try TopicStore(directory: dir.path)
+        } throws: { error in
+            "\(error)".contains("devices/1/1") && "\(error)".contains("device_id is also held by device ordinal 0")
+        }
+    }
+
+    /// A serving process finds a device_id through its recipient cache's
+    /// index, any other reader by walking the device records: both give the
+    /// model's answer, forgotten devices and unknown ids included, and a
+    /// snapshot from before the cache was filled is walked.
+    @Test(arguments: [21, 22] as [UInt64])
+    func readersFindDevicesWithAndWithoutTheCache(seed: UInt64) throws {
+        let dir = TemporaryDirectory("device-readers")
+        var options = TopicStore.Options()
+        options.cachesRecipients = true
+        var gen = ModelBasedTests.Generator(rng: SeededRandom(seed: seed))
+        gen.devices = 30
+        var model = SubscriptionModel()
+        for round in 0..<4 {
+            // Reopened each round: the cache is filled at the sequence the store is at.
+            let store = try TopicStore(directory: dir.path, options: options)
+            defer { store.close() }
+            let cache = try #require(store.reader.recipientCache)
+            let walker = ProjectionReader(tables: store.tables)
+            let filledAt = try store.read { txn in try store.tables.appliedSequence(txn) }
+            // Many forgets: devices come and go between rounds.
+            for _ in 0..<300 {
+                var e = gen.event()
+                if gen.chance(8) { e = Event(project: e.project, body: .forgetDevice(deviceID: "dev-\(gen.rng.next() % 30)")) }
+                try store.submitAndWait(e)
+            }
+            try store.read { txn in try store.log.forEach(from: model.lastSequence + 1, txn) { model.apply($0); return true } }
+            try store.read { txn in
+                let asOf = try store.tables.appliedSequence(txn)
+                var seen = 0
+                for (name, p) in model.projects {
+                    let pid = try #require(try store.reader.project(named: name, txn)).id
+                    #expect(cache.deviceCandidates(pid, UnsafeRawBufferPointer(start: nil, count: 0), asOf: asOf) != nil,
+                            "round \(round): the cache answers for the current snapshot")
+                    for id in (0..<32).map({ "dev-\($0)" }) {
+                        let cached = try store.reader.device(pid, deviceID: id, txn)
+                        let walked = try walker.device(pid, deviceID: id, txn)
+                        #expect(cached == walked, "round \(round) \(name) \(id)")
+                        #expect((cached != nil) == (p.devices[id] != nil), "round \(round) \(name) \(id)")
+                        if cached != nil { seen += 1 }
+                    }
+                }
+                #expect(seen > 0)
+                // Before the fill, the cache does not answer: a device forgotten since could be missing from it.
+                if filledAt > 0 {
+                    #expect(cache.deviceCandidates(1, UnsafeRawBufferPointer(start: nil, count: 0), asOf: filledAt - 1) == nil)
+                }
+            }
         }
     }
 }
