@@ -259,7 +259,7 @@ final class BuildState {
     /// array index where a hash probe into a table of a million entries was.
     private var members = OrdinalColumns<Int32>(empty: 0)
     /// The writer's topic cache slot (+ 1; 0: not held) of each topic, by id.
-    private var topics = OrdinalColumns<Int32>(empty: 0)
+    private var topics = TopicColumns<Int32>(empty: 0)
     /// Topics dropped since the last write (deleted from a non-empty target).
     var droppedTopics: [ProjectionWriter.TopicKey] = []
     var begun = false
@@ -293,7 +293,7 @@ final class BuildState {
         devices = OrdinalColumns(empty: nil)
         deviceBytes = 0
         members = OrdinalColumns(empty: 0)
-        topics = OrdinalColumns(empty: 0)
+        topics = TopicColumns(empty: 0)
         droppedTopics = []
         forgetRecentCodes()
     }
@@ -511,6 +511,12 @@ struct OrdinalColumns<Element> {
             }
         }
         return (c, i)
+    }
+
+    /// Every value of project `pid`, ordinals ascending.
+    func forEachValue(ofProject pid: UInt32, _ body: (Element) -> Void) {
+        guard let c = columnOfProject[pid] else { return }
+        columns[c].withUnsafeBufferPointer { column in for v in column { body(v) } }
     }
 
     /// Every value, projects in ascending id order, ordinals ascending.

@@ -57,8 +57,7 @@ public enum Fold {
                         writer.modifyTopic(at: slot) { $0.single = single; $0.lastChangeSeq = record.sequence }
                     }
                 } else {
-                    let tid = project.nextTopicID
-                    project.nextTopicID += 1
+                    let tid = try writer.newTopicID(single: spec.single ?? false, &project)
                     slot = try writer.createTopic(pid, tid, TopicRecord(
                         code: spec.code, title: spec.title ?? spec.code, single: spec.single ?? false,
                         subscribers: 0, createdSeq: record.sequence, lastChangeSeq: record.sequence), txn)

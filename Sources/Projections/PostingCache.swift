@@ -11,10 +11,10 @@ struct PostingCache {
     /// newest slice, so this finds the chunk by array index where the chunk
     /// table's probe (over a million per-user chunks) missed the cache. Nil on
     /// the live path, whose caches come and go with transactions.
-    private var lastChunks: OrdinalColumns<UInt64>?
+    private var lastChunks: TopicColumns<UInt64>?
 
     init(tracksLastChunks: Bool) {
-        lastChunks = tracksLastChunks ? OrdinalColumns(empty: 0) : nil
+        lastChunks = tracksLastChunks ? TopicColumns(empty: 0) : nil
     }
 
     /// How a change altered its chunk's place in the topic's slice list.
@@ -111,6 +111,6 @@ struct PostingCache {
     mutating func removeAll() {
         chunks.removeAll()
         dirty = []
-        if lastChunks != nil { lastChunks = OrdinalColumns(empty: 0) }
+        if lastChunks != nil { lastChunks = TopicColumns(empty: 0) }
     }
 }

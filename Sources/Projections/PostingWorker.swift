@@ -27,7 +27,7 @@ final class PostingWorker: @unchecked Sendable {
     private var cache = PostingCache(tracksLastChunks: true)
     /// Slice lists of the topics whose chunks appeared or emptied, by topic id
     /// (nil: unchanged), and those topics in the order they first changed.
-    private var slices = OrdinalColumns<[UInt16]?>(empty: nil)
+    private var slices = TopicColumns<[UInt16]?>(empty: nil)
     private var changedTopics: [ProjectionWriter.TopicKey] = []
 
     init() { pending.reserveCapacity(Self.batch) }
@@ -85,7 +85,7 @@ final class PostingWorker: @unchecked Sendable {
 
     /// The changed slice lists were written into the topics: forget them (call after `drain()`).
     func forgetChangedTopics() {
-        slices = OrdinalColumns(empty: nil)
+        slices = TopicColumns(empty: nil)
         changedTopics = []
     }
 

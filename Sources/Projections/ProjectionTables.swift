@@ -48,10 +48,24 @@ public struct ProjectionTables: Sendable {
     }
     static let firstTopicID: UInt32 = 16
 
+    /// How the fold numbers new topics, fixed when a store is created (in
+    /// `meta`) and copied into a rebuild, so the rebuild numbers as the store did.
+    public enum TopicIDs: UInt32, Sendable {
+        /// One sequence for every topic (stores created before schema 3).
+        case sequential = 0
+        /// Shared topics from the sequence, single topics (one device's) at
+        /// 2^31 + the sequence: the records and containers of the few shared
+        /// topics that every batch of new devices updates stay together in
+        /// the key order instead of spread among a million per-user topics.
+        case singlesApart = 1
+    }
+    static let singleTopicBit: UInt32 = 1 << 31
+
     static let appliedSeqKey = Array("appliedSeq".utf8)
     static let versionKey = Array("schemaVersion".utf8)
     static let nextProjectKey = Array("nextProject".utf8)
     static let writerStampKey = Array("stamp".utf8)
+    static let topicIDsKey = Array("topicIDs".utf8)
 
     /// Opens the tables; with `create`, creates missing ones, stamps the
     /// schema version, and brings an older store to version 3.
@@ -76,6 +90,8 @@ public struct ProjectionTables: Sendable {
                     var w = ByteWriter(); w.u32(schemaVersion)
                     try txn.put(tables.meta, versionKey, w.bytes)
                 }
+                // A new store numbers single topics apart; an older one keeps numbering as it did.
+                if stored == nil { try tables.setTopicIDs(.singlesApart, txn) }
             }
         }
         return tables
@@ -85,6 +101,26 @@ public struct ProjectionTables: Sendable {
     public func storedSchemaVersion(_ txn: borrowing Transaction) throws -> UInt32? {
         guard let v = try txn.get(meta, Self.versionKey), v.count == 4 else { return nil }
         return v.loadBigEndian(at: 0, as: UInt32.self)
+    }
+
+    /// How the fold numbers new topics in this store (see `TopicIDs`).
+    public func topicIDs(_ txn: borrowing Transaction) throws -> TopicIDs {
+        guard let v = try txn.get(meta, Self.topicIDsKey) else { return .sequential }
+        guard v.count == 4, let layout = TopicIDs(rawValue: v.loadBigEndian(at: 0, as: UInt32.self)) else {
+            throw ProjectionCorruption(place: "meta/topicIDs", reason: "\(v.count) bytes, not a known numbering")
+        }
+        return layout
+    }
+
+    /// Sets how the fold numbers new topics: when a store is created, or a rebuild as its source did.
+    /// `.sequential` is stored as no entry, as in the stores that predate the choice.
+    public func setTopicIDs(_ layout: TopicIDs, _ txn: borrowing Transaction) throws {
+        guard layout != .sequential else {
+            try txn.delete(meta, Self.topicIDsKey)
+            return
+        }
+        var w = ByteWriter(capacity: 4); w.u32(layout.rawValue)
+        try txn.put(meta, Self.topicIDsKey, w.bytes)
     }
 
     /// The sequence of the last event folded into these projections (0 when none).

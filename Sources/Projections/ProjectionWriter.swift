@@ -66,6 +66,19 @@ public final class ProjectionWriter {
     /// Which device has each device_id and holds each token (see `DeviceDirectory`).
     private var directory: DeviceDirectory
 
+    /// How new topics are numbered in the tables written (read at `begin`).
+    private(set) var topicIDs = ProjectionTables.TopicIDs.sequential
+
+    /// The id of a topic created now, from the project's topic sequence.
+    func newTopicID(single: Bool, _ project: inout ProjectRecord) throws -> UInt32 {
+        let n = project.nextTopicID
+        guard n < ProjectionTables.singleTopicBit else {
+            throw ProjectionCorruption(place: "projects/\(project.id)", reason: "topic ids exhausted")
+        }
+        project.nextTopicID += 1
+        return single && topicIDs == .singlesApart ? n | ProjectionTables.singleTopicBit : n
+    }
+
     /// In build mode (replay, import): nil on the live path.
     let build: BuildState?
 
@@ -102,6 +115,7 @@ public final class ProjectionWriter {
             // `writeBuild`: the caches are the truth across transactions.
             if !build.begun {
                 appliedSequence = try tables.appliedSequence(txn)
+                topicIDs = try tables.topicIDs(txn)
                 build.begun = true
                 if build.targetIsEmpty { directory.startEmpty() } else { try directory.load(tables, txn) }
             }
@@ -114,6 +128,7 @@ public final class ProjectionWriter {
         }
         lastCommittedTransaction = nil
         appliedSequence = try tables.appliedSequence(txn)
+        topicIDs = try tables.topicIDs(txn)
         try directory.sync(tables, txn)
         recipientChanges.removeAll()
         transactionStart = appliedSequence

@@ -211,7 +211,9 @@ public struct TopicRecord: Sendable, Hashable {
     }
 }
 
-/// A project's identity and counters: ordinals and topic ids are dense and never reused.
+/// A project's identity and counters: ordinals are dense, and neither
+/// ordinals nor topic ids are ever reused (topic ids come from `nextTopicID`,
+/// with the high bit set for single topics: see `ProjectionTables.TopicIDs`).
 public struct ProjectRecord: Sendable, Hashable {
     public var id: UInt32
     public var nextOrdinal: UInt32

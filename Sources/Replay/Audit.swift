@@ -77,7 +77,9 @@ public enum Audit {
             builder = try ProjectionBuilder(continuing: snapshot, creating: scratch, writesLog: false, mapSize: mapSize,
                                             memoryBudget: options.memoryBudget)
         } else {
-            builder = try ProjectionBuilder(creating: scratch, writesLog: false, mapSize: mapSize, memoryBudget: options.memoryBudget)
+            let topicIDs = try store.read { txn in try store.tables.topicIDs(txn) }
+            builder = try ProjectionBuilder(creating: scratch, writesLog: false, mapSize: mapSize, memoryBudget: options.memoryBudget,
+                                            topicIDs: topicIDs)
         }
 
         var replayOptions = Replay.Options()

@@ -33,11 +33,15 @@ final class ProjectionBuilder {
     private(set) var link = ChainHash.genesis
     private(set) var lastTimestamp: Int64 = .min
 
-    /// Creates the store in `directory`, which must not exist or be empty.
+    /// Creates the store in `directory`, which must not exist or be empty,
+    /// numbering topics as `topicIDs` says (a rebuild: as the store it rebuilds did).
     convenience init(creating directory: String, writesLog: Bool, mapSize: Int = 1 << 30,
-                     memoryBudget: Int? = ProjectionBuilder.defaultMemoryBudget) throws {
+                     memoryBudget: Int? = ProjectionBuilder.defaultMemoryBudget,
+                     topicIDs: ProjectionTables.TopicIDs = .singlesApart) throws {
         try Self.prepare(directory)
         try self.init(opening: directory, writesLog: writesLog, mapSize: mapSize, memoryBudget: memoryBudget, targetIsEmpty: true)
+        let tables = self.tables
+        try environment.write { txn in try tables.setTopicIDs(topicIDs, txn) }
     }
 
     /// A third of the machine's memory, at most 8 GiB: a 10M-device build fits in one round.

@@ -134,8 +134,9 @@ public enum Replay {
                 try snapshot.copy(toDirectory: Snapshot.directory(inStore: directory, horizon: snapshot.sequence))
             }
         } else {
+            let topicIDs = try store.read { txn in try store.tables.topicIDs(txn) }
             builder = try ProjectionBuilder(creating: directory, writesLog: options.includeLog, mapSize: mapSize,
-                                            memoryBudget: options.memoryBudget)
+                                            memoryBudget: options.memoryBudget, topicIDs: topicIDs)
         }
         var events: UInt64 = 0
         if through > builder.appliedSequence {

@@ -178,6 +178,8 @@ import TopicStore
                 try txn.put(deviceIDs, [0, 0, 0, 1] + Array("D1".utf8), [0, 0, 0, 0])
                 if let tokens { try txn.put(tokens, [0, 0, 0, 1] + Array("tok-1".utf8), [0, 0, 0, 0]) }
                 try txn.put(store.tables.meta, Array("schemaVersion".utf8), [0, 0, 0, version])
+                // Those versions numbered every topic from one sequence, and said nothing about it.
+                try store.tables.setTopicIDs(.sequential, txn)
             }
             // A compacting copy: no free pages, the file ends at its last page (as after a file compaction).
             try FileManager.default.createDirectory(atPath: dir.path + "/copy", withIntermediateDirectories: false)
@@ -213,13 +215,17 @@ import TopicStore
             #expect(oldTable == nil, "the old \(name) table is gone")
         }
         // The indexes came from the device records: D1 is found again, and its token moves and is taken from it.
-        try store.submitAndWait(Event(project: "demo", body: .register(deviceID: "D1", topics: [TopicSpec(code: "sport")])))
+        // A single topic created now is numbered as the store always numbered (the audit's rebuild does the same).
+        try store.submitAndWait(Event(project: "demo", body: .register(deviceID: "D1", topics: [TopicSpec(code: "sport"),
+                                                                                                 TopicSpec(code: "user.1", single: true)])))
         try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D2", token: "tok-1", platform: .ios)))
         try store.read { txn in
             let project = try #require(try store.reader.project(named: "demo", txn))
             #expect(project.nextOrdinal == 2)
             let d1 = try #require(try store.reader.device(project.id, deviceID: "D1", txn))
-            #expect(d1.record.token == nil && d1.topics.sorted() == ["news", "sport"])
+            #expect(d1.record.token == nil && d1.topics.sorted() == ["news", "sport", "user.1"])
+            #expect(try store.tables.topicIDs(txn) == .sequential)
+            #expect(try store.reader.topicID(project.id, code: "user.1", txn) == 18)
         }
         #expect(try Audit.run(store).isClean)
     }

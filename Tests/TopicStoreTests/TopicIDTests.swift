@@ -1,0 +1,77 @@
+import Foundation
+import LMDB
+import Projections
+import Replay
+import SubscriptionLog
+import Testing
+import TopicStore
+
+/// How topics are numbered (`ProjectionTables.TopicIDs`): a new store puts
+/// single topics apart, and a rebuild numbers as the store it rebuilds.
+@Suite struct TopicIDTests {
+    static let bit: UInt32 = 1 << 31
+
+    static func fill(_ store: TopicStore) throws {
+        let events: [EventBody] = [
+            .register(deviceID: "D1", topics: [TopicSpec(code: "news"), TopicSpec(code: "user.1", single: true), TopicSpec(code: "sport")]),
+            .register(deviceID: "D2", topics: [TopicSpec(code: "user.2", single: true), TopicSpec(code: "news")]),
+            .token(deviceID: "D2", token: "tok-2", platform: .android),
+            // `single` changed later: the id stays what it was at creation.
+            .register(deviceID: "D1", topics: [TopicSpec(code: "sport", single: true), TopicSpec(code: "user.2")]),
+            .unregister(deviceID: "D2", codes: ["user.2"]),
+        ]
+        for body in events { try store.submitAndWait(Event(project: "demo", body: body)) }
+    }
+
+    @Test func aNewStoreNumbersSingleTopicsApart() throws {
+        let dir = TemporaryDirectory("topic-ids-new")
+        let store = try TopicStore(directory: dir.path + "/live")
+        defer { store.close() }
+        try Self.fill(store)
+        try store.read { txn in
+            #expect(try store.tables.topicIDs(txn) == .singlesApart)
+            let pid = try #require(try store.reader.project(named: "demo", txn)).id
+            let ids = try ["news", "user.1", "sport", "user.2"].map { try store.reader.topicID(pid, code: $0, txn) }
+            #expect(ids == [16, 17 | Self.bit, 18, 19 | Self.bit])
+            #expect(try store.reader.device(pid, deviceID: "D1", txn)?.topics.sorted() == ["news", "sport", "user.1", "user.2"])
+            #expect(try store.reader.device(pid, deviceID: "D2", txn)?.topics == ["news"])
+            let topics = try store.reader.topics(pid, txn)
+            #expect(topics.map(\.id) == [16, 18, 17 | Self.bit, 19 | Self.bit], "key order: shared topics, then single ones")
+            #expect(topics.first { $0.record.code == "user.2" }?.record.subscribers == 1)
+            let counts = try store.reader.counts(of: try store.reader.audience(project: "demo", .topic("user.2"), txn), txn)
+            #expect(counts.total == 1)
+        }
+        #expect(try Audit.run(store).isClean)
+        // A rebuild, in memory and written through, numbers the same way and holds the same tables.
+        for budget in [1 << 30, nil] as [Int?] {
+            var options = Replay.Options()
+            options.memoryBudget = budget
+            let out = dir.path + "/rebuilt-\(budget ?? 0)"
+            try Replay.rebuild(from: store, to: .sequence(5), into: out, options: options)
+            let rebuilt = try replayOpenReadOnly(out)
+            #expect(replayDumpDifferences(try replayDumpTables(store), try replayDumpTables(rebuilt)).isEmpty)
+            rebuilt.close()
+        }
+    }
+
+    @Test func aStoreWithOneSequenceKeepsItInRebuilds() throws {
+        let dir = TemporaryDirectory("topic-ids-old")
+        let store = try TopicStore(directory: dir.path + "/live")
+        defer { store.close() }
+        // As a store created before schema 3: no numbering in `meta`.
+        try store.environment.write { txn in try store.tables.setTopicIDs(.sequential, txn) }
+        try Self.fill(store)
+        try store.read { txn in
+            #expect(try store.tables.topicIDs(txn) == .sequential)
+            let pid = try #require(try store.reader.project(named: "demo", txn)).id
+            let ids = try ["news", "user.1", "sport", "user.2"].map { try store.reader.topicID(pid, code: $0, txn) }
+            #expect(ids == [16, 17, 18, 19])
+        }
+        #expect(try Audit.run(store).isClean)
+        try Replay.rebuild(from: store, to: .sequence(5), into: dir.path + "/rebuilt")
+        let rebuilt = try replayOpenReadOnly(dir.path + "/rebuilt")
+        defer { rebuilt.close() }
+        #expect(try rebuilt.read { txn in try rebuilt.tables.topicIDs(txn) } == .sequential)
+        #expect(replayDumpDifferences(try replayDumpTables(store), try replayDumpTables(rebuilt)).isEmpty)
+    }
+}
