@@ -246,21 +246,51 @@ static int64_t count_run_run(const slice_t *a, const slice_t *b) {
     return n;
 }
 
-int64_t topicstore_slice_intersection_count(const void *bitmap, uint16_t high, const void *stored, size_t length) {
+/// Whether the bit counts here may run: the stored bytes are little-endian,
+/// and the POPCNT instruction is there (asked once).
+static int can_count(void) {
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-    return -1;  // the stored bytes are little-endian; decode them instead
+    return 0;  // decode the stored bytes instead
 #endif
 #if defined(__x86_64__)
-    static int popcnt = -1;  // whether the CPU has POPCNT, asked once
+    static int popcnt = -1;
     int has = __atomic_load_n(&popcnt, __ATOMIC_RELAXED);
     if (has < 0) {
         __builtin_cpu_init();
         has = __builtin_cpu_supports("popcnt") ? 1 : 0;
         __atomic_store_n(&popcnt, has, __ATOMIC_RELAXED);
     }
-    if (!has) return -1;
+    return has;
+#else
+    return 1;
 #endif
-    if (stored == NULL) return -1;
+}
+
+POPCNT_TARGET static int64_t bitset_popcount(const unsigned char *bitset) {
+    int64_t n = 0;
+    for (size_t w = 0; w < kBitsetBytes / 8; w++) n += __builtin_popcountll(load64(bitset, w));
+    return n;
+}
+
+int64_t topicstore_slice_cardinality(uint16_t high, const void *stored, size_t length) {
+    if (!can_count() || stored == NULL) return -1;
+    slice_t s;
+    if (parse_stored(stored, length, high, &s) != 0 || !stored_is_ordered(&s)) return -1;
+    switch (s.type) {
+    case kArray:
+        return s.count;
+    case kBitset:
+        return bitset_popcount(s.bytes);
+    default: {
+        int64_t n = 0;
+        for (int32_t i = 0; i < s.count; i++) n += (int64_t)load16(s.bytes, 2 * i + 1) + 1;
+        return n;
+    }
+    }
+}
+
+int64_t topicstore_slice_intersection_count(const void *bitmap, uint16_t high, const void *stored, size_t length) {
+    if (!can_count() || stored == NULL) return -1;
     slice_t s, m;
     if (parse_stored(stored, length, high, &s) != 0 || !stored_is_ordered(&s)) return -1;
     int found = memory_slice(bitmap, high, &m);

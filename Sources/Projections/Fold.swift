@@ -64,7 +64,7 @@ public enum Fold {
                 }
                 let tid = writer.topicKey(at: slot)
                 if try writer.subscribe(member, tid, txn) {
-                    writer.modifyTopic(at: slot) { $0.subscribers += 1; $0.lastChangeSeq = record.sequence }
+                    writer.addSubscriber(at: slot, sequence: record.sequence)
                 }
             }
 
@@ -143,12 +143,6 @@ public enum Fold {
         guard let slot = try writer.topicSlot(pid, tid, txn) else {
             throw ProjectionCorruption(place: "topics/\(pid)/\(tid)", reason: "membership of a missing topic")
         }
-        try writer.modifyTopic(at: slot) { (t: inout TopicRecord) throws in
-            guard t.subscribers > 0 else {
-                throw ProjectionCorruption(place: "topics/\(pid)/\(tid)", reason: "subscriber count below zero")
-            }
-            t.subscribers -= 1
-            t.lastChangeSeq = seq
-        }
+        try writer.removeSubscriber(at: slot, sequence: seq, "topics/\(pid)/\(tid)")
     }
 }

@@ -48,6 +48,25 @@ enum PostingChunk {
         return result
     }
 
+    /// The number of members of `topic` in its chunks of `slices`, each
+    /// counted in place (or decoded, when its bytes are not one well-formed
+    /// container of that slice, which reports what is wrong); a listed slice
+    /// without a chunk is corrupt. The compact layout's subscriber count.
+    static func cardinality(pid: UInt32, topic: UInt32, slices: some Sequence<UInt16>,
+                            tables: ProjectionTables, _ txn: borrowing Transaction) throws -> UInt32 {
+        var total = 0
+        var key = Keys.chunk(pid, topic, 0)
+        for high in slices {
+            key[4] = UInt8(high >> 8); key[5] = UInt8(high & 0xFF)
+            guard let v = try txn.get(tables.postings, key) else {
+                throw ProjectionCorruption(place: "postings/\(pid)/\(high)/\(topic)", reason: "the topic lists this slice but it is missing")
+            }
+            total += try Bitmap.sliceCardinality(high, stored: v) ?? decode(v, pid: pid, topic: topic, high: high).count
+        }
+        guard total <= Int(UInt32.max) else { throw ProjectionCorruption(place: "topics/\(pid)/\(topic)", reason: "\(total) members") }
+        return UInt32(total)
+    }
+
     /// The highest slice any topic of the project uses (nil when it has no postings).
     static func maxHigh(pid: UInt32, tables: ProjectionTables, _ txn: borrowing Transaction) throws -> UInt16? {
         try txn.withCursor(tables.postings) { cursor in

@@ -51,9 +51,22 @@ public struct ProjectionReader: Sendable {
         return v.loadBigEndian(at: 0, as: UInt32.self)
     }
 
+    /// Topic `tid` with its subscriber count.
     public func topic(_ pid: UInt32, _ tid: UInt32, _ txn: borrowing Transaction) throws -> TopicRecord? {
+        guard var record = try storedTopic(pid, tid, txn) else { return nil }
+        if try tables.topicLayout(txn) == .compact { try count(&record, pid, tid, txn) }
+        return record
+    }
+
+    /// Topic `tid` as stored (in the compact layout, without its subscriber count).
+    public func storedTopic(_ pid: UInt32, _ tid: UInt32, _ txn: borrowing Transaction) throws -> TopicRecord? {
         guard let v = try txn.get(tables.topics, Keys.pair(pid, tid)) else { return nil }
         return try TopicRecord(decoding: v, at: "topics/\(pid)/\(tid)")
+    }
+
+    /// Fills in the subscriber count of a compact layout's record: its chunks' cardinalities.
+    private func count(_ record: inout TopicRecord, _ pid: UInt32, _ tid: UInt32, _ txn: borrowing Transaction) throws {
+        record.subscribers = try PostingChunk.cardinality(pid: pid, topic: tid, slices: record.slices, tables: tables, txn)
     }
 
     /// Every topic of a project, by topic id.
@@ -68,6 +81,9 @@ public struct ProjectionReader: Sendable {
                 result.append(TopicInfo(id: tid, record: try TopicRecord(decoding: value, at: "topics/\(pid)/\(tid)")))
                 entry = try cursor.next()
             }
+        }
+        if try tables.topicLayout(txn) == .compact {
+            for i in result.indices { try count(&result[i].record, pid, result[i].id, txn) }
         }
         return result
     }
@@ -148,7 +164,7 @@ public struct ProjectionReader: Sendable {
         guard let record = try deviceRecord(pid, ordinal: ordinal, txn) else { return nil }
         var codes: [String] = []
         for tid in try Self.memberships(pid, ordinal, tables: tables, txn) {
-            guard let t = try topic(pid, tid, txn) else {
+            guard let t = try storedTopic(pid, tid, txn) else {
                 throw ProjectionCorruption(place: "device_topics/\(pid)/\(ordinal)/\(tid)", reason: "membership of a missing topic")
             }
             codes.append(t.code)

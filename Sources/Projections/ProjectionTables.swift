@@ -48,16 +48,23 @@ public struct ProjectionTables: Sendable {
     }
     static let firstTopicID: UInt32 = 16
 
-    /// How the fold numbers new topics, fixed when a store is created (in
-    /// `meta`) and copied into a rebuild, so the rebuild numbers as the store did.
-    public enum TopicIDs: UInt32, Sendable {
-        /// One sequence for every topic (stores created before schema 3).
-        case sequential = 0
-        /// Shared topics from the sequence, single topics (one device's) at
-        /// 2^31 + the sequence: the records and containers of the few shared
-        /// topics that every batch of new devices updates stay together in
-        /// the key order instead of spread among a million per-user topics.
-        case singlesApart = 1
+    /// How the fold lays topics out, fixed when a store is created (in
+    /// `meta`) and copied into a rebuild, so the rebuild folds as the store did.
+    public enum TopicLayout: UInt32, Sendable {
+        /// Stores created before schema 3: one id sequence for every topic,
+        /// and each topic's record keeps its subscriber count (rewritten,
+        /// with `lastChangeSeq`, at every subscription change).
+        case legacy = 0
+        /// Shared topics numbered from the sequence, single topics (one
+        /// device's) at 2^31 + the sequence, so the records and containers of
+        /// the few shared topics that every batch of new devices updates stay
+        /// together in key order instead of spread among a million per-user
+        /// topics. A record stores no subscriber count (0): the count is the
+        /// sum of the cardinalities of the topic's stored chunks, and the
+        /// record is rewritten only when the topic itself changes (title,
+        /// single, the slices it occupies) or gains its first or loses its
+        /// last subscriber (`lastChangeSeq`, which compaction reads).
+        case compact = 1
     }
     static let singleTopicBit: UInt32 = 1 << 31
 
@@ -65,7 +72,7 @@ public struct ProjectionTables: Sendable {
     static let versionKey = Array("schemaVersion".utf8)
     static let nextProjectKey = Array("nextProject".utf8)
     static let writerStampKey = Array("stamp".utf8)
-    static let topicIDsKey = Array("topicIDs".utf8)
+    static let topicLayoutKey = Array("topicLayout".utf8)
 
     /// Opens the tables; with `create`, creates missing ones, stamps the
     /// schema version, and brings an older store to version 3.
@@ -90,8 +97,8 @@ public struct ProjectionTables: Sendable {
                     var w = ByteWriter(); w.u32(schemaVersion)
                     try txn.put(tables.meta, versionKey, w.bytes)
                 }
-                // A new store numbers single topics apart; an older one keeps numbering as it did.
-                if stored == nil { try tables.setTopicIDs(.singlesApart, txn) }
+                // A new store lays topics out compactly; an older one keeps the layout it has.
+                if stored == nil { try tables.setTopicLayout(.compact, txn) }
             }
         }
         return tables
@@ -103,24 +110,25 @@ public struct ProjectionTables: Sendable {
         return v.loadBigEndian(at: 0, as: UInt32.self)
     }
 
-    /// How the fold numbers new topics in this store (see `TopicIDs`).
-    public func topicIDs(_ txn: borrowing Transaction) throws -> TopicIDs {
-        guard let v = try txn.get(meta, Self.topicIDsKey) else { return .sequential }
-        guard v.count == 4, let layout = TopicIDs(rawValue: v.loadBigEndian(at: 0, as: UInt32.self)) else {
-            throw ProjectionCorruption(place: "meta/topicIDs", reason: "\(v.count) bytes, not a known numbering")
+    /// How the fold lays topics out in this store (see `TopicLayout`).
+    public func topicLayout(_ txn: borrowing Transaction) throws -> TopicLayout {
+        guard let v = try txn.get(meta, Self.topicLayoutKey) else { return .legacy }
+        guard v.count == 4, let layout = TopicLayout(rawValue: v.loadBigEndian(at: 0, as: UInt32.self)) else {
+            throw ProjectionCorruption(place: "meta/topicLayout", reason: "\(v.count) bytes, not a known layout")
         }
         return layout
     }
 
-    /// Sets how the fold numbers new topics: when a store is created, or a rebuild as its source did.
-    /// `.sequential` is stored as no entry, as in the stores that predate the choice.
-    public func setTopicIDs(_ layout: TopicIDs, _ txn: borrowing Transaction) throws {
-        guard layout != .sequential else {
-            try txn.delete(meta, Self.topicIDsKey)
+    /// Sets how the fold lays topics out: when a store is created, or a rebuild
+    /// as its source did. `.legacy` is stored as no entry, as in the stores
+    /// that predate the choice.
+    public func setTopicLayout(_ layout: TopicLayout, _ txn: borrowing Transaction) throws {
+        guard layout != .legacy else {
+            try txn.delete(meta, Self.topicLayoutKey)
             return
         }
         var w = ByteWriter(capacity: 4); w.u32(layout.rawValue)
-        try txn.put(meta, Self.topicIDsKey, w.bytes)
+        try txn.put(meta, Self.topicLayoutKey, w.bytes)
     }
 
     /// The sequence of the last event folded into these projections (0 when none).

@@ -66,8 +66,8 @@ public final class ProjectionWriter {
     /// Which device has each device_id and holds each token (see `DeviceDirectory`).
     private var directory: DeviceDirectory
 
-    /// How new topics are numbered in the tables written (read at `begin`).
-    private(set) var topicIDs = ProjectionTables.TopicIDs.sequential
+    /// How topics are laid out in the tables written (read at `begin`).
+    private(set) var topicLayout = ProjectionTables.TopicLayout.legacy
 
     /// The id of a topic created now, from the project's topic sequence.
     func newTopicID(single: Bool, _ project: inout ProjectRecord) throws -> UInt32 {
@@ -76,7 +76,30 @@ public final class ProjectionWriter {
             throw ProjectionCorruption(place: "projects/\(project.id)", reason: "topic ids exhausted")
         }
         project.nextTopicID += 1
-        return single && topicIDs == .singlesApart ? n | ProjectionTables.singleTopicBit : n
+        return single && topicLayout == .compact ? n | ProjectionTables.singleTopicBit : n
+    }
+
+    /// Topic `slot` gained a subscriber with event `sequence`. The legacy
+    /// layout rewrites its record for the count; the compact one keeps the
+    /// count in the cache only, and rewrites the record for its first subscriber.
+    func addSubscriber(at slot: Int, sequence: UInt64) {
+        if topicLayout == .legacy || topics.values[slot].value.subscribers == 0 {
+            modifyTopic(at: slot) { $0.subscribers += 1; $0.lastChangeSeq = sequence }
+        } else {
+            topics.values[slot].value.subscribers += 1
+        }
+    }
+
+    /// Topic `slot` lost a subscriber with event `sequence` (see `addSubscriber`: the compact
+    /// layout rewrites the record for its last subscriber).
+    func removeSubscriber(at slot: Int, sequence: UInt64, _ place: @autoclosure () -> String) throws {
+        let count = topics.values[slot].value.subscribers
+        guard count > 0 else { throw ProjectionCorruption(place: place(), reason: "subscriber count below zero") }
+        if topicLayout == .legacy || count == 1 {
+            modifyTopic(at: slot) { $0.subscribers -= 1; $0.lastChangeSeq = sequence }
+        } else {
+            topics.values[slot].value.subscribers -= 1
+        }
     }
 
     /// In build mode (replay, import): nil on the live path.
@@ -115,7 +138,7 @@ public final class ProjectionWriter {
             // `writeBuild`: the caches are the truth across transactions.
             if !build.begun {
                 appliedSequence = try tables.appliedSequence(txn)
-                topicIDs = try tables.topicIDs(txn)
+                topicLayout = try tables.topicLayout(txn)
                 build.begun = true
                 if build.targetIsEmpty { directory.startEmpty() } else { try directory.load(tables, txn) }
             }
@@ -128,7 +151,7 @@ public final class ProjectionWriter {
         }
         lastCommittedTransaction = nil
         appliedSequence = try tables.appliedSequence(txn)
-        topicIDs = try tables.topicIDs(txn)
+        topicLayout = try tables.topicLayout(txn)
         try directory.sync(tables, txn)
         recipientChanges.removeAll()
         transactionStart = appliedSequence
@@ -224,7 +247,14 @@ public final class ProjectionWriter {
         if let slot = cachedTopicSlot(key) { return slot }
         if build?.targetIsEmpty == true { return nil }
         guard let v = try txn.get(tables.topics, Keys.pair(pid, tid)) else { return nil }
-        return addTopic(key, Cached(value: try TopicRecord(decoding: v, at: "topics/\(pid)/\(tid)"), dirty: false))
+        var record = try TopicRecord(decoding: v, at: "topics/\(pid)/\(tid)")
+        if topicLayout == .compact {
+            // Not stored: counted from the stored chunks. No chunk of the topic has been written
+            // since the store held them (a topic's record is loaded before its first change, or,
+            // by an unsubscribe, right after it, which the count then applies).
+            record.subscribers = try PostingChunk.cardinality(pid: pid, topic: tid, slices: record.slices, tables: tables, txn)
+        }
+        return addTopic(key, Cached(value: record, dirty: false))
     }
 
     /// The slot of a topic the cache holds. A build finds it by topic id in an
@@ -550,7 +580,7 @@ public final class ProjectionWriter {
         }
         for slot in dirtyTopics where topics.values[slot].dirty {
             let key = topics.keys[slot]
-            try txn.put(tables.topics, Keys.pair(key.pid, key.topic), topics.values[slot].value.encoded())
+            try txn.put(tables.topics, Keys.pair(key.pid, key.topic), topics.values[slot].value.encoded(storingCount: topicLayout == .legacy))
             topics.values[slot].dirty = false
         }
         for slot in postings.dirty where postings.chunks.values[slot].dirty {
@@ -693,7 +723,7 @@ extension ProjectionWriter {
                 let size = topics.values[slot].value.encodedSize
                 if value.count < size { value = [UInt8](repeating: 0, count: max(size, 2 * value.count)) }
                 try value.withUnsafeMutableBytes { vb in
-                    let written = topics.values[slot].value.encode(into: vb.baseAddress!)
+                    let written = topics.values[slot].value.encode(into: vb.baseAddress!, storingCount: topicLayout == .legacy)
                     try pairKey(k.pid, k.topic) { kb in
                         try cursor.put(kb, UnsafeRawBufferPointer(rebasing: vb[0..<written]), flags: append)
                     }

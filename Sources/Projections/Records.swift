@@ -129,9 +129,10 @@ public struct TopicRecord: Sendable, Hashable {
     /// has subscribers, ascending: a topic's bitmap is read with one get per slice.
     public var slices: [UInt16] = []
 
-    func encoded() -> [UInt8] {
+    /// The stored record; without `storingCount` (the compact layout), its subscriber count is stored as 0.
+    func encoded(storingCount: Bool = true) -> [UInt8] {
         [UInt8](unsafeUninitializedCapacity: encodedSize) { buffer, initialized in
-            initialized = encode(into: UnsafeMutableRawPointer(buffer.baseAddress!))
+            initialized = encode(into: UnsafeMutableRawPointer(buffer.baseAddress!), storingCount: storingCount)
         }
     }
 
@@ -142,9 +143,9 @@ public struct TopicRecord: Sendable, Hashable {
     /// bytes) and returns its length: a build writes a million topics, and
     /// appending field by field to an array took most of the write-out's time
     /// for them (as for `DeviceRecord.encode(into:)`).
-    func encode(into p: UnsafeMutableRawPointer) -> Int {
+    func encode(into p: UnsafeMutableRawPointer, storingCount: Bool = true) -> Int {
         p.storeBytes(of: UInt8(single ? 1 : 0), as: UInt8.self)
-        p.storeBytes(of: subscribers.bigEndian, toByteOffset: 1, as: UInt32.self)
+        p.storeBytes(of: (storingCount ? subscribers : 0).bigEndian, toByteOffset: 1, as: UInt32.self)
         p.storeBytes(of: createdSeq.bigEndian, toByteOffset: 5, as: UInt64.self)
         p.storeBytes(of: lastChangeSeq.bigEndian, toByteOffset: 13, as: UInt64.self)
         var at = 21
@@ -213,7 +214,7 @@ public struct TopicRecord: Sendable, Hashable {
 
 /// A project's identity and counters: ordinals are dense, and neither
 /// ordinals nor topic ids are ever reused (topic ids come from `nextTopicID`,
-/// with the high bit set for single topics: see `ProjectionTables.TopicIDs`).
+/// with the high bit set for single topics: see `ProjectionTables.TopicLayout`).
 public struct ProjectRecord: Sendable, Hashable {
     public var id: UInt32
     public var nextOrdinal: UInt32

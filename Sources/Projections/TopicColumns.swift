@@ -1,6 +1,6 @@
 /// Values by project and topic id, as `OrdinalColumns` would hold them if
 /// topic ids were dense: the ids of single topics (2^31 and up, see
-/// `ProjectionTables.TopicIDs`) go to columns of their own, each range dense.
+/// `ProjectionTables.TopicLayout`) go to columns of their own, each range dense.
 struct TopicColumns<Element> {
     private var shared: OrdinalColumns<Element>
     private var singles: OrdinalColumns<Element>

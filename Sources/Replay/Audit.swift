@@ -77,9 +77,9 @@ public enum Audit {
             builder = try ProjectionBuilder(continuing: snapshot, creating: scratch, writesLog: false, mapSize: mapSize,
                                             memoryBudget: options.memoryBudget)
         } else {
-            let topicIDs = try store.read { txn in try store.tables.topicIDs(txn) }
+            let layout = try store.read { txn in try store.tables.topicLayout(txn) }
             builder = try ProjectionBuilder(creating: scratch, writesLog: false, mapSize: mapSize, memoryBudget: options.memoryBudget,
-                                            topicIDs: topicIDs)
+                                            topicLayout: layout)
         }
 
         var replayOptions = Replay.Options()

@@ -34,14 +34,14 @@ final class ProjectionBuilder {
     private(set) var lastTimestamp: Int64 = .min
 
     /// Creates the store in `directory`, which must not exist or be empty,
-    /// numbering topics as `topicIDs` says (a rebuild: as the store it rebuilds did).
+    /// laying topics out as `topicLayout` says (a rebuild: as the store it rebuilds does).
     convenience init(creating directory: String, writesLog: Bool, mapSize: Int = 1 << 30,
                      memoryBudget: Int? = ProjectionBuilder.defaultMemoryBudget,
-                     topicIDs: ProjectionTables.TopicIDs = .singlesApart) throws {
+                     topicLayout: ProjectionTables.TopicLayout = .compact) throws {
         try Self.prepare(directory)
         try self.init(opening: directory, writesLog: writesLog, mapSize: mapSize, memoryBudget: memoryBudget, targetIsEmpty: true)
         let tables = self.tables
-        try environment.write { txn in try tables.setTopicIDs(topicIDs, txn) }
+        try environment.write { txn in try tables.setTopicLayout(topicLayout, txn) }
     }
 
     /// A third of the machine's memory, at most 8 GiB: a 10M-device build fits in one round.

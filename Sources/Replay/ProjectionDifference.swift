@@ -56,8 +56,8 @@ struct DifferenceDescriber {
             return "#\(ordinal)"
         }
         func topicName(_ pid: UInt32, _ tid: UInt32, _ l: borrowing Transaction, _ r: borrowing Transaction) -> String {
-            if let t = try? liveReader.topic(pid, tid, l) { return "topic \(t.code)" }
-            if let t = try? rebuiltReader.topic(pid, tid, r) { return "topic \(t.code)" }
+            if let t = try? liveReader.storedTopic(pid, tid, l) { return "topic \(t.code)" }
+            if let t = try? rebuiltReader.storedTopic(pid, tid, r) { return "topic \(t.code)" }
             if let b = Self.builtInNames[tid] { return b }
             return "topic #\(tid)"
         }

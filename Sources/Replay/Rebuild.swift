@@ -134,9 +134,9 @@ public enum Replay {
                 try snapshot.copy(toDirectory: Snapshot.directory(inStore: directory, horizon: snapshot.sequence))
             }
         } else {
-            let topicIDs = try store.read { txn in try store.tables.topicIDs(txn) }
+            let layout = try store.read { txn in try store.tables.topicLayout(txn) }
             builder = try ProjectionBuilder(creating: directory, writesLog: options.includeLog, mapSize: mapSize,
-                                            memoryBudget: options.memoryBudget, topicIDs: topicIDs)
+                                            memoryBudget: options.memoryBudget, topicLayout: layout)
         }
         var events: UInt64 = 0
         if through > builder.appliedSequence {

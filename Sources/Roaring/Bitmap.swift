@@ -117,6 +117,14 @@ public struct Bitmap: Sendable {
         return n < 0 ? nil : Int(n)
     }
 
+    /// How many values `stored` (a one-container chunk of slice `high`, as
+    /// above) holds, counted in place; nil when it is not one well-formed
+    /// container of that slice, or the CPU lacks POPCNT: decode it then.
+    public static func sliceCardinality(_ high: UInt16, stored: UnsafeRawBufferPointer) -> Int? {
+        let n = topicstore_slice_cardinality(high, stored.baseAddress, stored.count)
+        return n < 0 ? nil : Int(n)
+    }
+
     /// Appends the container of `stored` (a one-container chunk of slice
     /// `high` in the portable format) when every value already here is below
     /// that slice. False, with nothing changed, when `stored` is not one

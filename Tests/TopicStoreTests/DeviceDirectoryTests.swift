@@ -169,6 +169,8 @@ import TopicStore
         let dir = TemporaryDirectory("directory-v\(version)")
         do {
             let store = try TopicStore(directory: dir.path)
+            // Those versions kept one topic sequence and counts in the records, and said nothing about it.
+            try store.environment.write { txn in try store.tables.setTopicLayout(.legacy, txn) }
             try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D1", token: "tok-1", platform: .ios)))
             try store.submitAndWait(Event(project: "demo", body: .register(deviceID: "D1", topics: [TopicSpec(code: "news")])))
             // Make it look like that version: the old tables with their entries, the old stamp.
@@ -178,8 +180,6 @@ import TopicStore
                 try txn.put(deviceIDs, [0, 0, 0, 1] + Array("D1".utf8), [0, 0, 0, 0])
                 if let tokens { try txn.put(tokens, [0, 0, 0, 1] + Array("tok-1".utf8), [0, 0, 0, 0]) }
                 try txn.put(store.tables.meta, Array("schemaVersion".utf8), [0, 0, 0, version])
-                // Those versions numbered every topic from one sequence, and said nothing about it.
-                try store.tables.setTopicIDs(.sequential, txn)
             }
             // A compacting copy: no free pages, the file ends at its last page (as after a file compaction).
             try FileManager.default.createDirectory(atPath: dir.path + "/copy", withIntermediateDirectories: false)
@@ -224,7 +224,7 @@ import TopicStore
             #expect(project.nextOrdinal == 2)
             let d1 = try #require(try store.reader.device(project.id, deviceID: "D1", txn))
             #expect(d1.record.token == nil && d1.topics.sorted() == ["news", "sport", "user.1"])
-            #expect(try store.tables.topicIDs(txn) == .sequential)
+            #expect(try store.tables.topicLayout(txn) == .legacy)
             #expect(try store.reader.topicID(project.id, code: "user.1", txn) == 18)
         }
         #expect(try Audit.run(store).isClean)

@@ -6,8 +6,9 @@ import SubscriptionLog
 import Testing
 import TopicStore
 
-/// How topics are numbered (`ProjectionTables.TopicIDs`): a new store puts
-/// single topics apart, and a rebuild numbers as the store it rebuilds.
+/// How topics are laid out (`ProjectionTables.TopicLayout`): a new store puts
+/// single topics apart and keeps no count in the records; a store from before
+/// keeps both as it had them; a rebuild lays out as the store it rebuilds.
 @Suite struct TopicIDTests {
     static let bit: UInt32 = 1 << 31
 
@@ -26,10 +27,20 @@ import TopicStore
     @Test func aNewStoreNumbersSingleTopicsApart() throws {
         let dir = TemporaryDirectory("topic-ids-new")
         let store = try TopicStore(directory: dir.path + "/live")
-        defer { store.close() }
         try Self.fill(store)
+        #expect(try Audit.run(store).isClean)
+        // A rebuild, in memory and written through, lays out the same way and holds the same tables.
+        for budget in [1 << 30, nil] as [Int?] {
+            var options = Replay.Options()
+            options.memoryBudget = budget
+            let out = dir.path + "/rebuilt-\(budget ?? 0)"
+            try Replay.rebuild(from: store, to: .sequence(5), into: out, options: options)
+            let rebuilt = try replayOpenReadOnly(out)
+            #expect(replayDumpDifferences(try replayDumpTables(store), try replayDumpTables(rebuilt)).isEmpty)
+            rebuilt.close()
+        }
         try store.read { txn in
-            #expect(try store.tables.topicIDs(txn) == .singlesApart)
+            #expect(try store.tables.topicLayout(txn) == .compact)
             let pid = try #require(try store.reader.project(named: "demo", txn)).id
             let ids = try ["news", "user.1", "sport", "user.2"].map { try store.reader.topicID(pid, code: $0, txn) }
             #expect(ids == [16, 17 | Self.bit, 18, 19 | Self.bit])
@@ -40,18 +51,26 @@ import TopicStore
             #expect(topics.first { $0.record.code == "user.2" }?.record.subscribers == 1)
             let counts = try store.reader.counts(of: try store.reader.audience(project: "demo", .topic("user.2"), txn), txn)
             #expect(counts.total == 1)
+            // Stored without a count, and rewritten only when the topic gains its first or loses its
+            // last subscriber: `news` got D1 at seq 1 and D2 at seq 2; `user.2` was created for D2 at
+            // seq 2, and D1 joining (seq 4) and D2 leaving (seq 5) did not rewrite it.
+            let news = try #require(try store.reader.storedTopic(pid, 16, txn))
+            #expect(news.subscribers == 0 && news.lastChangeSeq == 1)
+            #expect(try store.reader.topic(pid, 16, txn)?.subscribers == 2)
+            let user2 = try #require(try store.reader.storedTopic(pid, 19 | Self.bit, txn))
+            #expect(user2.subscribers == 0 && user2.lastChangeSeq == 2)
         }
-        #expect(try Audit.run(store).isClean)
-        // A rebuild, in memory and written through, numbers the same way and holds the same tables.
-        for budget in [1 << 30, nil] as [Int?] {
-            var options = Replay.Options()
-            options.memoryBudget = budget
-            let out = dir.path + "/rebuilt-\(budget ?? 0)"
-            try Replay.rebuild(from: store, to: .sequence(5), into: out, options: options)
-            let rebuilt = try replayOpenReadOnly(out)
-            #expect(replayDumpDifferences(try replayDumpTables(store), try replayDumpTables(rebuilt)).isEmpty)
-            rebuilt.close()
+        // Reopened, the writer counts a topic from its chunks: D1 leaves `news`, which keeps D2.
+        store.close()
+        let reopened = try TopicStore(directory: dir.path + "/live")
+        try reopened.submitAndWait(Event(project: "demo", body: .unregister(deviceID: "D1", codes: ["news"])))
+        try reopened.submitAndWait(Event(project: "demo", body: .unregister(deviceID: "D2", codes: ["news"])))
+        try reopened.read { txn in
+            let t = try #require(try reopened.reader.topic(1, 16, txn))
+            #expect(t.subscribers == 0 && t.lastChangeSeq == 7, "emptied by seq 7")
         }
+        #expect(try Audit.run(reopened).isClean)
+        reopened.close()
     }
 
     @Test func aStoreWithOneSequenceKeepsItInRebuilds() throws {
@@ -59,19 +78,22 @@ import TopicStore
         let store = try TopicStore(directory: dir.path + "/live")
         defer { store.close() }
         // As a store created before schema 3: no numbering in `meta`.
-        try store.environment.write { txn in try store.tables.setTopicIDs(.sequential, txn) }
+        try store.environment.write { txn in try store.tables.setTopicLayout(.legacy, txn) }
         try Self.fill(store)
         try store.read { txn in
-            #expect(try store.tables.topicIDs(txn) == .sequential)
+            #expect(try store.tables.topicLayout(txn) == .legacy)
             let pid = try #require(try store.reader.project(named: "demo", txn)).id
             let ids = try ["news", "user.1", "sport", "user.2"].map { try store.reader.topicID(pid, code: $0, txn) }
             #expect(ids == [16, 17, 18, 19])
+            // Counts in the records, each change rewriting it.
+            let news = try #require(try store.reader.storedTopic(pid, 16, txn))
+            #expect(news.subscribers == 2 && news.lastChangeSeq == 2)
         }
         #expect(try Audit.run(store).isClean)
         try Replay.rebuild(from: store, to: .sequence(5), into: dir.path + "/rebuilt")
         let rebuilt = try replayOpenReadOnly(dir.path + "/rebuilt")
         defer { rebuilt.close() }
-        #expect(try rebuilt.read { txn in try rebuilt.tables.topicIDs(txn) } == .sequential)
+        #expect(try rebuilt.read { txn in try rebuilt.tables.topicLayout(txn) } == .legacy)
         #expect(replayDumpDifferences(try replayDumpTables(store), try replayDumpTables(rebuilt)).isEmpty)
     }
 }

@@ -27,6 +27,11 @@ int64_t topicstore_slice_intersection_count(const void *bitmap, uint16_t high,
 /// `bitmap` already reaches slice `high`.
 int topicstore_slice_append(void *bitmap, uint16_t high, const void *stored, size_t length);
 
+/// The number of values in `stored` (a one-container chunk of slice `high`,
+/// as above), counted from its values, not taken from its header; -1 when it
+/// is not one well-formed container of slice `high`, or when the CPU lacks POPCNT.
+int64_t topicstore_slice_cardinality(uint16_t high, const void *stored, size_t length);
+
 /// The number of containers (slices) in `bitmap` (a `roaring_bitmap_t *`),
 /// and their keys: `keys` receives at most `capacity` of them, ascending.
 int32_t topicstore_slice_keys(const void *bitmap, uint16_t *keys, int32_t capacity);
