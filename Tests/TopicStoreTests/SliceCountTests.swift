@@ -11,7 +11,8 @@ import TopicStore
 /// format). It must count exactly what CRoaring counts for every pair of
 /// container kinds, refuse any stored bytes that are not one well-formed
 /// container of the slice asked for, and the count must then fall back to
-/// decoding, which names the corrupt chunk.
+/// decoding, which names the corrupt chunk. The same holds for a chunk's own
+/// cardinality (`Bitmap.sliceCardinality`), the compact layout's subscriber counts.
 @Suite("Slice counts")
 struct SliceCountTests {
     /// Values of slice `high` in one of the shapes CRoaring stores as an
@@ -56,6 +57,8 @@ struct SliceCountTests {
                     let bytes = stored.serialized()
                     let counted = bytes.withUnsafeBytes { audience.intersectionCount(inSlice: high, stored: $0) }
                     #expect(counted == expected, "memory shape \(memoryShape), stored shape \(storedShape)")
+                    // A chunk's own cardinality (the compact layout's subscriber counts).
+                    #expect(bytes.withUnsafeBytes { Bitmap.sliceCardinality(high, stored: $0) } == stored.count)
                     // An audience with nothing in the slice counts nothing.
                     let elsewhere = Self.slice(UInt32(high) + 3, shape: memoryShape, &rng)
                     #expect(bytes.withUnsafeBytes { elsewhere.intersectionCount(inSlice: high, stored: $0) } == 0)
@@ -114,8 +117,12 @@ struct SliceCountTests {
     func refusesMalformedChunks() throws {
         var rng = SeededRandom(seed: 9)
         let audience = Self.slice(5, shape: 1, &rng)
+        // Whatever the intersection count refuses, the cardinality refuses too.
         func count(_ bytes: [UInt8], high: UInt16 = 5) -> Int? {
-            bytes.withUnsafeBytes { audience.intersectionCount(inSlice: high, stored: $0) }
+            let n = bytes.withUnsafeBytes { audience.intersectionCount(inSlice: high, stored: $0) }
+            let c = bytes.withUnsafeBytes { Bitmap.sliceCardinality(high, stored: $0) }
+            #expect((n == nil) == (c == nil), "count \(String(describing: n)), cardinality \(String(describing: c))")
+            return n
         }
         for shape in 0..<3 {
             let good = Self.slice(5, shape: shape, &rng).serialized()
@@ -192,6 +199,12 @@ struct SliceCountTests {
             // A container with unordered values is refused by the count, so an accepted one
             // counts as CRoaring does (its bitsets are counted bit by bit, whatever the header says).
             if let counted { #expect(counted == audience.intersectionCount(decoded)) }
+            // Likewise its cardinality: the members it holds, counted against the whole slice
+            // (CRoaring's `count` takes a bitset's from its header, which the damage may have changed).
+            if let cardinality = bytes.withUnsafeBytes({ Bitmap.sliceCardinality(high, stored: $0) }) {
+                let whole = Bitmap(Array(UInt32(high) << 16...(UInt32(high) << 16 | 0xFFFF)))  // a bitset, counted word by word
+                #expect(cardinality == decoded.intersectionCount(whole))
+            }
         }
     }
 
