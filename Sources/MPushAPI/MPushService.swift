@@ -279,10 +279,8 @@ final class MPushService: Sendable {
             guard let p = try reader.project(named: credential.project, txn) else { return (asOf, []) }
             return (asOf, try reader.topics(p.id, txn))
         }
-        let items = topics.sorted { $0.record.code < $1.record.code }.map { t -> [String: Any] in
-            ["code": t.record.code, "title": t.record.title, "single": t.record.single, "subscribers": t.record.subscribers]
-        }
-        return APIResponse.json(200, ["project": credential.project, "asOfSeq": asOf, "topics": items])
+        return HTTPResponse(status: 200, headers: ["Content-Type": APIResponse.jsonType],
+                            body: TopicListJSON.encode(project: credential.project, asOf: asOf, topics: topics))
     }
 
     private func device(_ deviceID: String, _ credential: Credential) throws -> HTTPResponse {

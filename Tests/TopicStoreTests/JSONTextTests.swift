@@ -1,5 +1,7 @@
 @testable import EventJSON
 import Foundation
+import MPushAPI
+@testable import Projections
 import Testing
 
 /// The hand-written JSON quoting of token streams and exports.
@@ -30,5 +32,27 @@ import Testing
             let parsed = try JSONSerialization.jsonObject(with: Data("[".utf8 + out + "]".utf8)) as? [String]
             #expect(parsed == [s], "\(s.debugDescription) → \(String(decoding: out, as: UTF8.self))")
         }
+    }
+}
+
+/// The topic list (HTTP and `topics --json`) is written by hand: the same
+/// bytes `JSONSerialization` writes with sorted keys and unescaped slashes.
+@Suite struct TopicListJSONTests {
+    @Test func sameBytesAsJSONSerialization() throws {
+        let titles = ["News", "Ne\"ws/é\u{1}\\", "tab\there\nline", "🎉 emoji", "", "\u{7F}\u{1F}"]
+        var topics: [TopicInfo] = []
+        for (i, title) in titles.enumerated() {
+            topics.append(TopicInfo(id: UInt32(16 + i), record: TopicRecord(
+                code: "code.\(titles.count - i)", title: title, single: i % 2 == 0,
+                subscribers: UInt32(i * 1_000_003), createdSeq: 1, lastChangeSeq: 1)))
+        }
+        let object: [String: Any] = ["project": "pro\"ject/1", "asOfSeq": 42, "topics":
+            topics.sorted { $0.record.code < $1.record.code }.map { t -> [String: Any] in
+                ["code": t.record.code, "title": t.record.title, "single": t.record.single, "subscribers": t.record.subscribers]
+            }]
+        let expected = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+        let written = TopicListJSON.encode(project: "pro\"ject/1", asOf: 42, topics: topics)
+        #expect(String(decoding: written, as: UTF8.self) == String(decoding: expected, as: UTF8.self))
+        #expect(TopicListJSON.encode(project: "p", asOf: 0, topics: []) == Array(#"{"asOfSeq":0,"project":"p","topics":[]}"#.utf8))
     }
 }
