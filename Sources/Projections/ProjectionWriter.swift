@@ -612,9 +612,15 @@ public final class ProjectionWriter {
         var w = ByteWriter(capacity: 8); w.u64(appliedSequence)
         try txn.put(tables.meta, ProjectionTables.appliedSeqKey, w.bytes)
         try directory.stamp(tables, txn)
-        // Bound the caches for long replays: everything is written, so start afresh.
+        // Bound the caches for long replays: everything is written, so start afresh,
+        // keeping the records of topics over several slices: in the compact layout, a
+        // record loaded again is counted from its chunks, one read per slice (153 for
+        // `all` at 10M devices), and they are the few shared topics every batch touches.
         if postings.count > 50_000 || memberships.count > 200_000 || topics.count > 200_000 || topicCodes.count > 200_000 {
-            topics.removeAll(); postings.removeAll(); memberships.removeAll(); topicCodes = [:]
+            let kept = topics.keys.indices.filter { topics.values[$0].value.slices.count > 1 }.map { (topics.keys[$0], topics.values[$0]) }
+            topics.removeAll()
+            if kept.count < 50_000 { for (key, value) in kept { _ = topics.insert(key, value) } }
+            postings.removeAll(); memberships.removeAll(); topicCodes = [:]
         }
     }
 }
