@@ -304,6 +304,35 @@ int64_t topicstore_slice_intersection_count(const void *bitmap, uint16_t high, c
     return count_run_run(&m, &s);
 }
 
+int topicstore_remove_run_compression(void *bitmap) {
+    roaring_array_t *ra = &((roaring_bitmap_t *)bitmap)->high_low_container;
+    for (int32_t i = 0; i < ra->size; i++) {
+        if (ra->typecodes[i] != RUN_CONTAINER_TYPE_CODE) continue;  // (no shared containers: copy-on-write is off)
+        run_container_t *run = (run_container_t *)ra->containers[i];
+        uint32_t card = 0;
+        for (int32_t r = 0; r < run->n_runs; r++) card += (uint32_t)run->runs[r].length + 1;
+        if (card <= kMaxArray) {
+            array_container_t *a = array_container_create_given_capacity((int32_t)card);
+            if (a == NULL) return -1;
+            for (int32_t r = 0; r < run->n_runs; r++) {
+                uint32_t start = run->runs[r].value, end = start + run->runs[r].length;  // 32 bits: end may be 65535
+                for (uint32_t v = start; v <= end; v++) a->array[a->cardinality++] = (uint16_t)v;
+            }
+            ra->containers[i] = a;
+            ra->typecodes[i] = ARRAY_CONTAINER_TYPE_CODE;
+        } else {
+            bitset_container_t *b = bitset_container_create();
+            if (b == NULL) return -1;
+            for (int32_t r = 0; r < run->n_runs; r++) bitset_set_lenrange(b->array, run->runs[r].value, run->runs[r].length);
+            b->cardinality = (int32_t)card;
+            ra->containers[i] = b;
+            ra->typecodes[i] = BITSET_CONTAINER_TYPE_CODE;
+        }
+        run_container_free(run);
+    }
+    return 0;
+}
+
 int32_t topicstore_slice_keys(const void *bitmap, uint16_t *keys, int32_t capacity) {
     const roaring_array_t *ra = &((const roaring_bitmap_t *)bitmap)->high_low_container;
     int32_t n = ra->size < capacity ? ra->size : capacity;

@@ -87,10 +87,11 @@ public struct Bitmap: Sendable {
 
     /// Chooses each container's smallest encoding, canonically: the same set
     /// always serializes to the same bytes, whatever edits led to it (CRoaring
-    /// keeps a run container when a run and an array tie, so runs are undone first).
+    /// keeps a run container when a run and an array tie, so runs are undone first:
+    /// by our C, since libroaring's own undoing crashes on a run that ends a slice).
     public mutating func optimize() {
         let p = mutablePointer()
-        roaring_bitmap_remove_run_compression(p)
+        guard topicstore_remove_run_compression(p) == 0 else { fatalError("out of memory undoing run containers") }
         roaring_bitmap_run_optimize(p)
         roaring_bitmap_shrink_to_fit(p)
     }

@@ -32,6 +32,14 @@ int topicstore_slice_append(void *bitmap, uint16_t high, const void *stored, siz
 /// is not one well-formed container of slice `high`, or when the CPU lacks POPCNT.
 int64_t topicstore_slice_cardinality(uint16_t high, const void *stored, size_t length);
 
+/// Turns every run container of `bitmap` (a `roaring_bitmap_t *`) into an
+/// array or a bitset, as `roaring_bitmap_remove_run_compression` does. Debian's
+/// libroaring (0.2.66) loops forever there, writing past the array it fills,
+/// on a run that ends at the slice's last value (65535) when the container
+/// holds at most 4,096 values: its loop counter is 16 bits. Returns 0, or -1
+/// when an allocation failed (the containers done so far stay converted).
+int topicstore_remove_run_compression(void *bitmap);
+
 /// The number of containers (slices) in `bitmap` (a `roaring_bitmap_t *`),
 /// and their keys: `keys` receives at most `capacity` of them, ascending.
 int32_t topicstore_slice_keys(const void *bitmap, uint16_t *keys, int32_t capacity);
