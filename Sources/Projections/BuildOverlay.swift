@@ -263,23 +263,6 @@ final class BuildState {
     /// Topics dropped since the last write (deleted from a non-empty target).
     var droppedTopics: [ProjectionWriter.TopicKey] = []
     var begun = false
-    /// Topic codes recently resolved to ids, in 4,096 direct-mapped entries
-    /// (96 KiB): a few codes recur in almost every register, and this is a
-    /// compare of two words where a name-table lookup (UTF-8 view, hash,
-    /// probe, memcmp) was ~240 instructions and, in a table that also holds a
-    /// million per-user codes, a cache miss. With Zipf-popular topics, 64
-    /// entries caught about half of the lookups. Holds only codes that exist;
-    /// forgotten whenever a topic is dropped or the build is written.
-    private var recentCodes = [RecentCode](repeating: RecentCode(), count: 1 << BuildState.recentCodeBits)
-    private static let recentCodeBits = 12
-    /// Only entries of this generation count: forgetting them all is one increment.
-    private var recentGeneration: UInt32 = 1
-    struct RecentCode {
-        var pid: UInt32 = 0
-        var tid: UInt32 = 0
-        var generation: UInt32 = 0
-        var code: String?
-    }
     /// The project of the last event, with changes not yet in the writer's cache.
     var currentProject: (name: String, record: ProjectRecord, dirty: Bool)?
 
@@ -295,36 +278,6 @@ final class BuildState {
         members = OrdinalColumns(empty: 0)
         topics = TopicColumns(empty: 0)
         droppedTopics = []
-        forgetRecentCodes()
-    }
-
-    /// The entry for `code`: chosen by the string's own two words (its bytes
-    /// for a short code; a long one's object address only spreads them), so
-    /// no hash of its UTF-8 is needed. Equality is still checked in full.
-    @inline(__always)
-    private static func recentCodeIndex(_ pid: UInt32, _ code: String) -> Int {
-        let words = unsafeBitCast(code, to: (UInt64, UInt64).self)
-        let h = (words.0 ^ words.1 &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(pid)) &* 0xBF58_476D_1CE4_E5B9
-        return Int(truncatingIfNeeded: h >> (64 - UInt64(recentCodeBits)))
-    }
-
-    @inline(__always)
-    func recentTopicID(_ pid: UInt32, code: String) -> UInt32? {
-        let e = recentCodes[Self.recentCodeIndex(pid, code)]
-        guard e.generation == recentGeneration, e.pid == pid, let held = e.code, held == code else { return nil }
-        return e.tid
-    }
-
-    func rememberTopicID(_ pid: UInt32, code: String, _ tid: UInt32) {
-        recentCodes[Self.recentCodeIndex(pid, code)] = RecentCode(pid: pid, tid: tid, generation: recentGeneration, code: code)
-    }
-
-    func forgetRecentCodes() {
-        recentGeneration &+= 1
-        if recentGeneration == 0 {  // wrapped: entries of generation 1 must not come back
-            for i in recentCodes.indices { recentCodes[i] = RecentCode() }
-            recentGeneration = 1
-        }
     }
 }
 

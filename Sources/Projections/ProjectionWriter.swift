@@ -38,6 +38,14 @@ public final class ProjectionWriter {
     private var postings: PostingCache
     private var memberships = SlotTable<DeviceKey, Cached<[UInt32]>>()
     private var topicCodes: [CodeKey: UInt32] = [:]
+    /// The last few thousand codes looked up (see `RecentTopicCodes`).
+    private let recentCodes = RecentTopicCodes()
+    /// In the compact layout, the subscriber counts of topics over several
+    /// slices, kept when the caches are bounded (see `flush`) until the record
+    /// is loaded again, by pid << 32 | topic id:
+    /// counting a loaded record's chunks again is one read per slice (153 for
+    /// `all` at 10M devices), and at 10M there are 100,000 such shared topics.
+    private var savedCounts: [UInt64: UInt32] = [:]
     /// Slots changed since the last flush, so a flush touches only them (the
     /// caches themselves may hold hundreds of thousands of clean entries).
     private var dirtyTopics: [Int] = []
@@ -53,10 +61,16 @@ public final class ProjectionWriter {
     /// The sequence the open transaction started from.
     private var transactionStart: UInt64 = 0
 
-    public init(tables: ProjectionTables, recipientCache: RecipientCache? = nil) {
+    /// How many topics, device topic lists or topic codes the live writer's
+    /// caches hold (and a quarter as many posting chunks) before `flush`
+    /// starts them afresh.
+    public let cacheEntries: Int
+
+    public init(tables: ProjectionTables, recipientCache: RecipientCache? = nil, cacheEntries: Int = 200_000) {
         self.tables = tables
         self.appliedSequence = 0
         self.recipientCache = recipientCache
+        self.cacheEntries = cacheEntries
         self.build = nil
         self.directory = DeviceDirectory(recordsChanges: true)
         self.postings = PostingCache(tracksLastChunks: false)
@@ -115,6 +129,7 @@ public final class ProjectionWriter {
         self.tables = tables
         self.appliedSequence = 0
         self.recipientCache = nil
+        self.cacheEntries = 200_000  // not used: a build is bounded by `memoryBudget`
         self.build = BuildState(targetIsEmpty: targetIsEmpty, memoryBudget: memoryBudget)
         self.directory = DeviceDirectory(recordsChanges: false)
         self.postings = PostingCache(tracksLastChunks: true)
@@ -182,6 +197,8 @@ public final class ProjectionWriter {
     private var lastCommittedTransaction: Int?
 
     private func clearCaches() {
+        recentCodes.forgetAll()
+        savedCounts = [:]
         projects = [:]
         topics.removeAll(); postings.removeAll(); memberships.removeAll()
         dirtyTopics = []; dirtyMemberships = []
@@ -249,10 +266,16 @@ public final class ProjectionWriter {
         guard let v = try txn.get(tables.topics, Keys.pair(pid, tid)) else { return nil }
         var record = try TopicRecord(decoding: v, at: "topics/\(pid)/\(tid)")
         if topicLayout == .compact {
-            // Not stored: counted from the stored chunks. No chunk of the topic has been written
-            // since the store held them (a topic's record is loaded before its first change, or,
-            // by an unsubscribe, right after it, which the count then applies).
-            record.subscribers = try PostingChunk.cardinality(pid: pid, topic: tid, slices: record.slices, tables: tables, txn)
+            // Not stored: the count kept when the caches were last bounded, or counted from the
+            // stored chunks. Either is the count before any change of this event (a topic's record
+            // is loaded before its first change, or, by an unsubscribe, right after it, which the
+            // count then applies; chunks are written only at flush).
+            // Taken out: while the record is cached, its count is the truth.
+            if let saved = savedCounts.removeValue(forKey: UInt64(pid) << 32 | UInt64(tid)) {
+                record.subscribers = saved
+            } else {
+                record.subscribers = try PostingChunk.cardinality(pid: pid, topic: tid, slices: record.slices, tables: tables, txn)
+            }
         }
         return addTopic(key, Cached(value: record, dirty: false))
     }
@@ -290,9 +313,9 @@ public final class ProjectionWriter {
 
     /// Removes topic `tid` (which must have no members left): its record and its code.
     func dropTopic(_ pid: UInt32, _ tid: UInt32, code: String, _ txn: borrowing Transaction) throws {
+        recentCodes.forgetAll()
         if let build {
             build.topicCodes.set(pid, code, nil)
-            build.forgetRecentCodes()
         } else {
             try txn.delete(tables.topicCodes, Keys.named(pid, code))
         }
@@ -317,13 +340,10 @@ public final class ProjectionWriter {
     }
 
     func topicID(_ pid: UInt32, code: String, _ txn: borrowing Transaction) throws -> UInt32? {
-        if let build {
-            if let tid = build.recentTopicID(pid, code: code) { return tid }
-            let tid = try lookupTopicID(pid, code: code, build: build, txn)
-            if let tid { build.rememberTopicID(pid, code: code, tid) }
-            return tid
-        }
-        return try lookupTopicID(pid, code: code, build: nil, txn)
+        if let tid = recentCodes.topicID(pid, code: code) { return tid }
+        let tid = try lookupTopicID(pid, code: code, build: build, txn)
+        if let tid { recentCodes.remember(pid, code: code, tid) }
+        return tid
     }
 
     @inline(__always)
@@ -613,14 +633,15 @@ public final class ProjectionWriter {
         try txn.put(tables.meta, ProjectionTables.appliedSeqKey, w.bytes)
         try directory.stamp(tables, txn)
         // Bound the caches for long replays: everything is written, so start afresh,
-        // keeping the records of topics over several slices: in the compact layout, a
-        // record loaded again is counted from its chunks, one read per slice (153 for
-        // `all` at 10M devices), and they are the few shared topics every batch touches.
-        if postings.count > 50_000 || memberships.count > 200_000 || topics.count > 200_000 || topicCodes.count > 200_000 {
-            let kept = topics.keys.indices.filter { topics.values[$0].value.slices.count > 1 }.map { (topics.keys[$0], topics.values[$0]) }
-            topics.removeAll()
-            if kept.count < 50_000 { for (key, value) in kept { _ = topics.insert(key, value) } }
-            postings.removeAll(); memberships.removeAll(); topicCodes = [:]
+        // keeping the counts of topics over several slices (see `savedCounts`).
+        if postings.count > cacheEntries / 4 || memberships.count > cacheEntries || topics.count > cacheEntries
+            || topicCodes.count > cacheEntries {
+            if topicLayout == .compact {
+                for i in topics.keys.indices where topics.values[i].value.slices.count > 1 {
+                    savedCounts[UInt64(topics.keys[i].pid) << 32 | UInt64(topics.keys[i].topic)] = topics.values[i].value.subscribers
+                }
+            }
+            topics.removeAll(); postings.removeAll(); memberships.removeAll(); topicCodes = [:]
         }
     }
 }

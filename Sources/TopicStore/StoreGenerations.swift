@@ -110,7 +110,8 @@ final class Generation: Sendable {
         }
         let tables = self.tables
         projectionWriter = ProjectionWriter(tables: tables,
-                                            recipientCache: options.cachesRecipients && !options.readOnly ? RecipientCache() : nil)
+                                            recipientCache: options.cachesRecipients && !options.readOnly ? RecipientCache() : nil,
+                                            cacheEntries: options.writerCacheEntries)
         let version = try env.read { txn in try tables.storedSchemaVersion(txn) }
         guard let version else { throw StoreError.notADatabase(path: directory, reason: "it has no schema version") }
         // Opened for writing, `ProjectionTables.open` has brought an older version up to date.

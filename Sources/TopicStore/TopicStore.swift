@@ -41,6 +41,10 @@ public final class TopicStore: Sendable {
         /// costs about the size of the `devices` table in memory and, like the
         /// writer's indexes, a read of that table when the writer starts.
         public var cachesRecipients = false
+        /// How many topics, device topic lists and topic codes the writer
+        /// keeps decoded between batches (a quarter as many posting chunks)
+        /// before it starts its caches afresh: memory against re-reading.
+        public var writerCacheEntries = 200_000
         public init() {}
     }
 

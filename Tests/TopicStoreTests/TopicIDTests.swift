@@ -96,4 +96,41 @@ import TopicStore
         #expect(try rebuilt.read { txn in try rebuilt.tables.topicLayout(txn) } == .legacy)
         #expect(replayDumpDifferences(try replayDumpTables(store), try replayDumpTables(rebuilt)).isEmpty)
     }
+
+    /// The compact layout's counts live in the writer's cache; when the cache
+    /// is bounded, the counts of topics over several slices are kept apart
+    /// until their record is loaded again. A topic over two slices, emptied
+    /// batch by batch through many such bounds, must reach exactly 0 (its
+    /// record then rewritten, so the rebuild agrees) and can then be dropped.
+    @Test func countsSurviveTheWritersCacheBound() throws {
+        let dir = TemporaryDirectory("topic-counts-bound")
+        var options = TopicStore.Options()
+        options.writerCacheEntries = 8  // bounded at (almost) every flush
+        let store = try TopicStore(directory: dir.path, options: options)
+        defer { store.close() }
+        let devices = 65_536 + 100  // `news` reaches into a second slice
+        let join = (0..<devices).map { Event(project: "demo", body: .register(deviceID: "d\($0)", topics: [TopicSpec(code: "news")])) }
+        for result in store.submitAndWait(join) { _ = try result.get() }
+        // Leave one at a time from the second slice (each its own batch, with other topics
+        // touched so that the caches are bounded after it), then all the others in large batches.
+        for i in stride(from: devices - 1, through: 65_536, by: -1) {
+            try store.submitAndWait(Event(project: "demo", body: .unregister(deviceID: "d\(i)", codes: ["news"])))
+            try store.submitAndWait(Event(project: "demo", body: .register(deviceID: "d\(i)", topics: (0..<4).map { TopicSpec(code: "other.\($0)") })))
+        }
+        try store.read { txn in
+            let t = try #require(try store.reader.topic(1, 16, txn))
+            #expect(t.code == "news" && t.subscribers == 65_536 && t.slices == [0])
+        }
+        let leave = (0..<65_536).map { Event(project: "demo", body: .unregister(deviceID: "d\($0)", codes: ["news"])) }
+        for result in store.submitAndWait(leave) { _ = try result.get() }
+        let last = try store.read { txn in try store.tables.appliedSequence(txn) }
+        try store.read { txn in
+            let t = try #require(try store.reader.storedTopic(1, 16, txn))
+            #expect(t.lastChangeSeq == last, "rewritten when it lost its last subscriber")
+        }
+        // Only a topic without subscribers is dropped: the writer's count must be 0.
+        try store.submitAndWait(Event(project: "demo", body: .dropTopic(code: "news")))
+        #expect(try store.read { txn in try store.reader.topicID(1, code: "news", txn) } == nil)
+        #expect(try Audit.run(store).isClean)
+    }
 }
