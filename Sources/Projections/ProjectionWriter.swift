@@ -361,27 +361,27 @@ public final class ProjectionWriter {
 
     // MARK: Devices
 
-    /// The device of `deviceID`, from the device_id index, each candidate confirmed by its record.
+    /// The device of `deviceID`.
     func ordinal(_ pid: UInt32, deviceID: String, _ txn: borrowing Transaction) throws -> UInt32? {
+        try ordinal(pid, with: .deviceID, deviceID, txn)
+    }
+
+    /// The device holding `token` (live or rejected).
+    func ordinal(_ pid: UInt32, token: String, _ txn: borrowing Transaction) throws -> UInt32? {
+        try ordinal(pid, with: .token, token, txn)
+    }
+
+    /// The device with `value` as its device_id or token, from the writer's
+    /// index, each candidate confirmed by its record.
+    private func ordinal(_ pid: UInt32, with name: DeviceDirectory.Name, _ value: String,
+                         _ txn: borrowing Transaction) throws -> UInt32? {
         var found: UInt32?
-        try directory.forEachCandidate(.deviceID, pid, deviceID) { candidate in
-            guard try device(pid, candidate, matches: .deviceID, deviceID, txn) else { return false }
+        try directory.forEachCandidate(name, pid, value) { candidate in
+            guard try device(pid, candidate, matches: name, value, txn) else { return false }
             found = candidate
             return true
         }
         return found
-    }
-
-    /// The device holding `token` (live or rejected), from the token index,
-    /// each candidate confirmed by its record.
-    func ordinal(_ pid: UInt32, token: String, _ txn: borrowing Transaction) throws -> UInt32? {
-        var holder: UInt32?
-        try directory.forEachCandidate(.token, pid, token) { candidate in
-            guard try device(pid, candidate, matches: .token, token, txn) else { return false }
-            holder = candidate
-            return true
-        }
-        return holder
     }
 
     /// Whether device `ordinal` has `value` as its device_id or its token

@@ -230,20 +230,24 @@ import TopicStore
         #expect(try Audit.run(store).isClean)
     }
 
+    /// A store with D1 (ordinal 0) and D2 (ordinal 1), whose record of D2 `tamper` then replaces.
+    private static func twoDevices(_ name: String, tamper: (TopicStore, borrowing Transaction) throws -> Void) throws -> TemporaryDirectory {
+        let dir = TemporaryDirectory(name)
+        let store = try TopicStore(directory: dir.path)
+        defer { store.close() }
+        try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D1", token: "tok-1", platform: .ios)))
+        try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D2", token: "tok-2", platform: .ios)))
+        try store.environment.write { txn in try tamper(store, txn) }
+        return dir
+    }
+
     /// Two devices holding one token cannot come from the fold: opening such a
     /// store for writing reports it, naming the device.
     @Test func aTokenHeldTwiceIsReportedAtOpen() throws {
-        let dir = TemporaryDirectory("token-twice")
-        do {
-            let store = try TopicStore(directory: dir.path)
-            try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D1", token: "tok-1", platform: .ios)))
-            try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D2", token: "tok-2", platform: .ios)))
-            // Someone copies D1's record over D2's (keeping D2's key).
-            try store.environment.write { txn in
-                let d1 = try #require(try txn.get(store.tables.devices, [0, 0, 0, 1, 0, 0, 0, 0]).map { Array($0) })
-                try txn.put(store.tables.devices, [0, 0, 0, 1, 0, 0, 0, 1], d1)
-            }
-            store.close()
+        // Someone copies D1's record over D2's (keeping D2's key).
+        let dir = try Self.twoDevices("token-twice") { store, txn in
+            let d1 = try #require(try txn.get(store.tables.devices, [0, 0, 0, 1, 0, 0, 0, 0]).map { Array($0) })
+            try txn.put(store.tables.devices, [0, 0, 0, 1, 0, 0, 0, 1], d1)
         }
         #expect {
             _ = try TopicStore(directory: dir.path)
@@ -254,17 +258,9 @@ import TopicStore
 
     /// Two devices with one device_id cannot come from the fold either.
     @Test func aDeviceIDHeldTwiceIsReportedAtOpen() throws {
-        let dir = TemporaryDirectory("device-twice")
-        do {
-            let store = try TopicStore(directory: dir.path)
-            try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D1", token: "tok-1", platform: .ios)))
-            try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D2", token: "tok-2", platform: .ios)))
-            // Someone renames D2 to D1 (its token stays its own).
-            try store.environment.write { txn in
-                try txn.put(store.tables.devices, [0, 0, 0, 1, 0, 0, 0, 1],
-                            DeviceRecord(deviceID: "D1", token: "tok-2", platform: .ios).encoded())
-            }
-            store.close()
+        // Someone renames D2 to D1 (its token stays its own).
+        let dir = try Self.twoDevices("device-twice") { store, txn in
+            try txn.put(store.tables.devices, [0, 0, 0, 1, 0, 0, 0, 1], DeviceRecord(deviceID: "D1", token: "tok-2", platform: .ios).encoded())
         }
         #expect {
             _ = try TopicStore(directory: dir.path)
