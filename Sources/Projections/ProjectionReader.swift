@@ -69,6 +69,20 @@ public struct ProjectionReader: Sendable {
         record.subscribers = try PostingChunk.cardinality(pid: pid, topic: tid, slices: record.slices, tables: tables, txn)
     }
 
+    /// How many topics a project has (a walk of their keys: no record decoded, nothing counted).
+    public func topicCount(_ pid: UInt32, _ txn: borrowing Transaction) throws -> Int {
+        let prefix = Keys.project(pid)
+        var n = 0
+        try txn.withCursor(tables.topics) { cursor in
+            var entry = try cursor.seek(atLeast: prefix)
+            while let (key, _) = entry, Keys.hasPrefix(key, prefix) {
+                n += 1
+                entry = try cursor.next()
+            }
+        }
+        return n
+    }
+
     /// Every topic of a project, by topic id.
     public func topics(_ pid: UInt32, _ txn: borrowing Transaction) throws -> [TopicInfo] {
         let prefix = Keys.project(pid)

@@ -15,6 +15,8 @@ public struct StoreStatistics: Sendable {
         public var entries: Int
         public var bytes: Int
     }
+    public var schemaVersion: UInt32
+    public var topicLayout: ProjectionTables.TopicLayout
     public var firstSequence: UInt64?
     public var lastSequence: UInt64
     public var lastTimestamp: Int64?
@@ -36,14 +38,15 @@ extension TopicStore {
             for (name, record) in try reader.projects(txn) {
                 let known = try reader.knownDevices(record.id, txn).count
                 let live = try reader.liveDevices(record.id, .ios, txn).count + reader.liveDevices(record.id, .android, txn).count
-                projects.append(.init(name: name, devices: known, topics: try reader.topics(record.id, txn).count, liveTokens: live))
+                projects.append(.init(name: name, devices: known, topics: try reader.topicCount(record.id, txn), liveTokens: live))
             }
             var summaries: [StoreStatistics.TableSummary] = []
             for db in [log.database] + tables.all {
                 let s = try txn.statistics(db)
                 summaries.append(.init(name: db.name, entries: s.entries, bytes: s.bytes))
             }
-            return StoreStatistics(firstSequence: bounds?.first, lastSequence: bounds?.last ?? 0,
+            return StoreStatistics(schemaVersion: try tables.storedSchemaVersion(txn) ?? 0, topicLayout: try tables.topicLayout(txn),
+                                   firstSequence: bounds?.first, lastSequence: bounds?.last ?? 0,
                                    lastTimestamp: bounds?.lastTimestamp, appliedSequence: try tables.appliedSequence(txn),
                                    projects: projects, tables: summaries, usedBytes: info.usedBytes, mapSize: info.mapSize)
         }

@@ -76,6 +76,8 @@ import Testing
 
         let stats = json(try topicstore(["stats", "--data", dir.path, "--json"]).stdout)
         #expect(stats["lastSeq"] as? Int == 5)
+        #expect(stats["schemaVersion"] as? Int == 3 && stats["topicLayout"] as? String == "compact")
+        #expect((stats["projects"] as? [[String: Any]])?.first?["topics"] as? Int == 3)
     }
 
     @Test func stopOnErrorAppliesNothingAfterTheBadLine() throws {

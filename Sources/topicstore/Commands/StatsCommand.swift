@@ -18,6 +18,7 @@ enum StatsCommand: Command {
         let fileBytes = (try? FileManager.default.attributesOfItem(atPath: store.environmentDirectory + "/data.mdb")[.size] as? Int) ?? 0
         if arguments.json {
             Console.printJSON([
+                "schemaVersion": stats.schemaVersion, "topicLayout": "\(stats.topicLayout)",
                 "firstSeq": stats.firstSequence as Any? ?? NSNullValue.null,
                 "lastSeq": stats.lastSequence, "appliedSeq": stats.appliedSequence,
                 "lastTimestamp": stats.lastTimestamp as Any? ?? NSNullValue.null,
@@ -27,6 +28,7 @@ enum StatsCommand: Command {
                 "tables": Dictionary(uniqueKeysWithValues: stats.tables.map { ($0.name, ["entries": $0.entries, "bytes": $0.bytes]) }),
             ])
         } else {
+            print("schema \(stats.schemaVersion), \(stats.topicLayout) topic layout")
             print("log: seq \(stats.firstSequence.map(String.init) ?? "-")…\(stats.lastSequence), projections at seq \(stats.appliedSequence)")
             print("file: \(fileBytes) bytes (\(stats.usedBytes) in use, map \(stats.mapSize))")
             for p in stats.projects {
