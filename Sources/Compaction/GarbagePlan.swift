@@ -41,8 +41,9 @@ public struct GarbagePlan: Sendable {
         for (name, record) in projects {
             let pid = record.id
             if rules.topics {
-                let topics = try store.read { txn in try reader.topics(pid, txn) }
-                for t in topics where t.record.subscribers == 0 && t.record.lastChangeSeq <= topicHorizon {
+                // Without counting every topic's members: a topic without subscribers has no slices.
+                let topics = try store.read { txn in try reader.topics(pid, txn, counted: false) }
+                for t in topics where t.record.slices.isEmpty && t.record.lastChangeSeq <= topicHorizon {
                     plan.dropTopics.append(Event(project: name, body: .dropTopic(code: t.record.code)))
                 }
             }

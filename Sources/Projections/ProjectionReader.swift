@@ -83,8 +83,10 @@ public struct ProjectionReader: Sendable {
         return n
     }
 
-    /// Every topic of a project, by topic id.
-    public func topics(_ pid: UInt32, _ txn: borrowing Transaction) throws -> [TopicInfo] {
+    /// Every topic of a project, by topic id; with `counted: false`, as stored
+    /// (in the compact layout, without subscriber counts: a topic without
+    /// subscribers is one without slices either way).
+    public func topics(_ pid: UInt32, _ txn: borrowing Transaction, counted: Bool = true) throws -> [TopicInfo] {
         let prefix = Keys.project(pid)
         var result: [TopicInfo] = []
         try txn.withCursor(tables.topics) { cursor in
@@ -96,7 +98,7 @@ public struct ProjectionReader: Sendable {
                 entry = try cursor.next()
             }
         }
-        if try tables.topicLayout(txn) == .compact {
+        if counted, try tables.topicLayout(txn) == .compact {
             for i in result.indices { try count(&result[i].record, pid, result[i].id, txn) }
         }
         return result
