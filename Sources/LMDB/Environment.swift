@@ -1,6 +1,5 @@
 internal import CLMDB
 import Foundation
-import Synchronization
 
 /// An LMDB environment: one memory-mapped file holding named databases.
 ///
@@ -28,21 +27,31 @@ public final class Environment: @unchecked Sendable {
     /// Paths of the environments open in this process. LMDB forbids opening one
     /// environment twice in a process: its locks are per process, and closing
     /// either copy can destroy the shared mutexes under the other.
-    private static let openPaths = Mutex<Set<String>>([])
+    private static let openPaths = OpenPaths()
+
+    /// A set of paths behind an `NSLock` (a pthread mutex), not a
+    /// `Synchronization.Mutex`: ThreadSanitizer does not follow the futex under
+    /// the latter and reported every concurrent open as a race.
+    private final class OpenPaths: @unchecked Sendable {
+        private let lock = NSLock()
+        private var paths = Set<String>()
+        func insert(_ path: String) -> Bool { lock.withLock { paths.insert(path).inserted } }
+        func remove(_ path: String) { lock.withLock { _ = paths.remove(path) } }
+    }
 
     public init(path: String, options: Options = Options()) throws {
         let canonical = URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
-        let inserted = Self.openPaths.withLock { $0.insert(canonical).inserted }
+        let inserted = Self.openPaths.insert(canonical)
         guard inserted else { throw LMDBError.alreadyOpen }
         registeredPath = canonical
         var env: OpaquePointer?
         do {
             try check(mdb_env_create(&env))
         } catch {
-            Self.openPaths.withLock { _ = $0.remove(canonical) }
+            Self.openPaths.remove(canonical)
             throw error
         }
-        guard let env else { Self.openPaths.withLock { _ = $0.remove(canonical) }; throw LMDBError.invalid }
+        guard let env else { Self.openPaths.remove(canonical); throw LMDBError.invalid }
         do {
             try check(mdb_env_set_maxdbs(env, MDB_dbi(options.maxDatabases)))
             try check(mdb_env_set_maxreaders(env, options.maxReaders))
@@ -54,7 +63,7 @@ public final class Environment: @unchecked Sendable {
             try check(mdb_env_open(env, path, flags, 0o644))
         } catch {
             mdb_env_close(env)
-            Self.openPaths.withLock { _ = $0.remove(canonical) }
+            Self.openPaths.remove(canonical)
             throw error
         }
         self.pointer = env
@@ -64,7 +73,7 @@ public final class Environment: @unchecked Sendable {
 
     deinit {
         mdb_env_close(pointer)
-        Self.openPaths.withLock { _ = $0.remove(registeredPath) }
+        Self.openPaths.remove(registeredPath)
     }
 
     /// Clears reader slots left by dead processes; returns how many were cleared.
