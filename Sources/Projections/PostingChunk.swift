@@ -33,15 +33,7 @@ enum PostingChunk {
     static func read(pid: UInt32, topic: UInt32, slices: some Sequence<UInt16>, required: Bool,
                      tables: ProjectionTables, _ txn: borrowing Transaction) throws -> Bitmap {
         var result = Bitmap()
-        var key = Keys.chunk(pid, topic, 0)
-        for high in slices {
-            key[4] = UInt8(high >> 8); key[5] = UInt8(high & 0xFF)
-            guard let v = try txn.get(tables.postings, key) else {
-                if required {
-                    throw ProjectionCorruption(place: "postings/\(pid)/\(high)/\(topic)", reason: "the topic lists this slice but it is missing")
-                }
-                continue
-            }
+        try forEachChunk(pid: pid, topic: topic, slices: slices, required: required, tables: tables, txn) { high, v in
             // Slices are disjoint and ascending: each one appends a container.
             if !result.appendSlice(high, stored: v) { result.formUnion(try decode(v, pid: pid, topic: topic, high: high)) }
         }
@@ -55,16 +47,29 @@ enum PostingChunk {
     static func cardinality(pid: UInt32, topic: UInt32, slices: some Sequence<UInt16>,
                             tables: ProjectionTables, _ txn: borrowing Transaction) throws -> UInt32 {
         var total = 0
-        var key = Keys.chunk(pid, topic, 0)
-        for high in slices {
-            key[4] = UInt8(high >> 8); key[5] = UInt8(high & 0xFF)
-            guard let v = try txn.get(tables.postings, key) else {
-                throw ProjectionCorruption(place: "postings/\(pid)/\(high)/\(topic)", reason: "the topic lists this slice but it is missing")
-            }
+        try forEachChunk(pid: pid, topic: topic, slices: slices, required: true, tables: tables, txn) { high, v in
             total += try Bitmap.sliceCardinality(high, stored: v) ?? decode(v, pid: pid, topic: topic, high: high).count
         }
         guard total <= Int(UInt32.max) else { throw ProjectionCorruption(place: "topics/\(pid)/\(topic)", reason: "\(total) members") }
         return UInt32(total)
+    }
+
+    /// Calls `body` with each stored chunk of `topic` in `slices`, read in
+    /// place; a slice without a chunk is skipped, or, with `required`, corrupt.
+    private static func forEachChunk(pid: UInt32, topic: UInt32, slices: some Sequence<UInt16>, required: Bool,
+                                     tables: ProjectionTables, _ txn: borrowing Transaction,
+                                     _ body: (UInt16, UnsafeRawBufferPointer) throws -> Void) throws {
+        var key = Keys.chunk(pid, topic, 0)
+        for high in slices {
+            key[4] = UInt8(high >> 8); key[5] = UInt8(high & 0xFF)
+            guard let v = try txn.get(tables.postings, key) else {
+                if required {
+                    throw ProjectionCorruption(place: "postings/\(pid)/\(high)/\(topic)", reason: "the topic lists this slice but it is missing")
+                }
+                continue
+            }
+            try body(high, v)
+        }
     }
 
     /// The highest slice any topic of the project uses (nil when it has no postings).
