@@ -41,6 +41,7 @@ public struct BenchmarkRunner {
         var installSubscriptionRate = 0.0
         var installWrittenPerCommand = 0.0   // bytes sent to storage per command
         var churnRate = 0.0
+        var churnWrittenPerCommand = 0.0     // bytes sent to storage per churn command
         var commits = 0
         var quiet: [String: LatencySamples] = [:]
         var loaded: [String: LatencySamples] = [:]
@@ -95,6 +96,10 @@ public struct BenchmarkRunner {
         rows.append(ReportRow(name: "durable ingest, churn phase", unit: "commands", kind: .rate,
                               topicstore: Figure(ts.churnRate), sqlite: rate(sql?.churnRate), limit: Figure(raw.churnRate),
                               note: "\(spec.churnCommands) commands: 40% re-subscribe, 25% unregister, 5% unregister-all, 20% token change, 10% token rejected"))
+        rows.append(ReportRow(name: "bytes written to storage per churn command", unit: "", kind: .bytes,
+                              topicstore: Figure(ts.churnWrittenPerCommand), sqlite: sql.map { Figure($0.churnWrittenPerCommand) },
+                              limit: Figure(raw.churnWrittenPerCommand),
+                              note: "as for install: a churn command touches a device anywhere in the store, so its commit dirties pages all over the file"))
         for c in classes {
             rows.append(ReportRow(name: "audience count: \(c.name)", unit: "", kind: .latency,
                                   topicstore: ts.quiet[c.name].map(Figure.latency), sqlite: sql?.quiet[c.name].map(Figure.latency)))
@@ -211,12 +216,14 @@ public struct BenchmarkRunner {
         return (Double(commands) / seconds, Double(changes) / seconds, perCommand)
     }
 
-    /// Feeds `spec.churnCommands` churn commands in batches; returns commands/s and the stream to continue.
-    func ingestChurn(_ apply: ([Event]) throws -> Void) throws -> (rate: Double, stream: ChurnStream) {
+    /// Feeds `spec.churnCommands` churn commands in batches; returns commands/s, bytes written
+    /// to the device per command, and the stream to continue.
+    func ingestChurn(_ apply: ([Event]) throws -> Void) throws -> (rate: Double, writtenPerCommand: Double, stream: ChurnStream) {
         var churn = ChurnStream(spec: spec)
         var events: [Event] = []
         var nanos: UInt64 = 0
         var done = 0
+        let written = ProcessMemory.deviceWriteBytes(holding: config.directory)
         while done < spec.churnCommands {
             events.removeAll(keepingCapacity: true)
             let n = Swift.min(config.batchSize, spec.churnCommands - done)
@@ -226,7 +233,9 @@ public struct BenchmarkRunner {
             nanos += monotonicNanos() - t0
             done += n
         }
-        return (Double(done) / (Double(nanos) / 1e9), churn)
+        let after = ProcessMemory.deviceWriteBytes(holding: config.directory)
+        let perCommand = written.flatMap { w in after.map { Double($0 - w) / Double(done) } } ?? 0
+        return (Double(done) / (Double(nanos) / 1e9), perCommand, churn)
     }
 
     func sample(_ classes: [QueryClass], _ ask: (AudienceQuery) throws -> AudienceTally) throws -> [String: LatencySamples] {
@@ -284,7 +293,7 @@ public struct BenchmarkRunner {
         r.commits = engine.transactionID - t0
         progress("topicstore: churn phase (\(spec.churnCommands) commands)")
         let churn: ChurnStream
-        (r.churnRate, churn) = try ingestChurn { try engine.submit($0) }
+        (r.churnRate, r.churnWrittenPerCommand, churn) = try ingestChurn { try engine.submit($0) }
         progress("topicstore: audience counts")
         r.answers = try answers(classes, engine.counts)
         r.quiet = try sample(classes, engine.counts)
@@ -328,7 +337,7 @@ public struct BenchmarkRunner {
         }
         r.commits = raw.environment.info().lastTransactionID - t0
         progress("raw LMDB log: churn phase")
-        (r.churnRate, _) = try ingestChurn { events in try raw.append(raw.encode(events)) }
+        (r.churnRate, r.churnWrittenPerCommand, _) = try ingestChurn { events in try raw.append(raw.encode(events)) }
         r.peakRSS = ProcessMemory.peakResidentBytes()
         r.diskBytes = diskUsage(ofDirectory: dir).allocated
         return r
@@ -344,7 +353,7 @@ public struct BenchmarkRunner {
         (r.installRate, r.installSubscriptionRate, r.installWrittenPerCommand) = try ingestInstall { try sql.apply($0) }
         progress("SQLite: churn phase")
         let churn: ChurnStream
-        (r.churnRate, churn) = try ingestChurn { try sql.apply($0) }
+        (r.churnRate, r.churnWrittenPerCommand, churn) = try ingestChurn { try sql.apply($0) }
         let reader = try sql.openReader()
         func ask(_ q: AudienceQuery) throws -> AudienceTally {
             switch q {
