@@ -45,6 +45,26 @@ public struct Cursor {
         try check(mdb_cursor_put(pointer, &k, &v, flags.rawValue))
     }
 
+    /// Reserves `count` bytes under `key`, lets `fill` write them in place in
+    /// the map, and leaves the cursor there. Keys given in ascending order stay
+    /// on the cursor's leaf page while they fit there, instead of searching the
+    /// tree from its root for each.
+    public func put(_ key: UnsafeRawBufferPointer, reserving count: Int, flags: Transaction.PutFlags = [],
+                    fill: (UnsafeMutableRawBufferPointer) -> Void) throws {
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var v = MDB_val(mv_size: count, mv_data: nil)
+        try check(mdb_cursor_put(pointer, &k, &v, flags.rawValue | UInt32(MDB_RESERVE)))
+        fill(UnsafeMutableRawBufferPointer(start: v.mv_data, count: count))
+    }
+
+    /// Deletes `key` if it is there (and leaves the cursor near it); returns whether it was.
+    @discardableResult
+    public func delete(_ key: UnsafeRawBufferPointer) throws -> Bool {
+        guard try seek(exactly: key) != nil else { return false }
+        try deleteCurrent()
+        return true
+    }
+
     /// Deletes the entry under the cursor.
     public func deleteCurrent() throws {
         try check(mdb_cursor_del(pointer, 0))

@@ -13,7 +13,8 @@ public enum Fold {
 
         switch event.body {
         case .token(let deviceID, let token, let platform):
-            let (ordinal, created) = try deviceOrdinal(pid, deviceID, &project, writer, txn)
+            // A new device's record is written once, below, with its token.
+            let (ordinal, created) = try deviceOrdinal(pid, deviceID, &project, writer, txn, writesRecord: false)
             var device = created ? DeviceRecord(deviceID: deviceID) : try writer.device(pid, ordinal, txn)
             // A token that moves here from another device is taken from it:
             // no duplicate deliveries after a reinstall.
@@ -124,15 +125,17 @@ public enum Fold {
         writer.update(project: event.project, project)
     }
 
-    /// The ordinal of `deviceID`, allocating the next dense one for a new device.
+    /// The ordinal of `deviceID`, allocating the next dense one for a new device
+    /// (and writing its empty record unless the caller writes a full one).
     private static func deviceOrdinal(_ pid: UInt32, _ deviceID: String, _ project: inout ProjectRecord,
-                                      _ writer: ProjectionWriter, _ txn: borrowing Transaction) throws -> (UInt32, Bool) {
+                                      _ writer: ProjectionWriter, _ txn: borrowing Transaction,
+                                      writesRecord: Bool = true) throws -> (UInt32, Bool) {
         if let ordinal = try writer.ordinal(pid, deviceID: deviceID, txn) { return (ordinal, false) }
         let ordinal = project.nextOrdinal
         guard ordinal < UInt32.max else { throw ProjectionCorruption(place: "projects/\(pid)", reason: "device ordinals exhausted") }
         project.nextOrdinal += 1
         writer.indexDevice(pid, deviceID, ordinal: ordinal)
-        try writer.put(device: DeviceRecord(deviceID: deviceID), pid, ordinal, txn)
+        if writesRecord { try writer.put(device: DeviceRecord(deviceID: deviceID), pid, ordinal, txn) }
         try writer.setBit(pid, ProjectionTables.BuiltIn.knownDevices, ordinal, true, txn)
         return (ordinal, true)
     }

@@ -598,32 +598,53 @@ public final class ProjectionWriter {
             var w = ByteWriter(capacity: 4); w.u32(next)
             try txn.put(tables.meta, ProjectionTables.nextProjectKey, w.bytes)
         }
-        for slot in dirtyTopics where topics.values[slot].dirty {
-            let key = topics.keys[slot]
-            try txn.put(tables.topics, Keys.pair(key.pid, key.topic), topics.values[slot].value.encoded(storingCount: topicLayout == .legacy))
-            topics.values[slot].dirty = false
-        }
-        for slot in postings.dirty where postings.chunks.values[slot].dirty {
-            let key = postings.chunks.keys[slot]
-            let dbKey = Keys.chunk(key.pid, key.topic, key.high)
-            postings.chunks.values[slot].dirty = false
-            if postings.chunks.values[slot].value.isEmpty {
-                try txn.delete(tables.postings, dbKey)
-            } else {
-                postings.chunks.values[slot].value.optimize()
-                let members = postings.chunks.values[slot].value
-                try txn.put(tables.postings, dbKey, reserving: members.serializedSize) { _ = members.serialize(into: $0) }
+        // Each table's changes go in key order through one cursor: consecutive
+        // keys mostly share a leaf page, which the cursor stays on instead of
+        // searching the tree from its root for every key (the slots are in
+        // hash order; sorting a batch's few thousand is cheap by comparison).
+        var topicSlots = dirtyTopics.filter { topics.values[$0].dirty }
+        topicSlots.sort { Self.ascending(topics.keys[$0], topics.keys[$1]) }
+        try txn.withCursor(tables.topics) { cursor in
+            for slot in topicSlots where topics.values[slot].dirty {  // (a slot listed twice goes once)
+                let key = topics.keys[slot]
+                let record = topics.values[slot].value.encoded(storingCount: topicLayout == .legacy)
+                topics.values[slot].dirty = false
+                try Keys.pair(key.pid, key.topic).withUnsafeBytes { k in
+                    try record.withUnsafeBytes { v in try cursor.put(k, v) }
+                }
             }
         }
-        for slot in dirtyMemberships where memberships.values[slot].dirty {
-            let key = memberships.keys[slot]
-            let list = memberships.values[slot].value
-            let dbKey = Keys.pair(key.pid, key.ordinal)
-            memberships.values[slot].dirty = false
-            if list.isEmpty {
-                try txn.delete(tables.deviceTopics, dbKey)
-            } else {
-                try txn.put(tables.deviceTopics, dbKey, reserving: list.count * 4) { DeviceTopics.encode(list, into: $0) }
+        var chunkSlots = postings.dirty.filter { postings.chunks.values[$0].dirty }
+        chunkSlots.sort { Self.ascending(postings.chunks.keys[$0], postings.chunks.keys[$1]) }
+        try txn.withCursor(tables.postings) { cursor in
+            for slot in chunkSlots where postings.chunks.values[slot].dirty {
+                let key = postings.chunks.keys[slot]
+                postings.chunks.values[slot].dirty = false
+                try Keys.chunk(key.pid, key.topic, key.high).withUnsafeBytes { k in
+                    if postings.chunks.values[slot].value.isEmpty {
+                        try cursor.delete(k)
+                    } else {
+                        postings.chunks.values[slot].value.optimize()
+                        let members = postings.chunks.values[slot].value
+                        try cursor.put(k, reserving: members.serializedSize) { _ = members.serialize(into: $0) }
+                    }
+                }
+            }
+        }
+        var memberSlots = dirtyMemberships.filter { memberships.values[$0].dirty }
+        memberSlots.sort { Self.ascending(memberships.keys[$0], memberships.keys[$1]) }
+        try txn.withCursor(tables.deviceTopics) { cursor in
+            for slot in memberSlots where memberships.values[slot].dirty {
+                let key = memberships.keys[slot]
+                let list = memberships.values[slot].value
+                memberships.values[slot].dirty = false
+                try Keys.pair(key.pid, key.ordinal).withUnsafeBytes { k in
+                    if list.isEmpty {
+                        try cursor.delete(k)
+                    } else {
+                        try cursor.put(k, reserving: list.count * 4) { DeviceTopics.encode(list, into: $0) }
+                    }
+                }
             }
         }
         dirtyTopics.removeAll(keepingCapacity: true)
@@ -644,6 +665,14 @@ public final class ProjectionWriter {
             topics.removeAll(); postings.removeAll(); memberships.removeAll(); topicCodes = [:]
         }
     }
+}
+
+extension ProjectionWriter {
+    /// The order of the tables' keys (`Keys`: big-endian `pid ‖ …`).
+    static func ascending(_ a: TopicKey, _ b: TopicKey) -> Bool { (a.pid, a.topic) < (b.pid, b.topic) }
+    static func ascending(_ a: DeviceKey, _ b: DeviceKey) -> Bool { (a.pid, a.ordinal) < (b.pid, b.ordinal) }
+    /// A chunk's key is `pid ‖ slice ‖ topic`.
+    static func ascending(_ a: ChunkKey, _ b: ChunkKey) -> Bool { (a.pid, a.high, a.topic) < (b.pid, b.high, b.topic) }
 }
 
 public enum FoldError: Error, CustomStringConvertible {
