@@ -178,11 +178,37 @@ public final class ProjectionWriter {
 
     /// Loads the device_id and token indexes now (in any transaction, a read one will do),
     /// so the first write does not wait for it: a store opened for writing calls it.
-    public func prepare(_ txn: borrowing Transaction) throws {
-        if build == nil && !directory.isLoaded { try directory.load(tables, txn) }
-        if let cache = recipientCache, cache.heldSequence == nil {
-            try cache.fill(from: tables, through: tables.appliedSequence(txn), txn)
+    ///
+    /// Given `environment`, the recipient cache (when there is one to fill) is
+    /// read on a second thread at the same time, in its own read transaction
+    /// on the same snapshot: both walk every device record, 4–5 s each at 10M
+    /// devices. Another process may commit between the two transactions; the
+    /// second one then sees a later snapshot (another transaction id), and the
+    /// cache is read here afterwards instead, from `txn`.
+    public func prepare(_ txn: borrowing Transaction, alongside environment: Environment? = nil) throws {
+        let loadsDirectory = build == nil && !directory.isLoaded
+        guard let cache = recipientCache, cache.heldSequence == nil else {
+            if loadsDirectory { try directory.load(tables, txn) }
+            return
         }
+        guard loadsDirectory, let environment else {
+            if loadsDirectory { try directory.load(tables, txn) }
+            try cache.fill(from: tables, through: tables.appliedSequence(txn), txn)
+            return
+        }
+        let tables = self.tables
+        let snapshot = txn.id
+        let helper = HelperThread(name: "topicstore-recipient-cache") {
+            try environment.read { other -> Bool in
+                guard other.id == snapshot else { return false }
+                try cache.fill(from: tables, through: tables.appliedSequence(other), other)
+                return true
+            }
+        }
+        let loaded = Result { try directory.load(tables, txn) }
+        let filled = try helper.join()  // joined before anything is thrown: the thread uses the cache
+        try loaded.get()
+        if !filled { try cache.fill(from: tables, through: tables.appliedSequence(txn), txn) }
     }
 
     /// Tells the writer that the transaction it flushed into committed.

@@ -120,7 +120,7 @@ final class Generation: Sendable {
         }
         try Self.growingMap(env) { try openAuxiliary(auxiliary, create: !options.readOnly) }
         // The writer's device_id and token indexes are read from the device records now, not at the first command.
-        if !options.readOnly && options.preparesWriter { try env.read { txn in try projectionWriter.prepare(txn) } }
+        if !options.readOnly && options.preparesWriter { try env.read { txn in try projectionWriter.prepare(txn, alongside: env) } }
     }
 
     /// Runs `body`, which writes while the store opens (tables created, an

@@ -128,6 +128,58 @@ import TopicStore
         #expect(Self.differences(cached, mapped) == [])
     }
 
+    @Test func aServingStoreFillsItsCacheWhileItReadsTheIndexes() throws {
+        let dir = TemporaryDirectory()
+        do {
+            let store = try TopicStore(directory: dir.path)
+            for r in store.submitAndWait((0..<2_000).map { Self.token($0, 0) }) { _ = try r.get() }
+            store.close()
+        }
+        // Opened for serving: the cache is read on a second thread beside the writer's indexes.
+        let store = try Self.servingStore(dir.path)
+        defer { store.close() }
+        let cache = try #require(store.reader.recipientCache)
+        try store.read { txn in
+            #expect(cache.heldSequence == (try store.tables.appliedSequence(txn)), "filled at open, before any command")
+            let got = try Self.recipients(store.reader, txn)
+            #expect(got.count == 2_000 && got["dev-7"] == "tok-7-0")
+            #expect(Self.differences(got, try Self.recipients(ProjectionReader(tables: store.tables), txn)) == [])
+        }
+        // The indexes were read too: a known device_id keeps its device, a moved token leaves its holder.
+        _ = try store.submitAndWait(Event(project: Self.project, body: .token(deviceID: "dev-8", token: "tok-9-0", platform: .ios)))
+        try store.read { txn in
+            let got = try Self.recipients(store.reader, txn)
+            #expect(got.count == 1_999, "dev-9 lost its token to dev-8")
+            #expect(got["dev-8"] == "tok-9-0" && got["dev-9"] == nil)
+            #expect(try store.reader.project(named: Self.project, txn)?.nextOrdinal == 2_000, "no new device")
+        }
+    }
+
+    @Test func aCacheReadBesideTheIndexesIsOfTheirSnapshot() throws {
+        let dir = TemporaryDirectory()
+        let store = try TopicStore(directory: dir.path)
+        defer { store.close() }
+        for r in store.submitAndWait((0..<300).map { Self.token($0, 0) }) { _ = try r.get() }
+        try store.read { old in
+            let asOf = try store.tables.appliedSequence(old)
+            // Commits after `old` was opened: a transaction opened now sees a later snapshot.
+            for r in store.submitAndWait((0..<50).map { Self.token($0, 1) }) { _ = try r.get() }
+            let cache = RecipientCache()
+            let writer = ProjectionWriter(tables: store.tables, recipientCache: cache)
+            try writer.prepare(old, alongside: store.environment)
+            #expect(cache.heldSequence == asOf, "read from the indexes' snapshot, not the latest")
+            let got = try Self.recipients(ProjectionReader(tables: store.tables, recipientCache: cache), old)
+            #expect(got.count == 300 && got["dev-3"] == "tok-3-0")
+        }
+        try store.read { latest in
+            let cache = RecipientCache()
+            let writer = ProjectionWriter(tables: store.tables, recipientCache: cache)
+            try writer.prepare(latest, alongside: store.environment)
+            #expect(cache.heldSequence == (try store.tables.appliedSequence(latest)))
+            #expect(try Self.recipients(ProjectionReader(tables: store.tables, recipientCache: cache), latest)["dev-3"] == "tok-3-1")
+        }
+    }
+
     @Test func anotherProcessWritingSendsReadersToTheMapUntilTheWriterReadsAgain() throws {
         let binary = BuiltProducts.executable("topicstore")
         try #require(FileManager.default.isExecutableFile(atPath: binary), "topicstore is built beside the tests")

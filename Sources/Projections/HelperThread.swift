@@ -1,0 +1,27 @@
+import Foundation
+
+/// One piece of work on a thread of its own (not the Swift cooperative pool:
+/// it may hold an LMDB read transaction), whose result the starter waits for.
+final class HelperThread<Value>: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    /// Written by the thread before it signals `done`, read after `join` waited.
+    private var result: Result<Value, any Error>?
+
+    /// Starts `work` at once.
+    init(name: String, _ work: @escaping @Sendable () throws -> Value) {
+        let thread = Thread { [self] in
+            result = Result { try work() }
+            done.signal()
+        }
+        thread.name = name
+        thread.stackSize = 8 << 20
+        thread.start()
+    }
+
+    /// Waits for the work to finish; returns what it returned or throws what it threw.
+    /// Call it once.
+    func join() throws -> Value {
+        done.wait()
+        return try result!.get()
+    }
+}
