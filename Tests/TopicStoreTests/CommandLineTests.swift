@@ -88,6 +88,29 @@ import Testing
         #expect(stats["lastSeq"] as? Int == 4)
     }
 
+    @Test func aLoadOfManyBatchesAppliesEveryLineInOrder() throws {
+        // Batches of 7 while the next is parsed: later lines must still land later,
+        // and the bad lines be reported with their own numbers.
+        let dir = TemporaryDirectory()
+        var lines: [String] = []
+        for i in 0..<600 {
+            lines.append(#"{"project":"demo","type":"token","device_id":"D\#(i % 50)","token":"tok-\#(i)","platform":"ios"}"#)
+            if i % 97 == 0 { lines.append("{not json") }
+        }
+        let load = try topicstore(["load", "--data", dir.path, "--batch", "7", "--json", "-"], stdin: lines.joined(separator: "\n") + "\n")
+        #expect(load.status == 5)
+        let report = json(load.stdout)
+        #expect(report["applied"] as? Int == 600 && report["invalid"] as? Int == 7 && report["failed"] as? Int == 0)
+        #expect(report["firstSeq"] as? Int == 1 && report["lastSeq"] as? Int == 600)
+        let bad = load.stderr.split(separator: "\n").filter { $0.contains("not valid JSON") }
+        #expect(bad.count == 7 && bad.first?.contains("line 2:") == true, "\(bad)")
+        // Each device holds the token of its last line.
+        for d in [0, 13, 49] {
+            let device = json(try topicstore(["device", "--data", dir.path, "--project", "demo", "--json", "D\(d)"]).stdout)
+            #expect(device["token"] as? String == "tok-\(550 + d)")
+        }
+    }
+
     @Test func foreignDirectoriesAndBadUsageHaveTheirExitCodes() throws {
         let dir = TemporaryDirectory()
         try Data("x".utf8).write(to: URL(fileURLWithPath: dir.sub("other.txt")))

@@ -47,10 +47,15 @@ enum LoadCommand: Command {
         var stopped = false
         var batch: [Event] = []
         var batchLines: [Int] = []
+        // One batch commits while the next is parsed: waiting for each commit
+        // before parsing on left the writer idle half the time (58k commands/s
+        // against 100k+ for the same commands submitted ready-made).
+        var inFlight: (results: PendingResults, lines: [Int])?
 
-        func flush() {
-            guard !batch.isEmpty else { return }
-            for (i, result) in store.submitAndWait(batch).enumerated() {
+        func settle() {
+            guard let (pending, lines) = inFlight else { return }
+            inFlight = nil
+            for (i, result) in pending.wait().enumerated() {
                 switch result {
                 case .success(let receipt):
                     applied += 1
@@ -58,9 +63,18 @@ enum LoadCommand: Command {
                     lastSeq = receipt.sequence
                 case .failure(let error):
                     failed += 1
-                    Console.printError("line \(batchLines[i]): not applied: \(error)")
+                    Console.printError("line \(lines[i]): not applied: \(error)")
                 }
             }
+        }
+
+        /// Submits the batch, then reports the one before it (in line order).
+        func flush() {
+            guard !batch.isEmpty else { return }
+            let pending = PendingResults()
+            store.submit(batch) { pending.fill($0) }
+            settle()
+            inFlight = (pending, batchLines)
             batch.removeAll(keepingCapacity: true)
             batchLines.removeAll(keepingCapacity: true)
         }
@@ -81,6 +95,7 @@ enum LoadCommand: Command {
             if batch.count >= batchSize { flush() }
         }
         flush()
+        settle()
         if let failure = reader.failure {
             Console.printError("after line \(lineNumber): \(failure)")
             invalid += 1
@@ -105,5 +120,22 @@ enum LoadCommand: Command {
         }
         if failed > 0 { return .failure }
         return invalid > 0 ? .invalidInput : .success
+    }
+}
+
+/// The results of one submitted batch, waited for on the loading thread.
+private final class PendingResults: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    /// Set once by the writer's completion, before it signals `done`.
+    private var results: [Result<Receipt, any Error>] = []
+
+    func fill(_ results: [Result<Receipt, any Error>]) {
+        self.results = results
+        done.signal()
+    }
+
+    func wait() -> [Result<Receipt, any Error>] {
+        done.wait()
+        return results
     }
 }
