@@ -206,7 +206,10 @@ public final class ProjectionWriter {
             }
         }
         let loaded = Result { try directory.load(tables, txn) }
-        let filled = try helper.join()  // joined before anything is thrown: the thread uses the cache
+        // Joined before anything is thrown: the thread uses the cache. If it
+        // failed (no reader slot left, say), the cache is read here as before;
+        // a damaged record then fails here too.
+        let filled = (try? helper.join()) ?? false
         try loaded.get()
         if !filled { try cache.fill(from: tables, through: tables.appliedSequence(txn), txn) }
     }
