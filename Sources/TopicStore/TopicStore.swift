@@ -277,14 +277,16 @@ public final class TopicStore: Sendable {
     /// Submits `events` and blocks until each is durable or refused; results
     /// are in the order given. Invalid events are refused alone.
     public func submitAndWait(_ events: [Event]) -> [Result<Receipt, any Error>] {
-        let done = DispatchSemaphore(value: 0)
-        let box = ResultsBox()
-        submit(events) { results in
-            box.results = results
-            done.signal()
-        }
-        done.wait()
-        return box.results
+        submitBatch(events).wait()
+    }
+
+    /// Submits `events` and returns at once; `wait()` on the result blocks until
+    /// each is durable or refused (results in the order given). A caller can
+    /// prepare its next batch meanwhile, so the writer is never idle between them.
+    public func submitBatch(_ events: [Event]) -> SubmittedBatch {
+        let batch = SubmittedBatch()
+        submit(events) { batch.fill($0) }
+        return batch
     }
 
     /// Submits `events` without waiting: `completion` gets one result per event,
@@ -398,6 +400,20 @@ private final class ResultSlots: @unchecked Sendable {
     }
 }
 
-private final class ResultsBox: @unchecked Sendable {
-    var results: [Result<Receipt, any Error>] = []
+/// The results of a batch given to `TopicStore.submitBatch`.
+public final class SubmittedBatch: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    /// Set once by the writer's completion, before it signals `done`.
+    private var results: [Result<Receipt, any Error>] = []
+
+    fileprivate func fill(_ results: [Result<Receipt, any Error>]) {
+        self.results = results
+        done.signal()
+    }
+
+    /// Blocks until every command of the batch is durable or refused. Call it once.
+    public func wait() -> [Result<Receipt, any Error>] {
+        done.wait()
+        return results
+    }
 }
