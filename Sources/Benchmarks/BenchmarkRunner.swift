@@ -211,9 +211,7 @@ public struct BenchmarkRunner {
             }
         }
         let seconds = Double(nanos) / 1e9
-        let after = ProcessMemory.deviceWriteBytes(holding: config.directory)
-        let perCommand = written.flatMap { w in after.map { Double($0 - w) / Double(commands) } } ?? 0
-        return (Double(commands) / seconds, Double(changes) / seconds, perCommand)
+        return (Double(commands) / seconds, Double(changes) / seconds, writtenPerCommand(since: written, commands: commands))
     }
 
     /// Feeds `spec.churnCommands` churn commands in batches; returns commands/s, bytes written
@@ -233,9 +231,14 @@ public struct BenchmarkRunner {
             nanos += monotonicNanos() - t0
             done += n
         }
-        let after = ProcessMemory.deviceWriteBytes(holding: config.directory)
-        let perCommand = written.flatMap { w in after.map { Double($0 - w) / Double(done) } } ?? 0
-        return (Double(done) / (Double(nanos) / 1e9), perCommand, churn)
+        return (Double(done) / (Double(nanos) / 1e9), writtenPerCommand(since: written, commands: done), churn)
+    }
+
+    /// Bytes written to the device holding the databases since `before` (a
+    /// `ProcessMemory.deviceWriteBytes` reading), per command; 0 where unknown.
+    private func writtenPerCommand(since before: Int?, commands: Int) -> Double {
+        guard let before, let after = ProcessMemory.deviceWriteBytes(holding: config.directory), commands > 0 else { return 0 }
+        return Double(after - before) / Double(commands)
     }
 
     func sample(_ classes: [QueryClass], _ ask: (AudienceQuery) throws -> AudienceTally) throws -> [String: LatencySamples] {

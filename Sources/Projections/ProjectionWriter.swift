@@ -187,31 +187,28 @@ public final class ProjectionWriter {
     /// cache is read here afterwards instead, from `txn`.
     public func prepare(_ txn: borrowing Transaction, alongside environment: Environment? = nil) throws {
         let loadsDirectory = build == nil && !directory.isLoaded
-        guard let cache = recipientCache, cache.heldSequence == nil else {
-            if loadsDirectory { try directory.load(tables, txn) }
-            return
-        }
-        guard loadsDirectory, let environment else {
-            if loadsDirectory { try directory.load(tables, txn) }
-            try cache.fill(from: tables, through: tables.appliedSequence(txn), txn)
-            return
-        }
-        let tables = self.tables
-        let snapshot = txn.id
-        let helper = HelperThread(name: "topicstore-recipient-cache") {
-            try environment.read { other -> Bool in
-                guard other.id == snapshot else { return false }
-                try cache.fill(from: tables, through: tables.appliedSequence(other), other)
-                return true
+        let cache = recipientCache.flatMap { $0.heldSequence == nil ? $0 : nil }
+        var filledBeside = false
+        if loadsDirectory, let cache, let environment {
+            let tables = self.tables
+            let snapshot = txn.id
+            let helper = HelperThread(name: "topicstore-recipient-cache") {
+                try environment.read { other -> Bool in
+                    guard other.id == snapshot else { return false }
+                    try cache.fill(from: tables, through: tables.appliedSequence(other), other)
+                    return true
+                }
             }
+            let loaded = Result { try directory.load(tables, txn) }
+            // Joined before anything is thrown: the thread uses the cache. If it
+            // failed (no reader slot left, say), the cache is read below as before;
+            // a damaged record then fails there too.
+            filledBeside = (try? helper.join()) ?? false
+            try loaded.get()
+        } else if loadsDirectory {
+            try directory.load(tables, txn)
         }
-        let loaded = Result { try directory.load(tables, txn) }
-        // Joined before anything is thrown: the thread uses the cache. If it
-        // failed (no reader slot left, say), the cache is read here as before;
-        // a damaged record then fails here too.
-        let filled = (try? helper.join()) ?? false
-        try loaded.get()
-        if !filled { try cache.fill(from: tables, through: tables.appliedSequence(txn), txn) }
+        if let cache, !filledBeside { try cache.fill(from: tables, through: tables.appliedSequence(txn), txn) }
     }
 
     /// Tells the writer that the transaction it flushed into committed.
@@ -631,8 +628,7 @@ public final class ProjectionWriter {
         // keys mostly share a leaf page, which the cursor stays on instead of
         // searching the tree from its root for every key (the slots are in
         // hash order; sorting a batch's few thousand is cheap by comparison).
-        var topicSlots = dirtyTopics.filter { topics.values[$0].dirty }
-        topicSlots.sort { Self.ascending(topics.keys[$0], topics.keys[$1]) }
+        let topicSlots = dirtyTopics.sorted { Self.ascending(topics.keys[$0], topics.keys[$1]) }
         try txn.withCursor(tables.topics) { cursor in
             for slot in topicSlots where topics.values[slot].dirty {  // (a slot listed twice goes once)
                 let key = topics.keys[slot]
@@ -643,8 +639,7 @@ public final class ProjectionWriter {
                 }
             }
         }
-        var chunkSlots = postings.dirty.filter { postings.chunks.values[$0].dirty }
-        chunkSlots.sort { Self.ascending(postings.chunks.keys[$0], postings.chunks.keys[$1]) }
+        let chunkSlots = postings.dirty.sorted { Self.ascending(postings.chunks.keys[$0], postings.chunks.keys[$1]) }
         try txn.withCursor(tables.postings) { cursor in
             for slot in chunkSlots where postings.chunks.values[slot].dirty {
                 let key = postings.chunks.keys[slot]
@@ -660,8 +655,7 @@ public final class ProjectionWriter {
                 }
             }
         }
-        var memberSlots = dirtyMemberships.filter { memberships.values[$0].dirty }
-        memberSlots.sort { Self.ascending(memberships.keys[$0], memberships.keys[$1]) }
+        let memberSlots = dirtyMemberships.sorted { Self.ascending(memberships.keys[$0], memberships.keys[$1]) }
         try txn.withCursor(tables.deviceTopics) { cursor in
             for slot in memberSlots where memberships.values[slot].dirty {
                 let key = memberships.keys[slot]
