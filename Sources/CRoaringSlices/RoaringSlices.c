@@ -386,3 +386,31 @@ int topicstore_slice_append(void *bitmap, uint16_t high, const void *stored, siz
     ra_append(ra, high, container, type);
     return 0;
 }
+
+int64_t topicstore_slice_values(uint16_t high, const void *stored, size_t length, uint32_t *out, size_t capacity) {
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+    return -1;
+#endif
+    slice_t s;
+    if (stored == NULL || parse_stored(stored, length, high, &s) != 0 || !stored_is_ordered(&s)) return -1;
+    const uint32_t base = (uint32_t)high << 16;
+    switch (s.type) {
+    case kArray:
+        if ((size_t)s.count > capacity) return -2;
+        for (int32_t i = 0; i < s.count; i++) out[i] = base | load16(s.bytes, i);
+        return s.count;
+    case kBitset:
+        return -2;  // more than an array holds (4,096), which is more than any caller gathers
+    default: {
+        size_t n = 0;
+        for (int32_t i = 0; i < s.count; i++) n += (size_t)load16(s.bytes, 2 * i + 1) + 1;
+        if (n > capacity) return -2;
+        n = 0;
+        for (int32_t i = 0; i < s.count; i++) {
+            uint32_t start = load16(s.bytes, 2 * i), end = start + load16(s.bytes, 2 * i + 1);  // inside the slice: checked
+            for (uint32_t v = start; v <= end; v++) out[n++] = base | v;
+        }
+        return (int64_t)n;
+    }
+    }
+}

@@ -71,18 +71,39 @@ public struct Bitmap: Sendable {
     public func subtracting(_ other: Bitmap) -> Bitmap { Bitmap(owning: roaring_bitmap_andnot(pointer, other.pointer)) }
     public func intersectionCount(_ other: Bitmap) -> Int { Int(roaring_bitmap_and_cardinality(pointer, other.pointer)) }
 
+    /// Up to how many values in all a many-way union gathers them instead of
+    /// calling CRoaring's `or_many`, which makes every container it touches a
+    /// bitset (8 KiB allocated, cleared, counted, and turned back into an array):
+    /// a union of 100 one-device (per-user) topics took 43 µs that way, 2 µs gathered.
+    public static let gatheredUnionLimit = 1024
+
     /// The union of many bitmaps in one pass.
     public static func union(_ bitmaps: [Bitmap]) -> Bitmap {
         switch bitmaps.count {
         case 0: return Bitmap()
         case 1: return bitmaps[0]
+        case 2: return bitmaps[0].union(bitmaps[1])
         default:
+            var total = 0
+            for b in bitmaps {
+                total += b.count
+                if total > gatheredUnionLimit { break }
+            }
+            if total <= gatheredUnionLimit { return gatheredUnion(bitmaps, count: total) }
             var pointers: [UnsafePointer<roaring_bitmap_t>?] = bitmaps.map { $0.pointer }
             let result = pointers.withUnsafeMutableBufferPointer {
                 roaring_bitmap_or_many($0.count, $0.baseAddress)
             }
             return withExtendedLifetime(bitmaps) { Bitmap(owning: result!) }
         }
+    }
+
+    /// The union of small bitmaps (`count` values in all): their values
+    /// gathered, sorted, and added in order, each to the container at hand.
+    private static func gatheredUnion(_ bitmaps: [Bitmap], count: Int) -> Bitmap {
+        var gathered = GatheredValues(limit: count)
+        for b in bitmaps { gathered.append(b) }
+        return gathered.bitmap()
     }
 
     /// Chooses each container's smallest encoding, canonically: the same set
@@ -213,5 +234,62 @@ extension Bitmap: CustomStringConvertible {
     public var description: String {
         let values = count <= 16 ? toArray().map(String.init).joined(separator: ", ") : "\(count) values"
         return "Bitmap(\(values))"
+    }
+}
+
+/// Values gathered for one union of small sets (a send to a list of per-user
+/// topics): from bitmaps, or straight from stored chunks without making a
+/// bitmap of each, up to `limit` values in all; `bitmap()` then builds the union.
+public struct GatheredValues {
+    private var values: [UInt32]
+    /// Values gathered so far (duplicates included).
+    public private(set) var count = 0
+    public let limit: Int
+
+    public init(limit: Int = Bitmap.gatheredUnionLimit) {
+        self.limit = limit
+        values = [UInt32](repeating: 0, count: limit)
+    }
+
+    /// Appends every value of `bitmap`, which must fit.
+    mutating func append(_ bitmap: Bitmap) {
+        let n = bitmap.count
+        precondition(n <= limit - count, "gathered values past their limit")
+        if n == 0 { return }
+        values.withUnsafeMutableBufferPointer { roaring_bitmap_to_uint32_array(bitmap.pointer, $0.baseAddress! + count) }
+        count += n
+    }
+
+    /// Appends the values of `stored` (a one-container chunk of slice `high`)
+    /// when they fit. False, with nothing gathered, when they do not, when the
+    /// chunk is a bitset, or when it is not one well-formed container of that
+    /// slice: read it the ordinary way then (which reports a corrupt one).
+    public mutating func append(slice high: UInt16, stored: UnsafeRawBufferPointer) -> Bool {
+        let room = limit - count
+        let n = values.withUnsafeMutableBufferPointer {
+            topicstore_slice_values(high, stored.baseAddress, stored.count, $0.baseAddress! + count, room)
+        }
+        guard n >= 0 else { return false }
+        count += Int(n)
+        return true
+    }
+
+    /// Forgets the values gathered after the first `count` (a topic that did not fit after all).
+    public mutating func truncate(to count: Int) {
+        precondition(count <= self.count)
+        self.count = count
+    }
+
+    /// The set of the values gathered.
+    public mutating func bitmap() -> Bitmap {
+        let n = count
+        let result = Bitmap()
+        guard n > 0 else { return result }
+        values.withUnsafeMutableBufferPointer { all in
+            var gathered = UnsafeMutableBufferPointer(rebasing: all[..<n])
+            gathered.sort()  // in order, each value lands in the container at hand
+            roaring_bitmap_add_many(result.storage.pointer, n, gathered.baseAddress)
+        }
+        return result
     }
 }

@@ -103,6 +103,45 @@ struct SliceCountTests {
         #expect(target.isEmpty)
     }
 
+    /// A union of small topics gathers their chunks' values in place
+    /// (`GatheredValues`): exactly the values CRoaring holds, or nothing when
+    /// they do not fit, the chunk is a bitset, or it is malformed.
+    @Test("gathering a stored chunk's values gives what CRoaring holds, or nothing", arguments: [6, 7] as [UInt64])
+    func gatherMatchesCRoaring(seed: UInt64) throws {
+        var rng = SeededRandom(seed: seed)
+        for _ in 0..<60 {
+            var gathered = GatheredValues(limit: 5_000)
+            var expected = Bitmap()
+            for _ in 0..<(1 + rng.int(4)) {
+                let high = UInt16(rng.int(8))
+                let shape = rng.int(4)
+                let chunk = Self.slice(UInt32(high), shape: shape, &rng)
+                let bytes = chunk.serialized()
+                let before = gathered.count
+                let fits = chunk.count <= gathered.limit - before
+                let taken = bytes.withUnsafeBytes { gathered.append(slice: high, stored: $0) }
+                if shape == 1 || !fits {
+                    #expect(!taken, "a bitset, or more than fits (\(chunk.count) values, room for \(gathered.limit - before))")
+                    #expect(gathered.count == before)
+                } else {
+                    #expect(taken, "shape \(shape), \(chunk.count) values")
+                    #expect(gathered.count == before + chunk.count)
+                    expected.formUnion(chunk)
+                }
+                // Malformed bytes, or a chunk of another slice, gather nothing.
+                #expect(!Array(bytes.dropLast()).withUnsafeBytes { gathered.append(slice: high, stored: $0) })
+                #expect(!bytes.withUnsafeBytes { gathered.append(slice: high &+ 1, stored: $0) })
+            }
+            #expect(gathered.bitmap() == expected)
+        }
+        // An array whose values do not ascend is refused.
+        var array = Bitmap([5 << 16 | 10, 5 << 16 | 20, 5 << 16 | 30] as [UInt32]).serialized()
+        array.swapAt(16, 18); array.swapAt(17, 19)
+        var gathered = GatheredValues()
+        #expect(!array.withUnsafeBytes { gathered.append(slice: 5, stored: $0) })
+        #expect(gathered.count == 0 && gathered.bitmap().isEmpty)
+    }
+
     /// `Bitmap.optimize()` undoes runs with our C: libroaring 0.2.66 loops
     /// forever (writing past an array) on a run that ends a slice in a
     /// container of at most 4,096 values, which the writer met when such a

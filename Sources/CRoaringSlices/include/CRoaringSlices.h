@@ -32,6 +32,14 @@ int topicstore_slice_append(void *bitmap, uint16_t high, const void *stored, siz
 /// is not one well-formed container of slice `high`, or when the CPU lacks POPCNT.
 int64_t topicstore_slice_cardinality(uint16_t high, const void *stored, size_t length);
 
+/// Writes the values of `stored` (a one-container chunk of slice `high`, as
+/// above), ascending and with the slice in their high 16 bits, to `out`, which
+/// has room for `capacity`; returns how many. Returns -2 (with `out` unspecified)
+/// when the chunk holds more than `capacity` values or is a bitset, and -1 when
+/// it is not one well-formed, ordered container of slice `high`: the caller
+/// then reads the chunk the ordinary way (which reports a corrupt one).
+int64_t topicstore_slice_values(uint16_t high, const void *stored, size_t length, uint32_t *out, size_t capacity);
+
 /// Turns every run container of `bitmap` (a `roaring_bitmap_t *`) into an
 /// array or a bitset, as `roaring_bitmap_remove_run_compression` does. Debian's
 /// libroaring (0.2.66) loops forever there, writing past the array it fills,
