@@ -40,6 +40,9 @@ public struct QueryClass: Sendable {
             QueryClass(name: "all", queries: [.anyOf([WorkloadSpec.allTopic])], repetitions: 1000 / r),
             QueryClass(name: "3 mid topics", queries: spec.midTopics.map { .anyOf([$0]) }, repetitions: 300 / r),
             QueryClass(name: "100 single topics", queries: spec.singleTopics.map { .anyOf([$0]) }, repetitions: 20 / r),
+            // A send to a list of users ("topics": ["user.12", "user.15", …]): the same
+            // 100 per-user topics, asked as one audience.
+            QueryClass(name: "100 single topics in one audience", queries: [.anyOf(spec.singleTopics)], repetitions: 1000 / r),
             QueryClass(name: "expression", queries: [.expression(spec.expression)], repetitions: 1000 / r),
         ]
     }

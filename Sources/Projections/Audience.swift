@@ -68,9 +68,17 @@ extension ProjectionReader {
                     if case .or(let a, let b) = e { collect(a); collect(b) } else { leaves.append(e) }
                 }
                 collect(e)
+                // Small topics (a send to a list of per-user topics) are read
+                // straight from their chunks into one list of values, without a
+                // bitmap each; a topic that does not fit is read as a bitmap.
+                var gathered = GatheredValues()
                 var parts: [Bitmap] = []
-                parts.reserveCapacity(leaves.count)
-                for leaf in leaves { parts.append(try evaluate(leaf, txn)) }
+                for leaf in leaves {
+                    guard case .topic(let code) = leaf else { parts.append(try evaluate(leaf, txn)); continue }
+                    guard let tid = try topicID(p.id, code: code, txn) else { unknown.insert(code); continue }
+                    if try !gather(p.id, topic: tid, into: &gathered, txn) { parts.append(try bitmap(p.id, topic: tid, txn)) }
+                }
+                if gathered.count > 0 { parts.append(gathered.bitmap()) }
                 return Bitmap.union(parts)
             case .and(let a, .not(let b)), .and(.not(let b), let a):
                 return try evaluate(a, txn).subtracting(try evaluate(b, txn))

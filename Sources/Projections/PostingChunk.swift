@@ -36,8 +36,25 @@ enum PostingChunk {
         try forEachChunk(pid: pid, topic: topic, slices: slices, required: required, tables: tables, txn) { high, v in
             // Slices are disjoint and ascending: each one appends a container.
             if !result.appendSlice(high, stored: v) { result.formUnion(try decode(v, pid: pid, topic: topic, high: high)) }
+            return true
         }
         return result
+    }
+
+    /// Gathers the members of `topic` in its chunks of `slices` into
+    /// `gathered`, each read in place. False, with nothing gathered, when they
+    /// do not all fit or a chunk is a bitset or not well-formed (read the topic
+    /// the ordinary way then); a listed slice without a chunk is corrupt.
+    static func gather(pid: UInt32, topic: UInt32, slices: [UInt16], into gathered: inout GatheredValues,
+                       tables: ProjectionTables, _ txn: borrowing Transaction) throws -> Bool {
+        let mark = gathered.count
+        var fits = true
+        try forEachChunk(pid: pid, topic: topic, slices: slices, required: true, tables: tables, txn) { high, v in
+            fits = gathered.append(slice: high, stored: v)
+            return fits
+        }
+        if !fits { gathered.truncate(to: mark) }
+        return fits
     }
 
     /// The number of members of `topic` in its chunks of `slices`, each
@@ -49,16 +66,18 @@ enum PostingChunk {
         var total = 0
         try forEachChunk(pid: pid, topic: topic, slices: slices, required: true, tables: tables, txn) { high, v in
             total += try Bitmap.sliceCardinality(high, stored: v) ?? decode(v, pid: pid, topic: topic, high: high).count
+            return true
         }
         guard total <= Int(UInt32.max) else { throw ProjectionCorruption(place: "topics/\(pid)/\(topic)", reason: "\(total) members") }
         return UInt32(total)
     }
 
     /// Calls `body` with each stored chunk of `topic` in `slices`, read in
-    /// place; a slice without a chunk is skipped, or, with `required`, corrupt.
+    /// place, until it returns false; a slice without a chunk is skipped, or,
+    /// with `required`, corrupt.
     private static func forEachChunk(pid: UInt32, topic: UInt32, slices: some Sequence<UInt16>, required: Bool,
                                      tables: ProjectionTables, _ txn: borrowing Transaction,
-                                     _ body: (UInt16, UnsafeRawBufferPointer) throws -> Void) throws {
+                                     _ body: (UInt16, UnsafeRawBufferPointer) throws -> Bool) throws {
         var key = Keys.chunk(pid, topic, 0)
         for high in slices {
             key[4] = UInt8(high >> 8); key[5] = UInt8(high & 0xFF)
@@ -68,7 +87,7 @@ enum PostingChunk {
                 }
                 continue
             }
-            try body(high, v)
+            if try !body(high, v) { return }
         }
     }
 

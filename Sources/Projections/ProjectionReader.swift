@@ -205,6 +205,15 @@ public struct ProjectionReader: Sendable {
         return try PostingChunk.read(pid: pid, topic: tid, slices: slices, required: true, tables: tables, txn)
     }
 
+    /// Gathers the members of topic `tid` into `gathered` when they fit (see
+    /// `PostingChunk.gather`); false, with nothing gathered, when they do not.
+    func gather(_ pid: UInt32, topic tid: UInt32, into gathered: inout GatheredValues, _ txn: borrowing Transaction) throws -> Bool {
+        guard tid >= ProjectionTables.firstTopicID else { return false }
+        guard let stored = try txn.get(tables.topics, Keys.pair(pid, tid)) else { return true }  // no record, no members
+        guard let slices = TopicRecord.slices(of: stored) else { return false }
+        return try PostingChunk.gather(pid: pid, topic: tid, slices: slices, into: &gathered, tables: tables, txn)
+    }
+
     /// Devices with a live token on `platform`.
     public func liveDevices(_ pid: UInt32, _ platform: Platform, _ txn: borrowing Transaction) throws -> Bitmap {
         try bitmap(pid, topic: ProjectionTables.BuiltIn.live(platform), txn)
