@@ -1,5 +1,6 @@
 import Foundation
 import LMDB
+import Projections
 import SubscriptionLog
 import TopicStore
 
@@ -7,7 +8,10 @@ import TopicStore
 ///
 /// The state shown after each entry follows the rules of `Fold.apply` for one
 /// device or one topic; tests check it against replayed projections at every
-/// point so the two cannot drift apart unnoticed.
+/// point so the two cannot drift apart unnoticed. A compacted log starts after
+/// its horizon: the answer then starts from the state in the snapshot there
+/// (its first entry or point, at the horizon), and the events before it are in
+/// the archive compaction wrote.
 public enum History {
     // MARK: Device timeline
 
@@ -25,6 +29,8 @@ public enum History {
             /// Garbage collection forgot the idle device, or cleared its rejected token.
             case forgotten = "forgotten"
             case tokenExpired = "token-expired"
+            /// The device as the compaction snapshot holds it: the log before is archived.
+            case horizon = "compaction-horizon"
         }
         public var sequence: UInt64
         public var timestamp: Int64
@@ -48,6 +54,9 @@ public enum History {
         public var entries: [DeviceEntry]
         /// The last sequence scanned.
         public var asOfSeq: UInt64
+        /// The compaction horizon when the log was compacted: the last
+        /// sequence of the archived history (nil when the log starts at 1).
+        public var horizon: UInt64?
     }
 
     /// The timeline of `deviceID` in `project`.
@@ -61,10 +70,30 @@ public enum History {
         var topics = Set<String>()
         var entries: [DeviceEntry] = []
         func state() -> String { token == nil ? "no-token" : (rejected ? "rejected" : "live") }
-        func add(_ r: LogRecord, _ kind: DeviceEntry.Kind, _ detail: String, _ added: [String] = [], _ removed: [String] = []) {
-            entries.append(DeviceEntry(sequence: r.sequence, timestamp: r.timestamp, kind: kind, detail: detail,
+        func add(_ sequence: UInt64, _ timestamp: Int64, _ kind: DeviceEntry.Kind, _ detail: String,
+                 _ added: [String] = [], _ removed: [String] = []) {
+            entries.append(DeviceEntry(sequence: sequence, timestamp: timestamp, kind: kind, detail: detail,
                                        topics: topics.sorted(), subscribed: added, unsubscribed: removed,
                                        state: state(), token: token, platform: platform.map { "\($0)" }))
+        }
+        func add(_ r: LogRecord, _ kind: DeviceEntry.Kind, _ detail: String, _ added: [String] = [], _ removed: [String] = []) {
+            add(r.sequence, r.timestamp, kind, detail, added, removed)
+        }
+        let snapshot = try Replay.snapshot(of: store)
+        if let snapshot {
+            let held = try snapshot.read { reader, txn -> DeviceInfo? in
+                guard let p = try reader.project(named: project, txn) else { return nil }
+                return try reader.device(p.id, deviceID: deviceID, txn)
+            }
+            if let held {
+                token = held.record.token
+                platform = held.record.platform
+                tokenTime = held.record.tokenTime
+                rejected = held.record.rejectedAt != nil
+                topics = Set(held.topics)
+                add(snapshot.sequence, snapshot.timestamp, .horizon,
+                    "as the compaction snapshot holds it (the events before are archived)")
+            }
         }
         let last = try scan(store, project: project, recordsPerReadTransaction: recordsPerReadTransaction, progress: progress) { r in
             switch r.event.body {
@@ -104,7 +133,8 @@ public enum History {
                 break
             }
         }
-        return DeviceTimeline(project: project, deviceID: deviceID, entries: entries, asOfSeq: last)
+        return DeviceTimeline(project: project, deviceID: deviceID, entries: entries, asOfSeq: Swift.max(last, snapshot?.sequence ?? 0),
+                              horizon: snapshot?.sequence)
     }
 
     // MARK: Topic flow
@@ -114,9 +144,10 @@ public enum History {
         public var sequence: UInt64
         public var timestamp: Int64
         public var deviceID: String
-        /// +1 subscribe, -1 unsubscribe.
+        /// +1 subscribe, -1 unsubscribe (0 for the state at the compaction horizon).
         public var change: Int
-        /// register, unregister or unregister-all.
+        /// register, unregister or unregister-all; compaction-horizon for the
+        /// subscribers the snapshot holds (deviceID empty).
         public var cause: String
         /// Subscribers after the change.
         public var subscribers: Int
@@ -125,7 +156,8 @@ public enum History {
     public struct TopicFlow: Sendable {
         public var project: String
         public var code: String
-        /// Sequence and time of the event that created the topic, if it exists.
+        /// Sequence and time of the event that created the topic, if it exists
+        /// (the time is unknown for a topic created before the compaction horizon).
         public var createdSeq: UInt64?
         public var createdAt: Int64?
         public var points: [TopicPoint]
@@ -133,6 +165,8 @@ public enum History {
         public var asOfSeq: UInt64
         /// The time the scan reached (the last record's timestamp).
         public var asOfTime: Int64?
+        /// The compaction horizon when the log was compacted (see `DeviceTimeline.horizon`).
+        public var horizon: UInt64?
     }
 
     /// Subscribe/unsubscribe flow of topic `code` in `project`, with the count after each change.
@@ -143,6 +177,29 @@ public enum History {
         var points: [TopicPoint] = []
         var createdSeq: UInt64?, createdAt: Int64?
         var lastTime: Int64?
+        let snapshot = try Replay.snapshot(of: store)
+        if let snapshot {
+            let held = try snapshot.read { reader, txn -> (created: UInt64, members: [String])? in
+                guard let p = try reader.project(named: project, txn), let tid = try reader.topicID(p.id, code: code, txn),
+                      let record = try reader.storedTopic(p.id, tid, txn) else { return nil }
+                var members: [String] = []
+                for ordinal in try reader.bitmap(p.id, topic: tid, txn).toArray() {
+                    guard let device = try reader.deviceRecord(p.id, ordinal: ordinal, txn) else {
+                        throw ProjectionCorruption(place: "snapshot \(snapshot.sequence): devices/\(p.id)/\(ordinal)",
+                                                   reason: "a subscriber of \(code) is missing")
+                    }
+                    members.append(device.deviceID)
+                }
+                return (record.createdSeq, members)
+            }
+            if let held {
+                createdSeq = held.created
+                members = Set(held.members)
+                points.append(TopicPoint(sequence: snapshot.sequence, timestamp: snapshot.timestamp, deviceID: "", change: 0,
+                                         cause: "compaction-horizon", subscribers: members.count))
+            }
+            lastTime = snapshot.timestamp
+        }
         let last = try scan(store, project: project, recordsPerReadTransaction: recordsPerReadTransaction, progress: progress) { r in
             lastTime = r.timestamp
             switch r.event.body {
@@ -167,7 +224,8 @@ public enum History {
             }
         }
         return TopicFlow(project: project, code: code, createdSeq: createdSeq, createdAt: createdAt,
-                         points: points, asOfSeq: last, asOfTime: lastTime)
+                         points: points, asOfSeq: Swift.max(last, snapshot?.sequence ?? 0), asOfTime: lastTime,
+                         horizon: snapshot?.sequence)
     }
 
     /// Calls `body` with each record of `project`, in bounded read transactions;
@@ -203,5 +261,17 @@ public enum History {
             progress?(ReplayProgress(phase: "scan", done: last, total: end))
         }
         return last
+    }
+}
+
+extension Snapshot {
+    /// Runs `body` in a read transaction over the snapshot's projections, opened read-only.
+    func read<R>(_ body: (ProjectionReader, borrowing Transaction) throws -> R) throws -> R {
+        var options = Environment.Options()
+        options.readOnly = true
+        options.maxDatabases = 32
+        let environment = try Environment(path: directory, options: options)
+        let reader = ProjectionReader(tables: try ProjectionTables.open(in: environment, create: false))
+        return try environment.read { txn in try body(reader, txn) }
     }
 }

@@ -9,7 +9,7 @@ public enum SubscriberChart {
         let w = Double(width) - left - right, h = Double(height) - top - bottom
         // (time, count) steps: start at 0 before the first change, end at the scan's time.
         var steps: [(t: Int64, n: Int)] = []
-        if let first = flow.points.first { steps.append((first.timestamp, 0)) }
+        if let first = flow.points.first { steps.append((first.timestamp, first.change == 0 ? first.subscribers : 0)) }  // a flow from a compaction snapshot starts at its count
         for p in flow.points { steps.append((p.timestamp, p.subscribers)) }
         if let end = flow.asOfTime, let lastT = steps.last?.t, end > lastT { steps.append((end, steps.last!.n)) }
         var t0 = steps.first?.t ?? 0, t1 = steps.last?.t ?? 1

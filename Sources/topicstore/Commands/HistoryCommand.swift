@@ -41,7 +41,7 @@ enum HistoryCommand: Command {
             bar.finish()
             if let file = arguments.value("svg") {
                 do { try SubscriberChart.svg(flow).write(toFile: file, atomically: true, encoding: .utf8) } catch {
-                    throw UsageError(description: "cannot write \(file): \(error.localizedDescription)")
+                    throw ChartWriteError(description: "cannot write \(file): \(error.localizedDescription)")  // exit 1, not a usage error
                 }
             }
             printTopic(flow, arguments)
@@ -67,7 +67,9 @@ enum HistoryCommand: Command {
                 if let p = e.platform { o["platform"] = p }
                 return o
             }
-            out.write(Console.jsonString(["project": t.project, "deviceID": t.deviceID, "asOfSeq": t.asOfSeq, "entries": entries]) + "\n")
+            var object: [String: Any] = ["project": t.project, "device_id": t.deviceID, "asOfSeq": t.asOfSeq, "entries": entries]
+            if let h = t.horizon { object["horizon"] = h }
+            out.write(Console.jsonString(object) + "\n")
         } else if arguments.has("csv") {
             out.write("seq,ts,time,kind,detail,subscribed,unsubscribed,topics,state,token,platform\n")
             for e in t.entries {
@@ -78,6 +80,10 @@ enum HistoryCommand: Command {
             }
         } else {
             out.write("device \(t.deviceID) in project \(t.project): \(t.entries.count) event(s), log read through seq \(t.asOfSeq)\n")
+            if let h = t.horizon {
+                let held = t.entries.first?.kind == .horizon
+                out.write("the log was compacted at seq \(h): \(held ? "the first entry is the device as the snapshot there holds it" : "the snapshot there holds no such device"); the events before are in the compaction archive\n")
+            }
             for e in t.entries {
                 var line = "seq \(e.sequence)  \(TimeArgument.iso(e.timestamp))  \(e.kind.rawValue): \(e.detail)"
                 if !e.subscribed.isEmpty { line += "  +[\(e.subscribed.joined(separator: ", "))]" }
@@ -94,6 +100,7 @@ enum HistoryCommand: Command {
         if arguments.json {
             var object: [String: Any] = ["project": f.project, "topic": f.code, "asOfSeq": f.asOfSeq, "subscribers": f.subscribers]
             if let c = f.createdSeq { object["createdSeq"] = c }
+            if let h = f.horizon { object["horizon"] = h }
             // Points are written one by one: a popular topic has millions.
             out.write(String(Console.jsonString(object).dropLast()) + ",\"points\":[")
             for (i, p) in f.points.enumerated() {
@@ -111,13 +118,30 @@ enum HistoryCommand: Command {
             }
         } else {
             var head = "topic \(f.code) in project \(f.project): "
-            if let c = f.createdSeq, let at = f.createdAt { head += "created at seq \(c) (\(TimeArgument.iso(at))), " } else { head += "never created, " }
-            head += "\(f.subscribers) subscriber(s) as of seq \(f.asOfSeq), \(f.points.count) change(s)\n"
+            switch (f.createdSeq, f.createdAt) {
+            case (let c?, let at?): head += "created at seq \(c) (\(TimeArgument.iso(at))), "
+            case (let c?, nil): head += "created at seq \(c) (before the compaction horizon), "
+            default: head += "never created, "
+            }
+            let changes = f.points.filter { $0.change != 0 }.count
+            head += "\(f.subscribers) subscriber(s) as of seq \(f.asOfSeq), \(changes) change(s)\n"
+            if let h = f.horizon {
+                head += "the log was compacted at seq \(h): the flow starts from the subscribers the snapshot there holds; the events before are in the compaction archive\n"
+            }
             out.write(head)
             for p in f.points {
-                out.write("seq \(p.sequence)  \(TimeArgument.iso(p.timestamp))  \(p.change > 0 ? "+" : "-") \(p.deviceID) (\(p.cause))  → \(p.subscribers)\n")
+                if p.change == 0 {
+                    out.write("seq \(p.sequence)  \(TimeArgument.iso(p.timestamp))  \(p.cause): \(p.subscribers) subscriber(s) in the snapshot\n")
+                } else {
+                    out.write("seq \(p.sequence)  \(TimeArgument.iso(p.timestamp))  \(p.change > 0 ? "+" : "-") \(p.deviceID) (\(p.cause))  → \(p.subscribers)\n")
+                }
             }
         }
         out.flush()
     }
+}
+
+/// The chart file could not be written: a failure of the run (exit 1), not of its arguments.
+struct ChartWriteError: Error, CustomStringConvertible {
+    var description: String
 }
