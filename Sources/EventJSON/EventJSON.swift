@@ -68,6 +68,25 @@ public enum EventJSON {
 
     /// Decodes one JSON text line into a command.
     public static func event(fromLine line: some StringProtocol, defaultProject: String? = nil) throws(InvalidCommand) -> Event {
+        try event(from: try object(fromLine: line), defaultProject: defaultProject)
+    }
+
+    /// A line with the time it carries: an exported record's `ts` (ms since
+    /// 1970, not negative), nil when the line has none.
+    public static func timedEvent(fromLine line: some StringProtocol, defaultProject: String? = nil)
+        throws(InvalidCommand) -> (event: Event, timestamp: Int64?) {
+        let dict = try object(fromLine: line)
+        var timestamp: Int64?
+        if let value = dict["ts"] {
+            guard let ts = int64(value), ts >= 0 else {
+                throw InvalidCommand([ValidationError(field: "ts", message: "The ts must be a time in ms since 1970.")])
+            }
+            timestamp = ts
+        }
+        return (try event(from: dict, defaultProject: defaultProject), timestamp)
+    }
+
+    private static func object(fromLine line: some StringProtocol) throws(InvalidCommand) -> [String: Any] {
         let object: Any
         do {
             object = try JSONSerialization.jsonObject(with: Data(line.utf8), options: [.fragmentsAllowed])
@@ -77,7 +96,7 @@ public enum EventJSON {
         guard let dict = object as? [String: Any] else {
             throw InvalidCommand([ValidationError(field: "line", message: "The line must be a JSON object.")])
         }
-        return try event(from: dict, defaultProject: defaultProject)
+        return dict
     }
 
     /// `topics` as the SDKs send it: an array of objects `{code, title?, single?}`

@@ -8,6 +8,9 @@ import SubscriptionLog
 final class CommitWriter: @unchecked Sendable {
     struct Pending {
         let event: Event
+        /// The time the caller asks the record to carry (an exported record
+        /// loaded again); nil: the commit's time.
+        var time: Int64? = nil
         let done: @Sendable (Result<Receipt, any Error>) -> Void
     }
 

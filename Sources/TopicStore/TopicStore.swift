@@ -289,11 +289,27 @@ public final class TopicStore: Sendable {
         return batch
     }
 
+    /// `submitBatch` for records that keep a time of their own (`load` of an
+    /// export: a rejection is compared with the token's original time, so the
+    /// same lines fold to the same projections). `times[i]` (ms since 1970, or
+    /// nil for the commit's time) is what event i's record carries, raised to
+    /// the log's last time so times never go back, and never later than the commit.
+    public func submitBatch(_ events: [Event], at times: [Int64?]) -> SubmittedBatch {
+        precondition(times.count == events.count, "one time per event")
+        let batch = SubmittedBatch()
+        submit(events, at: times) { batch.fill($0) }
+        return batch
+    }
+
     /// Submits `events` without waiting: `completion` gets one result per event,
     /// in the order given, once each is durable or refused — on the writer
     /// thread, or at once on this thread when nothing reaches the writer.
     /// Invalid events are refused alone. `completion` must not block.
     public func submit(_ events: [Event], completion: @escaping @Sendable ([Result<Receipt, any Error>]) -> Void) {
+        submit(events, at: nil, completion: completion)
+    }
+
+    private func submit(_ events: [Event], at times: [Int64?]?, completion: @escaping @Sendable ([Result<Receipt, any Error>]) -> Void) {
         guard let writer else { return completion(events.map { _ in .failure(StoreError.readOnly) }) }
         let results = ResultSlots(count: events.count, completion: completion)
         var pending: [CommitWriter.Pending] = []
@@ -305,7 +321,7 @@ public final class TopicStore: Sendable {
                 results.set(i, .failure(error))
                 continue
             }
-            pending.append(CommitWriter.Pending(event: event) { result in results.set(i, result) })
+            pending.append(CommitWriter.Pending(event: event, time: times?[i]) { result in results.set(i, result) })
         }
         if pending.isEmpty { return }
         writer.enqueue(pending)
@@ -342,7 +358,7 @@ public final class TopicStore: Sendable {
                         receipts.reserveCapacity(batch.count)
                         for pending in batch {
                             sequence += 1
-                            lastTime = max(now, lastTime)
+                            lastTime = max(min(pending.time ?? now, now), lastTime)
                             let record = LogRecord(sequence: sequence, timestamp: lastTime, event: pending.event)
                             try log.append(encoded: RecordCodec.encode(record, chainingFrom: &chain), sequence: sequence, txn)
                             try Fold.apply(record, to: projections, txn)

@@ -23,7 +23,11 @@ enum LoadCommand: Command {
           {"project":"demo","type":"unregister-all","device_id":"D1"}
           {"project":"demo","type":"token-rejected","token":"…","at":1764100807728}
         A bad line is reported on standard error with its line number and never half-applied.
-        Lines from `topicstore export` load as they are (seq and ts are ignored).
+        Lines from `topicstore export` load as they are, with the garbage collector's
+        forget-device, drop-topic and expire-token lines. Their seq is ignored; their ts
+        (ms) is kept, raised to the log's last time if older and never later than now, so
+        an export loaded into an empty store folds to the same projections (a rejection
+        is compared with the token's original time). `import` also keeps seq and the chain.
         zstd-compressed input (a `topicstore compact --archive` file, *.jsonl.zst) is
         recognised and decompressed as it streams; a damaged stream stops the load (exit 5).
         """)
@@ -46,6 +50,7 @@ enum LoadCommand: Command {
         var firstSeq: UInt64?, lastSeq: UInt64?
         var stopped = false
         var batch: [Event] = []
+        var batchTimes: [Int64?] = []
         var batchLines: [Int] = []
         // One batch commits while the next is parsed: waiting for each commit
         // before parsing on left the writer idle half the time (58k commands/s
@@ -71,10 +76,11 @@ enum LoadCommand: Command {
         /// Submits the batch, then reports the one before it (in line order).
         func flush() {
             guard !batch.isEmpty else { return }
-            let submitted = store.submitBatch(batch)
+            let submitted = store.submitBatch(batch, at: batchTimes)
             settle()
             inFlight = (submitted, batchLines)
             batch.removeAll(keepingCapacity: true)
+            batchTimes.removeAll(keepingCapacity: true)
             batchLines.removeAll(keepingCapacity: true)
         }
 
@@ -83,7 +89,9 @@ enum LoadCommand: Command {
             if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
             do {
                 let text = String(decoding: line, as: UTF8.self)
-                batch.append(try EventJSON.event(fromLine: text, defaultProject: arguments.value("project")))
+                let (event, time) = try EventJSON.timedEvent(fromLine: text, defaultProject: arguments.value("project"))
+                batch.append(event)
+                batchTimes.append(time)
                 batchLines.append(lineNumber)
             } catch {
                 invalid += 1
