@@ -10,6 +10,12 @@
 /// Starts a daemon listening on `addr` with the options the HTTPServer target uses.
 /// `thread_pool_size` > 1 selects the internal epoll thread pool (not allowed with
 /// MHD_USE_THREAD_PER_CONNECTION).
+///
+/// MHD_OPTION_LISTENING_ADDRESS_REUSE is left at its default: SO_REUSEADDR only, so a
+/// restarted server can bind while old connections sit in TIME_WAIT. Setting it to 1
+/// adds SO_REUSEPORT, which lets a second server bind the same port while the first
+/// still listens and the kernel then splits the connections between the two stores.
+/// On failure NULL is returned with errno set (EADDRINUSE when the port is taken).
 static inline struct MHD_Daemon *topicstore_mhd_start(unsigned int flags, const struct sockaddr *addr,
                                                       MHD_AccessHandlerCallback handler, void *handler_cls,
                                                       MHD_RequestCompletedCallback completed, void *completed_cls,
@@ -22,7 +28,6 @@ static inline struct MHD_Daemon *topicstore_mhd_start(unsigned int flags, const 
                                 MHD_OPTION_CONNECTION_LIMIT, connection_limit,
                                 MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds,
                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory_limit,
-                                MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1,
                                 MHD_OPTION_THREAD_POOL_SIZE, thread_pool_size,
                                 MHD_OPTION_END);
     }
@@ -32,7 +37,6 @@ static inline struct MHD_Daemon *topicstore_mhd_start(unsigned int flags, const 
                             MHD_OPTION_CONNECTION_LIMIT, connection_limit,
                             MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory_limit,
-                            MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1,
                             MHD_OPTION_END);
 }
 

@@ -9,7 +9,8 @@ import Foundation
 /// threads serve many waiting connections; with a thread per connection, that
 /// thread waits. The body is read whole before the handler runs; a body over
 /// `Configuration.bodyLimit` is answered with `errorResponse(413)` and the
-/// connection closed.
+/// connection closed. Starting on an address another socket listens on fails
+/// (`HTTPServerError`, "Address already in use"): the port is never shared.
 public final class HTTPServer: Sendable {
     public enum Threading: Sendable, Hashable {
         /// A thread per connection (polled with `poll`): handlers may block freely.
@@ -230,10 +231,11 @@ final class ServerCore: @unchecked Sendable {
             UInt32(configuration.connectionLimit), UInt32(configuration.connectionTimeout),
             configuration.connectionMemoryLimit, poolSize)
         guard let daemon else {
+            let code = errno  // before anything else can change it: EADDRINUSE when the port is taken
             me.release()
             retainedSelf = nil
-            let reason = String(cString: strerror(errno))
-            throw HTTPServerError("cannot listen on \(configuration.host):\(configuration.port): \(reason)")
+            let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+            throw HTTPServerError("cannot listen on \(host):\(configuration.port): \(String(cString: strerror(code)))")
         }
         self.daemon = daemon
         return topicstore_mhd_bound_port(daemon)

@@ -277,3 +277,32 @@ func runTopicstore(_ arguments: [String]) throws -> (Int32, String) {
     p.waitUntilExit()
     return (p.terminationStatus, String(decoding: data, as: UTF8.self))
 }
+
+/// The `topicstore` binary run to its end, or killed after `seconds` (a server
+/// that should have refused to start would otherwise run for ever).
+func runWithDeadline(_ arguments: [String], seconds: Double = 30) throws -> (status: Int32?, stdout: String, stderr: String) {
+    guard let binary = TopicstoreBinary.path else { throw RawHTTPError(description: "the topicstore binary was not found next to the tests") }
+    let dir = TemporaryDirectory("run")
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: binary)
+    process.arguments = arguments
+    // Files, not pipes: nothing to drain while waiting.
+    FileManager.default.createFile(atPath: dir.sub("out"), contents: nil)
+    FileManager.default.createFile(atPath: dir.sub("err"), contents: nil)
+    let out = try FileHandle(forWritingTo: URL(fileURLWithPath: dir.sub("out")))
+    let err = try FileHandle(forWritingTo: URL(fileURLWithPath: dir.sub("err")))
+    process.standardOutput = out
+    process.standardError = err
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    let deadline = Date().addingTimeInterval(seconds)
+    while process.isRunning && Date() < deadline { usleep(20_000) }
+    let finished = !process.isRunning
+    if !finished { kill(process.processIdentifier, SIGKILL) }
+    process.waitUntilExit()
+    try out.close()
+    try err.close()
+    let stdout = (try? String(contentsOfFile: dir.sub("out"), encoding: .utf8)) ?? ""
+    let stderr = (try? String(contentsOfFile: dir.sub("err"), encoding: .utf8)) ?? ""
+    return (finished ? process.terminationStatus : nil, stdout, stderr)
+}

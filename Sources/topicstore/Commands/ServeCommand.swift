@@ -28,6 +28,7 @@ enum ServeCommand: Command {
         the size of the `devices` table, which `topicstore stats` lists), read when it starts.
         SIGTERM or SIGINT: stop accepting, finish and commit the requests in progress, close the store.
         Prints `listening on http://HOST:PORT` on standard output once it accepts connections.
+        If another process already listens on HOST:PORT, exits 1 with "Address already in use".
         """)
 
     static func run(_ arguments: Arguments) throws -> ExitCode {

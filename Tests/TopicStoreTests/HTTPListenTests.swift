@@ -1,0 +1,44 @@
+import Foundation
+import HTTPServer
+import Testing
+
+/// One server per address: a second one on a port in use must refuse to start,
+/// never share the port and split the traffic (SO_REUSEPORT).
+@Suite("HTTP listening")
+struct HTTPListenTests {
+    static func ok(_ text: String) -> HTTPServer.Handler {
+        { _ in HTTPResponse(status: 200, headers: ["Content-Type": "text/plain"], body: Array(text.utf8)) }
+    }
+
+    @Test(arguments: [HTTPServer.Threading.threadPerConnection, .threadPool(2)])
+    func aSecondServerOnABusyPortFails(threading: HTTPServer.Threading) throws {
+        var configuration = HTTPServer.Configuration()
+        configuration.port = 0
+        configuration.threading = threading
+        let first = try HTTPServer(configuration: configuration, handler: Self.ok("first"))
+        defer { first.shutdown(drainTimeout: 0) }
+        configuration.port = first.port
+        var second: HTTPServer?
+        let error = #expect(throws: HTTPServerError.self) {
+            second = try HTTPServer(configuration: configuration, handler: Self.ok("second"))
+        }
+        second?.shutdown(drainTimeout: 0)
+        #expect(error?.description == "cannot listen on 127.0.0.1:\(first.port): Address already in use", "\(String(describing: error))")
+        // The first server still gets every request.
+        for _ in 0..<8 {
+            #expect(try RawHTTPClient(port: first.port).request("GET", "/").text == "first")
+        }
+    }
+
+    @Test func aSecondServeOnABusyPortExitsWithAnError() throws {
+        let dir = TemporaryDirectory("listen")
+        let first = try ServeProcess(data: dir.sub("a"))
+        let second = try runWithDeadline(["serve", "--data", dir.sub("b"), "--listen", "127.0.0.1:\(first.port)", "--quiet"])
+        #expect(second.status == 1, "\(second)")
+        #expect(second.stderr.contains("cannot listen on 127.0.0.1:\(first.port): Address already in use"), "\(second.stderr)")
+        #expect(!second.stdout.contains("listening on"), "\(second.stdout)")
+        #expect(try RawHTTPClient(port: first.port).request("GET", "/healthz").status == 200)
+        first.signal(SIGTERM)
+        #expect(first.wait() == 0)
+    }
+}
