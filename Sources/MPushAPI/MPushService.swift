@@ -300,57 +300,12 @@ final class MPushService: Sendable {
         return APIResponse.json(200, object)
     }
 
-    /// Provider feedback: APNs 410 `{"reason":"Unregistered","timestamp":ms}` or
-    /// FCM `UNREGISTERED`, one object or an array of up to 1000.
+    /// Provider feedback (`FeedbackRequest`): committed, then answered with the count and the last sequence.
     private func feedback(_ request: HTTPRequest, _ credential: Credential) throws -> Answer {
-        let items: [[String: Any]]
-        let trimmed = request.body.drop { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
-        if trimmed.first == 0x5B {  // [
-            guard String(validating: request.body, as: UTF8.self) != nil,
-                  let parsed = try? JSONSerialization.jsonObject(with: Data(request.body)) else {
-                throw RequestBody.Problem(response: APIResponse.message(400, "The request body is not valid JSON."))
-            }
-            guard let array = parsed as? [[String: Any]] else {
-                throw RequestBody.Problem(response: APIResponse.message(400, "The request body must be an object or an array of objects."))
-            }
-            items = array
-        } else {
-            items = [try RequestBody.object(request)]
-        }
-        guard (1...1000).contains(items.count) else {
-            throw InvalidCommand([ValidationError(field: "items", message: "Send 1 to 1000 rejections at a time.")])
-        }
-        var events: [Event] = []
-        var errors: [ValidationError] = []
-        for (i, item) in items.enumerated() {
-            let prefix = items.count > 1 ? "\(i)." : ""
-            do {
-                events.append(try Self.rejection(item, project: credential.project))
-            } catch {
-                errors += error.errors.map { ValidationError(field: prefix + $0.field, message: $0.message) }
-            }
-        }
-        guard errors.isEmpty else { throw InvalidCommand(errors) }
+        let events = try FeedbackRequest.events(request, project: credential.project)
         return .commit(events) { receipts in
             APIResponse.json(200, ["status_code": 0, "accepted": receipts.count, "sequence": receipts.map(\.sequence).max() ?? 0])
         }
-    }
-
-    static func rejection(_ item: [String: Any], project: String) throws(InvalidCommand) -> Event {
-        var object: [String: Any] = ["project": project, "type": "token-rejected"]
-        object["token"] = item["token"]
-        let provider = (item["provider"] as? String)?.lowercased()
-        if let provider, provider != "apns", provider != "fcm" {
-            throw InvalidCommand([ValidationError(field: "provider", message: "The provider must be apns or fcm.")])
-        }
-        var at = item["timestamp"] ?? item["at"]
-        // APNs gives milliseconds; a value that can only be seconds is taken as seconds.
-        if let n = at as? NSNumber, !EventJSON.isBoolean(n), n.doubleValue > 0, n.doubleValue < 1e11 {
-            at = NSNumber(value: Int64(n.doubleValue * 1000))
-        }
-        object["at"] = at
-        object["reason"] = item["reason"] ?? (provider == "fcm" ? "UNREGISTERED" : provider == "apns" ? "Unregistered" : "")
-        return try EventJSON.event(from: object)
     }
 
     // MARK: Operations

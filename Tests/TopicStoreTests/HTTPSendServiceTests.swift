@@ -128,7 +128,39 @@ struct HTTPSendServiceTests {
         let bad = try t.send("POST", "/v1/feedback", key: t.serverKey, json: #"{"provider":"mail","token":"x"}"#)
         #expect(bad.status == 422 && bad.errorFields?["provider"] != nil)
         let missing = try t.send("POST", "/v1/feedback", key: t.serverKey, json: #"[{"token":"x"},{"timestamp":1764100807728}]"#)
-        #expect(missing.status == 422 && missing.errorFields?["0.at"] != nil && missing.errorFields?["1.token"] != nil, "\(missing.text)")
+        #expect(missing.status == 422 && missing.errorFields?["0.timestamp"] != nil && missing.errorFields?["1.token"] != nil, "\(missing.text)")
+    }
+
+    /// Errors name the fields the request has (`timestamp`, `0.token`), never the log record's (`at`).
+    @Test func feedbackErrorsNameTheRequestFields() throws {
+        let t = try HTTPTestServer()
+        func fields(_ json: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> [String: [String]] {
+            let r = try t.send("POST", "/v1/feedback", key: t.serverKey, json: json)
+            #expect(r.status == 422 && r.message == "The given data was invalid.", "\(r.text)", sourceLocation: sourceLocation)
+            return r.errorFields ?? [:]
+        }
+        let missing = try fields(#"{"provider":"apns","token":"x"}"#)
+        #expect(missing == ["timestamp": ["The timestamp field is required (the provider's time in milliseconds since 1970)."]])
+        for bad in ["1", "0", "-5", "\"soon\"", "true", "99999999999999"] {
+            let e = try fields(#"{"provider":"apns","token":"x","timestamp":\#(bad)}"#)
+            #expect(Array(e.keys) == ["timestamp"], "\(bad): \(e)")
+            #expect(e["timestamp"]?.allSatisfy { $0.contains("timestamp") && !$0.contains(" at ") } == true, "\(bad): \(e)")
+        }
+        // `at` (the log's name, accepted as an alias) is named as sent.
+        #expect(Array(try fields(#"{"token":"x","at":1}"#).keys) == ["at"])
+        // An array names its items by index, even an array of one.
+        #expect(Set(try fields(#"[{"token":"x"}]"#).keys) == ["0.timestamp"])
+        #expect(Set(try fields(#"[{"token":"x","timestamp":1764100807728},{"timestamp":1}]"#).keys) == ["1.token", "1.timestamp"])
+        #expect(Array(try fields(#"{"token":"","timestamp":1764100807728}"#).keys) == ["token"])
+        #expect(Array(try fields(#"{"token":"x","timestamp":1764100807728,"reason":7}"#).keys) == ["reason"])
+        #expect(Set(try fields(#"{"reason":7,"timestamp":"soon"}"#).keys) == ["token", "reason", "timestamp"])
+        // An empty or oversized array has no field to name: the body is refused.
+        for body in ["[]", "[" + Array(repeating: #"{"token":"x","timestamp":1764100807728}"#, count: 1001).joined(separator: ",") + "]"] {
+            let r = try t.send("POST", "/v1/feedback", key: t.serverKey, json: body)
+            #expect(r.status == 400 && r.message == "The request body must be one rejection or an array of 1 to 1000.", "\(r.text)")
+            #expect(r.errorFields == nil)
+        }
+        #expect(t.store.commitCounters.commands == 0)
     }
 
     @Test func oneProjectCannotSeeAnother() throws {
