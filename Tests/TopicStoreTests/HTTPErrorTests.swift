@@ -89,6 +89,28 @@ struct HTTPErrorTests {
         expectJSONError(try t.send("GET", "/v1/devices/nobody", key: t.serverKey), 404)
     }
 
+    /// Each 404 names what was not found, and docs/http-api.md lists exactly those bodies.
+    @Test func notFoundBodiesAreTheDocumentedOnes() throws {
+        let t = try HTTPTestServer()
+        let cases: [(what: String, response: RawResponse, message: String)] = [
+            ("unknown path", try t.send("GET", "/v1/nosuch", key: t.serverKey), "The requested resource can not be found."),
+            ("unknown device", try t.send("GET", "/v1/devices/nosuch", key: t.serverKey), "The device was not found."),
+            ("unknown notification", try t.send("GET", "/api/notifications/nosuch", key: t.serverKey), "The notification was not found."),
+        ]
+        let docs = try String(contentsOfFile: HTTPErrorTests.repositoryFile("docs/http-api.md"), encoding: .utf8)
+        let rows = docs.split(separator: "\n").filter { $0.hasPrefix("| 404 |") }
+        for c in cases {
+            expectJSONError(c.response, 404, c.message)
+            let body = "`\(c.response.text)`"
+            #expect(rows.contains { $0.contains(c.what) && $0.contains(body) }, "docs/http-api.md has no 404 row for \(c.what) with \(body): \(rows)")
+        }
+    }
+
+    static func repositoryFile(_ path: String) -> String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent(path).path
+    }
+
     @Test func bodyLimitGives413() throws {
         let t = try HTTPTestServer { $0.bodyLimit = 1024 }
         let big = #"{"device_id":"D1","topics":["a"],"pad":""# + String(repeating: "x", count: 4000) + "\"}"
