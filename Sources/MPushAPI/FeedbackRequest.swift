@@ -13,23 +13,7 @@ enum FeedbackRequest {
     static let maxItems = 1000
 
     static func events(_ request: HTTPRequest, project: String) throws -> [Event] {
-        let items: [[String: Any]]
-        let isArray: Bool
-        let trimmed = request.body.drop { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
-        if trimmed.first == 0x5B {  // [
-            guard String(validating: request.body, as: UTF8.self) != nil,
-                  let parsed = try? JSONSerialization.jsonObject(with: Data(request.body)) else {
-                throw RequestBody.Problem(response: APIResponse.message(400, "The request body is not valid JSON."))
-            }
-            guard let array = parsed as? [[String: Any]] else {
-                throw RequestBody.Problem(response: APIResponse.message(400, "The request body must be an object or an array of objects."))
-            }
-            items = array
-            isArray = true
-        } else {
-            items = [try RequestBody.object(request)]
-            isArray = false
-        }
+        let (items, isArray) = try RequestBody.objectOrArray(request)
         // An array has no field name of its own to put in `errors`: its size is a body problem.
         guard (1...maxItems).contains(items.count) else {
             throw RequestBody.Problem(response: APIResponse.message(400, "The request body must be one rejection or an array of 1 to \(maxItems)."))

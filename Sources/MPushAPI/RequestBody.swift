@@ -2,55 +2,101 @@ import Foundation
 import HTTPServer
 
 /// Turns a request body into a JSON-like object, whatever way the SDK sent it.
+///
+/// One rule for every endpoint that reads a body, by the media type of `Content-Type`
+/// (case and parameters such as `charset` ignored):
+///
+/// - `application/json`, `text/json`, any `…+json`: JSON.
+/// - `application/x-www-form-urlencoded`, `text/plain`, `application/octet-stream`, or no
+///   Content-Type: JSON when the body starts with `{` or `[`, else a form. curl `-d` labels
+///   JSON as a form, and HTTP helpers label a body the caller gave no type as `text/plain`
+///   (Dart's `http`, which the Flutter SDK uses) or `application/octet-stream`.
+/// - Anything else (`application/xml`, `multipart/form-data`, …): 400, whatever the body.
+///
+/// An empty body is an empty object.
 enum RequestBody {
     struct Problem: Error {
         var response: HTTPResponse
     }
 
-    /// JSON (any `charset`, any `+json` type) or form-encoded; without a usable
-    /// Content-Type the body is sniffed. An empty body is an empty object.
-    static func object(_ request: HTTPRequest) throws(Problem) -> [String: Any] {
-        let body = request.body
-        let firstByte = body.first { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }
-        guard firstByte != nil else { return [:] }
+    enum Format { case json, form }
+
+    /// How the body is to be read; nil when it is empty. Throws for an unsupported Content-Type.
+    static func format(_ request: HTTPRequest) throws(Problem) -> Format? {
         let media = (request.headers["Content-Type"] ?? "")
-            .split(separator: ";", maxSplits: 1).first.map { $0.trimmingHTTPSpace.lowercased() } ?? ""
-        let isJSON: Bool
+            .split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first.map { $0.trimmingHTTPSpace.lowercased() } ?? ""
+        let declared: Format?
         switch media {
         case "application/json", "text/json":
-            isJSON = true
-        case "application/x-www-form-urlencoded":
-            // curl -d and some HTTP helpers label JSON as a form; a form never starts with '{'.
-            isJSON = firstByte == 0x7B
-        case "", "text/plain", "application/octet-stream":
-            isJSON = firstByte == 0x7B || firstByte == 0x5B  // { or [
+            declared = .json
+        case "", "application/x-www-form-urlencoded", "text/plain", "application/octet-stream":
+            declared = nil
         default:
-            if media.hasSuffix("+json") { isJSON = true; break }
-            throw Problem(response: APIResponse.message(400,
-                "The request body must be application/json or application/x-www-form-urlencoded."))
+            guard media.hasSuffix("+json") else {
+                throw Problem(response: APIResponse.message(400,
+                    "The Content-Type \(media) is not supported: send application/json or application/x-www-form-urlencoded."))
+            }
+            declared = .json
         }
-        if isJSON { return try json(body) }
+        guard let first = request.body.first(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }) else { return nil }
+        return declared ?? (first == 0x7B || first == 0x5B ? .json : .form)  // { or [
+    }
+
+    /// The body as an object (JSON or form).
+    static func object(_ request: HTTPRequest) throws(Problem) -> [String: Any] {
+        switch try format(request) {
+        case nil: return [:]
+        case .json: return try json(request.body)
+        case .form: return try form(request.body)
+        }
+    }
+
+    /// The body as one object or, in JSON, an array of objects.
+    static func objectOrArray(_ request: HTTPRequest) throws(Problem) -> (items: [[String: Any]], isArray: Bool) {
+        switch try format(request) {
+        case nil: return ([[:]], false)
+        case .form: return ([try form(request.body)], false)
+        case .json:
+            switch try parse(request.body) {
+            case let object as [String: Any]: return ([object], false)
+            case let array as [[String: Any]]: return (array, true)
+            default: throw Problem(response: APIResponse.message(400, "The request body must be a JSON object or an array of objects."))
+            }
+        }
+    }
+
+    /// The raw JSON bytes of a body that must be JSON (a form is refused).
+    static func jsonBytes(_ request: HTTPRequest) throws(Problem) -> [UInt8] {
+        if try format(request) == .form {
+            throw Problem(response: APIResponse.message(400, "The request body must be JSON."))
+        }
+        return request.body
+    }
+
+    static func json(_ body: [UInt8]) throws(Problem) -> [String: Any] {
+        guard let object = try parse(body) as? [String: Any] else {
+            throw Problem(response: APIResponse.message(400, "The request body must be a JSON object."))
+        }
+        return object
+    }
+
+    private static func parse(_ body: [UInt8]) throws(Problem) -> Any {
+        // JSONSerialization guesses UTF-16/32 from the first bytes; the API speaks UTF-8 only.
+        guard String(validating: body, as: UTF8.self) != nil else {
+            throw Problem(response: APIResponse.message(400, "The request body is not valid UTF-8."))
+        }
+        do {
+            return try JSONSerialization.jsonObject(with: Data(body), options: [])
+        } catch {
+            throw Problem(response: APIResponse.message(400, "The request body is not valid JSON."))
+        }
+    }
+
+    private static func form(_ body: [UInt8]) throws(Problem) -> [String: Any] {
         do {
             return try FormDecoding.object(from: body)
         } catch {
             throw Problem(response: APIResponse.message(400, error.message))
         }
-    }
-
-    static func json(_ body: [UInt8]) throws(Problem) -> [String: Any] {
-        // JSONSerialization guesses UTF-16/32 from the first bytes; the API speaks UTF-8 only.
-        guard String(validating: body, as: UTF8.self) != nil else {
-            throw Problem(response: APIResponse.message(400, "The request body is not valid UTF-8."))
-        }
-        let parsed: Any
-        do {
-            parsed = try JSONSerialization.jsonObject(with: Data(body), options: [])
-        } catch {
-            throw Problem(response: APIResponse.message(400, "The request body is not valid JSON."))
-        }
-        guard let object = parsed as? [String: Any] else {
-            throw Problem(response: APIResponse.message(400, "The request body must be a JSON object."))
-        }
-        return object
     }
 }

@@ -9,8 +9,9 @@ import SubscriptionLog
 extension MPushService {
     /// The request body as an ordered JSON object (payload key order is kept for rendering).
     private func orderedJSON(_ request: HTTPRequest) throws -> JSONValue {
+        let bytes = try RequestBody.jsonBytes(request)
         let value: JSONValue
-        do { value = try JSONParser.parse(request.body) } catch {
+        do { value = try JSONParser.parse(bytes) } catch {
             throw RequestBody.Problem(response: APIResponse.message(400, "The request body is not valid JSON."))
         }
         guard case .object = value else {
