@@ -251,6 +251,12 @@ final class MPushService: Sendable {
         let android = Array(",\"platform\":\"android\",\"token\":".utf8)
         let asOf = try store.read { txn -> UInt64 in
             let audience = try reader.audience(project: credential.project, query.expression, txn)
+            if let walkSeq, walkSeq > audience.asOfSeq {
+                // Sequences only grow: a walk cannot have begun after this snapshot. The cursor
+                // comes from another store (or one restored from an older backup).
+                throw InvalidCommand([ValidationError(field: "cursor",
+                    message: "The cursor names log sequence \(walkSeq), beyond this store's last sequence \(audience.asOfSeq); it was not issued by this store.")])
+            }
             let reachable = try reader.reachable(audience, txn)
             if !reachable.isEmpty {
                 try reader.forEachRecipient(projectID: audience.projectID, in: reachable, from: from, txn) { ordinal, platform, id, token in

@@ -85,6 +85,27 @@ struct HTTPSendServiceTests {
         #expect(posted.header("X-Next-Cursor") == nil)
     }
 
+    /// A cursor names the sequence its walk began at; one beyond the store's last sequence was not issued here.
+    @Test func aCursorFromBeyondTheLastSequenceIsRefused() throws {
+        let t = try HTTPTestServer()
+        try populate(t)
+        let last = try #require(t.send("GET", "/healthz").object?["lastSequence"] as? Int)
+        #expect(last == t.store.commitCounters.commands)
+        for cursor in ["7.999999", "0.\(last + 1)", "0.18446744073709551615"] {
+            for r in [try t.send("GET", "/v1/audience?topics=news&cursor=\(cursor)", key: t.serverKey),
+                      try t.send("POST", "/v1/audience", key: t.serverKey, json: #"{"topics":["news"],"cursor":"\#(cursor)"}"#)] {
+                #expect(r.status == 422 && r.header("X-Walk-As-Of-Seq") == nil, "\(cursor): \(r.status) \(r.text)")
+                #expect(r.errorFields?["cursor"] == ["The cursor names log sequence \(cursor.split(separator: ".")[1]), beyond this store's last sequence \(last); it was not issued by this store."],
+                        "\(r.text)")
+            }
+        }
+        // The current sequence and earlier ones are fine.
+        for seq in [0, 1, last] {
+            let r = try t.send("GET", "/v1/audience?topics=news&cursor=0.\(seq)", key: t.serverKey)
+            #expect(r.status == 200 && r.header("X-Walk-As-Of-Seq") == String(seq), "\(r.status) \(r.text)")
+        }
+    }
+
     @Test func topicsAndDevice() throws {
         let t = try HTTPTestServer()
         try populate(t)
