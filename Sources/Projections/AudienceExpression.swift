@@ -55,6 +55,8 @@ public indirect enum AudienceExpression: Sendable, Hashable, CustomStringConvert
     }
 
     public static let maxLength = 4096
+    /// Levels of nesting allowed: each `(` and each `NOT` is one level, so `a` is at level 0
+    /// and 64 parentheses around it (or 64 NOTs before it) are allowed, 65 are not.
     public static let maxDepth = 64
 
     public init(parsing text: String) throws(ParseError) {
@@ -107,8 +109,15 @@ public indirect enum AudienceExpression: Sendable, Hashable, CustomStringConvert
             return false
         }
 
+        /// Refuses a level past `maxDepth` (before recursing further: the limit bounds the stack).
+        func checkDepth(_ depth: Int) throws(ParseError) {
+            guard depth <= AudienceExpression.maxDepth else {
+                throw ParseError(position: at, message: "nested more than \(AudienceExpression.maxDepth) levels deep")
+            }
+        }
+
         mutating func parseExpression(depth: Int) throws(ParseError) -> AudienceExpression {
-            guard depth < AudienceExpression.maxDepth else { throw ParseError(position: at, message: "nested too deeply") }
+            try checkDepth(depth)
             var left = try parseAnd(depth: depth)
             while acceptOperator("or", symbol: 0x7C) { left = .or(left, try parseAnd(depth: depth)) }
             return left
@@ -121,7 +130,7 @@ public indirect enum AudienceExpression: Sendable, Hashable, CustomStringConvert
         }
 
         mutating func parseUnary(depth: Int) throws(ParseError) -> AudienceExpression {
-            guard depth < AudienceExpression.maxDepth else { throw ParseError(position: at, message: "nested too deeply") }
+            try checkDepth(depth)
             if acceptOperator("not", symbol: 0x21) { return .not(try parseUnary(depth: depth + 1)) }
             return try parsePrimary(depth: depth)
         }
