@@ -146,7 +146,7 @@ public enum Validation {
                 message: "The topic code may not be greater than \(Limits.topicCodeLength.upperBound) characters."))
         } else if !utf8.allSatisfy({ isAlphanumeric($0) || Limits.topicCodePunctuation.contains($0) }) {
             errors.append(ValidationError(field: field,
-                message: "The topic code may contain only letters, digits and . _ - ~ @ / + = #."))
+                message: "The topic code may contain only ASCII letters (A-Z, a-z), digits (0-9) and . _ - ~ @ / + = #."))
         }
     }
 

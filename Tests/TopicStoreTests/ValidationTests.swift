@@ -1,3 +1,4 @@
+import Foundation
 import EventJSON
 import SubscriptionLog
 import Testing
@@ -51,6 +52,32 @@ import Testing
         #expect(fields(.register(deviceID: "D", topics: [TopicSpec(code: "c", title: String(repeating: "é", count: 257))])) == ["topics.0.title"])
         #expect(fields(.register(deviceID: "D", topics: [TopicSpec(code: "c", title: String(repeating: "é", count: 256))])).isEmpty)
         #expect(fields(.unregister(deviceID: "D", codes: ["(x)"])) == ["topics.0.code"])
+    }
+
+    /// Topic codes are ASCII: letters A–Z a–z, digits 0–9 and `. _ - ~ @ / + = #`; the README says exactly that.
+    @Test func topicCodesAreASCIIAsTheREADMEStates() throws {
+        let punctuation = "._-~@/+=#"
+        for byte in UInt8(0x21)...UInt8(0x7E) {
+            let c = Character(Unicode.Scalar(byte))
+            let allowed = c.isASCII && (c.isLetter || c.isNumber) || punctuation.contains(c)
+            #expect(Validation.isValidTopicCode("t\(c)") == allowed, "\(c)")
+        }
+        for code in ["café", "naïve", "Straße", "日本", "ｆｕｌｌ", "٣", "ǅ", "a b", "tab\t"] {
+            #expect(!Validation.isValidTopicCode(code), "\(code)")
+            #expect(errors(.register(deviceID: "D", topics: [TopicSpec(code: code)])).map(\.message)
+                    == ["The topic code may contain only ASCII letters (A-Z, a-z), digits (0-9) and . _ - ~ @ / + = #."])
+        }
+        #expect(Validation.isValidTopicCode("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789" + punctuation))
+        // 128 bytes is 128 characters: every allowed character is one byte.
+        #expect(Validation.isValidTopicCode(String(repeating: "x", count: 128)) && !Validation.isValidTopicCode(String(repeating: "x", count: 129)))
+
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        let row = try #require(readme.split(separator: "\n").first { $0.hasPrefix("| topic code |") })
+        #expect(row.contains("1–128 ASCII characters: letters `A-Z` `a-z`, digits `0-9` and `. _ - ~ @ / + = #`"), "\(row)")
+        #expect(row.contains("no other characters (`café` is refused"), "\(row)")
+        let api = try String(contentsOf: root.appendingPathComponent("docs/http-api.md"), encoding: .utf8)
+        #expect(api.contains("topic codes 1–128 ASCII characters (`A-Z a-z 0-9 . _ - ~ @ / + = #`; no accented or non-Latin"))
     }
 
     @Test func rejectionTimes() {
