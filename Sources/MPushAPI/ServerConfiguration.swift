@@ -22,7 +22,7 @@ import Notifications
 /// ```
 /// `threads` n ≥ 1 is an epoll pool of n threads (default 4): a command waits for
 /// its group commit with its connection suspended, not holding a thread; 0 is a
-/// thread per connection.
+/// thread per connection; a negative or fractional n is refused.
 /// A rate of 0 turns the limit off for that kind of key.
 public struct ServerConfiguration: Sendable {
     public var host = "127.0.0.1"
@@ -95,7 +95,13 @@ public struct ServerConfiguration: Sendable {
             guard let s = v as? String else { throw Invalid(description: "config file \(path): 'data' must be a string") }
             dataDirectory = s
         }
-        if let n = try number("threads") { threads = Int(n) }
+        if let n = try number("threads") {
+            guard n >= 0, n == n.rounded(), n <= Double(Int32.max) else {
+                let shown = n == n.rounded() && abs(n) < 1e15 ? String(Int64(n)) : String(n)
+                throw Invalid(description: "config file \(path): 'threads' must be 0 (a thread per connection) or a positive number of pool threads, not \(shown)")
+            }
+            threads = Int(n)
+        }
         if let n = try number("connectionLimit") { connectionLimit = max(1, Int(n)) }
         if let n = try number("bodyLimitBytes") { bodyLimit = max(1, Int(n)) }
         if let n = try number("shutdownTimeoutSeconds") { shutdownTimeout = max(0, n) }

@@ -124,6 +124,29 @@ import Testing
         #expect(try topicstore(["audience", "--data", dir.path, "--project", "p", "--expr", "a AND ("]).status == 2)
     }
 
+    /// `serve --threads N`: N ≥ 1 is an epoll pool, 0 a thread per connection; a negative N is
+    /// bad usage (exit 2, the flag named), from the command line and from a config file alike.
+    @Test func serveRefusesANegativeThreadCount() throws {
+        let dir = TemporaryDirectory()
+        for n in ["-1", "-4"] {
+            let r = try runWithDeadline(["serve", "--data", dir.sub("data"), "--listen", "127.0.0.1:0", "--threads", n, "--quiet"])
+            #expect(r.status == 2, "\(r)")
+            #expect(r.stderr.contains("--threads must be 0 (a thread per connection) or a positive number of pool threads, not \(n)"), "\(r.stderr)")
+            #expect(!r.stdout.contains("listening on"))
+        }
+        try Data(#"{"threads": -1}"#.utf8).write(to: URL(fileURLWithPath: dir.sub("config.json")))
+        let r = try runWithDeadline(["serve", "--data", dir.sub("data"), "--listen", "127.0.0.1:0", "--config", dir.sub("config.json"), "--quiet"])
+        #expect(r.status == 2, "\(r)")
+        #expect(r.stderr.contains("'threads' must be 0 (a thread per connection) or a positive number of pool threads, not -1"), "\(r.stderr)")
+        // 0 and 1 still start.
+        for n in ["0", "1"] {
+            let serve = try ServeProcess(data: dir.sub("data"), extra: ["--threads", n])
+            #expect(try RawHTTPClient(port: serve.port).request("GET", "/healthz").status == 200)
+            serve.signal(SIGTERM)
+            #expect(serve.wait() == 0)
+        }
+    }
+
     @Test(arguments: ["load", "audience", "topics", "device", "stats"])
     func everyCommandHasHelp(command: String) throws {
         let help = try topicstore([command, "--help"])

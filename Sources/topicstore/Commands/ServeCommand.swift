@@ -15,7 +15,7 @@ enum ServeCommand: Command {
         options: [
             .init(name: "listen", value: "HOST:PORT", help: "where to listen (default 127.0.0.1:8080; port 0 picks a free one)"),
             .init(name: "config", value: "FILE", help: "a JSON config file (flags given here win over it)"),
-            .init(name: "threads", value: "N", help: "an epoll pool of N threads (default 4); 0: a thread per connection"),
+            .init(name: "threads", value: "N", help: "an epoll pool of N ≥ 1 threads (default 4); 0: a thread per connection"),
             .init(name: "quiet", value: nil, help: "no access log on standard error"),
             .init(name: "no-recipient-cache", value: nil,
                   help: "stream recipients from the device table only (saves about its size in memory)"),
@@ -40,7 +40,12 @@ enum ServeCommand: Command {
             throw UsageError(description: error.description)
         }
         if let data = arguments.value("data") { configuration.dataDirectory = data }
-        if let threads = try arguments.integer("threads") { configuration.threads = threads }
+        if let threads = try arguments.integer("threads") {
+            guard threads >= 0 else {
+                throw UsageError(description: "--threads must be 0 (a thread per connection) or a positive number of pool threads, not \(threads)")
+            }
+            configuration.threads = threads
+        }
         if arguments.has("quiet") { configuration.accessLog = false }
 
         var options = TopicStore.Options()
