@@ -102,11 +102,24 @@ public struct ServerConfiguration: Sendable {
             }
             threads = Int(n)
         }
-        if let n = try number("connectionLimit") { connectionLimit = max(1, Int(n)) }
-        if let n = try number("bodyLimitBytes") { bodyLimit = max(1, Int(n)) }
-        if let n = try number("shutdownTimeoutSeconds") { shutdownTimeout = max(0, n) }
-        if let n = try number("keyCacheSeconds") { keyCacheSeconds = min(1, max(0, n)) }
-        if let n = try number("audiencePageLimit") { audiencePageLimit = max(1, Int(n)) }
+        /// A whole number of at least 1: a count or a size (never converted unchecked: 1e30 would trap).
+        func count(_ key: String) throws(Invalid) -> Int? {
+            guard let n = try number(key) else { return nil }
+            guard n >= 1, n == n.rounded(), n <= Double(Int32.max) else {
+                throw Invalid(description: "config file \(path): '\(key)' must be a whole number from 1 to \(Int32.max), not \(n)")
+            }
+            return Int(n)
+        }
+        func seconds(_ key: String) throws(Invalid) -> Double? {
+            guard let n = try number(key) else { return nil }
+            guard n >= 0, n <= 86_400 else { throw Invalid(description: "config file \(path): '\(key)' must be 0 to 86400 seconds, not \(n)") }
+            return n
+        }
+        if let n = try count("connectionLimit") { connectionLimit = n }
+        if let n = try count("bodyLimitBytes") { bodyLimit = n }
+        if let n = try seconds("shutdownTimeoutSeconds") { shutdownTimeout = n }
+        if let n = try seconds("keyCacheSeconds") { keyCacheSeconds = min(1, n) }
+        if let n = try count("audiencePageLimit") { audiencePageLimit = n }
         if let v = object["accessLog"] {
             guard let b = v as? Bool else { throw Invalid(description: "config file \(path): 'accessLog' must be true or false") }
             accessLog = b
@@ -119,10 +132,13 @@ public struct ServerConfiguration: Sendable {
             guard let limits = v as? [String: Any] else { throw Invalid(description: "config file \(path): 'rateLimit' must be an object") }
             for (kindName, spec) in limits {
                 guard let kind = KeyKind(rawValue: kindName), let spec = spec as? [String: Any],
-                      let rate = (spec["perSecond"] as? NSNumber)?.doubleValue else {
-                    throw Invalid(description: "config file \(path): rateLimit.\(kindName) must be {\"perSecond\": N, \"burst\": M} for client or server")
+                      let rate = (spec["perSecond"] as? NSNumber)?.doubleValue, rate >= 0, rate <= 1e9 else {
+                    throw Invalid(description: "config file \(path): rateLimit.\(kindName) must be {\"perSecond\": N, \"burst\": M} for client or server, N from 0 (off) to 1000000000")
                 }
                 let burst = (spec["burst"] as? NSNumber)?.doubleValue ?? max(1, rate)
+                guard rate == 0 || (burst >= 1 && burst <= 1e9) else {
+                    throw Invalid(description: "config file \(path): rateLimit.\(kindName).burst must be from 1 to 1000000000, not \(burst)")
+                }
                 rateLimits[kind] = RateLimit(perSecond: rate, burst: burst)
             }
         }

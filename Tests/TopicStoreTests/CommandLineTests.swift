@@ -147,6 +147,25 @@ import Testing
         }
     }
 
+    /// A config file's numbers are checked, never converted blindly: a huge or
+    /// fractional count, a negative time or rate is a clear error (exit 2).
+    @Test(arguments: [
+        (#"{"connectionLimit": 1e30}"#, "'connectionLimit' must be a whole number"),
+        (#"{"bodyLimitBytes": 0}"#, "'bodyLimitBytes' must be a whole number"),
+        (#"{"audiencePageLimit": 2.5}"#, "'audiencePageLimit' must be a whole number"),
+        (#"{"shutdownTimeoutSeconds": -1}"#, "'shutdownTimeoutSeconds' must be 0 to 86400 seconds"),
+        (#"{"rateLimit": {"client": {"perSecond": -1}}}"#, "rateLimit.client must be"),
+        (#"{"rateLimit": {"server": {"perSecond": 5, "burst": 1e300}}}"#, "rateLimit.server.burst must be"),
+    ])
+    func serveRefusesOutOfRangeSettings(config: String, message: String) throws {
+        let dir = TemporaryDirectory()
+        try Data(config.utf8).write(to: URL(fileURLWithPath: dir.sub("config.json")))
+        let r = try runWithDeadline(["serve", "--data", dir.sub("data"), "--listen", "127.0.0.1:0", "--config", dir.sub("config.json"), "--quiet"])
+        #expect(r.status == 2, "\(r)")
+        #expect(r.stderr.contains(message), "\(r.stderr)")
+        #expect(!r.stdout.contains("listening on"))
+    }
+
     @Test(arguments: ["load", "audience", "topics", "device", "stats"])
     func everyCommandHasHelp(command: String) throws {
         let help = try topicstore([command, "--help"])
