@@ -102,8 +102,12 @@ public enum Compactor {
 
         let now = options.now ?? Int64(Date().timeIntervalSince1970 * 1000)
         let log = live.log
-        let bounds = try live.read { txn in try log.bounds(txn) }
-        let previousHorizon = (bounds?.first ?? 1) - 1
+        let tables = live.tables
+        let (bounds, compactedHead) = try live.read { txn in (try log.bounds(txn), try tables.compactedChainHead(txn)) }
+        // A log with no record after its horizon (a replay exactly at the horizon writes
+        // one) is empty: its horizon is then the compaction head in its meta, and the
+        // snapshot there is kept, not taken for a leftover.
+        let previousHorizon = bounds.map { $0.first - 1 } ?? compactedHead?.sequence ?? 0
         var report = Report(dryRun: options.dryRun, directory: directory, firstBefore: bounds?.first, lastBefore: bounds?.last,
                             horizon: previousHorizon, previousHorizon: previousHorizon, eventsRemoved: 0, eventsArchived: 0)
         report.generationBefore = try TopicStore.activeGeneration(in: directory)

@@ -760,6 +760,10 @@ extension ProjectionWriter {
     /// map) can be redone; after it commits, call `didWriteBuild()`.
     public func writeBuild(_ txn: borrowing Transaction) throws {
         guard let build else { preconditionFailure("writeBuild on a writer not in build mode") }
+        // Nothing was folded: the build holds nothing, and it never read the
+        // target's applied sequence. Writing its own (0) over that of a target
+        // that starts from a snapshot would make a store at the horizon claim seq 0.
+        guard build.begun else { return }
         let fresh = build.targetIsEmpty
         let append: Transaction.PutFlags = fresh ? .append : []
         settleCurrentProject(build)

@@ -68,14 +68,22 @@ public enum Replay {
     public static func root(of store: TopicStore) -> String { store.directory }
 
     /// The snapshot the store's log continues from: nil when the log starts at
-    /// sequence 1 (or is empty). Throws when the log was compacted and the
-    /// snapshot at its horizon is missing.
+    /// sequence 1 (or is empty and was never compacted). Throws when the log was
+    /// compacted and the snapshot at its horizon is missing.
+    ///
+    /// A compacted log with no record after its horizon — a replay exactly at
+    /// the horizon writes one — is empty; its horizon is then the compaction
+    /// head its projections carry in `meta` (`compactedHead`).
     public static func snapshot(of store: TopicStore) throws -> Snapshot? {
-        let log = store.log
-        guard let first = try store.read({ txn in try log.bounds(txn)?.first }), first > 1 else { return nil }
+        let log = store.log, tables = store.tables
+        let horizon: UInt64 = try store.read { txn in
+            if let first = try log.bounds(txn)?.first { return first - 1 }
+            return try tables.compactedChainHead(txn)?.sequence ?? 0
+        }
+        guard horizon > 0 else { return nil }
         let root = root(of: store)
-        guard let snapshot = try Snapshot.find(inStore: root, horizon: first - 1) else {
-            throw ReplayError.missingSnapshot(horizon: first - 1, directory: Snapshot.directory(inStore: root, horizon: first - 1))
+        guard let snapshot = try Snapshot.find(inStore: root, horizon: horizon) else {
+            throw ReplayError.missingSnapshot(horizon: horizon, directory: Snapshot.directory(inStore: root, horizon: horizon))
         }
         return snapshot
     }

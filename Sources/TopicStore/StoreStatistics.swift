@@ -21,6 +21,9 @@ public struct StoreStatistics: Sendable {
     public var lastSequence: UInt64
     public var lastTimestamp: Int64?
     public var appliedSequence: UInt64
+    /// The horizon of the last log compaction (the log goes on after it), when there was one.
+    /// A store replayed exactly at a horizon has an empty log and its projections at this sequence.
+    public var compactedThrough: UInt64?
     public var projects: [ProjectSummary]
     public var tables: [TableSummary]
     public var usedBytes: Int
@@ -48,6 +51,7 @@ extension TopicStore {
             return StoreStatistics(schemaVersion: try tables.storedSchemaVersion(txn) ?? 0, topicLayout: try tables.topicLayout(txn),
                                    firstSequence: bounds?.first, lastSequence: bounds?.last ?? 0,
                                    lastTimestamp: bounds?.lastTimestamp, appliedSequence: try tables.appliedSequence(txn),
+                                   compactedThrough: try tables.compactedChainHead(txn)?.sequence,
                                    projects: projects, tables: summaries, usedBytes: info.usedBytes, mapSize: info.mapSize)
         }
     }

@@ -21,6 +21,7 @@ enum StatsCommand: Command {
                 "schemaVersion": stats.schemaVersion, "topicLayout": "\(stats.topicLayout)",
                 "firstSeq": stats.firstSequence as Any? ?? NSNullValue.null,
                 "lastSeq": stats.lastSequence, "appliedSeq": stats.appliedSequence,
+                "compactedThroughSeq": stats.compactedThrough as Any? ?? NSNullValue.null,
                 "lastTimestamp": stats.lastTimestamp as Any? ?? NSNullValue.null,
                 "fileBytes": fileBytes, "usedBytes": stats.usedBytes, "mapBytes": stats.mapSize,
                 "projects": stats.projects.map { ["name": $0.name, "devices": $0.devices, "topics": $0.topics,
@@ -29,7 +30,12 @@ enum StatsCommand: Command {
             ])
         } else {
             print("schema \(stats.schemaVersion), \(stats.topicLayout) topic layout")
-            print("log: seq \(stats.firstSequence.map(String.init) ?? "-")…\(stats.lastSequence), projections at seq \(stats.appliedSequence)")
+            let compacted = stats.compactedThrough.map { " (compacted through seq \($0))" } ?? ""
+            if let first = stats.firstSequence {
+                print("log: seq \(first)…\(stats.lastSequence)\(compacted), projections at seq \(stats.appliedSequence)")
+            } else {
+                print("log: empty\(compacted), projections at seq \(stats.appliedSequence)")
+            }
             print("file: \(fileBytes) bytes (\(stats.usedBytes) in use, map \(stats.mapSize))")
             for p in stats.projects {
                 print("project \(p.name): \(p.devices) devices, \(p.liveTokens) live tokens, \(p.topics) topics")
