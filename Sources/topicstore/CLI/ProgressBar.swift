@@ -56,27 +56,3 @@ final class ProgressBar {
         return s >= 3600 ? String(format: "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60) : String(format: "%d:%02d", s / 60, s % 60)
     }
 }
-
-/// Times given on the command line: milliseconds since 1970, or ISO-8601
-/// (`2026-03-01T12:00:00Z`, with optional fractional seconds or offset, or a bare date as UTC midnight).
-enum TimeArgument {
-    static func milliseconds(_ text: String, option: String) throws(UsageError) -> Int64 {
-        if let ms = Int64(text) { return ms }
-        let withFraction = ISO8601DateFormatter()
-        withFraction.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        let plain = ISO8601DateFormatter()
-        plain.formatOptions = [.withInternetDateTime]
-        let day = ISO8601DateFormatter()
-        day.formatOptions = [.withFullDate]
-        for f in [withFraction, plain, day] {
-            if let d = f.date(from: text) { return Int64((d.timeIntervalSince1970 * 1000).rounded()) }
-        }
-        throw UsageError(description: "--\(option) must be ISO-8601 (2026-03-01T12:00:00Z) or milliseconds since 1970, not '\(text)'")
-    }
-
-    static func iso(_ ms: Int64) -> String {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return f.string(from: Date(timeIntervalSince1970: Double(ms) / 1000))
-    }
-}

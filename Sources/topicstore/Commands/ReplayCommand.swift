@@ -10,7 +10,7 @@ enum ReplayCommand: Command {
         usage: "replay [--data DIR] (--to-seq N | --at TIME) --out DIR [--projections-only] [--memory-budget MIB] [--json]",
         options: [
             .init(name: "to-seq", value: "N", help: "through log sequence N (0: before the first event)"),
-            .init(name: "at", value: "TIME", help: "through the last event at or before TIME (ISO-8601 or ms since 1970)"),
+            .init(name: "at", value: "TIME", help: "through the last event at or before TIME: 2026-03-01T12:00:00Z (seconds and a zone required; fraction optional), 2026-03-01 (midnight UTC), or ms since 1970"),
             .init(name: "out", value: "DIR", help: "the new store directory (must not exist or be empty)"),
             .init(name: "projections-only", value: nil, help: "write only the projections, not the log records"),
             .init(name: "commit-every", value: "N", help: "records folded per batch (default 200000)"),
@@ -26,6 +26,11 @@ enum ReplayCommand: Command {
         built in memory and each table is written once, in key order, at the end (or in rounds
         when the build outgrows --memory-budget); the output is fsynced once.
         With --benchmark, --memory-budget applies to the rebuild measured.
+        --at is read strictly: a date (2026-03-01, midnight UTC), a date and time with seconds
+        and a zone (2026-03-01T12:00:00Z, 2026-03-01T12:00:00.250+01:00), or a bare integer,
+        which is milliseconds since 1970 and must lie between 2000 and 2200 (seconds since
+        1970 are refused with the milliseconds they stand for). Anything else, trailing text
+        included, is refused with exit 2.
         """)
 
     /// --memory-budget in bytes: the default without it, nil (write through) for 0.

@@ -1,0 +1,126 @@
+import Foundation
+import Testing
+
+/// The command line refuses what it cannot read exactly, and says what it did:
+/// strict times, stores that must exist, unknown projects, repeated
+/// project and key operations, unexpected arguments.
+@Suite struct CommandLineStrictnessTests {
+    struct Run {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    @discardableResult
+    func topicstore(_ arguments: [String], stdin: String? = nil) throws -> Run {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: BuiltProducts.executable("topicstore"))
+        process.arguments = arguments
+        let out = Pipe(), err = Pipe(), input = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        try process.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try input.fileHandleForWriting.close()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Run(status: process.terminationStatus, stdout: String(decoding: o, as: UTF8.self),
+                   stderr: String(decoding: e, as: UTF8.self))
+    }
+
+    func json(_ text: String) -> [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
+    }
+
+    static let commands = """
+    {"project":"demo","type":"token","device_id":"D1","token":"aaaa1111","platform":"ios"}
+    {"project":"demo","type":"register","device_id":"D1","topics":["news","all"]}
+    {"project":"demo","type":"register","device_id":"D2","topics":["all"]}
+    """
+
+    /// A small store in `dir/data` (three events).
+    func smallStore(_ dir: TemporaryDirectory) throws -> String {
+        let load = try topicstore(["load", "--data", dir.sub("data"), "-"], stdin: Self.commands)
+        #expect(load.status == 0, "\(load.stderr)")
+        return dir.sub("data")
+    }
+
+    // MARK: replay --at
+
+    @Test func replayAtAcceptsTheDocumentedForms() throws {
+        let dir = TemporaryDirectory("at-ok")
+        let data = try smallStore(dir)
+        // Every form, and the sequence it reaches: the store's events are all from "now".
+        let cases: [(String, Int)] = [
+            ("2001-01-01", 0),
+            ("2199-12-31", 3),
+            ("2001-01-01T00:00:00Z", 0),
+            ("2199-12-31T23:59:59Z", 3),
+            ("2199-12-31T23:59:59.999Z", 3),
+            ("2199-12-31t23:59:59z", 3),
+            ("2199-12-31T23:59:59+01:00", 3),
+            ("2199-12-31T23:59:59-0130", 3),
+            ("978307200000", 0),            // 2001-01-01 in ms
+            ("7258118399999", 3),           // just before 2200
+        ]
+        for (i, (text, through)) in cases.enumerated() {
+            let r = try topicstore(["replay", "--data", data, "--at", text, "--out", dir.sub("out\(i)"), "--json"])
+            #expect(r.status == 0, "--at \(text): \(r.stderr)")
+            #expect(json(r.stdout)["throughSeq"] as? Int == through, "--at \(text): \(r.stdout)")
+        }
+    }
+
+    @Test func replayAtRefusesAnythingElse() throws {
+        let dir = TemporaryDirectory("at-bad")
+        let data = try smallStore(dir)
+        let cases: [(String, String)] = [
+            ("2026-11-30 23:59:59", "not a space"),
+            ("2026-11-30T23:59", "seconds"),
+            ("2026-11-30garbage", "after the date"),
+            ("2026-11-30T23:59:59", "give a zone"),
+            ("2026-11-30T23:59:59Zjunk", "after the time"),
+            ("2026-11-30T23:59:59+01", "zone's minutes"),
+            ("2026-02-30", "day 30 does not exist"),
+            ("2026-13-01", "month 13"),
+            ("2026-11-30T24:00:00Z", "hour 24"),
+            ("2026-11-30T23:59:60Z", "second 60"),
+            ("2026-11-30T23:59:59.Z", "fraction"),
+            ("1796064534", "looks like seconds since 1970"),
+            ("0", "between 2000-01-01"),
+            ("99999999999999999999", "too large"),
+            ("-5", "signed number"),
+            ("yesterday", "expected 4 digits of the year"),
+            ("", "empty"),
+            (" 2026-11-30", "expected 4 digits of the year"),
+        ]
+        for (i, (text, reason)) in cases.enumerated() {
+            let out = dir.sub("out\(i)")
+            let r = try topicstore(["replay", "--data", data, "--at", text, "--out", out])
+            #expect(r.status == 2, "--at '\(text)' exited \(r.status): \(r.stdout)")
+            #expect(r.stderr.contains("--at '\(text)' is not a time"), "\(r.stderr)")
+            #expect(r.stderr.contains(reason), "--at '\(text)': \(r.stderr)")
+            // The message lists the accepted forms.
+            #expect(r.stderr.contains("milliseconds since 1970") && r.stderr.contains("2026-03-01T12:00:00Z"), "\(r.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: out), "--at '\(text)' created \(out)")
+        }
+        // Seconds get the milliseconds they probably meant.
+        let seconds = try topicstore(["replay", "--data", data, "--at", "1796064534", "--out", dir.sub("s")])
+        #expect(seconds.stderr.contains("give 1796064534000"), "\(seconds.stderr)")
+    }
+
+    /// compact's durations (the other times the command line takes) are strict already: kept so.
+    @Test func compactDurationsAreStrict() throws {
+        let dir = TemporaryDirectory("durations")
+        for bad in ["30dgarbage", "30", "1.5d", "30d ", "-1d", "d"] {
+            for option in ["retain", "topic-idle", "rejected-grace"] {
+                var args = ["compact", "--data", dir.sub("none"), "--\(option)", bad]
+                if option != "retain" { args += ["--retain", "30d"] }
+                let r = try topicstore(args)
+                #expect(r.status == 2, "--\(option) '\(bad)': \(r.stderr)")
+                #expect(r.stderr.contains("--\(option) must be a duration like 30d"), "\(r.stderr)")
+            }
+        }
+    }
+}
