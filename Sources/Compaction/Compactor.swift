@@ -92,6 +92,9 @@ public enum Compactor {
                            progress: ((ReplayProgress) -> Void)? = nil) throws -> Report {
         let started = Date()
         var clock = PhaseClock()
+        // Compaction works on a store; it never creates one (an empty or missing
+        // directory is refused as every read command refuses it, before the lock opens it).
+        try TopicStore.requireExisting(directory: directory)
         let lock = try DirectoryLock(directory)
         defer { lock.release() }
 

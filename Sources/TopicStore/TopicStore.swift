@@ -110,6 +110,13 @@ public final class TopicStore: Sendable {
         throw StoreError.notADatabase(path: directory, reason: "its generations keep moving; is a compaction looping?")
     }
 
+    /// Throws `StoreError.notADatabase` unless `directory` already holds a store,
+    /// exactly as a read-only open would, creating nothing: for tools that
+    /// write to a store but must never create one (compaction).
+    public static func requireExisting(directory: String) throws {
+        try prepare(directory: directory, create: false)
+    }
+
     /// Files a topicstore directory may hold besides its database.
     static let harmlessNames: Set<String> = ["README.md", ".gitignore", ".gitkeep", "archive", "snapshots"]
 

@@ -123,4 +123,38 @@ import Testing
             }
         }
     }
+
+    // MARK: compact needs an existing store
+
+    @Test func compactRefusesWhatIsNotAStoreAndCreatesNothing() throws {
+        let dir = TemporaryDirectory("compact-nostore")
+        let empty = dir.sub("empty")
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        let foreign = dir.sub("foreign")
+        try FileManager.default.createDirectory(atPath: foreign, withIntermediateDirectories: true)
+        try Data("x".utf8).write(to: URL(fileURLWithPath: foreign + "/notes.txt"))
+        for extra in [[], ["--dry-run"]] {
+            let e = try topicstore(["compact", "--data", empty, "--retain", "30d"] + extra)
+            #expect(e.status == 3, "\(extra) \(e.stdout) \(e.stderr)")
+            #expect(e.stderr.contains("\(empty) is not a topicstore database: it holds no data.mdb"), "\(e.stderr)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: empty).isEmpty, "compact left files behind")
+
+            let missing = dir.sub("missing")
+            let m = try topicstore(["compact", "--data", missing, "--retain", "30d"] + extra)
+            #expect(m.status == 3, "\(extra) \(m.stdout) \(m.stderr)")
+            #expect(m.stderr.contains("\(missing) is not a topicstore database: the directory does not exist"), "\(m.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: missing))
+
+            let f = try topicstore(["compact", "--data", foreign, "--retain", "30d"] + extra)
+            #expect(f.status == 3, "\(f.stderr)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: foreign) == ["notes.txt"])
+        }
+        // The same message and code as any other command on those directories.
+        let stats = try topicstore(["stats", "--data", empty])
+        #expect(stats.status == 3 && stats.stderr.contains("it holds no data.mdb"))
+        // A real store still compacts.
+        let data = try smallStore(dir)
+        let ok = try topicstore(["compact", "--data", data, "--retain", "30d"])
+        #expect(ok.status == 0, "\(ok.stderr)")
+    }
 }
