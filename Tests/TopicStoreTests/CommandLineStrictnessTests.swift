@@ -157,4 +157,42 @@ import Testing
         let ok = try topicstore(["compact", "--data", data, "--retain", "30d"])
         #expect(ok.status == 0, "\(ok.stderr)")
     }
+
+    // MARK: unknown projects
+
+    @Test func unknownProjectIsNamedNotJustEmpty() throws {
+        let dir = TemporaryDirectory("noproject")
+        let data = try smallStore(dir)
+
+        let text = try topicstore(["audience", "--data", data, "--project", "nosuchproj", "news"])
+        #expect(text.status == 0)
+        #expect(text.stdout.hasPrefix("0 devices"), "\(text.stdout)")
+        #expect(text.stderr.contains("no project named nosuchproj in this store"), "\(text.stderr)")
+
+        let j = try topicstore(["audience", "--data", data, "--project", "nosuchproj", "--json", "news"])
+        #expect(j.status == 0)
+        let counts = json(j.stdout)
+        #expect(counts["total"] as? Int == 0 && counts["asOfSeq"] as? Int == 3)
+        #expect(counts["unknownProject"] as? Bool == true, "\(j.stdout)")
+        #expect(j.stderr.contains("no project named nosuchproj"), "\(j.stderr)")
+
+        let expr = try topicstore(["audience", "--data", data, "--project", "nosuchproj", "--expr", "devices:all"])
+        #expect(expr.status == 0 && expr.stderr.contains("no project named nosuchproj"), "\(expr.stderr)")
+        let tokens = try topicstore(["audience", "--data", data, "--project", "nosuchproj", "--tokens", "news"])
+        #expect(tokens.status == 0 && tokens.stdout.isEmpty && tokens.stderr.contains("no project named nosuchproj"))
+
+        let topics = try topicstore(["topics", "--data", data, "--project", "nosuchproj"])
+        #expect(topics.status == 0)
+        #expect(topics.stderr.contains("no project named nosuchproj in this store"), "\(topics.stderr)")
+        let topicsJSON = try topicstore(["topics", "--data", data, "--project", "nosuchproj", "--json"])
+        let list = json(topicsJSON.stdout)
+        #expect(topicsJSON.status == 0 && (list["topics"] as? [Any])?.isEmpty == true, "\(topicsJSON.stdout)")
+        #expect(list["unknownProject"] as? Bool == true, "\(topicsJSON.stdout)")
+
+        // A known project says nothing of the kind, and has no such field.
+        let known = try topicstore(["audience", "--data", data, "--project", "demo", "--json", "news"])
+        #expect(known.stderr.isEmpty && json(known.stdout)["unknownProject"] == nil && json(known.stdout)["total"] as? Int == 1)
+        let knownTopics = try topicstore(["topics", "--data", data, "--project", "demo", "--json"])
+        #expect(knownTopics.stderr.isEmpty && json(knownTopics.stdout)["unknownProject"] == nil)
+    }
 }

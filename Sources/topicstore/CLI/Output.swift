@@ -30,6 +30,13 @@ enum Console {
         FileHandle.standardError.write(Data(("topicstore: " + message + "\n").utf8))
     }
 
+    /// The notice on standard error when a read names a project the store does
+    /// not know: its answer is empty (exit 0, so scripts keep working), but it
+    /// should not look like a project whose audience happens to be empty.
+    static func unknownProject(_ project: String) -> String {
+        "no project named \(project) in this store (topicstore stats lists the projects it has)"
+    }
+
     /// A JSON object (sorted keys) on one line.
     static func printJSON(_ object: Any) {
         print(jsonString(object))

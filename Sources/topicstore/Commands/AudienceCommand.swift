@@ -19,6 +19,8 @@ enum AudienceCommand: Command {
         Expressions: AND, OR, NOT (or & | !), parentheses, topic codes (quote unusual ones),
         and the built-in sets platform:ios, platform:android (live tokens) and devices:all.
         Counts come from one snapshot and name the log sequence it reflects (asOfSeq).
+        A project the store does not know has an empty audience (exit 0); standard error
+        says so, and --json adds "unknownProject": true.
         """)
 
     static func run(_ arguments: Arguments) throws -> ExitCode {
@@ -42,6 +44,8 @@ enum AudienceCommand: Command {
         let reader = store.reader
         try store.read { txn in
             let audience = try reader.audience(project: project, expression, txn)
+            let unknownProject = try reader.project(named: project, txn) == nil
+            if unknownProject { Console.printError(Console.unknownProject(project) + "; the answer is empty") }
             if arguments.has("tokens") {
                 let reachable = try reader.reachable(audience, txn)
                 let out = OutputBuffer()
@@ -65,6 +69,7 @@ enum AudienceCommand: Command {
                 var object: [String: Any] = ["asOfSeq": counts.asOfSeq, "total": counts.total, "ios": counts.ios,
                                              "android": counts.android, "withoutToken": counts.withoutToken]
                 if !counts.unknownTopics.isEmpty { object["unknownTopics"] = counts.unknownTopics }
+                if unknownProject { object["unknownProject"] = true }
                 Console.printJSON(object)
             } else {
                 print("\(counts.total) devices (ios \(counts.ios), android \(counts.android), without token \(counts.withoutToken)) as of seq \(counts.asOfSeq)")

@@ -17,14 +17,19 @@ enum DeviceCommand: Command {
         options.readOnly = true
         let store = try TopicStore(directory: arguments.dataDirectory, options: options)
         let reader = store.reader
-        let (asOf, info) = try store.read { txn -> (UInt64, DeviceInfo?) in
+        let (asOf, info, known) = try store.read { txn -> (UInt64, DeviceInfo?, Bool) in
             let asOf = try store.tables.appliedSequence(txn)
-            guard let p = try reader.project(named: project, txn) else { return (asOf, nil) }
-            return (asOf, try reader.device(p.id, deviceID: deviceID, txn))
+            guard let p = try reader.project(named: project, txn) else { return (asOf, nil, false) }
+            return (asOf, try reader.device(p.id, deviceID: deviceID, txn), true)
         }
         guard let info else {
-            if arguments.json { Console.printJSON(["error": "device not found", "device_id": deviceID, "project": project]) }
-            else { Console.printError("no device '\(deviceID)' in project \(project)") }
+            if arguments.json {
+                var object = ["error": "device not found", "device_id": deviceID, "project": project] as [String: Any]
+                if !known { object["unknownProject"] = true }
+                Console.printJSON(object)
+            } else {
+                Console.printError("no device '\(deviceID)' in project \(project)" + (known ? "" : ": " + Console.unknownProject(project)))
+            }
             return .failure
         }
         let r = info.record

@@ -9,7 +9,11 @@ enum TopicsCommand: Command {
         name: "topics",
         summary: "list a project's topics with their subscriber counts",
         usage: "topics [--data DIR] --project P [--json]",
-        options: [.init(name: "project", value: "P", help: "the project")])
+        options: [.init(name: "project", value: "P", help: "the project")],
+        details: """
+        A project the store does not know has no topics (exit 0); standard error says so,
+        and --json adds "unknownProject": true.
+        """)
 
     static func run(_ arguments: Arguments) throws -> ExitCode {
         guard let project = arguments.value("project") else { throw UsageError(description: "--project is required") }
@@ -17,13 +21,18 @@ enum TopicsCommand: Command {
         options.readOnly = true
         let store = try TopicStore(directory: arguments.dataDirectory, options: options)
         let reader = store.reader
-        let (asOf, topics) = try store.read { txn -> (UInt64, [TopicInfo]) in
+        let (asOf, topics, known) = try store.read { txn -> (UInt64, [TopicInfo], Bool) in
             let asOf = try store.tables.appliedSequence(txn)
-            guard let p = try reader.project(named: project, txn) else { return (asOf, []) }
-            return (asOf, try reader.topics(p.id, txn))
+            guard let p = try reader.project(named: project, txn) else { return (asOf, [], false) }
+            return (asOf, try reader.topics(p.id, txn), true)
         }
+        if !known { Console.printError(Console.unknownProject(project) + "; the answer is empty") }
         if arguments.json {
-            FileHandle.standardOutput.write(Data(TopicListJSON.encode(project: project, asOf: asOf, topics: topics) + [0x0A]))
+            var json = TopicListJSON.encode(project: project, asOf: asOf, topics: topics)
+            // The HTTP API's shape (…,"topics":[…]}), and for scripts the field
+            // audience --json has too; it sorts after "topics", so it goes last.
+            if !known, json.last == UInt8(ascii: "}") { json.insert(contentsOf: Array(",\"unknownProject\":true".utf8), at: json.count - 1) }
+            FileHandle.standardOutput.write(Data(json + [0x0A]))
         } else {
             let sorted = topics.sorted { $0.record.code < $1.record.code }
             print("\(sorted.count) topics in \(project) as of seq \(asOf)")
