@@ -110,8 +110,15 @@ public final class AccessControl: Sendable {
     /// Revoking a revoked key changes nothing and returns it.
     @discardableResult
     public func revoke(_ keyOrID: String) throws -> KeyInfo {
+        try revokeReporting(keyOrID).key
+    }
+
+    /// Revokes a key (given as the key or its id) and tells whether it was
+    /// active until now: revoking a revoked key changes nothing and keeps its
+    /// first revocation time, and a caller can say so.
+    public func revokeReporting(_ keyOrID: String) throws -> (key: KeyInfo, wasActive: Bool) {
         let now = Self.now()
-        let info = try store.writeAuxiliary { txn, tables -> KeyInfo in
+        let (info, wasActive) = try store.writeAuxiliary { txn, tables -> (KeyInfo, Bool) in
             let keys = try Self.table(Self.keysTable, tables)
             var hash = KeyHash(key: keyOrID)
             if try txn.get(keys, hash.bytes) == nil {
@@ -120,15 +127,14 @@ public final class AccessControl: Sendable {
             }
             guard let stored = try txn.get(keys, hash.bytes) else { throw AccessError.noSuchKey(keyOrID) }
             var info = try AccessCodec.decodeKey(id: hash.id, stored)
-            if info.revokedAt == nil {
-                info.revokedAt = now
-                try txn.put(keys, hash.bytes, AccessCodec.key(project: info.project, kind: info.kind,
-                                                               createdAt: info.createdAt, revokedAt: now))
-            }
-            return info
+            guard info.revokedAt == nil else { return (info, false) }
+            info.revokedAt = now
+            try txn.put(keys, hash.bytes, AccessCodec.key(project: info.project, kind: info.kind,
+                                                           createdAt: info.createdAt, revokedAt: now))
+            return (info, true)
         }
         cache.removeAll()
-        return info
+        return (info, wasActive)
     }
 
     private static func findByID(_ id: String, _ db: Database, _ txn: borrowing Transaction) throws -> KeyHash? {

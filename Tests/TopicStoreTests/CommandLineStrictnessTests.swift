@@ -195,4 +195,45 @@ import Testing
         let knownTopics = try topicstore(["topics", "--data", data, "--project", "demo", "--json"])
         #expect(knownTopics.stderr.isEmpty && json(knownTopics.stdout)["unknownProject"] == nil)
     }
+
+    // MARK: repeated project and key operations
+
+    @Test func addingAnExistingProjectIsANoticeNotAnError() throws {
+        let dir = TemporaryDirectory("project-twice")
+        let first = try topicstore(["project", "add", "shop", "--data", dir.sub("data"), "--json"])
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(json(first.stdout)["created"] as? Bool == true)
+        let createdAt = json(first.stdout)["createdAt"] as? Int
+
+        let again = try topicstore(["project", "add", "shop", "--data", dir.sub("data")])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.stderr.contains("project 'shop' already exists"), "\(again.stderr)")
+        #expect(again.stdout.isEmpty)
+        let againJSON = try topicstore(["project", "add", "shop", "--data", dir.sub("data"), "--json"])
+        #expect(againJSON.status == 0)
+        #expect(json(againJSON.stdout)["created"] as? Bool == false)
+        #expect(json(againJSON.stdout)["createdAt"] as? Int == createdAt, "the existing project's creation time")
+        // An invalid name is still invalid input.
+        #expect(try topicstore(["project", "add", "Shop!", "--data", dir.sub("data")]).status == 5)
+    }
+
+    @Test func revokingARevokedKeySaysSo() throws {
+        let dir = TemporaryDirectory("key-twice")
+        #expect(try topicstore(["project", "add", "shop", "--data", dir.sub("data")]).status == 0)
+        let added = try topicstore(["key", "add", "--project", "shop", "--kind", "server", "--data", dir.sub("data"), "--json"])
+        let id = try #require(json(added.stdout)["id"] as? String)
+
+        let first = try topicstore(["key", "revoke", id, "--data", dir.sub("data")])
+        #expect(first.status == 0)
+        #expect(first.stdout.hasPrefix("revoked server key \(id)"), "\(first.stdout)")
+
+        let again = try topicstore(["key", "revoke", id, "--data", dir.sub("data")])
+        #expect(again.status == 0)
+        #expect(!again.stdout.hasPrefix("revoked"), "\(again.stdout)")
+        #expect(again.stdout.contains("was already revoked"), "\(again.stdout)")
+        let againJSON = json(try topicstore(["key", "revoke", id, "--data", dir.sub("data"), "--json"]).stdout)
+        #expect(againJSON["alreadyRevoked"] as? Bool == true && againJSON["active"] as? Bool == false)
+        // An unknown key is still an error.
+        #expect(try topicstore(["key", "revoke", "0123456789abcdef", "--data", dir.sub("data")]).status == 5)
+    }
 }

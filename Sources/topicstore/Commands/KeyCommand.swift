@@ -18,6 +18,8 @@ enum KeyCommand: Command {
         key's id (the first 8 bytes of that hash), and `key revoke` takes the key or its id.
         Several keys may be active at once, so keys rotate without downtime: add the new one,
         deploy it, revoke the old one. A running server honours a change within a second.
+        Revoking a key that is already revoked changes nothing and says so (exit 0; --json:
+        "alreadyRevoked": true); an unknown key is invalid input (exit 5).
         """)
 
     static func run(_ arguments: Arguments) throws -> ExitCode {
@@ -51,9 +53,17 @@ enum KeyCommand: Command {
             defer { store.close() }
             let access = try AccessControl(store: store)
             do {
-                let info = try access.revoke(arguments.positionals[1])
-                if arguments.json { Console.printJSON(describe(info)) }
-                else { print("revoked \(info.kind) key \(info.id) of project \(info.project)") }
+                let (info, wasActive) = try access.revokeReporting(arguments.positionals[1])
+                if arguments.json {
+                    var object = describe(info)
+                    object["alreadyRevoked"] = !wasActive
+                    Console.printJSON(object)
+                } else if wasActive {
+                    print("revoked \(info.kind) key \(info.id) of project \(info.project)")
+                } else {
+                    print("\(info.kind) key \(info.id) of project \(info.project) was already revoked "
+                          + "(\(info.revokedAt.map(date) ?? "earlier")); nothing changed")
+                }
                 return .success
             } catch let error as AccessError {
                 Console.printError(error.description)

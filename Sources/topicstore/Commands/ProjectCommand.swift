@@ -12,6 +12,9 @@ enum ProjectCommand: Command {
         details: """
         A project name is 1 to 64 of a-z 0-9 _ - . ; a key never reaches another project's data.
         Then issue keys with: topicstore key add --project NAME --kind client|server
+        Adding a project that exists changes nothing: a notice on standard error, exit 0
+        (--json: "created": false, with the existing project's createdAt). An invalid
+        name is invalid input (exit 5).
         """)
 
     static func run(_ arguments: Arguments) throws -> ExitCode {
@@ -25,8 +28,17 @@ enum ProjectCommand: Command {
             let name = arguments.positionals[1]
             do {
                 let project = try access.addProject(name)
-                if arguments.json { Console.printJSON(["project": project.name, "createdAt": project.createdAt]) }
+                if arguments.json { Console.printJSON(["project": project.name, "createdAt": project.createdAt, "created": true]) }
                 else { print("created project \(project.name); add keys with: topicstore key add --project \(project.name) --kind client|server") }
+                return .success
+            } catch AccessError.projectExists(let name) {
+                // What was asked for is the case already: a provisioning script run twice succeeds.
+                let existing = try access.project(named: name)
+                if arguments.json {
+                    Console.printJSON(["project": name, "createdAt": existing?.createdAt as Any? ?? NSNull(), "created": false])
+                } else {
+                    Console.printError("project '\(name)' already exists (created \(existing.map { KeyCommand.date($0.createdAt) } ?? "earlier")); nothing changed")
+                }
                 return .success
             } catch let error as AccessError {
                 Console.printError(error.description)
