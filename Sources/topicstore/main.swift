@@ -44,7 +44,7 @@ guard let command = commands.first(where: { $0.spec.name == name }) else {
 }
 let code: ExitCode
 do {
-    let arguments = try Arguments(Array(argv.dropFirst()), spec: command.spec)
+    let arguments = try Arguments(Array(argv.dropFirst()), spec: command.spec, takesOperands: command.takesOperands)
     if arguments.has("help") {
         print(command.spec.helpText)
         code = .success

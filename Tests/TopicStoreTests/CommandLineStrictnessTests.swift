@@ -236,4 +236,38 @@ import Testing
         // An unknown key is still an error.
         #expect(try topicstore(["key", "revoke", "0123456789abcdef", "--data", dir.sub("data")]).status == 5)
     }
+
+    // MARK: unexpected arguments
+
+    @Test(arguments: ["stats", "replay", "audit", "history", "export", "topics", "compact", "serve", "bench", "bench-send", "bench-http"])
+    func commandsWithoutOperandsRefuseThem(_ command: String) throws {
+        let dir = TemporaryDirectory("operands")
+        let r = try topicstore([command, "extra-arg", "--data", dir.sub("nothing")])
+        #expect(r.status == 2, "\(command): \(r.stdout) \(r.stderr)")
+        #expect(r.stderr.contains("unexpected argument 'extra-arg'") && r.stderr.contains("topicstore \(command)"), "\(r.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.sub("nothing")))
+    }
+
+    @Test func unexpectedArgumentsAfterValidOnesToo() throws {
+        let dir = TemporaryDirectory("operands2")
+        let data = try smallStore(dir)
+        let stats = try topicstore(["stats", "--data", data, "extra-arg"])
+        #expect(stats.status == 2 && stats.stdout.isEmpty, "\(stats.stdout)")
+        let two = try topicstore(["stats", "--data", data, "a", "b"])
+        #expect(two.status == 2 && two.stderr.contains("'a'"), "\(two.stderr)")
+        // Actions take only options after them, checked before a store is created.
+        for args in [["credentials", "list", "extra-arg"], ["credentials", "bogus"], ["project", "list", "extra-arg"],
+                     ["key", "list", "extra-arg"], ["project", "add", "a", "b"]] {
+            let r = try topicstore(args + ["--data", dir.sub("none")])
+            #expect(r.status == 2, "\(args): \(r.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: dir.sub("none")), "\(args) created a store")
+        }
+        // Commands that take operands keep taking them.
+        #expect(try topicstore(["device", "--data", data, "--project", "demo", "D1"]).status == 0)
+        #expect(try topicstore(["audience", "--data", data, "--project", "demo", "news", "all"]).status == 0)
+        #expect(try topicstore(["stats", "--data", data]).status == 0)
+        // The exit codes are in every --help.
+        let help = try topicstore(["stats", "--help"])
+        #expect(help.stdout.contains("2 bad usage") && help.stdout.contains("unexpected argument"), "\(help.stdout)")
+    }
 }

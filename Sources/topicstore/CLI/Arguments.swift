@@ -40,7 +40,9 @@ struct Arguments {
     private(set) var flags: Set<String> = []
     private(set) var positionals: [String] = []
 
-    init(_ args: [String], spec: CommandSpec) throws(UsageError) {
+    /// Parses `args` by `spec`. Unless `takesOperands`, a positional argument
+    /// is a usage error: a command that takes only options never ignores one.
+    init(_ args: [String], spec: CommandSpec, takesOperands: Bool = true) throws(UsageError) {
         let all = spec.options + CommandSpec.common
         var i = 0
         var onlyPositionals = false
@@ -48,6 +50,9 @@ struct Arguments {
             let arg = args[i]
             i += 1
             if onlyPositionals || !arg.hasPrefix("--") || arg == "-" {
+                guard takesOperands else {
+                    throw UsageError(description: "unexpected argument '\(arg)': 'topicstore \(spec.name)' takes only options (see --help)")
+                }
                 positionals.append(arg)
                 continue
             }
@@ -99,14 +104,24 @@ enum ExitCode: Int32 {
     case invalidInput = 5
 
     static let documentation = """
-    exit codes: 0 success; 1 error while running; 2 bad usage; 3 the directory is not a
-    topicstore database; 4 verification found differences or corruption; 5 invalid input
-    (for example bad lines given to load)
+    exit codes: 0 success; 1 error while running; 2 bad usage (an unknown option, a missing
+    or malformed value, an unexpected argument); 3 the directory is not a topicstore
+    database (missing, empty, or not written by topicstore); 4 verification found
+    differences or corruption; 5 invalid input (for example bad lines given to load)
     """
 }
 
 /// A subcommand of `topicstore`.
 protocol Command {
     static var spec: CommandSpec { get }
+    /// Whether the command takes operands (positional arguments: an action,
+    /// a FILE, TOPICs, a DEVICE_ID), which it then checks itself. Most take
+    /// none, and an operand given to them is a usage error (exit 2). The
+    /// commands that take some say so in Operands.swift.
+    static var takesOperands: Bool { get }
     static func run(_ arguments: Arguments) throws -> ExitCode
+}
+
+extension Command {
+    static var takesOperands: Bool { false }
 }

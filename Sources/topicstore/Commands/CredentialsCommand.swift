@@ -28,6 +28,11 @@ enum CredentialsCommand: Command {
 
     static func run(_ arguments: Arguments) throws -> ExitCode {
         guard let action = arguments.positionals.first else { throw UsageError(description: "say 'credentials set', 'credentials list' or 'credentials remove'") }
+        // Checked before the store is opened (opening for writing creates one).
+        guard ["set", "list", "remove"].contains(action) else { throw UsageError(description: "unknown action '\(action)' (set, list, remove)") }
+        guard arguments.positionals.count == 1 else {
+            throw UsageError(description: "unexpected argument '\(arguments.positionals[1])': 'topicstore credentials \(action)' takes only options (see --help)")
+        }
         let store = try TopicStore(directory: arguments.dataDirectory, options: .auxiliaryOnly)
         defer { store.close() }
         let credentials = try CredentialStore(store: store)
