@@ -287,8 +287,8 @@ func runWithDeadline(_ arguments: [String], seconds: Double = 30) throws -> (sta
     process.executableURL = URL(fileURLWithPath: binary)
     process.arguments = arguments
     // Files, not pipes: nothing to drain while waiting.
-    FileManager.default.createFile(atPath: dir.sub("out"), contents: nil)
-    FileManager.default.createFile(atPath: dir.sub("err"), contents: nil)
+    _ = FileManager.default.createFile(atPath: dir.sub("out"), contents: nil)
+    _ = FileManager.default.createFile(atPath: dir.sub("err"), contents: nil)
     let out = try FileHandle(forWritingTo: URL(fileURLWithPath: dir.sub("out")))
     let err = try FileHandle(forWritingTo: URL(fileURLWithPath: dir.sub("err")))
     process.standardOutput = out

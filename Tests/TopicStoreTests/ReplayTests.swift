@@ -126,7 +126,7 @@ struct ReplayTests {
         #expect(throws: ReplayError.self) { try Replay.rebuild(from: store, to: .end, into: dir.sub("live")) }
         #expect(throws: ReplayError.self) { try Replay.rebuild(from: store, to: .sequence(2), into: dir.sub("past")) }
         try FileManager.default.createDirectory(atPath: dir.sub("busy"), withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: dir.sub("busy") + "/notes.txt", contents: Data("x".utf8))
+        _ = FileManager.default.createFile(atPath: dir.sub("busy") + "/notes.txt", contents: Data("x".utf8))
         #expect(throws: ReplayError.self) { try Replay.rebuild(from: store, to: .end, into: dir.sub("busy")) }
         #expect(replayDumpDifferences(before, try replayDumpTables(store)).isEmpty)
         // Before the first event: an empty store.
