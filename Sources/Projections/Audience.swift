@@ -70,13 +70,19 @@ extension ProjectionReader {
                 collect(e)
                 // Small topics (a send to a list of per-user topics) are read
                 // straight from their chunks into one list of values, without a
-                // bitmap each; a topic that does not fit is read as a bitmap.
-                var gathered = GatheredValues()
+                // bitmap each; a topic that does not fit is read as a bitmap. The
+                // list has room for 16 values a topic (at least 1,024, at most
+                // 65,536); once it is nearly full, the rest are read as bitmaps
+                // without trying (a refused try costs two reads).
+                var gathered = GatheredValues(limit: min(1 << 16, max(Bitmap.gatheredUnionLimit, 16 * leaves.count)))
+                var gathering = true
                 var parts: [Bitmap] = []
                 for leaf in leaves {
                     guard case .topic(let code) = leaf else { parts.append(try evaluate(leaf, txn)); continue }
                     guard let tid = try topicID(p.id, code: code, txn) else { unknown.insert(code); continue }
-                    if try !gather(p.id, topic: tid, into: &gathered, txn) { parts.append(try bitmap(p.id, topic: tid, txn)) }
+                    if gathering, try gather(p.id, topic: tid, into: &gathered, txn) { continue }
+                    if gathered.count > gathered.limit - gathered.limit / 8 { gathering = false }
+                    parts.append(try bitmap(p.id, topic: tid, txn))
                 }
                 if gathered.count > 0 { parts.append(gathered.bitmap()) }
                 return Bitmap.union(parts)
