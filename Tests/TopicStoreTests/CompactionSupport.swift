@@ -43,6 +43,18 @@ func submitWorkload(_ store: TopicStore, count: Int, seed: UInt64) throws {
     }
 }
 
+/// A store in `dir/data` with `before` events of the random workload, then a
+/// cut time (ms), then `after` more events: the store, still open, and the cut.
+func storeWithCut(_ dir: TemporaryDirectory, before: Int, after: Int, seed: UInt64) throws -> (TopicStore, Int64) {
+    let store = try TopicStore(directory: dir.sub("data"))
+    try submitWorkload(store, count: before, seed: seed)
+    usleep(20_000)
+    let cut = nowMilliseconds()
+    usleep(20_000)
+    try submitWorkload(store, count: after, seed: seed &+ 1)
+    return (store, cut)
+}
+
 /// Options that keep everything from `cut` on (ms): "now" is pinned one retention window later.
 func compactionOptions(keepingFrom cut: Int64, archive: String? = nil) -> Compactor.Options {
     let retain = RetentionDuration(milliseconds: 86_400_000)

@@ -74,13 +74,7 @@ import TopicStore
 @Suite struct CompactionTests {
     /// A store with `before` events, then a cut time, then `after` more events.
     func makeStore(_ dir: TemporaryDirectory, before: Int, after: Int, seed: UInt64) throws -> (TopicStore, Int64) {
-        let store = try TopicStore(directory: dir.sub("data"))
-        try submitWorkload(store, count: before, seed: seed)
-        usleep(20_000)
-        let cut = nowMilliseconds()
-        usleep(20_000)
-        try submitWorkload(store, count: after, seed: seed &+ 1)
-        return (store, cut)
+        try storeWithCut(dir, before: before, after: after, seed: seed)
     }
 
     @Test func compactionKeepsTheWindowSnapshotsTheHorizonAndArchivesTheRest() throws {

@@ -17,12 +17,7 @@ import TopicStore
     /// A store with a cut between two workloads; a copy of it taken before
     /// compaction (the full history); the compacted store; and its horizon.
     func compacted(_ dir: TemporaryDirectory, garbage: Bool) throws -> (full: TopicStore, store: TopicStore, horizon: UInt64) {
-        let store = try TopicStore(directory: dir.sub("data"))
-        try submitWorkload(store, count: 500, seed: 41)
-        usleep(20_000)
-        let cut = nowMilliseconds()
-        usleep(20_000)
-        try submitWorkload(store, count: 200, seed: 42)
+        let (store, cut) = try storeWithCut(dir, before: 500, after: 200, seed: 41)
         store.close()
         try FileManager.default.copyItem(atPath: dir.sub("data"), toPath: dir.sub("full"))
         var options = compactionOptions(keepingFrom: cut)

@@ -17,12 +17,7 @@ import TopicStore
 
     /// A compacted store (horizon inside the log) and its snapshot.
     func compactedStore(_ dir: TemporaryDirectory) throws -> (horizon: UInt64, snapshot: Snapshot) {
-        let store = try TopicStore(directory: dir.sub("data"))
-        try submitWorkload(store, count: 300, seed: 21)
-        usleep(20_000)
-        let cut = nowMilliseconds()
-        usleep(20_000)
-        try submitWorkload(store, count: 60, seed: 22)
+        let (store, cut) = try storeWithCut(dir, before: 300, after: 60, seed: 21)
         store.close()
         var options = compactionOptions(keepingFrom: cut)
         options.garbage.devices = false; options.garbage.topics = false; options.garbage.tokens = false

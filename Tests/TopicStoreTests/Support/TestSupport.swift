@@ -112,3 +112,36 @@ func foldLog(of store: TopicStore, into directory: String) throws -> ProjectionD
     }
     return try ProjectionDump.of(target)
 }
+
+/// Suites that run the `topicstore` executable as an operator would: real
+/// processes, standard input given, both outputs and the exit status kept.
+protocol RunsTopicstore {}
+
+struct TopicstoreRun {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+extension RunsTopicstore {
+    typealias Run = TopicstoreRun
+
+    @discardableResult
+    func topicstore(_ arguments: [String], stdin: String? = nil) throws -> Run {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: BuiltProducts.executable("topicstore"))
+        process.arguments = arguments
+        let out = Pipe(), err = Pipe(), input = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        try process.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try input.fileHandleForWriting.close()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Run(status: process.terminationStatus, stdout: String(decoding: o, as: UTF8.self),
+                   stderr: String(decoding: e, as: UTF8.self))
+    }
+}
