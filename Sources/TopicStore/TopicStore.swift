@@ -101,13 +101,20 @@ public final class TopicStore: Sendable {
         for _ in 0..<4 {
             let g = try Generation(name: name, directory: generationDirectory(directory, name), options: options, auxiliary: auxiliary)
             guard let next = try g.retiredTo() else { return g }
-            guard FileManager.default.fileExists(atPath: generationDirectory(directory, next) + "/data.mdb") else {
-                throw StoreError.notADatabase(path: directory, reason: "generation '\(name)' was retired to '\(next)', which is missing")
-            }
-            if try activeGeneration(in: directory) == name { try setActiveGeneration(next, in: directory) }
+            try finishSwitch(in: directory, from: name, to: next)
             name = try activeGeneration(in: directory)
         }
         throw StoreError.notADatabase(path: directory, reason: "its generations keep moving; is a compaction looping?")
+    }
+
+    /// Points CURRENT at `next`, which generation `name` was retired to, if it
+    /// still names `name` (a compaction killed between the two steps, or one
+    /// still running: it writes the same name).
+    private static func finishSwitch(in directory: String, from name: String, to next: String) throws {
+        guard FileManager.default.fileExists(atPath: generationDirectory(directory, next) + "/data.mdb") else {
+            throw StoreError.notADatabase(path: directory, reason: "generation '\(name)' was retired to '\(next)', which is missing")
+        }
+        if try activeGeneration(in: directory) == name { try setActiveGeneration(next, in: directory) }
     }
 
     /// Throws `StoreError.notADatabase` unless `directory` already holds a store,
@@ -199,6 +206,10 @@ public final class TopicStore: Sendable {
             // indexes are left to its first command (0.5 s per million devices, once).
             var lazy = options
             lazy.preparesWriter = false
+            // A compaction retires `g` before it moves CURRENT. If CURRENT still
+            // names `g` (open here: an environment opens once per process), move
+            // it to where `g` was retired to, as the compaction is about to.
+            if let target = try g.retiredTo() { try Self.finishSwitch(in: directory, from: g.name, to: target) }
             let next = try Self.openGeneration(directory: directory, options: lazy, auxiliary: auxiliaryNames.withLock { $0 })
             state.withLock { $0 = next }
         }

@@ -112,6 +112,29 @@ import TopicStore
         #expect(stats.lastSequence == 2)
     }
 
+    /// A compaction in another process retires the generation, then moves
+    /// CURRENT: a server that notices the retirement in between must move to
+    /// the generation it was retired to, not open the retired one a second time
+    /// (which failed as "already open in this process": 500s at every switch).
+    @Test func aStoreMovesOverWhenItSeesTheRetirementBeforeCURRENTMoves() throws {
+        let dir = TemporaryDirectory("mid-switch")
+        let store = try TopicStore(directory: dir.path)
+        defer { store.close() }
+        try store.submitAndWait(Event(project: "p", body: .register(deviceID: "a", topics: [TopicSpec(code: "t")])))
+        let next = dir.sub("g000001")
+        try FileManager.default.createDirectory(atPath: next, withIntermediateDirectories: true)
+        try store.environment.copy(to: next, compact: true)
+        let tables = store.tables
+        try store.environment.write { txn in try txn.put(tables.meta, Array("retiredTo".utf8), Array("g000001".utf8)) }
+        #expect(try TopicStore.activeGeneration(in: dir.path) == "")
+        // A read and a write, as a server's next requests: both move over.
+        #expect(try store.statistics().lastSequence == 1)
+        #expect(store.generation == "g000001")
+        try store.submitAndWait(Event(project: "p", body: .register(deviceID: "b", topics: [TopicSpec(code: "t")])))
+        #expect(try store.statistics().lastSequence == 2)
+        #expect(try TopicStore.activeGeneration(in: dir.path) == "g000001", "the switch is finished, as after a killed compaction")
+    }
+
     @Test func auxiliaryTablesFollowTheSwitch() throws {
         let dir = TemporaryDirectory("aux")
         let store = try TopicStore(directory: dir.path)
