@@ -88,6 +88,27 @@ public enum Compactor {
     /// process's open store on that directory (LMDB allows one open per process);
     /// it keeps serving and moves to the new generation. Otherwise one is opened
     /// (read-only for a dry run) and closed at the end.
+    /// Refuses to compact a store whose database belongs to another user: the
+    /// generation, CURRENT and snapshot it writes would be this user's, and the
+    /// store's own server (say, running as a service user while root's cron
+    /// compacts) could no longer open them.
+    static func requireOwner(of directory: String) throws {
+        let data = TopicStore.generationDirectory(directory, try TopicStore.activeGeneration(in: directory)) + "/data.mdb"
+        var st = stat()
+        guard stat(data, &st) == 0 else { return }  // opening it reports what is wrong
+        let me = geteuid()
+        guard st.st_uid != me else { return }
+        func user(_ uid: uid_t) -> String {
+            guard let pw = getpwuid(uid) else { return "uid \(uid)" }
+            return "\(String(cString: pw.pointee.pw_name)) (uid \(uid))"
+        }
+        throw CompactionError.refused("""
+            \(data) belongs to \(user(st.st_uid)), and this runs as \(user(me)): the files compaction writes \
+            would be \(user(me))'s, which the store's own server could not open. Run compact as its owner \
+            (for example: sudo -u \(getpwuid(st.st_uid).map { String(cString: $0.pointee.pw_name) } ?? "#\(st.st_uid)") topicstore compact …)
+            """)
+    }
+
     public static func run(directory: String, options: Options, store given: TopicStore? = nil,
                            progress: ((ReplayProgress) -> Void)? = nil) throws -> Report {
         let started = Date()
@@ -95,6 +116,7 @@ public enum Compactor {
         // Compaction works on a store; it never creates one (an empty or missing
         // directory is refused as every read command refuses it, before the lock opens it).
         try TopicStore.requireExisting(directory: directory)
+        if !options.dryRun { try requireOwner(of: directory) }
         let lock = try DirectoryLock(directory)
         defer { lock.release() }
 

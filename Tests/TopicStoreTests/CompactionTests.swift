@@ -72,6 +72,32 @@ import TopicStore
 }
 
 @Suite struct CompactionTests {
+    /// Root's nightly cron compacting the store of a server that runs as a
+    /// service user would leave it files it cannot open: refused, naming both
+    /// users. A dry run writes nothing and is allowed. (Needs root to hand the
+    /// file to another user; CI and these machines run as root.)
+    @Test func compactionRefusesAStoreOfAnotherUser() throws {
+        guard geteuid() == 0 else { return }
+        let dir = TemporaryDirectory("compact-owner")
+        let (store, cut) = try storeWithCut(dir, before: 80, after: 20, seed: 5)
+        store.close()
+        let data = TopicStore.generationDirectory(dir.sub("data"), try TopicStore.activeGeneration(in: dir.sub("data"))) + "/data.mdb"
+        #expect(chown(data, 65534, 65534) == 0)
+        let options = compactionOptions(keepingFrom: cut)
+        do {
+            _ = try Compactor.run(directory: dir.sub("data"), options: options)
+            Issue.record("compacted another user's store")
+        } catch let error as CompactionError {
+            #expect("\(error)".contains("belongs to") && "\(error)".contains("uid 65534") && "\(error)".contains("uid 0"), "\(error)")
+        }
+        #expect(try TopicStore.activeGeneration(in: dir.sub("data")) == "", "nothing was switched")
+        var dry = options
+        dry.dryRun = true
+        #expect(try Compactor.run(directory: dir.sub("data"), options: dry).dryRun)
+        #expect(chown(data, 0, 0) == 0)
+        #expect(try Compactor.run(directory: dir.sub("data"), options: options).generationAfter != "")
+    }
+
     /// A store with `before` events, then a cut time, then `after` more events.
     func makeStore(_ dir: TemporaryDirectory, before: Int, after: Int, seed: UInt64) throws -> (TopicStore, Int64) {
         try storeWithCut(dir, before: before, after: after, seed: seed)
