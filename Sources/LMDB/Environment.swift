@@ -104,6 +104,15 @@ public final class Environment: @unchecked Sendable {
                     readersInUse: Int(info.me_numreaders))
     }
 
+    /// Whether the database file was removed (unlinked) while open: LMDB goes
+    /// on writing into the removed file, which nothing will open again.
+    public var fileWasRemoved: Bool {
+        var fd: mdb_filehandle_t = -1
+        guard mdb_env_get_fd(pointer, &fd) == 0, fd >= 0 else { return false }
+        var st = stat()
+        return fstat(fd, &st) == 0 && st.st_nlink == 0
+    }
+
     /// Sets the map size. Only legal while this process has no transaction
     /// open; a size of 0 adopts the size another process has grown the map to.
     public func setMapSize(_ bytes: Int) throws {

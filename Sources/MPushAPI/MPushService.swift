@@ -319,6 +319,7 @@ final class MPushService: Sendable {
     private func health() -> HTTPResponse {
         if serverBox.server?.isShuttingDown == true { return APIResponse.error(503) }
         do {
+            try store.checkFileIsPresent()
             let seq = try store.read { txn in try store.tables.appliedSequence(txn) }
             return APIResponse.json(200, ["status": "ok", "lastSequence": seq])
         } catch {

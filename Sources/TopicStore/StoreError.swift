@@ -11,6 +11,9 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     /// The store is already open in this process: share that TopicStore (LMDB
     /// must not have one environment open twice in a process).
     case alreadyOpen(path: String)
+    /// The database file was deleted while the store had it open: what is
+    /// written now would be lost, so nothing more is acknowledged.
+    case removed(path: String)
 
     public var description: String {
         switch self {
@@ -19,6 +22,8 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
         case .readOnly: return "the store is open read-only"
         case .closed: return "the store is closed"
         case .alreadyOpen(let path): return "the store at \(path) is already open in this process; share the open TopicStore"
+        case .removed(let path):
+            return "the database file \(path)/data.mdb was removed while the store was open: commands written now would be lost, so none is acknowledged; restore the directory or restart on a new one"
         }
     }
 }

@@ -166,6 +166,13 @@ public final class TopicStore: Sendable {
         try readGeneration { txn, _ in try body(txn) }
     }
 
+    /// Throws `StoreError.removed` when the database file was deleted while open
+    /// (a health check: the store then acknowledges no command).
+    public func checkFileIsPresent() throws {
+        let g = try openGeneration()
+        if g.environment.fileWasRemoved { throw StoreError.removed(path: g.environment.path) }
+    }
+
     /// A read transaction with the generation it runs in (for auxiliary tables).
     func readGeneration<R>(_ body: (borrowing Transaction, Generation) throws -> R) throws -> R {
         while true {
@@ -387,6 +394,8 @@ public final class TopicStore: Sendable {
                     }
                 }
                 projections.didCommit(transactionID: transactionID)
+                // Committed into a file someone deleted: nothing will read it again.
+                if g.environment.fileWasRemoved { return .failure(StoreError.removed(path: g.environment.path)) }
                 return .success(receipts)
             } catch LMDBError.mapFull {
                 do { try growMap(g) } catch { return .failure(error) }

@@ -11,6 +11,26 @@ import TopicStore
         Event(project: project, body: .register(deviceID: device, topics: topics.map { TopicSpec(code: $0) }))
     }
 
+    /// A review removed the data directory under a running server: registers
+    /// went on being answered 200, into a deleted file, and were gone at the
+    /// restart. A commit into a removed file is not acknowledged.
+    @Test func nothingIsAcknowledgedOnceTheDatabaseFileIsRemoved() throws {
+        let dir = TemporaryDirectory("removed")
+        let store = try TopicStore(directory: dir.path)
+        defer { store.close() }
+        try store.submitAndWait(Event(project: "p", body: .register(deviceID: "a", topics: [TopicSpec(code: "t")])))
+        try store.checkFileIsPresent()
+        let data = TopicStore.generationDirectory(dir.path, store.generation) + "/data.mdb"
+        try FileManager.default.removeItem(atPath: data)
+        #expect(throws: StoreError.self) { try store.checkFileIsPresent() }
+        do {
+            try store.submitAndWait(Event(project: "p", body: .register(deviceID: "b", topics: [TopicSpec(code: "t")])))
+            Issue.record("a command was acknowledged into a removed file")
+        } catch let error as StoreError {
+            #expect("\(error)".contains("was removed"), "\(error)")
+        }
+    }
+
     @Test func concurrentCallersShareCommitsAndGetGapFreeSequences() async throws {
         let dir = TemporaryDirectory()
         let store = try TopicStore(directory: dir.path)
