@@ -184,7 +184,8 @@ final class MPushService: Sendable {
             limitValue = request.queryValue("limit")
             cursor = request.queryValue("cursor")
         }
-        var limit = 1000
+        // The default page is 1000, never more than the configured limit.
+        var limit = min(1000, configuration.audiencePageLimit)
         if let v = limitValue, !(v is NSNull) {
             let n: Int? = (v as? String).flatMap { Int($0) } ?? ((v as? NSNumber).flatMap { EventJSON.isBoolean($0) ? nil : $0.intValue })
             if let n, (1...configuration.audiencePageLimit).contains(n) { limit = n } else {

@@ -146,7 +146,7 @@ enum OpenAPIDocument {
         "parameters": [
           {"name": "topics", "in": "query", "schema": {"type": "string"}},
           {"name": "expr", "in": "query", "schema": {"type": "string"}},
-          {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 1000}},
+          {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 1000}, "description": "1 to the server's audiencePageLimit (10000 unless configured); without it, 1000 or audiencePageLimit when smaller"},
           {"name": "cursor", "in": "query", "schema": {"type": "string"}, "description": "X-Next-Cursor of the previous page"}],
         "responses": {"200": {"description": "A page; X-Next-Cursor is absent on the last one", "headers": {
             "X-Next-Cursor": {"schema": {"type": "string"}}, "X-As-Of-Seq": {"schema": {"type": "integer"}},

@@ -85,6 +85,33 @@ struct HTTPSendServiceTests {
         #expect(posted.header("X-Next-Cursor") == nil)
     }
 
+    /// The configured `audiencePageLimit` bounds the default page too, not only an explicit `limit`.
+    @Test func theDefaultPageNeverExceedsTheConfiguredLimit() throws {
+        let t = try HTTPTestServer { $0.audiencePageLimit = 2 }
+        try populate(t)
+        for r in [try t.send("GET", "/v1/audience?topics=news,sport", key: t.serverKey),
+                  try t.send("POST", "/v1/audience", key: t.serverKey, json: #"{"topics":["news","sport"]}"#)] {
+            #expect(r.status == 200, "\(r.text)")
+            #expect(r.text.split(separator: "\n").count == 2, "\(r.text)")
+            #expect(r.header("X-Page-Count") == "2")
+            #expect(r.header("X-Next-Cursor") != nil)
+        }
+        #expect(try t.send("GET", "/v1/audience?topics=news,sport&limit=3", key: t.serverKey).errorFields?["limit"]
+                == ["The limit must be an integer between 1 and 2."])
+        // Walking with the default page still reaches everyone, two at a time.
+        var seen: [String] = [], cursor: String?, pages = 0
+        repeat {
+            let r = try t.send("GET", "/v1/audience?topics=news,sport" + (cursor.map { "&cursor=\($0)" } ?? ""), key: t.serverKey)
+            for line in r.text.split(separator: "\n") {
+                let o = try #require((try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any])
+                seen.append(try #require(o["device_id"] as? String))
+            }
+            cursor = r.header("X-Next-Cursor")
+            pages += 1
+        } while cursor != nil && pages < 10
+        #expect(seen.sorted() == ["a1", "a2", "a3", "i1", "i2"] && pages == 3)
+    }
+
     /// A cursor names the sequence its walk began at; one beyond the store's last sequence was not issued here.
     @Test func aCursorFromBeyondTheLastSequenceIsRefused() throws {
         let t = try HTTPTestServer()
