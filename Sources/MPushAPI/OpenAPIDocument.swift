@@ -98,7 +98,7 @@ enum OpenAPIDocument {
         "opens": {"type": "integer"}, "buttonOpens": {"type": "object", "additionalProperties": {"type": "integer"}}}},
       "OpenBody": {"type": "object", "required": ["device_id"], "properties": {
         "device_id": {"type": "string", "minLength": 1, "maxLength": 256}, "button": {"type": "string", "enum": ["primary", "secondary"]}}},
-      "OpenResult": {"type": "object", "properties": {"status_code": {"type": "integer"}, "counted": {"type": "boolean", "description": "false when this (device, button) was already counted"}}}
+      "OpenResult": {"type": "object", "properties": {"status_code": {"type": "integer"}, "counted": {"type": "boolean", "description": "false when this (device, button) was already counted, or the notification was not addressed to the device (not in its audience with a live token at asOfSeq)"}}}
     },
     "responses": {
       "Success": {"description": "Durable: committed to the log before the answer.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Success"}}}},

@@ -109,7 +109,7 @@ extension MPushService {
         case .unknownNotification: return APIResponse.message(404, "The notification was not found.")
         case .unknownButton: throw InvalidCommand([ValidationError(field: "button", message: "The notification has no button with that id.")])
         case .counted: return APIResponse.json(200, ["status_code": 0, "counted": true])
-        case .alreadyCounted: return APIResponse.json(200, ["status_code": 0, "counted": false])
+        case .alreadyCounted, .notAddressed: return APIResponse.json(200, ["status_code": 0, "counted": false])
         }
     }
 }

@@ -160,13 +160,28 @@ public final class SendQueue: Sendable {
 
     // MARK: Opens
 
-    public enum OpenResult: Sendable, Equatable { case counted, alreadyCounted, unknownNotification, unknownButton }
+    public enum OpenResult: Sendable, Equatable { case counted, alreadyCounted, notAddressed, unknownNotification, unknownButton }
 
     /// An app reports that `deviceID` opened notification `id` (or tapped `button`).
-    /// Each (device, button) is counted once, so an app retrying does not inflate the counts.
+    /// Each (device, button) is counted once, so an app retrying does not inflate the counts,
+    /// and only a device the notification was addressed to counts (`notAddressed` otherwise):
+    /// one of its pinned audience, the devices with a live token at `asOfSeq`. So opens never
+    /// exceed the devices sent to, whatever device ids a client makes up.
     public func recordOpen(id: String, project: String, deviceID: String, button: String?) throws -> OpenResult {
         let key = Array(id.utf8)
         let openKey = key + [0] + Array((button ?? "").utf8) + [0] + Array(deviceID.utf8)
+        // Whether the device was addressed, from a read snapshot, so the writer is not held
+        // while the device id is looked up. A device's ordinal never changes, and the pinned
+        // audience never changes, so the answer holds in the write below.
+        let reader = store.reader
+        let addressed = try store.readAuxiliary { txn, tables -> Bool? in
+            guard let db = tables[Self.audienceTable], let v = try txn.get(db, key) else { return nil }
+            guard v.count >= 4 else { throw NotificationCorruption(place: "notification_audience/\(id)", reason: "\(v.count) bytes") }
+            let pid = v.loadUnaligned(fromByteOffset: 0, as: UInt32.self).bigEndian
+            guard let ordinal = try reader.ordinal(pid, deviceID: deviceID, txn) else { return false }
+            let audience = try Bitmap(deserializing: UnsafeRawBufferPointer(rebasing: v[4...]))
+            return audience.contains(ordinal)
+        }
         let now = Self.now()
         return try store.writeAuxiliary { txn, tables in
             let records = try Self.table(Self.recordsTable, tables), opens = try Self.table(Self.opensTable, tables)
@@ -177,6 +192,7 @@ public final class SendQueue: Sendable {
                 let content = try? NotificationContent(payload: r.payload)
                 guard content?.buttons.contains(where: { $0.id == button }) ?? false else { return .unknownButton }
             }
+            guard addressed == true else { return .notAddressed }
             if try txn.get(opens, openKey) != nil { return .alreadyCounted }
             try txn.put(opens, openKey, ByteBuffer.i64(now))
             if let button { r.buttonOpens[button, default: 0] += 1 } else { r.opens += 1 }

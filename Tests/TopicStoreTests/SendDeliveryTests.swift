@@ -158,6 +158,42 @@ import TopicStore
         #expect(paced >= rate * 0.6, "\(paced) pushes/s: much slower than the limit of \(rate)")
     }
 
+    /// Opens count only devices the notification was addressed to (its pinned audience):
+    /// an unknown device, one outside the audience, one without a token at the send, or one
+    /// that joined afterwards answers 200 with counted:false and leaves the counts alone.
+    @Test func opensCountOnlyDevicesTheNotificationWasAddressedTo() throws {
+        let server = try HTTPTestServer()
+        defer { server.stop() }
+        for (d, p) in [("i1", "ios"), ("a1", "android")] {
+            #expect(try server.send("POST", "/api/tokens", key: server.clientKey, json: #"{"device_id":"\#(d)","token":"tok-\#(d)","platform":"\#(p)"}"#).status == 200)
+        }
+        #expect(try server.send("POST", "/api/register", key: server.clientKey, json: #"{"device_id":"i1","topics":["news"]}"#).status == 200)
+        #expect(try server.send("POST", "/api/register", key: server.clientKey, json: #"{"device_id":"a1","topics":["sport"]}"#).status == 200)
+        #expect(try server.send("POST", "/api/register", key: server.clientKey, json: #"{"device_id":"n1","topics":["news"]}"#).status == 200)  // no token
+        let sent = try server.send("POST", "/api/send", key: server.serverKey,
+                                   json: #"{"topics":["news"],"payload":{"body":"x","buttons":[{"id":"primary","label":"Go","action":"close"}]}}"#)
+        let id = try #require(sent.object?["notificationId"] as? String, "\(sent.text)")
+        #expect(sent.object?["totalDevices"] as? Int == 1)
+        #expect(try server.send("POST", "/api/tokens", key: server.clientKey, json: #"{"device_id":"late","token":"tok-late","platform":"ios"}"#).status == 200)
+        #expect(try server.send("POST", "/api/register", key: server.clientKey, json: #"{"device_id":"late","topics":["news"]}"#).status == 200)
+        func open(_ json: String) throws -> RawResponse {
+            try server.send("POST", "/api/notifications/\(id)/opens", key: server.clientKey, json: json)
+        }
+        for outsider in ["Q1", "a1", "n1", "late"] {
+            for json in [#"{"device_id":"\#(outsider)"}"#, #"{"device_id":"\#(outsider)","button":"primary"}"#] {
+                let r = try open(json)
+                #expect(r.status == 200 && r.object?["counted"] as? Bool == false, "\(json): \(r.status) \(r.text)")
+            }
+        }
+        let first = try open(#"{"device_id":"i1"}"#)
+        #expect(first.status == 200 && first.object?["counted"] as? Bool == true, "\(first.text)")
+        #expect(try open(#"{"device_id":"i1"}"#).object?["counted"] as? Bool == false)
+        #expect(try open(#"{"device_id":"i1","button":"primary"}"#).object?["counted"] as? Bool == true)
+        let status = try server.send("GET", "/api/notifications/\(id)", key: server.serverKey).object
+        #expect(status?["opens"] as? Int == 1)
+        #expect(status?["buttonOpens"] as? [String: Int] == ["primary": 1])
+    }
+
     @Test func sendValidationAndAccess() throws {
         let server = try HTTPTestServer()
         defer { server.stop() }
