@@ -8,7 +8,9 @@ import SubscriptionLog
 /// `POST /api/send`, `GET /api/notifications/{id}`, `POST /api/notifications/{id}/opens`.
 extension MPushService {
     /// The request body as an ordered JSON object (payload key order is kept for rendering).
+    /// An empty body is an empty object (the rule of every endpoint): the 422 then names the required fields.
     private func orderedJSON(_ request: HTTPRequest) throws -> JSONValue {
+        guard try RequestBody.format(request) != nil else { return .object([]) }
         let bytes = try RequestBody.jsonBytes(request)
         let value: JSONValue
         do { value = try JSONParser.parse(bytes) } catch {

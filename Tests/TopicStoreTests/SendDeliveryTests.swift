@@ -194,6 +194,22 @@ import TopicStore
         #expect(status?["buttonOpens"] as? [String: Int] == ["primary": 1])
     }
 
+    /// docs/http-api.md: an empty body is an empty object, so /api/send names its required fields in a 422.
+    @Test func anEmptySendBodyNamesTheRequiredFields() throws {
+        let server = try HTTPTestServer()
+        defer { server.stop() }
+        for headers in [[("Content-Type", "application/json")], [("Content-Type", "application/json; charset=utf-8")], []] {
+            let r = try server.send("POST", "/api/send", key: server.serverKey, headers: headers)
+            #expect(r.status == 422, "\(headers): \(r.status) \(r.text)")
+            #expect(r.message == "The given data was invalid.")
+            #expect(r.errorFields?["topics"] == ["The topics field is required."], "\(r.text)")
+            #expect(r.errorFields?["payload.body"]?.first == "The payload.body field is required.", "\(r.text)")
+        }
+        // Whitespace only is empty too; a form is still refused (send takes JSON).
+        #expect(try server.send("POST", "/api/send", key: server.serverKey, json: " \r\n").status == 422)
+        #expect(try server.send("POST", "/api/send", key: server.serverKey, form: "topics=all").status == 400)
+    }
+
     @Test func sendValidationAndAccess() throws {
         let server = try HTTPTestServer()
         defer { server.stop() }
