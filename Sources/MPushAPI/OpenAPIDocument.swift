@@ -78,7 +78,7 @@ enum OpenAPIDocument {
         "deep_link": {"type": "string"}, "buttons": {"type": "array", "maxItems": 2, "items": {"$ref": "#/components/schemas/Button"}},
         "channel_id": {"type": "string"}, "silent": {"type": "boolean"}, "inapp": {"type": "boolean"},
         "priority": {"type": "string", "enum": ["normal", "high"]}}},
-      "SendBody": {"type": "object", "required": ["payload"], "description": "topics (any of) or expr, not both", "properties": {
+      "SendBody": {"type": "object", "required": ["payload"], "additionalProperties": false, "description": "topics (any of) or expr, not both; any other key is refused (422)", "properties": {
         "topics": {"type": "array", "maxItems": 1000, "items": {"oneOf": [{"type": "string"}, {"type": "object", "required": ["code"], "properties": {"code": {"type": "string"}}}]}},
         "expr": {"type": "string", "example": "(news OR sport) AND NOT user.12"},
         "payload": {"$ref": "#/components/schemas/Payload"}}},

@@ -22,6 +22,9 @@ extension MPushService {
         return value
     }
 
+    /// The top-level keys of a send body.
+    static let sendKeys: Set<String> = ["topics", "expr", "payload"]
+
     static func invalid(_ problems: [SendProblem]) -> InvalidCommand {
         InvalidCommand(problems.map { ValidationError(field: $0.field, message: $0.message) })
     }
@@ -30,6 +33,15 @@ extension MPushService {
     func send(_ request: HTTPRequest, _ credential: Credential) throws -> HTTPResponse {
         let body = try orderedJSON(request)
         var problems: [SendProblem] = []
+        // The MPush table lists topics and payload (expr is ours): anything else is refused, as unknown
+        // payload keys are, rather than dropped — a top-level "priority" would otherwise be lost silently.
+        if case .object(let members) = body {
+            for m in members where !Self.sendKeys.contains(m.key) {
+                var message = "The \(m.key) field is not a send field: a send takes topics (or expr) and payload"
+                message += NotificationContent.knownKeys.contains(m.key) ? "; \(m.key) goes in payload.\(m.key)." : "."
+                problems.append(SendProblem(field: m.key, message: message))
+            }
+        }
         var topics: [String] = []
         var exprText: String?
         if let t = body["topics"], !t.isNull {
@@ -63,10 +75,8 @@ extension MPushService {
                 problems.append(SendProblem(field: "topics", message: "The topics field is required."))
             }
         }
-        var payload = JSONValue.object([])
-        if let p = body["payload"], !p.isNull { payload = p } else {
-            problems.append(SendProblem(field: "payload.body", message: "The payload.body field is required."))
-        }
+        var payload = JSONValue.object([])  // missing: validated as {}, which names payload.body once
+        if let p = body["payload"], !p.isNull { payload = p }
         if case .object = payload {
             do { _ = try NotificationContent(payload: payload) } catch { problems += error.problems }
         } else if body["payload"] != nil {

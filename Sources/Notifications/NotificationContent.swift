@@ -69,7 +69,7 @@ public struct NotificationContent: Sendable, Equatable {
     static let alertKeys = ["title", "subtitle", "body", "badge", "sound", "title_loc_key", "title_loc_args", "loc_key", "loc_args",
                             "action_loc_key", "launch_image", "mutable_content", "category", "thread_id", "image_url",
                             "thumbnail_url", "deep_link", "buttons", "channel_id"]
-    static let knownKeys: Set<String> = Set(alertKeys + ["content_available", "collapse_id", "expiration_at", "custom",
+    public static let knownKeys: Set<String> = Set(alertKeys + ["content_available", "collapse_id", "expiration_at", "custom",
                                                          "campaign_id", "silent", "inapp", "priority"])
     /// Top-level APNs keys and FCM data keys that `custom` may not take.
     static let reservedCustomKeys: Set<String> = ["aps", "message_id", "campaign_id", "title", "body", "badge", "sound",
@@ -124,14 +124,15 @@ public struct NotificationContent: Sendable, Equatable {
 
         title = string("title")
         subtitle = string("subtitle")
-        body = string("body", max: 4096)
+        // The MPush table makes body a required string: an empty one is no body (nor an empty loc_key).
+        body = string("body", max: 4096).flatMap { $0.isEmpty ? nil : $0 }
         if let v = payload["badge"], !v.isNull {
             if let n = v.integer(), n >= 0, n <= Int64(Int32.max) { badge = n } else { add("badge", "The payload.badge must be a whole number of at least 0.") }
         }
         sound = string("sound")
         titleLocKey = string("title_loc_key")
         titleLocArgs = stringArray("title_loc_args")
-        locKey = string("loc_key")
+        locKey = string("loc_key").flatMap { $0.isEmpty ? nil : $0 }
         locArgs = stringArray("loc_args")
         actionLocKey = string("action_loc_key")
         launchImage = string("launch_image")
@@ -199,7 +200,8 @@ public struct NotificationContent: Sendable, Equatable {
             for key in Self.alertKeys where payload[key].map({ !$0.isNull }) ?? false {
                 add(key, "A silent push carries no \(key).")
             }
-        } else if body == nil && locKey == nil {
+        } else if body == nil && locKey == nil && !problems.contains(where: { $0.field == "payload.body" || $0.field == "payload.loc_key" }) {
+            // One message per problem: a body of the wrong type is already reported.
             add("body", "The payload.body field is required.")
         }
         guard problems.isEmpty else { throw SendProblems(problems) }

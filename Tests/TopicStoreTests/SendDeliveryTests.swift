@@ -210,6 +210,36 @@ import TopicStore
         #expect(try server.send("POST", "/api/send", key: server.serverKey, form: "topics=all").status == 400)
     }
 
+    /// /api/send validation: one message per problem, unknown top-level keys refused like
+    /// unknown payload keys, an empty body string is no body (the MPush table: a required string).
+    @Test func sendValidationIsOneMessagePerProblem() throws {
+        let server = try HTTPTestServer()
+        defer { server.stop() }
+        func errors(_ json: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> [String: [String]] {
+            let r = try server.send("POST", "/api/send", key: server.serverKey, json: json)
+            #expect(r.status == 422, "\(json): \(r.status) \(r.text)", sourceLocation: sourceLocation)
+            #expect(r.message == "The given data was invalid.", sourceLocation: sourceLocation)
+            return r.errorFields ?? [:]
+        }
+        #expect(try errors("") == ["topics": ["The topics field is required."], "payload.body": ["The payload.body field is required."]])
+        // No payload: payload.body once.
+        #expect(try errors(#"{"topics":["all"]}"#) == ["payload.body": ["The payload.body field is required."]])
+        // A body of the wrong type is one problem, not two.
+        #expect(try errors(#"{"topics":["all"],"payload":{"body":5}}"#) == ["payload.body": ["The payload.body must be a string."]])
+        #expect(try errors(#"{"topics":["all"],"payload":{"loc_key":7}}"#) == ["payload.loc_key": ["The payload.loc_key must be a string."]])
+        // The MPush table makes body a required string: an empty one is no body.
+        #expect(try errors(#"{"topics":["all"],"payload":{"body":""}}"#) == ["payload.body": ["The payload.body field is required."]])
+        #expect(try errors(#"{"topics":["all"],"payload":{"body":"","loc_key":""}}"#) == ["payload.body": ["The payload.body field is required."]])
+        // Unknown top-level keys are refused; priority belongs in the payload.
+        #expect(try errors(#"{"topics":["all"],"priority":"high","payload":{"body":"x"}}"#)
+                == ["priority": ["The priority field is not a send field: a send takes topics (or expr) and payload; priority goes in payload.priority."]])
+        #expect(try errors(#"{"topics":["all"],"colour":"red","payload":{"body":"x"}}"#)
+                == ["colour": ["The colour field is not a send field: a send takes topics (or expr) and payload."]])
+        // What the spec lists still works: a loc_key without body, and expr as our extension.
+        #expect(try server.send("POST", "/api/send", key: server.serverKey, json: #"{"topics":["all"],"payload":{"loc_key":"K"}}"#).status == 200)
+        #expect(try server.send("POST", "/api/send", key: server.serverKey, json: #"{"expr":"all","payload":{"body":"x","priority":"high"}}"#).status == 200)
+    }
+
     @Test func sendValidationAndAccess() throws {
         let server = try HTTPTestServer()
         defer { server.stop() }
