@@ -11,6 +11,8 @@
 public enum PayloadRenderer {
     /// What both providers allow for a payload (APNs body; FCM `data`).
     public static let sizeLimit = 4096
+    /// The longest Android TTL FCM accepts: 4 weeks.
+    public static let fcmMaxTTLSeconds: Int64 = 2_419_200
 
     // MARK: APNs
 
@@ -107,7 +109,7 @@ public enum PayloadRenderer {
     }
 
     /// The whole FCM v1 request body for one token: `{"message":{"token","data","android"}}`.
-    /// `ttlSeconds` comes from `expiration_at` at the time of sending.
+    /// `ttlSeconds` comes from `expiration_at` at the time of sending, clamped to 0…`fcmMaxTTLSeconds`.
     public static func fcmMessage(token: String, data: [UInt8], priority: String, ttlSeconds: Int64?, into out: inout [UInt8]) {
         let parts = fcmMessageParts(data: data, priority: priority, ttlSeconds: ttlSeconds)
         out.append(contentsOf: parts.prefix)
@@ -122,7 +124,9 @@ public enum PayloadRenderer {
         suffix.append(contentsOf: fcmData)
         suffix.append(contentsOf: data)
         suffix.append(contentsOf: Array(",\"android\":{\"priority\":\"\(priority == "high" ? "high" : "normal")\"".utf8))
-        if let ttl = ttlSeconds { suffix.append(contentsOf: Array(",\"ttl\":\"\(max(0, ttl))s\"".utf8)) }
+        // FCM refuses a TTL over 4 weeks: an expiration_at further ahead is sent as the maximum
+        // (the notification stays deliverable as long as FCM allows); one in the past as 0.
+        if let ttl = ttlSeconds { suffix.append(contentsOf: Array(",\"ttl\":\"\(min(max(0, ttl), fcmMaxTTLSeconds))s\"".utf8)) }
         suffix.append(contentsOf: [0x7D, 0x7D, 0x7D])
         return (fcmPrefix + [0x22], suffix)
     }

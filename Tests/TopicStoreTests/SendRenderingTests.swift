@@ -89,6 +89,22 @@ import Testing
         #expect(String(decoding: escaped, as: UTF8.self) == #"{"message":{"token":"a\"b\\c","data":{},"android":{"priority":"normal"}}}"#)
     }
 
+    /// FCM takes an Android TTL of at most 4 weeks: an `expiration_at` further ahead is sent as the maximum.
+    @Test func fcmTTLIsClampedToFourWeeks() throws {
+        func ttl(_ seconds: Int64?) -> String {
+            var out: [UInt8] = []
+            PayloadRenderer.fcmMessage(token: "T", data: Array("{}".utf8), priority: "normal", ttlSeconds: seconds, into: &out)
+            return String(decoding: out, as: UTF8.self)
+        }
+        #expect(PayloadRenderer.fcmMaxTTLSeconds == 2_419_200)
+        #expect(ttl(103_931_282) == #"{"message":{"token":"T","data":{},"android":{"priority":"normal","ttl":"2419200s"}}}"#)
+        #expect(ttl(2_419_201).contains(#""ttl":"2419200s""#))
+        #expect(ttl(2_419_200).contains(#""ttl":"2419200s""#))
+        #expect(ttl(3600).contains(#""ttl":"3600s""#))
+        #expect(ttl(-5).contains(#""ttl":"0s""#))
+        #expect(!ttl(nil).contains("ttl"))
+    }
+
     @Test func validationNamesEveryField() throws {
         func problems(_ json: String) -> [String] {
             do { _ = try NotificationContent(payload: try JSONParser.parse(Array(json.utf8))); return [] } catch let e as SendProblems {
