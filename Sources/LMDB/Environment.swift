@@ -52,23 +52,59 @@ public final class Environment: @unchecked Sendable {
             throw error
         }
         guard let env else { Self.openPaths.remove(canonical); throw LMDBError.invalid }
+        var flags = UInt32(MDB_NOTLS)
+        if options.readOnly { flags |= UInt32(MDB_RDONLY) }
+        if options.noSync { flags |= UInt32(MDB_NOSYNC) }
+        if options.writeMap && !options.readOnly { flags |= UInt32(MDB_WRITEMAP) }
         do {
             try check(mdb_env_set_maxdbs(env, MDB_dbi(options.maxDatabases)))
             try check(mdb_env_set_maxreaders(env, options.maxReaders))
             try check(mdb_env_set_mapsize(env, options.mapSize))
-            var flags = UInt32(MDB_NOTLS)
-            if options.readOnly { flags |= UInt32(MDB_RDONLY) }
-            if options.noSync { flags |= UInt32(MDB_NOSYNC) }
-            if options.writeMap && !options.readOnly { flags |= UInt32(MDB_WRITEMAP) }
-            try check(mdb_env_open(env, path, flags, 0o644))
         } catch {
             mdb_env_close(env)
             Self.openPaths.remove(canonical)
             throw error
         }
+        let opened = mdb_env_open(env, path, flags, 0o644)
+        if opened != 0 {
+            mdb_env_close(env)
+            Self.openPaths.remove(canonical)
+            throw Self.openError(path, code: LMDBError(rawValue: opened), readOnly: options.readOnly)
+        }
         self.pointer = env
         self.path = path
         self.isReadOnly = options.readOnly
+    }
+
+    /// Names the file behind a failed `mdb_env_open`: tries the files again in
+    /// LMDB's order (a writer opens lock.mdb then data.mdb, creating them; a
+    /// reader opens data.mdb read-only, then lock.mdb read-write), without
+    /// creating anything. Called after `mdb_env_close`, so closing a probe
+    /// cannot drop a lock this process holds.
+    static func openError(_ directory: String, code: LMDBError, readOnly: Bool) -> EnvironmentOpenError {
+        // LMDB's own codes are negative; only an errno comes from opening a file.
+        guard code.rawValue > 0 else { return EnvironmentOpenError(directory: directory, file: nil, creating: false, code: code, reason: code) }
+        let files: [(name: String, write: Bool, create: Bool)] = readOnly
+            ? [("data.mdb", false, false), ("lock.mdb", true, true)]
+            : [("lock.mdb", true, true), ("data.mdb", true, true)]
+        for file in files {
+            let path = directory + "/" + file.name
+            var info = stat()
+            if stat(path, &info) == 0 {
+                let fd = open(path, (file.write ? O_RDWR : O_RDONLY) | O_CLOEXEC)
+                if fd < 0 {
+                    return EnvironmentOpenError(directory: directory, file: file.name, creating: false, code: code, reason: LMDBError(rawValue: errno))
+                }
+                close(fd)
+            } else if errno == ENOENT && file.create {
+                if access(directory, W_OK | X_OK) != 0 {
+                    return EnvironmentOpenError(directory: directory, file: file.name, creating: true, code: code, reason: LMDBError(rawValue: errno))
+                }
+            } else {
+                return EnvironmentOpenError(directory: directory, file: file.name, creating: false, code: code, reason: LMDBError(rawValue: errno))
+            }
+        }
+        return EnvironmentOpenError(directory: directory, file: nil, creating: false, code: code, reason: code)
     }
 
     deinit {

@@ -41,8 +41,41 @@ func check(_ code: Int32) throws {
 }
 
 extension LMDBError {
-    /// Lets `catch LMDBError.mapFull` match a thrown `any Error`.
+    /// Lets `catch LMDBError.mapFull` match a thrown `any Error` (an
+    /// `EnvironmentOpenError` matches its code).
     public static func ~= (pattern: LMDBError, error: any Error) -> Bool {
-        (error as? LMDBError) == pattern
+        ((error as? LMDBError) ?? (error as? EnvironmentOpenError)?.code) == pattern
+    }
+
+    /// The message without the number.
+    var text: String {
+        guard let text = mdb_strerror(rawValue) else { return "LMDB error \(rawValue)" }
+        return String(cString: text)
+    }
+}
+
+/// An environment that `mdb_env_open` refused, with where: LMDB's own error
+/// is only an errno ("Permission denied (13)"), which leaves an operator to
+/// guess which directory, and which of its two files, is at fault.
+public struct EnvironmentOpenError: Error, Sendable, CustomStringConvertible {
+    /// The environment's directory.
+    public let directory: String
+    /// `lock.mdb` or `data.mdb` when one of them could not be opened or created.
+    public let file: String?
+    /// Whether the file was missing and could not be created (the directory refused it).
+    public let creating: Bool
+    /// Why, as LMDB said it.
+    public let code: LMDBError
+    /// The errno found when the file was tried again (usually `code`).
+    let reason: LMDBError
+
+    public var description: String {
+        guard let file else { return "cannot open the LMDB environment in \(directory): \(code.text)" }
+        var text = "cannot \(creating ? "create" : "open") \(directory)/\(file): \(reason.text)"
+        if file == "lock.mdb" && reason == .permissionDenied {
+            text += " (LMDB readers write to lock.mdb too, so even read-only commands need write access to it"
+                + (creating ? " and to create it in the directory)" : ")")
+        }
+        return text
     }
 }
