@@ -49,4 +49,61 @@ import Testing
             #expect(r.stderr.contains("cannot open \(data)/lock.mdb: Is a directory"), "\(args): \(r.stderr)")
         }
     }
+
+    // MARK: 2, 3. credentials: a project that exists, readable files, Apple's 10-character ids
+
+    func keys(_ dir: TemporaryDirectory) throws -> (p8: String, serviceAccount: String) {
+        try SendCommandLineTests().makeKeys(dir)
+    }
+
+    func credentialRows(_ data: String) throws -> [[String: Any]] {
+        let list = try topicstore(["credentials", "list", "--json", "--data", data])
+        return (try? JSONSerialization.jsonObject(with: Data(list.stdout.utf8))) as? [[String: Any]] ?? []
+    }
+
+    @Test func credentialsRefuseAnUnknownProjectAsKeysDo() throws {
+        let dir = TemporaryDirectory("cred-project")
+        let (p8, serviceAccount) = try keys(dir)
+        let data = try smallStore(dir)
+        let key = try topicstore(["key", "add", "--project", "nope", "--kind", "server", "--data", data])
+        #expect(key.status == 5)
+        for args in [["--fcm-service-account", serviceAccount],
+                     ["--apns-key-file", p8, "--key-id", "ABC123DEFG", "--team-id", "TEAM123456", "--bundle-id", "com.example.app", "--sandbox"]] {
+            let r = try topicstore(["credentials", "set", "--project", "nope", "--data", data] + args)
+            #expect(r.status == 5, "\(args): \(r.stdout) \(r.stderr)")
+            #expect(r.stderr.contains("no project 'nope' (create it with: topicstore project add nope)"), "\(r.stderr)")
+        }
+        #expect(try credentialRows(data).isEmpty)
+        #expect(try topicstore(["project", "add", "nope", "--data", data]).status == 0)
+        let r = try topicstore(["credentials", "set", "--project", "nope", "--fcm-service-account", serviceAccount, "--data", data])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try credentialRows(data).count == 1)
+    }
+
+    @Test func credentialsSayPlainlyWhatIsWrong() throws {
+        let dir = TemporaryDirectory("cred-nits")
+        let (p8, _) = try keys(dir)
+        let data = try smallStore(dir)
+        #expect(try topicstore(["project", "add", "demo", "--data", data]).status == 0)
+        func apns(_ file: String, keyID: String = "ABC123DEFG", teamID: String = "TEAM123456") throws -> Run {
+            try topicstore(["credentials", "set", "--project", "demo", "--apns-key-file", file, "--key-id", keyID, "--team-id", teamID,
+                            "--bundle-id", "com.example.app", "--production", "--data", data])
+        }
+        let missing = try apns(dir.sub("AuthKey_MISSING.p8"))
+        #expect(missing.status == 2, "\(missing.stderr)")
+        #expect(missing.stderr == "topicstore: cannot read \(dir.sub("AuthKey_MISSING.p8")): no such file\n", "\(missing.stderr)")
+        let directory = try apns(dir.path)
+        #expect(directory.status == 2 && directory.stderr.contains("cannot read \(dir.path): it is a directory"), "\(directory.stderr)")
+        let missingAccount = try topicstore(["credentials", "set", "--project", "demo", "--fcm-service-account", dir.sub("sa-missing.json"), "--data", data])
+        #expect(missingAccount.status == 2 && missingAccount.stderr.contains("cannot read \(dir.sub("sa-missing.json")): no such file"), "\(missingAccount.stderr)")
+        for (keyID, teamID, option) in [("ABC", "TEAM123456", "key-id"), ("ABC123DEFGH", "TEAM123456", "key-id"), ("ABC123DEF-", "TEAM123456", "key-id"),
+                                         ("ABC123DEFG", "TEAM", "team-id")] {
+            let r = try apns(p8, keyID: keyID, teamID: teamID)
+            #expect(r.status == 2, "\(keyID) \(teamID): \(r.stderr)")
+            #expect(r.stderr.contains("--\(option) must be the 10-character"), "\(r.stderr)")
+        }
+        for r in [missing, directory, missingAccount] { #expect(!r.stderr.contains("NSCocoaErrorDomain")) }
+        #expect(try credentialRows(data).isEmpty)
+        #expect(try apns(p8).status == 0)
+    }
 }

@@ -34,6 +34,10 @@ import Testing
         #expect(empty.status == 0)
         #expect((json(empty.stdout) as? [Any])?.isEmpty == true, "\(empty.stdout)")
 
+        // Credentials belong to projects that exist (as keys do).
+        for project in ["demo", "shop", "x"] {
+            #expect(try cli.topicstore(["project", "add", project] + d).status == 0)
+        }
         let apns = try cli.topicstore(["credentials", "set", "--project", "demo", "--apns-key-file", p8, "--key-id", "ABC123DEFG",
                                        "--team-id", "TEAM123456", "--bundle-id", "com.example.app", "--sandbox", "--json"] + d)
         #expect(apns.status == 0, "\(apns.stderr)")
@@ -70,8 +74,8 @@ import Testing
         let missingIDs = try cli.topicstore(["credentials", "set", "--project", "x", "--apns-key-file", p8, "--sandbox"] + d)
         #expect(missingIDs.status == 2)
         try "-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n".write(toFile: keys.sub("junk.p8"), atomically: true, encoding: .utf8)
-        let junk = try cli.topicstore(["credentials", "set", "--project", "x", "--apns-key-file", keys.sub("junk.p8"), "--key-id", "K",
-                                       "--team-id", "T", "--bundle-id", "B", "--sandbox"] + d)
+        let junk = try cli.topicstore(["credentials", "set", "--project", "x", "--apns-key-file", keys.sub("junk.p8"), "--key-id", "ABC123DEFG",
+                                       "--team-id", "TEAM123456", "--bundle-id", "B", "--sandbox"] + d)
         #expect(junk.status == 5, "\(junk.stdout) \(junk.stderr)")
         try #"{"type":"service_account","project_id":"p"}"#.write(toFile: keys.sub("bad-sa.json"), atomically: true, encoding: .utf8)
         let badAccount = try cli.topicstore(["credentials", "set", "--project", "x", "--fcm-service-account", keys.sub("bad-sa.json")] + d)

@@ -1,3 +1,4 @@
+import AccessControl
 import Delivery
 import Foundation
 import TopicStore
@@ -12,7 +13,7 @@ enum CredentialsCommand: Command {
             .init(name: "project", value: "P", help: "the project the credentials belong to"),
             .init(name: "apns-key-file", value: "F", help: "the AuthKey_<key id>.p8 file from Apple (EC P-256, PKCS#8 PEM)"),
             .init(name: "key-id", value: "K", help: "the 10-character key id of that key"),
-            .init(name: "team-id", value: "T", help: "the Apple developer team id"),
+            .init(name: "team-id", value: "T", help: "the 10-character team id of your Apple developer account"),
             .init(name: "bundle-id", value: "B", help: "the app's bundle id (the apns-topic)"),
             .init(name: "sandbox", value: nil, help: "push through the development gateway"),
             .init(name: "production", value: nil, help: "push through the production gateway"),
@@ -33,30 +34,46 @@ enum CredentialsCommand: Command {
         guard arguments.positionals.count == 1 else {
             throw UsageError(description: "unexpected argument '\(arguments.positionals[1])': 'topicstore credentials \(action)' takes only options (see --help)")
         }
+        // Usage is checked, and the files read, before the store is opened.
+        var apns: APNsCredentials?, fcmAccount: Data?, project: String?
+        if action == "set" {
+            guard let p = arguments.value("project") else { throw UsageError(description: "--project is required") }
+            project = p
+            if let file = arguments.value("apns-key-file") {
+                guard let keyID = arguments.value("key-id"), let teamID = arguments.value("team-id"),
+                      let bundleID = arguments.value("bundle-id") else {
+                    throw UsageError(description: "--apns-key-file needs --key-id, --team-id and --bundle-id")
+                }
+                try appleID(keyID, option: "key-id", what: "key id Apple shows for the key")
+                try appleID(teamID, option: "team-id", what: "team id of your Apple developer account")
+                guard arguments.has("sandbox") != arguments.has("production") else {
+                    throw UsageError(description: "say --sandbox or --production")
+                }
+                apns = APNsCredentials(keyPEM: String(decoding: try readFile(file), as: UTF8.self), keyID: keyID, teamID: teamID,
+                                       bundleID: bundleID, sandbox: arguments.has("sandbox"))
+            }
+            if let file = arguments.value("fcm-service-account") { fcmAccount = try readFile(file) }
+            guard apns != nil || fcmAccount != nil else { throw UsageError(description: "give --apns-key-file … or --fcm-service-account FILE") }
+        }
         let store = try TopicStore(directory: arguments.dataDirectory, options: .auxiliaryOnly)
         defer { store.close() }
         let credentials = try CredentialStore(store: store)
         switch action {
         case "set":
-            guard let project = arguments.value("project") else { throw UsageError(description: "--project is required") }
+            guard let project else { throw UsageError(description: "--project is required") }
+            // As `key add`: credentials for a project that does not exist would never be used.
+            guard try AccessControl(store: store).project(named: project) != nil else {
+                Console.printError(AccessError.noSuchProject(project).description)
+                return .invalidInput
+            }
             var done: [String] = []
             do {
-                if let file = arguments.value("apns-key-file") {
-                    guard let keyID = arguments.value("key-id"), let teamID = arguments.value("team-id"),
-                          let bundleID = arguments.value("bundle-id") else {
-                        throw UsageError(description: "--apns-key-file needs --key-id, --team-id and --bundle-id")
-                    }
-                    guard arguments.has("sandbox") != arguments.has("production") else {
-                        throw UsageError(description: "say --sandbox or --production")
-                    }
-                    let pem = try String(contentsOfFile: file, encoding: .utf8)
-                    try credentials.setAPNs(APNsCredentials(keyPEM: pem, keyID: keyID, teamID: teamID, bundleID: bundleID,
-                                                            sandbox: arguments.has("sandbox")), project: project)
+                if let apns {
+                    try credentials.setAPNs(apns, project: project)
                     done.append("apns")
                 }
-                if let file = arguments.value("fcm-service-account") {
-                    let c = try FCMCredentials(serviceAccountJSON: try Data(contentsOf: URL(fileURLWithPath: file)))
-                    try credentials.setFCM(c, project: project)
+                if let fcmAccount {
+                    try credentials.setFCM(try FCMCredentials(serviceAccountJSON: fcmAccount), project: project)
                     done.append("fcm")
                 }
             } catch let e as CredentialError {
@@ -66,7 +83,6 @@ enum CredentialsCommand: Command {
                 Console.printError(e.description)
                 return .invalidInput
             }
-            guard !done.isEmpty else { throw UsageError(description: "give --apns-key-file … or --fcm-service-account FILE") }
             if arguments.json { Console.printJSON(["project": project, "set": done]) }
             else { print("set \(done.joined(separator: " and ")) credentials for project \(project)") }
             return .success
@@ -102,6 +118,35 @@ enum CredentialsCommand: Command {
             return .success
         default:
             throw UsageError(description: "unknown action '\(action)' (set, list, remove)")
+        }
+    }
+
+    /// APNs key ids and team ids are 10 letters or digits (a key file is AuthKey_<key id>.p8).
+    static func appleID(_ value: String, option: String, what: String) throws {
+        guard value.utf8.count == 10, value.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) else {
+            throw UsageError(description: "--\(option) must be the 10-character \(what) (letters and digits), not '\(value)'")
+        }
+    }
+
+    /// A key file's bytes; a file that cannot be read is a usage error that says why in plain words.
+    static func readFile(_ path: String) throws -> Data {
+        var info = stat()
+        if stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR { throw UsageError(description: "cannot read \(path): it is a directory") }
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else {
+            let why: String
+            switch errno {
+            case ENOENT: why = "no such file"
+            case EACCES: why = "permission denied"
+            default: why = String(cString: strerror(errno))
+            }
+            throw UsageError(description: "cannot read \(path): \(why)")
+        }
+        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        do {
+            return try handle.readToEnd() ?? Data()
+        } catch {
+            throw UsageError(description: "cannot read \(path): \(error.localizedDescription)")
         }
     }
 }
