@@ -97,8 +97,7 @@ public struct ServerConfiguration: Sendable {
         }
         if let n = try number("threads") {
             guard n >= 0, n == n.rounded(), n <= Double(Int32.max) else {
-                let shown = n == n.rounded() && abs(n) < 1e15 ? String(Int64(n)) : String(n)
-                throw Invalid(description: "config file \(path): 'threads' must be 0 (a thread per connection) or a positive number of pool threads, not \(shown)")
+                throw Invalid(description: "config file \(path): 'threads' must be 0 (a thread per connection) or a positive number of pool threads, not \(Self.shown(n))")
             }
             threads = Int(n)
         }
@@ -106,19 +105,22 @@ public struct ServerConfiguration: Sendable {
         func count(_ key: String) throws(Invalid) -> Int? {
             guard let n = try number(key) else { return nil }
             guard n >= 1, n == n.rounded(), n <= Double(Int32.max) else {
-                throw Invalid(description: "config file \(path): '\(key)' must be a whole number from 1 to \(Int32.max), not \(n)")
+                throw Invalid(description: "config file \(path): '\(key)' must be a whole number from 1 to \(Int32.max), not \(Self.shown(n))")
             }
             return Int(n)
         }
-        func seconds(_ key: String) throws(Invalid) -> Double? {
+        func seconds(_ key: String, atMost limit: Double = 86_400) throws(Invalid) -> Double? {
             guard let n = try number(key) else { return nil }
-            guard n >= 0, n <= 86_400 else { throw Invalid(description: "config file \(path): '\(key)' must be 0 to 86400 seconds, not \(n)") }
+            guard n >= 0, n <= limit else {
+                throw Invalid(description: "config file \(path): '\(key)' must be 0 to \(Self.shown(limit)) seconds, not \(Self.shown(n))")
+            }
             return n
         }
         if let n = try count("connectionLimit") { connectionLimit = n }
         if let n = try count("bodyLimitBytes") { bodyLimit = n }
         if let n = try seconds("shutdownTimeoutSeconds") { shutdownTimeout = n }
-        if let n = try seconds("keyCacheSeconds") { keyCacheSeconds = min(1, n) }
+        // A revoked key keeps working this long: more than a second is refused, not quietly cut to one.
+        if let n = try seconds("keyCacheSeconds", atMost: 1) { keyCacheSeconds = n }
         if let n = try count("audiencePageLimit") { audiencePageLimit = n }
         if let v = object["accessLog"] {
             guard let b = v as? Bool else { throw Invalid(description: "config file \(path): 'accessLog' must be true or false") }
@@ -137,11 +139,16 @@ public struct ServerConfiguration: Sendable {
                 }
                 let burst = (spec["burst"] as? NSNumber)?.doubleValue ?? max(1, rate)
                 guard rate == 0 || (burst >= 1 && burst <= 1e9) else {
-                    throw Invalid(description: "config file \(path): rateLimit.\(kindName).burst must be from 1 to 1000000000, not \(burst)")
+                    throw Invalid(description: "config file \(path): rateLimit.\(kindName).burst must be from 1 to 1000000000, not \(Self.shown(burst))")
                 }
                 rateLimits[kind] = RateLimit(perSecond: rate, burst: burst)
             }
         }
+    }
+
+    /// A number as the config file would say it: `0`, not `0.0`.
+    static func shown(_ n: Double) -> String {
+        n == n.rounded() && abs(n) < 1e15 ? String(Int64(n)) : String(n)
     }
 
     var httpConfiguration: HTTPServer.Configuration {

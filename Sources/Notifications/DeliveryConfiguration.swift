@@ -63,12 +63,22 @@ public struct DeliveryConfiguration: Sendable, Equatable {
             }
             return s.hasSuffix("/") ? String(s.dropLast()) : s
         }
-        func number(_ key: String, _ range: ClosedRange<Double>) throws(Invalid) -> Double? {
+        /// A number in `range`, said as a config file would say it (`0`, not `0.0`).
+        func number(_ key: String, _ range: ClosedRange<Double>, whole: Bool, unit: String) throws(Invalid) -> Double? {
             guard let v = object[key] else { return nil }
-            guard let n = v as? NSNumber, String(cString: n.objCType) != "c", range.contains(n.doubleValue) else {
-                throw Invalid(description: "delivery.\(key) must be a number in \(range.lowerBound)...\(range.upperBound)")
+            let n = (v as? NSNumber).flatMap { String(cString: $0.objCType) != "c" ? $0.doubleValue : nil }
+            guard let n, range.contains(n), !whole || n == n.rounded() else {
+                let what = whole ? "a whole number from \(Self.shown(range.lowerBound)) to \(Self.shown(range.upperBound))"
+                                 : "from \(Self.shown(range.lowerBound)) to \(Self.shown(range.upperBound))"
+                throw Invalid(description: "delivery.\(key) must be \(what)\(unit)" + (n.map { ", not \(Self.shown($0))" } ?? ""))
             }
-            return n.doubleValue
+            return n
+        }
+        func count(_ key: String, _ range: ClosedRange<Double>) throws(Invalid) -> Int? {
+            try number(key, range, whole: true, unit: "").map { Int($0) }
+        }
+        func seconds(_ key: String, _ range: ClosedRange<Double>) throws(Invalid) -> Double? {
+            try number(key, range, whole: false, unit: " seconds")
         }
         if let v = object["enabled"] {
             guard let b = v as? Bool else { throw Invalid(description: "delivery.enabled must be true or false") }
@@ -81,13 +91,13 @@ public struct DeliveryConfiguration: Sendable, Equatable {
         if let v = object["caFile"] {
             if v is NSNull { caFile = nil } else if let s = v as? String { caFile = s } else { throw Invalid(description: "delivery.caFile must be a path") }
         }
-        if let n = try number("batchSize", 1...1_000_000) { batchSize = Int(n) }
-        if let n = try number("maxInFlight", 1...100_000) { maxInFlight = Int(n) }
-        if let n = try number("connectionsPerHost", 1...64) { connectionsPerHost = Int(n) }
-        if let n = try number("maxAttempts", 1...20) { maxAttempts = Int(n) }
-        if let n = try number("retryBaseSeconds", 0...60) { retryBaseSeconds = n }
-        if let n = try number("retryMaxSeconds", 0...3600) { retryMaxSeconds = n }
-        if let n = try number("requestTimeoutSeconds", 1...600) { requestTimeoutSeconds = n }
+        if let n = try count("batchSize", 1...1_000_000) { batchSize = n }
+        if let n = try count("maxInFlight", 1...100_000) { maxInFlight = n }
+        if let n = try count("connectionsPerHost", 1...64) { connectionsPerHost = n }
+        if let n = try count("maxAttempts", 1...20) { maxAttempts = n }
+        if let n = try seconds("retryBaseSeconds", 0...60) { retryBaseSeconds = n }
+        if let n = try seconds("retryMaxSeconds", 0...3600) { retryMaxSeconds = n }
+        if let n = try seconds("requestTimeoutSeconds", 1...600) { requestTimeoutSeconds = n }
         if let v = object["rateLimit"] {
             guard let o = v as? [String: Any], let rate = (o["perSecond"] as? NSNumber)?.doubleValue, rate >= 0 else {
                 throw Invalid(description: "delivery.rateLimit must be {\"perSecond\": N, \"burst\": M}")
@@ -95,5 +105,10 @@ public struct DeliveryConfiguration: Sendable, Equatable {
             ratePerSecond = rate
             rateBurst = (o["burst"] as? NSNumber)?.doubleValue ?? rate
         }
+    }
+
+    /// A number as the config file would say it: `0`, not `0.0`.
+    static func shown(_ n: Double) -> String {
+        n == n.rounded() && abs(n) < 1e15 ? String(Int64(n)) : String(n)
     }
 }

@@ -1,5 +1,7 @@
 import Foundation
 import LMDB
+import MPushAPI
+import Notifications
 import Testing
 
 /// What an operator reads when something goes wrong: the message names the
@@ -105,5 +107,53 @@ import Testing
         for r in [missing, directory, missingAccount] { #expect(!r.stderr.contains("NSCocoaErrorDomain")) }
         #expect(try credentialRows(data).isEmpty)
         #expect(try apns(p8).status == 0)
+    }
+
+    // MARK: 4. config files: whole numbers said as whole numbers, ranges as the docs give them
+
+    func configError(_ json: String) throws -> String? {
+        let dir = TemporaryDirectory("cfg")
+        try Data(json.utf8).write(to: URL(fileURLWithPath: dir.sub("c.json")))
+        var configuration = ServerConfiguration()
+        do { try configuration.load(file: dir.sub("c.json")) } catch { return "\(error)".replacingOccurrences(of: "config file \(dir.sub("c.json")): ", with: "") }
+        return nil
+    }
+
+    @Test(arguments: [
+        (#"{"bodyLimitBytes": 0}"#, "'bodyLimitBytes' must be a whole number from 1 to 2147483647, not 0"),
+        (#"{"audiencePageLimit": 2.5}"#, "'audiencePageLimit' must be a whole number from 1 to 2147483647, not 2.5"),
+        (#"{"shutdownTimeoutSeconds": -1}"#, "'shutdownTimeoutSeconds' must be 0 to 86400 seconds, not -1"),
+        (#"{"keyCacheSeconds": 5}"#, "'keyCacheSeconds' must be 0 to 1 seconds, not 5"),
+        (#"{"keyCacheSeconds": 1.5}"#, "'keyCacheSeconds' must be 0 to 1 seconds, not 1.5"),
+        (#"{"rateLimit": {"server": {"perSecond": 5, "burst": 0}}}"#, "rateLimit.server.burst must be from 1 to 1000000000, not 0"),
+        (#"{"delivery": {"batchSize": 0}}"#, "delivery.batchSize must be a whole number from 1 to 1000000, not 0"),
+        (#"{"delivery": {"batchSize": 2.5}}"#, "delivery.batchSize must be a whole number from 1 to 1000000, not 2.5"),
+        (#"{"delivery": {"batchSize": "many"}}"#, "delivery.batchSize must be a whole number from 1 to 1000000"),
+        (#"{"delivery": {"maxInFlight": 100001}}"#, "delivery.maxInFlight must be a whole number from 1 to 100000, not 100001"),
+        (#"{"delivery": {"connectionsPerHost": 65}}"#, "delivery.connectionsPerHost must be a whole number from 1 to 64, not 65"),
+        (#"{"delivery": {"maxAttempts": 0}}"#, "delivery.maxAttempts must be a whole number from 1 to 20, not 0"),
+        (#"{"delivery": {"retryBaseSeconds": 61}}"#, "delivery.retryBaseSeconds must be from 0 to 60 seconds, not 61"),
+        (#"{"delivery": {"retryMaxSeconds": -0.5}}"#, "delivery.retryMaxSeconds must be from 0 to 3600 seconds, not -0.5"),
+        (#"{"delivery": {"requestTimeoutSeconds": 0}}"#, "delivery.requestTimeoutSeconds must be from 1 to 600 seconds, not 0"),
+    ])
+    func configMessagesSayNumbersAsWritten(config: String, message: String) throws {
+        #expect(try configError(config) == message)
+    }
+
+    @Test func configRangesAreInclusiveAsDocumented() throws {
+        for ok in [#"{"keyCacheSeconds": 1}"#, #"{"keyCacheSeconds": 0}"#, #"{"bodyLimitBytes": 2147483647}"#,
+                   #"{"delivery": {"batchSize": 1, "maxInFlight": 100000, "connectionsPerHost": 64, "maxAttempts": 20}}"#,
+                   #"{"delivery": {"batchSize": 1000000, "retryBaseSeconds": 60, "retryMaxSeconds": 3600, "requestTimeoutSeconds": 600}}"#] {
+            #expect(try configError(ok) == nil, "\(ok)")
+        }
+    }
+
+    @Test func serveRefusesAKeyCacheOverOneSecond() throws {
+        let dir = TemporaryDirectory("cfg-serve")
+        try Data(#"{"keyCacheSeconds": 5}"#.utf8).write(to: URL(fileURLWithPath: dir.sub("config.json")))
+        let r = try runWithDeadline(["serve", "--data", dir.sub("data"), "--listen", "127.0.0.1:0", "--config", dir.sub("config.json"), "--quiet"], seconds: 10)
+        #expect(r.status == 2, "\(r)")
+        #expect(r.stderr.contains("'keyCacheSeconds' must be 0 to 1 seconds, not 5"), "\(r.stderr)")
+        #expect(!r.stdout.contains("listening on"))
     }
 }
