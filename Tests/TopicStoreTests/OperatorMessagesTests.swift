@@ -24,7 +24,7 @@ import Testing
     /// regular file fails the same open with ENOTDIR.
     @Test func environmentOpenErrorNamesTheFile() throws {
         let dir = TemporaryDirectory("open-err")
-        FileManager.default.createFile(atPath: dir.sub("file"), contents: Data("x".utf8))
+        _ = FileManager.default.createFile(atPath: dir.sub("file"), contents: Data("x".utf8))
         let path = dir.sub("file") + "/store"
         do {
             _ = try Environment(path: path)
@@ -155,5 +155,86 @@ import Testing
         #expect(r.status == 2, "\(r)")
         #expect(r.stderr.contains("'keyCacheSeconds' must be 0 to 1 seconds, not 5"), "\(r.stderr)")
         #expect(!r.stdout.contains("listening on"))
+    }
+
+    // MARK: 5. load stops cleanly on SIGTERM/SIGINT and says where to resume
+
+    func lastSeq(_ data: String) throws -> Int? {
+        let r = try topicstore(["stats", "--data", data, "--json"])
+        guard r.status == 0 else { return nil }
+        return ((try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8))) as? [String: Any])?["lastSeq"] as? Int
+    }
+
+    func waitUntil(_ seconds: Double = 30, _ condition: () throws -> Bool) rethrows -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if try condition() { return true }
+            usleep(50_000)
+        }
+        return false
+    }
+
+    struct LoadProcess {
+        let process = Process()
+        let out = Pipe(), err = Pipe(), input = Pipe()
+        init(_ arguments: [String]) throws {
+            process.executableURL = URL(fileURLWithPath: BuiltProducts.executable("topicstore"))
+            process.arguments = arguments
+            process.standardOutput = out
+            process.standardError = err
+            process.standardInput = input
+            try process.run()
+        }
+        /// Waits (at most 30 s) and returns the exit status and standard output.
+        func finish() -> (status: Int32?, reason: Process.TerminationReason, stdout: String) {
+            let deadline = Date().addingTimeInterval(30)
+            while process.isRunning && Date() < deadline { usleep(20_000) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit(); return (nil, .uncaughtSignal, "") }
+            process.waitUntilExit()
+            let o = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            return (process.terminationStatus, process.terminationReason, o)
+        }
+    }
+
+    static func registerLines(_ range: Range<Int>) -> String {
+        range.map { #"{"project":"demo","type":"register","device_id":"D\#($0)","topics":["t\#($0 % 50)"]}"# + "\n" }.joined()
+    }
+
+    /// A long load from a file, SIGTERM in the middle: exit 6, the summary names the last
+    /// line read, and exactly the lines up to it are in the store.
+    @Test func loadStopsOnSIGTERMAndNamesTheResumePoint() throws {
+        let dir = TemporaryDirectory("load-term")
+        try Data(Self.registerLines(0..<200_000).utf8).write(to: URL(fileURLWithPath: dir.sub("in.jsonl")))
+        let data = dir.sub("data")
+        let load = try LoadProcess(["load", "--data", data, "--batch", "64", dir.sub("in.jsonl")])
+        #expect(try waitUntil { (try lastSeq(data) ?? 0) > 0 })
+        kill(load.process.processIdentifier, SIGTERM)
+        let r = load.finish()
+        #expect(r.reason == .exit && r.status == 6, "\(r)")
+        let match = try #require(r.stdout.firstMatch(of: /stopped by SIGTERM after line (\d+) \(resume at line (\d+)\): applied (\d+) commands \(seq 1…(\d+)\)/), "\(r.stdout)")
+        let line = Int(match.1)!
+        #expect(line < 200_000, "the load finished before the signal; make the input longer")
+        #expect(Int(match.2) == line + 1 && Int(match.3) == line && Int(match.4) == line)
+        #expect(try lastSeq(data) == line)
+    }
+
+    /// Waiting on standard input (a producer that has paused), SIGINT still stops it, and the
+    /// lines read but not yet a full batch are committed.
+    @Test func loadStopsOnSIGINTWhileStandardInputWaits() throws {
+        let dir = TemporaryDirectory("load-int")
+        let data = dir.sub("data")
+        let load = try LoadProcess(["load", "--data", data, "--batch", "1000", "--json", "-"])
+        load.input.fileHandleForWriting.write(Data(Self.registerLines(0..<2500).utf8))
+        // Two batches committed, the last 500 lines parsed and waiting for more input.
+        #expect(try waitUntil { (try lastSeq(data) ?? 0) >= 2000 })
+        usleep(300_000)
+        kill(load.process.processIdentifier, SIGINT)
+        let r = load.finish()
+        try? load.input.fileHandleForWriting.close()
+        #expect(r.reason == .exit && r.status == 6, "\(r)")
+        let report = (try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8))) as? [String: Any] ?? [:]
+        #expect(report["signal"] as? String == "SIGINT" && report["stopped"] as? Bool == true, "\(r.stdout)")
+        #expect(report["lines"] as? Int == 2500 && report["applied"] as? Int == 2500 && report["lastSeq"] as? Int == 2500, "\(r.stdout)")
+        #expect(try lastSeq(data) == 2500)
     }
 }

@@ -12,8 +12,13 @@ final class LineReader {
     private var eof = false
     /// Set when reading failed (a damaged or truncated zstd stream); the lines before it were returned.
     private(set) var failure: (any Error)?
+    /// Asked while standard input has nothing to read: true ends the input
+    /// there (`load` on SIGTERM; a blocked read() would never see the flag).
+    var shouldStop: (() -> Bool)?
+    private let isStandardInput: Bool
 
     init(path: String) throws {
+        isStandardInput = path == "-"
         do {
             input = try MaybeCompressedInput(path: path)
         } catch {
@@ -40,6 +45,7 @@ final class LineReader {
                 return line
             }
             if start > 0 { buffer.removeFirst(start); start = 0 }
+            if isStandardInput, let shouldStop, !waitForInput(shouldStop) { return nil }
             do {
                 if try !input.read(into: &buffer) { eof = true }
             } catch {
@@ -48,6 +54,18 @@ final class LineReader {
                 start = buffer.count  // a line cut by the damage is not a line
                 return nil
             }
+        }
+    }
+
+    /// Waits until standard input can be read (or is at its end), asking
+    /// `shouldStop` ten times a second; false when it said stop. A regular
+    /// file is always readable, so this costs a file nothing.
+    private func waitForInput(_ shouldStop: () -> Bool) -> Bool {
+        var descriptor = pollfd(fd: 0, events: Int16(POLLIN), revents: 0)
+        while true {
+            if shouldStop() { return false }
+            let ready = poll(&descriptor, 1, 100)
+            if ready > 0 || (ready < 0 && errno != EINTR) { return true }
         }
     }
 }

@@ -1,5 +1,6 @@
 import EventJSON
 import Foundation
+import Synchronization
 import SubscriptionLog
 import TopicStore
 
@@ -30,6 +31,10 @@ enum LoadCommand: Command {
         is compared with the token's original time). `import` also keeps seq and the chain.
         zstd-compressed input (a `topicstore compact --archive` file, *.jsonl.zst) is
         recognised and decompressed as it streams; a damaged stream stops the load (exit 5).
+        SIGTERM or SIGINT stops reading (at once, even while standard input is waiting), commits
+        what was read, prints the usual summary with the last line read ("stopped by SIGTERM after
+        line N") and exits 6: every line up to N is applied or reported; resume at line N+1
+        (tail -n +N+1 FILE). A further signal while that commit finishes is ignored.
         """)
 
     static func run(_ arguments: Arguments) throws -> ExitCode {
@@ -42,6 +47,19 @@ enum LoadCommand: Command {
         options.maxBatch = batchSize
         let store = try TopicStore(directory: arguments.dataDirectory, options: options)
         defer { store.close() }
+
+        // SIGTERM/SIGINT: stop reading at the next line and finish as at the end of the input.
+        let signalled = Atomic<Int32>(0)
+        signal(SIGTERM, SIG_IGN)
+        signal(SIGINT, SIG_IGN)
+        let signalSources = [SIGTERM, SIGINT].map { sig -> DispatchSourceSignal in
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler { _ = signalled.compareExchange(expected: 0, desired: sig, ordering: .relaxed) }
+            source.resume()
+            return source
+        }
+        defer { signalSources.forEach { $0.cancel() } }
+        reader.shouldStop = { signalled.load(ordering: .relaxed) != 0 }
 
         let stopOnError = arguments.has("stop-on-error")
         let started = Date()
@@ -84,7 +102,7 @@ enum LoadCommand: Command {
             batchLines.removeAll(keepingCapacity: true)
         }
 
-        while let line = reader.next() {
+        while signalled.load(ordering: .relaxed) == 0, let line = reader.next() {
             lineNumber += 1
             if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
             do {
@@ -109,16 +127,20 @@ enum LoadCommand: Command {
             stopped = true
         }
 
+        let signal = signalled.load(ordering: .relaxed)
+        let signalName = signal == SIGINT ? "SIGINT" : "SIGTERM"
         let seconds = Date().timeIntervalSince(started)
         if arguments.json {
             var report: [String: Any] = ["applied": applied, "invalid": invalid, "failed": failed,
                                          "lines": lineNumber, "stopped": stopped, "seconds": seconds]
             if let firstSeq { report["firstSeq"] = firstSeq }
             if let lastSeq { report["lastSeq"] = lastSeq }
+            if signal != 0 { report["stopped"] = true; report["signal"] = signalName }
             Console.printJSON(report)
         } else {
             let rate = seconds > 0 ? Int(Double(applied) / seconds) : applied
-            var text = "applied \(applied) commands"
+            var text = signal != 0 ? "stopped by \(signalName) after line \(lineNumber) (resume at line \(lineNumber + 1)): " : ""
+            text += "applied \(applied) commands"
             if let firstSeq, let lastSeq { text += " (seq \(firstSeq)…\(lastSeq))" }
             text += " in \(String(format: "%.2f", seconds)) s, \(rate)/s"
             if invalid > 0 { text += "; \(invalid) invalid line(s) \(stopped ? "— stopped at the first" : "skipped")" }
@@ -126,6 +148,7 @@ enum LoadCommand: Command {
             print(text)
         }
         if failed > 0 { return .failure }
+        if signal != 0 { return .interrupted }
         return invalid > 0 ? .invalidInput : .success
     }
 }
