@@ -15,18 +15,11 @@ import Testing
     {"project":"demo","type":"register","device_id":"D2","topics":["all"]}
     """
 
-    /// A small store in `dir/data` (three events).
-    func smallStore(_ dir: TemporaryDirectory) throws -> String {
-        let load = try topicstore(["load", "--data", dir.sub("data"), "-"], stdin: Self.commands)
-        #expect(load.status == 0, "\(load.stderr)")
-        return dir.sub("data")
-    }
-
     // MARK: replay --at
 
     @Test func replayAtAcceptsTheDocumentedForms() throws {
         let dir = TemporaryDirectory("at-ok")
-        let data = try smallStore(dir)
+        let data = try loadedStore(dir, Self.commands)
         // Every form, and the sequence it reaches: the store's events are all from "now".
         let cases: [(String, Int)] = [
             ("2001-01-01", 0),
@@ -49,7 +42,7 @@ import Testing
 
     @Test func replayAtRefusesAnythingElse() throws {
         let dir = TemporaryDirectory("at-bad")
-        let data = try smallStore(dir)
+        let data = try loadedStore(dir, Self.commands)
         let cases: [(String, String)] = [
             ("2026-11-30 23:59:59", "not a space"),
             ("2026-11-30T23:59", "seconds"),
@@ -128,7 +121,7 @@ import Testing
         let stats = try topicstore(["stats", "--data", empty])
         #expect(stats.status == 3 && stats.stderr.contains("it holds no data.mdb"))
         // A real store still compacts.
-        let data = try smallStore(dir)
+        let data = try loadedStore(dir, Self.commands)
         let ok = try topicstore(["compact", "--data", data, "--retain", "30d"])
         #expect(ok.status == 0, "\(ok.stderr)")
     }
@@ -137,7 +130,7 @@ import Testing
 
     @Test func unknownProjectIsNamedNotJustEmpty() throws {
         let dir = TemporaryDirectory("noproject")
-        let data = try smallStore(dir)
+        let data = try loadedStore(dir, Self.commands)
 
         let text = try topicstore(["audience", "--data", data, "--project", "nosuchproj", "news"])
         #expect(text.status == 0)
@@ -225,7 +218,7 @@ import Testing
 
     @Test func unexpectedArgumentsAfterValidOnesToo() throws {
         let dir = TemporaryDirectory("operands2")
-        let data = try smallStore(dir)
+        let data = try loadedStore(dir, Self.commands)
         let stats = try topicstore(["stats", "--data", data, "extra-arg"])
         #expect(stats.status == 2 && stats.stdout.isEmpty, "\(stats.stdout)")
         let two = try topicstore(["stats", "--data", data, "a", "b"])

@@ -12,12 +12,6 @@ import Testing
     {"project":"demo","type":"register","device_id":"D1","topics":["news","all"]}
     """
 
-    func smallStore(_ dir: TemporaryDirectory) throws -> String {
-        let load = try topicstore(["load", "--data", dir.sub("data"), "-"], stdin: Self.commands)
-        #expect(load.status == 0, "\(load.stderr)")
-        return dir.sub("data")
-    }
-
     // MARK: 1. a store that cannot be opened names the file and the directory
 
     /// The tests run as root, whom permissions do not stop: a path under a
@@ -41,7 +35,7 @@ import Testing
 
     @Test func commandsNameTheStoreFileTheyCannotOpen() throws {
         let dir = TemporaryDirectory("open-cli")
-        let data = try smallStore(dir)
+        let data = try loadedStore(dir, Self.commands)
         try FileManager.default.removeItem(atPath: data + "/lock.mdb")
         try FileManager.default.createDirectory(atPath: data + "/lock.mdb", withIntermediateDirectories: false)
         for args in [["stats", "--data", data], ["audit", "--data", data], ["export", "--data", data],
@@ -66,7 +60,7 @@ import Testing
     @Test func credentialsRefuseAnUnknownProjectAsKeysDo() throws {
         let dir = TemporaryDirectory("cred-project")
         let (p8, serviceAccount) = try keys(dir)
-        let data = try smallStore(dir)
+        let data = try loadedStore(dir, Self.commands)
         let key = try topicstore(["key", "add", "--project", "nope", "--kind", "server", "--data", data])
         #expect(key.status == 5)
         for args in [["--fcm-service-account", serviceAccount],
@@ -85,7 +79,7 @@ import Testing
     @Test func credentialsSayPlainlyWhatIsWrong() throws {
         let dir = TemporaryDirectory("cred-nits")
         let (p8, _) = try keys(dir)
-        let data = try smallStore(dir)
+        let data = try loadedStore(dir, Self.commands)
         #expect(try topicstore(["project", "add", "demo", "--data", data]).status == 0)
         func apns(_ file: String, keyID: String = "ABC123DEFG", teamID: String = "TEAM123456") throws -> Run {
             try topicstore(["credentials", "set", "--project", "demo", "--apns-key-file", file, "--key-id", keyID, "--team-id", teamID,

@@ -3,6 +3,7 @@ import LMDB
 import Projections
 import Roaring
 import SubscriptionLog
+import Testing
 import TopicStore
 
 /// A fresh directory under the system temp dir, removed when the value is released.
@@ -125,6 +126,13 @@ struct TopicstoreRun {
 
 extension RunsTopicstore {
     typealias Run = TopicstoreRun
+
+    /// A store in `dir/data` made by `topicstore load` of `commands`; its path.
+    func loadedStore(_ dir: TemporaryDirectory, _ commands: String) throws -> String {
+        let load = try topicstore(["load", "--data", dir.sub("data"), "-"], stdin: commands)
+        #expect(load.status == 0, "\(load.stderr)")
+        return dir.sub("data")
+    }
 
     @discardableResult
     func topicstore(_ arguments: [String], stdin: String? = nil) throws -> Run {
