@@ -100,6 +100,12 @@ final class Generation: Sendable {
             throw StoreError.alreadyOpen(path: directory)
         }
         try env.checkReaders()
+        // A writer creates the tables of a new store, but never in someone else's
+        // LMDB file: one that holds data and no log was not written by topicstore
+        // (compaction would otherwise have folded it into a new generation and removed it).
+        if !options.readOnly, env.info().lastTransactionID > 0, (try? EventLog.open(in: env, create: false)) == nil {
+            throw StoreError.notADatabase(path: directory, reason: "data.mdb is an LMDB database that topicstore did not write (it has no log)")
+        }
         environment = env
         do {
             (log, tables) = try Self.growingMap(env) {

@@ -3,6 +3,7 @@ import LMDB
 import MPushAPI
 import Notifications
 import Testing
+import TopicStore
 
 /// What an operator reads when something goes wrong: the message names the
 /// file and the setting, in plain words, with the documented exit status.
@@ -231,4 +232,41 @@ import Testing
         #expect(report["lines"] as? Int == 2500 && report["applied"] as? Int == 2500 && report["lastSeq"] as? Int == 2500, "\(r.stdout)")
         #expect(try lastSeq(data) == 2500)
     }
+
+    // MARK: stores that must exist, and files that are not topicstore's
+
+    /// A review ran `compact` on a directory holding another program's LMDB
+    /// file: it exited 0 and the file was gone (folded into a new generation).
+    /// Opening such a file for writing is refused; nothing is written or removed.
+    @Test func aForeignLMDBFileIsNeverTakenOver() throws {
+        let dir = TemporaryDirectory("foreign")
+        let foreign = dir.sub("foreign")
+        try FileManager.default.createDirectory(atPath: foreign, withIntermediateDirectories: true)
+        do {
+            let env = try Environment(path: foreign)
+            let db = try env.openDatabases(["other"], create: true)[0]
+            try env.write { txn in try txn.put(db, Array("k".utf8), Array("v".utf8)) }
+        }
+        let before = fileContents(under: foreign)
+        #expect(throws: StoreError.self) { try TopicStore(directory: foreign) }
+        for command in [["compact", "--retain", "30d"], ["credentials", "list"], ["project", "add", "shop"], ["load", "-"]] {
+            let r = try topicstore(command + ["--data", foreign], stdin: "")
+            #expect(r.status == 3, "\(command): \(r.status) \(r.stderr)")
+            #expect(r.stderr.contains("did not write"), "\(command): \(r.stderr)")
+        }
+        #expect(fileContents(under: foreign) == before, "the foreign file is untouched, nothing was added beside it")
+    }
+
+    /// Keys and credentials belong to a store's projects: their commands never create a store.
+    @Test func keyAndCredentialCommandsNeedAStore() throws {
+        let dir = TemporaryDirectory("no-store")
+        let missing = dir.sub("missing")
+        for command in [["key", "add", "--project", "p", "--kind", "client"], ["key", "revoke", "tsc_x"],
+                        ["credentials", "list"], ["credentials", "remove", "--project", "p", "--apns"]] {
+            let r = try topicstore(command + ["--data", missing])
+            #expect(r.status == 3, "\(command): \(r.status) \(r.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: missing), "\(command) created the store")
+        }
+    }
 }
+

@@ -29,15 +29,16 @@ import Testing
         let (p8, serviceAccount) = try makeKeys(keys)
         let d = ["--data", data.path]
 
+        // Credentials belong to a store (a directory without one is refused, and
+        // stays without one) and to projects that exist, as keys do.
+        #expect(try cli.topicstore(["credentials", "list", "--json"] + d).status == 3)
+        for project in ["demo", "shop", "x"] {
+            #expect(try cli.topicstore(["project", "add", project] + d).status == 0)
+        }
         // Empty to begin with.
         let empty = try cli.topicstore(["credentials", "list", "--json"] + d)
         #expect(empty.status == 0)
         #expect((json(empty.stdout) as? [Any])?.isEmpty == true, "\(empty.stdout)")
-
-        // Credentials belong to projects that exist (as keys do).
-        for project in ["demo", "shop", "x"] {
-            #expect(try cli.topicstore(["project", "add", project] + d).status == 0)
-        }
         let apns = try cli.topicstore(["credentials", "set", "--project", "demo", "--apns-key-file", p8, "--key-id", "ABC123DEFG",
                                        "--team-id", "TEAM123456", "--bundle-id", "com.example.app", "--sandbox", "--json"] + d)
         #expect(apns.status == 0, "\(apns.stderr)")

@@ -55,6 +55,7 @@ enum CredentialsCommand: Command {
             if let file = arguments.value("fcm-service-account") { fcmAccount = try readFile(file) }
             guard apns != nil || fcmAccount != nil else { throw UsageError(description: "give --apns-key-file … or --fcm-service-account FILE") }
         }
+        try TopicStore.requireExisting(directory: arguments.dataDirectory)  // credentials belong to a store's projects: never make one
         let store = try TopicStore(directory: arguments.dataDirectory, options: .auxiliaryOnly)
         defer { store.close() }
         let credentials = try CredentialStore(store: store)

@@ -31,6 +31,7 @@ enum KeyCommand: Command {
             guard let kindName = arguments.value("kind"), let kind = KeyKind(rawValue: kindName) else {
                 throw UsageError(description: "--kind must be client or server")
             }
+            try TopicStore.requireExisting(directory: arguments.dataDirectory)  // keys belong to a store's projects: never make one
             let store = try TopicStore(directory: arguments.dataDirectory, options: .auxiliaryOnly)
             defer { store.close() }
             let access = try AccessControl(store: store)
@@ -49,6 +50,7 @@ enum KeyCommand: Command {
             }
         case "revoke":
             guard arguments.positionals.count == 2 else { throw UsageError(description: "usage: topicstore key revoke KEY_OR_ID") }
+            try TopicStore.requireExisting(directory: arguments.dataDirectory)  // keys belong to a store's projects: never make one
             let store = try TopicStore(directory: arguments.dataDirectory, options: .auxiliaryOnly)
             defer { store.close() }
             let access = try AccessControl(store: store)
