@@ -33,7 +33,7 @@ enum OpenAPIDocument {
         {"type": "string", "description": "a JSON array of topics, as a string"}]},
       "TokenBody": {"type": "object", "required": ["device_id", "token", "platform"], "properties": {
         "device_id": {"type": "string", "minLength": 1, "maxLength": 256},
-        "token": {"type": "string", "minLength": 1, "maxLength": 4096},
+        "token": {"type": "string", "minLength": 1, "maxLength": 500},
         "platform": {"type": "string", "enum": ["ios", "android", "and"]}}},
       "RegisterBody": {"type": "object", "required": ["device_id", "topics"], "properties": {
         "device_id": {"type": "string", "minLength": 1, "maxLength": 256},
