@@ -97,7 +97,7 @@ public struct ServerConfiguration: Sendable {
         }
         if let n = try number("threads") {
             guard n >= 0, n == n.rounded(), n <= Double(Int32.max) else {
-                throw Invalid(description: "config file \(path): 'threads' must be 0 (a thread per connection) or a positive number of pool threads, not \(Self.shown(n))")
+                throw Invalid(description: "config file \(path): 'threads' must be 0 (a thread per connection) or a positive number of pool threads, not \(DeliveryConfiguration.shown(n))")
             }
             threads = Int(n)
         }
@@ -105,14 +105,14 @@ public struct ServerConfiguration: Sendable {
         func count(_ key: String) throws(Invalid) -> Int? {
             guard let n = try number(key) else { return nil }
             guard n >= 1, n == n.rounded(), n <= Double(Int32.max) else {
-                throw Invalid(description: "config file \(path): '\(key)' must be a whole number from 1 to \(Int32.max), not \(Self.shown(n))")
+                throw Invalid(description: "config file \(path): '\(key)' must be a whole number from 1 to \(Int32.max), not \(DeliveryConfiguration.shown(n))")
             }
             return Int(n)
         }
         func seconds(_ key: String, atMost limit: Double = 86_400) throws(Invalid) -> Double? {
             guard let n = try number(key) else { return nil }
             guard n >= 0, n <= limit else {
-                throw Invalid(description: "config file \(path): '\(key)' must be 0 to \(Self.shown(limit)) seconds, not \(Self.shown(n))")
+                throw Invalid(description: "config file \(path): '\(key)' must be 0 to \(DeliveryConfiguration.shown(limit)) seconds, not \(DeliveryConfiguration.shown(n))")
             }
             return n
         }
@@ -139,16 +139,11 @@ public struct ServerConfiguration: Sendable {
                 }
                 let burst = (spec["burst"] as? NSNumber)?.doubleValue ?? max(1, rate)
                 guard rate == 0 || (burst >= 1 && burst <= 1e9) else {
-                    throw Invalid(description: "config file \(path): rateLimit.\(kindName).burst must be from 1 to 1000000000, not \(Self.shown(burst))")
+                    throw Invalid(description: "config file \(path): rateLimit.\(kindName).burst must be from 1 to 1000000000, not \(DeliveryConfiguration.shown(burst))")
                 }
                 rateLimits[kind] = RateLimit(perSecond: rate, burst: burst)
             }
         }
-    }
-
-    /// A number as the config file would say it: `0`, not `0.0`.
-    static func shown(_ n: Double) -> String {
-        n == n.rounded() && abs(n) < 1e15 ? String(Int64(n)) : String(n)
     }
 
     var httpConfiguration: HTTPServer.Configuration {

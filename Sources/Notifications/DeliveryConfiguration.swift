@@ -107,8 +107,9 @@ public struct DeliveryConfiguration: Sendable, Equatable {
         }
     }
 
-    /// A number as the config file would say it: `0`, not `0.0`.
-    static func shown(_ n: Double) -> String {
+    /// A number as a config file would say it: `0`, not `0.0` (also for
+    /// `ServerConfiguration`'s messages, which hold this section).
+    public static func shown(_ n: Double) -> String {
         n == n.rounded() && abs(n) < 1e15 ? String(Int64(n)) : String(n)
     }
 }

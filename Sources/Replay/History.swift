@@ -263,15 +263,3 @@ public enum History {
         return last
     }
 }
-
-extension Snapshot {
-    /// Runs `body` in a read transaction over the snapshot's projections, opened read-only.
-    func read<R>(_ body: (ProjectionReader, borrowing Transaction) throws -> R) throws -> R {
-        var options = Environment.Options()
-        options.readOnly = true
-        options.maxDatabases = 32
-        let environment = try Environment(path: directory, options: options)
-        let reader = ProjectionReader(tables: try ProjectionTables.open(in: environment, create: false))
-        return try environment.read { txn in try body(reader, txn) }
-    }
-}

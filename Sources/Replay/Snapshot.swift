@@ -1,5 +1,6 @@
 import Foundation
 import LMDB
+import Projections
 import SubscriptionLog
 import TopicStore
 
@@ -98,11 +99,23 @@ public struct Snapshot: Sendable, Hashable {
     /// Copies the snapshot's database into `target` (an existing empty directory)
     /// with LMDB's compacting copy; the copy's projections are those at the horizon.
     func copyDatabase(to target: String) throws {
+        try openDatabase().copy(to: target, compact: true)
+    }
+
+    /// Runs `body` in a read transaction over the snapshot's projections (what
+    /// `history` starts from on a compacted log).
+    func read<R>(_ body: (ProjectionReader, borrowing Transaction) throws -> R) throws -> R {
+        let environment = try openDatabase()
+        let reader = ProjectionReader(tables: try ProjectionTables.open(in: environment, create: false))
+        return try environment.read { txn in try body(reader, txn) }
+    }
+
+    /// The snapshot's database, opened read-only.
+    private func openDatabase() throws -> Environment {
         var options = Environment.Options()
         options.readOnly = true
         options.maxDatabases = 32
-        let env = try Environment(path: directory, options: options)
-        try env.copy(to: target, compact: true)
+        return try Environment(path: directory, options: options)
     }
 
     /// Copies the whole snapshot (database and manifest) to `target`, which must not exist.
