@@ -6,7 +6,7 @@ import Foundation
 /// A handler that can answer at once calls `respond` before it returns; one
 /// that waits for something (a durable commit) keeps the responder and calls
 /// `respond` later, from wherever the answer arrives. Meanwhile the server does
-/// not hold a thread for the request: in the epoll pool the connection is
+/// not hold a thread for the request: in the thread pool the connection is
 /// suspended (`MHD_suspend_connection`) and resumed by `respond`; with a thread
 /// per connection, that connection's own thread waits.
 public final class HTTPResponder: @unchecked Sendable {

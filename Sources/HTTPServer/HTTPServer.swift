@@ -5,7 +5,7 @@ import Foundation
 ///
 /// Handlers run on libmicrohttpd's threads. A handler that waits for something
 /// (a durable commit, say) takes the `HTTPResponder` and answers later from any
-/// thread: in the epoll pool its connection is suspended meanwhile, so a few
+/// thread: in the thread pool its connection is suspended meanwhile, so a few
 /// threads serve many waiting connections; with a thread per connection, that
 /// thread waits. The body is read whole before the handler runs; a body over
 /// `Configuration.bodyLimit` is answered with `errorResponse(413)` and the
@@ -15,7 +15,7 @@ public final class HTTPServer: Sendable {
     public enum Threading: Sendable, Hashable {
         /// A thread per connection (polled with `poll`): handlers may block freely.
         case threadPerConnection
-        /// A pool of this many threads multiplexing connections with epoll: a
+        /// A pool of this many threads multiplexing connections with poll: a
         /// handler that answers later through its `HTTPResponder` suspends only
         /// its own connection, but one that blocks stalls its thread's other connections.
         case threadPool(Int)
@@ -141,7 +141,7 @@ final class ServerCore: @unchecked Sendable {
     let configuration: HTTPServer.Configuration
     let handler: HTTPServer.DeferredHandler
     let onComplete: (@Sendable (HTTPServer.Completion) -> Void)?
-    /// Whether waiting connections are suspended (the epoll pool) rather than holding their thread.
+    /// Whether waiting connections are suspended (the thread pool) rather than holding their thread.
     let suspends: Bool
 
     private let condition = NSCondition()
@@ -151,6 +151,8 @@ final class ServerCore: @unchecked Sendable {
     private var suspendedConnections = 0
     private var draining = false
     private var stopped = false
+    /// The listening socket `MHD_quiesce_daemon` gave back, closed after `MHD_stop_daemon`.
+    private var quiescedSocket: Int32 = -1
     private var retainedSelf: Unmanaged<ServerCore>?
 
     init(configuration: HTTPServer.Configuration, handler: @escaping HTTPServer.DeferredHandler,
@@ -206,7 +208,11 @@ final class ServerCore: @unchecked Sendable {
         case .threadPerConnection:
             flags |= MHD_USE_THREAD_PER_CONNECTION.rawValue | MHD_USE_POLL.rawValue
         case .threadPool(let n):
-            flags |= MHD_USE_EPOLL.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
+            // poll, not epoll: libmicrohttpd 0.9.75's MHD_quiesce_daemon removes the listening
+            // socket from each worker's epoll set while the worker may be removing it too, and
+            // aborts the process when it loses that race (a shutdown under load). With poll a
+            // worker just stops watching the socket.
+            flags |= MHD_USE_POLL.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
             poolSize = UInt32(max(1, n))
         }
         if chosen.pointee.ai_family == AF_INET6 { flags |= MHD_USE_IPv6.rawValue }
@@ -246,9 +252,11 @@ final class ServerCore: @unchecked Sendable {
         guard let daemon, !stopped else { condition.unlock(); return }
         if !draining {
             draining = true
-            // Stop accepting: the daemon gives the listening socket back; close it.
-            let fd = MHD_quiesce_daemon(daemon)
-            if fd >= 0 { close(fd) }
+            // Stop accepting: the daemon gives the listening socket back, and shutting it down
+            // refuses new connections at once. libmicrohttpd's threads may still be looking at
+            // the descriptor, so it is closed only after MHD_stop_daemon (as its manual asks).
+            quiescedSocket = MHD_quiesce_daemon(daemon)
+            if quiescedSocket >= 0 { _ = Glibc.shutdown(quiescedSocket, Int32(SHUT_RD)) }
         }
         let deadline = Date().addingTimeInterval(drainTimeout)
         while inFlight > 0 && condition.wait(until: deadline) {}
@@ -260,6 +268,8 @@ final class ServerCore: @unchecked Sendable {
         // Joins the connection threads; requests still running finish their handler first.
         MHD_stop_daemon(daemon)
         condition.lock()
+        if quiescedSocket >= 0 { close(quiescedSocket) }
+        quiescedSocket = -1
         self.daemon = nil
         let me = retainedSelf
         retainedSelf = nil

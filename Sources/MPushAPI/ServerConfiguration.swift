@@ -20,7 +20,7 @@ import Notifications
 ///   "audiencePageLimit": 10000
 /// }
 /// ```
-/// `threads` n ≥ 1 is an epoll pool of n threads (default 4): a command waits for
+/// `threads` n ≥ 1 is a pool of n threads (default 4): a command waits for
 /// its group commit with its connection suspended, not holding a thread; 0 is a
 /// thread per connection; a negative or fractional n is refused.
 /// A rate of 0 turns the limit off for that kind of key.

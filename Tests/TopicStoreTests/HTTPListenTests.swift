@@ -30,6 +30,36 @@ struct HTTPListenTests {
         }
     }
 
+    /// Shutdown stops the listening socket while the pool's threads are busy with requests.
+    /// On libmicrohttpd's epoll loop that races the workers, and losing the race aborted
+    /// the process ("Failed to remove listen FD from epoll set"). Stopped again and again
+    /// under load, the server stops cleanly and refuses new connections.
+    @Test func aThreadPoolServerStopsCleanlyUnderLoad() throws {
+        var configuration = HTTPServer.Configuration()
+        configuration.port = 0
+        configuration.threading = .threadPool(4)
+        for _ in 0..<150 {
+            let server = try HTTPServer(configuration: configuration, handler: Self.ok("up"))
+            let port = server.port
+            let group = DispatchGroup()
+            for _ in 0..<6 {
+                group.enter()
+                Thread.detachNewThread {
+                    defer { group.leave() }
+                    // New connections and keep-alive requests until the server is gone.
+                    for _ in 0..<200 {
+                        guard let client = try? RawHTTPClient(port: port) else { return }
+                        for _ in 0..<5 { guard (try? client.request("GET", "/")) != nil else { break } }
+                    }
+                }
+            }
+            usleep(UInt32.random(in: 1_000...20_000))
+            server.shutdown(drainTimeout: 0)
+            #expect(throws: (any Error).self) { _ = try RawHTTPClient(port: port).request("GET", "/") }
+            #expect(group.wait(timeout: .now() + 20) == .success)
+        }
+    }
+
     @Test func aSecondServeOnABusyPortExitsWithAnError() throws {
         let dir = TemporaryDirectory("listen")
         let first = try ServeProcess(data: dir.sub("a"))

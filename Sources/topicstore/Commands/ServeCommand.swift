@@ -15,7 +15,7 @@ enum ServeCommand: Command {
         options: [
             .init(name: "listen", value: "HOST:PORT", help: "where to listen (default 127.0.0.1:8080; port 0 picks a free one)"),
             .init(name: "config", value: "FILE", help: "a JSON config file (flags given here win over it)"),
-            .init(name: "threads", value: "N", help: "an epoll pool of N ≥ 1 threads (default 4); 0: a thread per connection"),
+            .init(name: "threads", value: "N", help: "a pool of N ≥ 1 threads (default 4); 0: a thread per connection"),
             .init(name: "quiet", value: nil, help: "no access log on standard error"),
             .init(name: "no-recipient-cache", value: nil,
                   help: "stream recipients from the device table only (saves about its size in memory)"),
