@@ -118,6 +118,9 @@ final class HTTP2Engine {
         /// The Retry-After header, when the server sent one.
         var retryAfter: String?
         var error: String?
+        /// When this attempt was handed to the connection (ms since 1970; 0 when it never was):
+        /// the time a rejection without a provider timestamp is dated.
+        var sentAtMillis: Int64 = 0
     }
 
     /// What to do after a response: nothing more, or try again after `delay` seconds.
@@ -136,6 +139,7 @@ final class HTTP2Engine {
         var error: String?
         var deadline = 0.0
         var resetAt = 0.0
+        var sentAtMillis: Int64 = 0
         var active = false
         // What nghttp2 reads while the request is sent.
         var nva: UnsafeMutablePointer<nghttp2_nv>
@@ -259,6 +263,13 @@ final class HTTP2Engine {
         readBuffer.deallocate()
     }
 
+    /// The wall clock in milliseconds since 1970.
+    static func wallMillis() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+
     static func seconds() -> Double {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
@@ -342,7 +353,7 @@ final class HTTP2Engine {
                 for index in batch {
                     let slot = slots[index]
                     let response = Response(status: slot.error == nil ? slot.status : 0, body: slot.body,
-                                            retryAfter: slot.retryAfter, error: slot.error)
+                                            retryAfter: slot.retryAfter, error: slot.error, sentAtMillis: slot.sentAtMillis)
                     let request = slot.request!
                     release(index)
                     inFlight -= 1
@@ -421,6 +432,7 @@ final class HTTP2Engine {
         slot.error = nil
         slot.deadline = now + timeout
         slot.resetAt = 0
+        slot.sentAtMillis = Self.wallMillis()
         slot.active = true
 
         // Headers: the batch's pairs, with this request's :path.

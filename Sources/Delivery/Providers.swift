@@ -4,7 +4,7 @@ import Notifications
 /// What a provider's answer means for one device.
 enum PushOutcome: Equatable {
     case sent
-    /// The token is dead: a token-rejected event at `at` (ms, provider time when given).
+    /// The token is dead: a token-rejected event at `at` (ms: the provider's time when given, else when the push was sent).
     case rejected(at: Int64, reason: String)
     /// 429, 5xx or a transport error: try again (after Retry-After seconds when given).
     case retry(after: Double?, reason: String)
@@ -13,7 +13,12 @@ enum PushOutcome: Equatable {
     case failed(reason: String)
 }
 
-func nowMillis() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+extension HTTP2Engine.Response {
+    /// When a rejection without the provider's own timestamp is dated: when the push was sent,
+    /// not when the answer came back. A device that registers its token again while the answer
+    /// is on its way registered it after the rejection, and stays live (the fold's rule).
+    var rejectionTime: Int64 { sentAtMillis > 0 ? sentAtMillis : HTTP2Engine.wallMillis() }
+}
 
 /// Retry-After: seconds, or an HTTP date.
 func retryAfter(_ value: String?) -> Double? {
@@ -74,9 +79,9 @@ final class APNsProvider {
         switch (r.status, reason) {
         case (410, _):
             // Unregistered: the token stopped being valid at `timestamp` (ms).
-            return .rejected(at: json?["timestamp"]?.integer() ?? nowMillis(), reason: reason)
+            return .rejected(at: json?["timestamp"]?.integer() ?? r.rejectionTime, reason: reason)
         case (400, "BadDeviceToken"):
-            return .rejected(at: nowMillis(), reason: reason)
+            return .rejected(at: r.rejectionTime, reason: reason)
         case (403, "ExpiredProviderToken"), (403, "InvalidProviderToken"):
             return .reauthenticate(reason: reason)
         case (429, _), (500...599, _):
@@ -152,10 +157,10 @@ final class FCMProvider {
         }
         let message = error?["message"]?.stringValue ?? ""
         if errorCode == "UNREGISTERED" || status == "NOT_FOUND" && r.status == 404 {
-            return .rejected(at: nowMillis(), reason: "UNREGISTERED")
+            return .rejected(at: r.rejectionTime, reason: "UNREGISTERED")
         }
         if status == "INVALID_ARGUMENT" && (tokenField || message.lowercased().contains("registration token")) {
-            return .rejected(at: nowMillis(), reason: "INVALID_ARGUMENT")
+            return .rejected(at: r.rejectionTime, reason: "INVALID_ARGUMENT")
         }
         switch r.status {
         case 401: return .reauthenticate(reason: "401 \(status)")

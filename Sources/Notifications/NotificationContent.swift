@@ -6,7 +6,10 @@ public struct PushButton: Sendable, Equatable {
     public var action: Action
     public var url: String?
 
-    /// `{"id","label","action","url"}`, url null when absent: the shape both SDK sides decode.
+    /// The keys a button takes.
+    static let keys: Set<String> = ["id", "label", "action", "url"]
+
+    /// `{"id","label","action","url"}`, url null when absent (a close button): seed 004's shape.
     var json: JSONValue {
         .object([JSONMember("id", .string(id)), JSONMember("label", .string(label)),
                  JSONMember("action", .string(action.rawValue)), JSONMember("url", url.map { .string($0) } ?? .null)])
@@ -71,11 +74,10 @@ public struct NotificationContent: Sendable, Equatable {
                             "thumbnail_url", "deep_link", "buttons", "channel_id"]
     public static let knownKeys: Set<String> = Set(alertKeys + ["content_available", "collapse_id", "expiration_at", "custom",
                                                          "campaign_id", "silent", "inapp", "priority"])
-    /// Top-level APNs keys and FCM data keys that `custom` may not take.
-    static let reservedCustomKeys: Set<String> = ["aps", "message_id", "campaign_id", "title", "body", "badge", "sound",
-                                                  "image_url", "thumbnail_url", "deep_link", "buttons", "channel_id",
-                                                  "silent", "inapp", "custom", "title_loc_key", "title_loc_args", "loc_key",
-                                                  "loc_args", "action_loc_key", "launch_image", "subtitle"]
+    /// The keys `custom` may not take: APNs gets the custom keys at the top level of its
+    /// payload, beside these (which the app's notification extension reads there). FCM gets
+    /// `custom` as one JSON string, where no key can collide.
+    static let reservedCustomKeys: Set<String> = ["aps", "message_id", "campaign_id", "image_url", "deep_link", "buttons", "inapp"]
 
     /// Validates `payload` (the request's `payload` object). Every problem is reported, field by field.
     public init(payload: JSONValue) throws(SendProblems) {
@@ -167,7 +169,10 @@ public struct NotificationContent: Sendable, Equatable {
                 if items.count > 2 { add("buttons", "The payload.buttons may not have more than 2 items.") }
                 for (i, item) in items.prefix(2).enumerated() {
                     let f = "buttons.\(i)"
-                    guard case .object = item else { add(f, "Each button must be an object."); continue }
+                    guard case .object(let keys) = item else { add(f, "Each button must be an object."); continue }
+                    for k in keys where !PushButton.keys.contains(k.key) {
+                        add("\(f).\(k.key)", "The \(k.key) field is not a button key (a button has id, label, action and url).")
+                    }
                     let id = item["id"]?.stringValue
                     let label = item["label"]?.stringValue
                     let action = item["action"]?.stringValue.flatMap(PushButton.Action.init(rawValue:))
@@ -178,7 +183,9 @@ public struct NotificationContent: Sendable, Equatable {
                     if id != "primary" && id != "secondary" { add("\(f).id", "The id must be primary or secondary.") }
                     if label?.isEmpty ?? true { add("\(f).label", "The label field is required.") }
                     if action == nil { add("\(f).action", "The action must be open_screen, open_url or close.") }
+                    // The app opens a button's url for both (seed 004: optString("url")); only close takes none.
                     if action == .openURL && url == nil { add("\(f).url", "An open_url button needs a url.") }
+                    if action == .openScreen && url == nil { add("\(f).url", "An open_screen button needs a url (the screen's deep link).") }
                     if let id, let label, let action, !label.isEmpty {
                         if buttons.contains(where: { $0.id == id }) { add("\(f).id", "Two buttons have the id \(id).") }
                         buttons.append(PushButton(id: id, label: label, action: action, url: url))
@@ -191,8 +198,15 @@ public struct NotificationContent: Sendable, Equatable {
         if !buttons.isEmpty && category != nil {
             add("category", "Give category or buttons, not both: buttons choose the category (UNPLUG_ONE_BUTTON or UNPLUG_TWO_BUTTONS).")
         }
+        // `inapp` marks a push that leads to an in-app message. Without `silent` it is the silent
+        // in-app fetch when it carries nothing to show, and a visible push whose tap opens the
+        // in-app message when it has a title or body (seed 004 passes `inapp` to its open intent).
         inapp = flag("inapp")
-        silent = flag("silent") || inapp
+        if let v = payload["silent"], !v.isNull {
+            silent = flag("silent")
+        } else {
+            silent = inapp && !Self.alertKeys.contains { payload[$0].map { !$0.isNull } ?? false }
+        }
         if let p = string("priority") {
             if p == "normal" || p == "high" { priority = p } else { add("priority", "The payload.priority must be normal or high.") }
         }

@@ -6,8 +6,8 @@
 /// level, where the SDKs' notification extensions read them.
 ///
 /// FCM HTTP v1: a data-only message (no `notification` block), every value a
-/// string; `custom` as a JSON object string, `"[]"` when empty (what the MPush
-/// Android SDK parses); buttons as a JSON string; `channel_id`.
+/// string; `custom` as a JSON object string, `"{}"` when empty (what the MPush
+/// Android SDK parses with JSONObject); buttons as a JSON string; `channel_id`.
 public enum PayloadRenderer {
     /// What both providers allow for a payload (APNs body; FCM `data`).
     public static let sizeLimit = 4096
@@ -96,14 +96,15 @@ public enum PayloadRenderer {
             s("deep_link", c.deepLink)
             if !c.buttons.isEmpty { s("buttons", JSONValue.array(c.buttons.map(\.json)).text) }
             s("channel_id", c.channelID)
+            if c.inapp { s("inapp", "1") }
         }
-        // The MPush Android SDK parses `custom` with JSONObject and crashes on anything but a JSON
-        // string: always send it in the MPush layout ("[]" when empty); rich and silent pushes
-        // (seed 004's app reads top-level keys) carry it only when there is something in it.
+        // The MPush Android SDK reads `custom` with `new JSONObject(custom)`: a plain push always
+        // carries it as a JSON object string, "{}" when empty (JSONObject refuses "[]"); rich and
+        // silent pushes (seed 004's app reads top-level keys) carry it only when there is something in it.
         if !c.custom.isEmpty {
             d.append(JSONMember("custom", .string(JSONValue.object(c.custom).text)))
         } else if !c.isRich && !c.silent {
-            d.append(JSONMember("custom", .string("[]")))
+            d.append(JSONMember("custom", .string("{}")))
         }
         return JSONValue.object(d).bytes
     }

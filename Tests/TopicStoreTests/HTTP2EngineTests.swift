@@ -58,6 +58,22 @@ import Testing
         #expect(engine.connectionsOpened <= 2)
     }
 
+    /// A rejection without the provider's timestamp (APNs BadDeviceToken, FCM UNREGISTERED) is
+    /// dated when the push was sent: a device registering again while the answer is on its way
+    /// registered after the rejection and must stay live.
+    @Test func rejectionsWithoutATimestampAreDatedWhenSent() throws {
+        let fake = try FakePushServer(delayMs: 400, log: false)
+        let engine = HTTP2Engine(caFile: fake.caFile, connectionsPerHost: 1)
+        let before = HTTP2Engine.wallMillis()
+        let r = Self.run(engine, try Self.apnsRequests(fake, tokens: ["bad1"]))
+        let after = HTTP2Engine.wallMillis()
+        #expect(after - before >= 400)
+        guard case .rejected(let at, "BadDeviceToken")? = r[0].map(APNsProvider.classify) else {
+            Issue.record("not a rejection: \(String(describing: r[0]))"); return
+        }
+        #expect(at >= before && at < before + 300, "dated \(at - before) ms after the send began, answered after \(after - before) ms")
+    }
+
     @Test func refusesAServerItCannotVerify() throws {
         let fake = try FakePushServer(log: false)
         // Another CA than the one that signed the fake's certificate.

@@ -15,13 +15,13 @@ import Testing
     @Test func seed000BasicNotification() throws {
         let r = try render(#"{"body": "Hello"}"#)
         #expect(r.apns == #"{"aps":{"alert":{"body":"Hello"}},"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58"}"#)
-        #expect(r.fcm == #"{"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58","body":"Hello","custom":"[]"}"#)
+        #expect(r.fcm == #"{"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58","body":"Hello","custom":"{}"}"#)
     }
 
     @Test func seed000BadgeAndSound() throws {
         let r = try render(#"{"title": "News!", "body": "Hello", "badge": 2, "sound": "sound.aiff"}"#)
         #expect(r.apns == #"{"aps":{"alert":{"title":"News!","body":"Hello"},"badge":2,"sound":"sound.aiff"},"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58"}"#)
-        #expect(r.fcm == #"{"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58","title":"News!","body":"Hello","badge":"2","sound":"sound.aiff","custom":"[]"}"#)
+        #expect(r.fcm == #"{"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58","title":"News!","body":"Hello","badge":"2","sound":"sound.aiff","custom":"{}"}"#)
     }
 
     @Test func seed000Image() throws {
@@ -33,7 +33,7 @@ import Testing
     @Test func seed000Localization() throws {
         let r = try render(#"{"loc_key": "LOCALIZED_PUSH", "loc_args": ["Name", "Surname"]}"#)
         #expect(r.apns == #"{"aps":{"alert":{"loc-key":"LOCALIZED_PUSH","loc-args":["Name","Surname"]}},"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58"}"#)
-        #expect(r.fcm == #"{"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58","loc_key":"LOCALIZED_PUSH","loc_args":"[\"Name\",\"Surname\"]","custom":"[]"}"#)
+        #expect(r.fcm == #"{"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58","loc_key":"LOCALIZED_PUSH","loc_args":"[\"Name\",\"Surname\"]","custom":"{}"}"#)
     }
 
     static let richPayload = #"""
@@ -68,6 +68,20 @@ import Testing
         let content = try NotificationContent(payload: try JSONParser.parse(Array(#"{"silent":true}"#.utf8)))
         let headers = PayloadRenderer.apnsHeaders(content, bundleID: "com.example.app")
         #expect(headers.map { "\($0.0): \($0.1)" } == ["apns-push-type: background", "apns-priority: 5", "apns-topic: com.example.app"])
+    }
+
+    /// `inapp` on a push with something to show is a visible push whose tap opens the in-app
+    /// message (seed 004's open intent carries `inapp`); alone, it is the silent fetch.
+    @Test func inAppOnAVisiblePush() throws {
+        let r = try render(#"{"title":"Your reward","body":"Tap to see it","inapp":true}"#)
+        #expect(r.apns == #"{"aps":{"alert":{"title":"Your reward","body":"Tap to see it"}},"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58","inapp":1}"#)
+        #expect(r.fcm == #"{"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58","title":"Your reward","body":"Tap to see it","inapp":"1","custom":"{}"}"#)
+        let visible = try NotificationContent(payload: try JSONParser.parse(Array(#"{"body":"b","inapp":true,"silent":false}"#.utf8)))
+        #expect(!visible.silent && visible.inapp)
+        #expect(PayloadRenderer.apnsHeaders(visible, bundleID: "b").first?.1 == "alert")
+        let fetch = try render(#"{"inapp": true}"#)
+        #expect(fetch.apns == #"{"aps":{"content-available":1},"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58","inapp":1}"#)
+        #expect(fetch.fcm == #"{"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58","silent":"1","inapp":"1"}"#)
     }
 
     @Test func apnsHeadersAndFCMEnvelope() throws {
@@ -117,6 +131,17 @@ import Testing
         #expect(problems(#"{"body":"x","buttons":[{"id":"third","label":"","action":"jump"}]}"#) == ["payload.buttons.0.id", "payload.buttons.0.label", "payload.buttons.0.action"])
         #expect(problems(#"{"silent":true,"body":"x"}"#) == ["payload.body"])
         #expect(problems(#"{"body":"x","colour":"red"}"#) == ["payload.colour"])
+        // An explicit silent:false with inapp is a visible push, so it needs its body.
+        #expect(problems(#"{"inapp":true,"silent":false}"#) == ["payload.body"])
+        #expect(problems(#"{"silent":true,"inapp":true,"title":"x"}"#) == ["payload.title"])
+        // The app opens an open_screen button's url: it needs one (a close button takes none).
+        #expect(problems(#"{"body":"x","buttons":[{"id":"primary","label":"Go","action":"open_screen"}]}"#) == ["payload.buttons.0.url"])
+        #expect(problems(#"{"body":"x","buttons":[{"id":"primary","label":"No","action":"close"}]}"#) == [])
+        // A button key the renderers would drop is refused, like any unknown payload key.
+        #expect(problems(#"{"body":"x","buttons":[{"id":"primary","label":"Go","action":"open_url","url":"u","icon":"star"}]}"#) == ["payload.buttons.0.icon"])
+        // Only the keys APNs has beside the custom ones at the top level are reserved.
+        #expect(problems(#"{"body":"x","custom":{"title":"t","sound":"s","badge":1}}"#) == [])
+        #expect(problems(#"{"body":"x","custom":{"image_url":"u","inapp":1}}"#) == ["payload.custom.image_url", "payload.custom.inapp"])
     }
 
     @Test func sizeLimitSaysByHowMuch() throws {
