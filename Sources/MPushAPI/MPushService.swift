@@ -115,7 +115,7 @@ final class MPushService: Sendable {
             case .unregisterAll: return try membership("unregister-all", request, credential)
             case .audienceCount: return .response(try audienceCount(request, credential))
             case .audience: return .response(try audiencePage(request, credential))
-            case .topics: return .response(try topics(credential))
+            case .topics: return .response(try topics(request, credential))
             case .device: return .response(try device(parameter ?? "", credential))
             case .feedback: return try feedback(request, credential)
             case .send: return .response(try send(request, credential))
@@ -279,15 +279,37 @@ final class MPushService: Sendable {
         return HTTPResponse(status: 200, headers: headers, body: body)
     }
 
-    private func topics(_ credential: Credential) throws -> HTTPResponse {
+    /// The most topics one page of `GET /v1/topics` holds, and the page without `limit`.
+    static let topicPageLimit = 10_000
+    static let topicPageDefault = 1000
+
+    /// One page of the project's topics in code order: `limit` (1…10,000, default 1,000),
+    /// `prefix` (codes that start with it), `after` (the previous page's `next`).
+    private func topics(_ request: HTTPRequest, _ credential: Credential) throws -> HTTPResponse {
+        var errors: [ValidationError] = []
+        var limit = Self.topicPageDefault
+        if let text = request.queryValue("limit") {
+            if let n = Int(text), (1...Self.topicPageLimit).contains(n) { limit = n } else {
+                errors.append(ValidationError(field: "limit", message: "The limit must be an integer between 1 and \(Self.topicPageLimit)."))
+            }
+        }
+        let prefix = request.queryValue("prefix") ?? ""
+        if !prefix.isEmpty && !Validation.isValidTopicCode(prefix) {
+            errors.append(ValidationError(field: "prefix", message: "The prefix must be the start of a topic code (ASCII letters, digits and . _ - ~ @ / + = #, at most 128)."))
+        }
+        let after = request.queryValue("after")
+        if let after, !Validation.isValidTopicCode(after) {
+            errors.append(ValidationError(field: "after", message: "The after field must be a topic code (the next of the previous page)."))
+        }
+        guard errors.isEmpty else { throw InvalidCommand(errors) }
         let reader = store.reader
-        let (asOf, topics) = try store.read { txn -> (UInt64, [TopicInfo]) in
+        let (asOf, page) = try store.read { txn -> (UInt64, TopicPage) in
             let asOf = try store.tables.appliedSequence(txn)
-            guard let p = try reader.project(named: credential.project, txn) else { return (asOf, []) }
-            return (asOf, try reader.topics(p.id, txn))
+            guard let p = try reader.project(named: credential.project, txn) else { return (asOf, TopicPage(topics: [], next: nil)) }
+            return (asOf, try reader.topicPage(p.id, prefix: prefix, after: after, limit: limit, txn))
         }
         return HTTPResponse(status: 200, headers: ["Content-Type": APIResponse.jsonType],
-                            body: TopicListJSON.encode(project: credential.project, asOf: asOf, topics: topics))
+                            body: TopicListJSON.encode(project: credential.project, asOf: asOf, topics: page.topics, next: page.next))
     }
 
     private func device(_ deviceID: String, _ credential: Credential) throws -> HTTPResponse {

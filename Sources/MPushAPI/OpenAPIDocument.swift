@@ -51,6 +51,7 @@ enum OpenAPIDocument {
         "unknownTopics": {"type": "array", "items": {"type": "string"}}, "expr": {"type": "string"}}},
       "TopicList": {"type": "object", "properties": {
         "project": {"type": "string"}, "asOfSeq": {"type": "integer"},
+        "next": {"type": "string", "description": "present when more topics follow: the last code of this page, to pass as after"},
         "topics": {"type": "array", "items": {"type": "object", "properties": {
           "code": {"type": "string"}, "title": {"type": "string"}, "single": {"type": "boolean"}, "subscribers": {"type": "integer"}}}}}},
       "Device": {"type": "object", "properties": {
@@ -155,8 +156,11 @@ enum OpenAPIDocument {
       "post": {"summary": "One page of recipients (query in a JSON body)", "security": [{"projectKey": []}],
         "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AudienceQuery"}}}},
         "responses": {"200": {"description": "A page", "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}, "400": {"$ref": "#/components/responses/BadRequest"}, "401": {"$ref": "#/components/responses/Unauthorized"}, "403": {"$ref": "#/components/responses/Forbidden"}, "422": {"$ref": "#/components/responses/Invalid"}, "429": {"$ref": "#/components/responses/TooMany"}}}},
-    "/v1/topics": {"get": {"summary": "The project's topics with subscriber counts", "security": [{"projectKey": []}],
-      "responses": {"200": {"description": "Topics", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/TopicList"}}}}, "401": {"$ref": "#/components/responses/Unauthorized"}, "403": {"$ref": "#/components/responses/Forbidden"}, "429": {"$ref": "#/components/responses/TooMany"}}}},
+    "/v1/topics": {"get": {"summary": "One page of the project's topics in code order, with subscriber counts", "security": [{"projectKey": []}],
+      "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 1000}},
+                     {"name": "prefix", "in": "query", "schema": {"type": "string"}, "description": "only codes that start with it"},
+                     {"name": "after", "in": "query", "schema": {"type": "string"}, "description": "the next of the page before"}],
+      "responses": {"200": {"description": "Topics", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/TopicList"}}}}, "401": {"$ref": "#/components/responses/Unauthorized"}, "403": {"$ref": "#/components/responses/Forbidden"}, "422": {"$ref": "#/components/responses/Invalid"}, "429": {"$ref": "#/components/responses/TooMany"}}}},
     "/v1/devices/{device_id}": {"get": {"summary": "One device: token, platform, state, topics", "security": [{"projectKey": []}],
       "parameters": [{"name": "device_id", "in": "path", "required": true, "schema": {"type": "string"}}],
       "responses": {"200": {"description": "The device", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Device"}}}}, "401": {"$ref": "#/components/responses/Unauthorized"}, "403": {"$ref": "#/components/responses/Forbidden"}, "404": {"$ref": "#/components/responses/NotFound"}, "429": {"$ref": "#/components/responses/TooMany"}}}},

@@ -8,6 +8,18 @@ public struct TopicInfo: Sendable, Hashable {
     public var record: TopicRecord
 }
 
+/// A page of a project's topics in code order (`ProjectionReader.topicPage`).
+public struct TopicPage: Sendable, Hashable {
+    public var topics: [TopicInfo]
+    /// The last code of this page when more topics follow (the next page's `after`).
+    public var next: String?
+
+    public init(topics: [TopicInfo], next: String?) {
+        self.topics = topics
+        self.next = next
+    }
+}
+
 /// One device as a send service or an operator sees it.
 public struct DeviceInfo: Sendable, Hashable {
     public var ordinal: UInt32
@@ -81,6 +93,42 @@ public struct ProjectionReader: Sendable {
             }
         }
         return n
+    }
+
+    /// One page of a project's topics in code order (byte order: codes are ASCII): those whose
+    /// code starts with `prefix`, after the code `after` (exclusive), at most `limit`, each with
+    /// its subscriber count. `next` is the page's last code when more follow: pass it as `after`.
+    public func topicPage(_ pid: UInt32, prefix: String = "", after: String? = nil, limit: Int,
+                          _ txn: borrowing Transaction) throws -> TopicPage {
+        precondition(limit > 0)
+        let base = Keys.named(pid, prefix)
+        var start = base
+        if let after {
+            // The smallest key above pid ‖ after: codes hold no NUL byte.
+            let above = Keys.named(pid, after) + [0]
+            if start.lexicographicallyPrecedes(above) { start = above }
+        }
+        let compact = try tables.topicLayout(txn) == .compact
+        var page = TopicPage(topics: [], next: nil)
+        try txn.withCursor(tables.topicCodes) { cursor in
+            var entry = try cursor.seek(atLeast: start)
+            while let (key, value) = entry, Keys.hasPrefix(key, base) {
+                let code = String(decoding: UnsafeRawBufferPointer(rebasing: key[4...]), as: UTF8.self)
+                if page.topics.count == limit {
+                    page.next = page.topics.last?.record.code
+                    return
+                }
+                guard value.count == 4 else { throw ProjectionCorruption(place: "topic_codes/\(pid)/\(code)", reason: "\(value.count) bytes") }
+                let tid = value.loadBigEndian(at: 0, as: UInt32.self)
+                guard var record = try storedTopic(pid, tid, txn) else {
+                    throw ProjectionCorruption(place: "topic_codes/\(pid)/\(code)", reason: "names topic \(tid), which has no record")
+                }
+                if compact { try count(&record, pid, tid, txn) }
+                page.topics.append(TopicInfo(id: tid, record: record))
+                entry = try cursor.next()
+            }
+        }
+        return page
     }
 
     /// Every topic of a project, by topic id; with `counted: false`, as stored

@@ -15,6 +15,27 @@ import Testing
     {"project":"demo","type":"register","device_id":"D2","topics":["all"]}
     """
 
+    // MARK: topics in pages
+
+    @Test func topicsPageByPrefixAfterAndLimit() throws {
+        let dir = TemporaryDirectory("topic-pages")
+        let data = try loadedStore(dir, Self.commands)
+        let page = try topicstore(["topics", "--data", data, "--project", "demo", "--limit", "1", "--json"])
+        #expect(page.status == 0 && json(page.stdout)["next"] as? String == "all", "\(page.stdout)")
+        #expect((json(page.stdout)["topics"] as? [[String: Any]])?.map { $0["code"] as? String } == ["all"])
+        let rest = try topicstore(["topics", "--data", data, "--project", "demo", "--after", "all"])
+        #expect(rest.status == 0 && rest.stdout.contains("1 topics in demo") && rest.stdout.contains("news  1 subscribers"), "\(rest.stdout)")
+        #expect(!rest.stdout.contains("more topics follow"))
+        let text = try topicstore(["topics", "--data", data, "--project", "demo", "--limit", "1"])
+        #expect(text.stdout.hasSuffix("more topics follow: --after all\n"), "\(text.stdout)")
+        let prefixed = try topicstore(["topics", "--data", data, "--project", "demo", "--prefix", "ne", "--json"])
+        #expect((json(prefixed.stdout)["topics"] as? [[String: Any]])?.map { $0["code"] as? String } == ["news"])
+        for bad in [["--limit", "0"], ["--prefix", "a b"], ["--after", "x y"], ["--limit", "many"]] {
+            let r = try topicstore(["topics", "--data", data, "--project", "demo"] + bad)
+            #expect(r.status == 2, "\(bad): \(r.stderr)")
+        }
+    }
+
     // MARK: replay --at
 
     @Test func replayAtAcceptsTheDocumentedForms() throws {
