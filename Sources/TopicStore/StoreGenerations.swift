@@ -108,7 +108,7 @@ final class Generation: Sendable {
         }
         environment = env
         do {
-            (log, tables) = try Self.growingMap(env) {
+            (log, tables) = try Self.whileOpening(env) {
                 (try EventLog.open(in: env, create: !options.readOnly), try ProjectionTables.open(in: env, create: !options.readOnly))
             }
         } catch LMDBError.notFound {
@@ -118,28 +118,35 @@ final class Generation: Sendable {
         projectionWriter = ProjectionWriter(tables: tables,
                                             recipientCache: options.cachesRecipients && !options.readOnly ? RecipientCache() : nil,
                                             cacheEntries: options.writerCacheEntries)
-        let version = try env.read { txn in try tables.storedSchemaVersion(txn) }
+        let version = try Self.whileOpening(env) { try env.read { txn in try tables.storedSchemaVersion(txn) } }
         guard let version else { throw StoreError.notADatabase(path: directory, reason: "it has no schema version") }
         // Opened for writing, `ProjectionTables.open` has brought an older version up to date.
         guard options.readOnly ? ProjectionTables.readableSchemaVersions.contains(version) : version == ProjectionTables.schemaVersion else {
             throw StoreError.unsupportedSchema(path: directory, version: version)
         }
-        try Self.growingMap(env) { try openAuxiliary(auxiliary, create: !options.readOnly) }
+        try Self.whileOpening(env) { try openAuxiliary(auxiliary, create: !options.readOnly) }
         // The writer's device_id and token indexes are read from the device records now, not at the first command.
-        if !options.readOnly && options.preparesWriter { try env.read { txn in try projectionWriter.prepare(txn, alongside: env) } }
+        if !options.readOnly && options.preparesWriter {
+            try Self.whileOpening(env) { try env.read { txn in try projectionWriter.prepare(txn, alongside: env) } }
+        }
     }
 
-    /// Runs `body`, which writes while the store opens (tables created, an
-    /// older schema brought up to date), doubling the map while it is full:
-    /// the file of a store another process wrote to the end of its map has
-    /// no room for even a small transaction. Nothing else in this process
-    /// uses the environment yet, so the map can be changed here.
-    private static func growingMap<T>(_ env: Environment, _ body: () throws -> T) throws -> T {
+    /// Runs `body`, a transaction of the store's opening, again after the map changed:
+    /// doubled while it is full (the file of a store another process wrote to the end
+    /// of its map has no room for even a small transaction to create tables or bring
+    /// an older schema up to date), or adopted when another process grew it
+    /// (`MDB_MAP_RESIZED`: a server beside this process wrote past the map this one
+    /// opened with, which is the file's size when that is above `initialMapSize`).
+    /// Nothing else in this process uses the environment yet (or, reopening, every
+    /// other transaction waits for the map lock), so the map can be changed here.
+    static func whileOpening<T>(_ env: Environment, _ body: () throws -> T) throws -> T {
         for _ in 0..<16 {
             do {
                 return try body()
             } catch LMDBError.mapFull {
                 try env.setMapSize(env.info().mapSize * 2)
+            } catch LMDBError.mapResized {
+                try env.setMapSize(0)
             }
         }
         return try body()
@@ -157,9 +164,10 @@ final class Generation: Sendable {
     }
 
     /// The generation this one was retired to, if a compaction switched away from it.
+    /// Called while opening or reopening only (no other transaction of this process runs).
     func retiredTo() throws -> String? {
         let tables = self.tables
-        return try environment.read { txn in try Self.retiredTo(tables, txn) }
+        return try Self.whileOpening(environment) { try environment.read { txn in try Self.retiredTo(tables, txn) } }
     }
 
     func isRetired(_ txn: borrowing Transaction) throws -> Bool {

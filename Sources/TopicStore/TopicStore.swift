@@ -166,6 +166,22 @@ public final class TopicStore: Sendable {
         try readGeneration { txn, _ in try body(txn) }
     }
 
+    /// Copies the current generation's database into the empty directory `target`
+    /// (`compact`: without free pages, renumbered), from one read snapshot. Like every
+    /// read here, it adopts a map another process grew meanwhile (`MDB_MAP_RESIZED`).
+    public func copyDatabase(to target: String, compact: Bool) throws {
+        while true {
+            let g = try openGeneration()
+            do {
+                return try mapLock.withReadLock { try g.environment.copy(to: target, compact: compact) }
+            } catch LMDBError.mapResized {
+                try adoptGrownMap(g)
+                // LMDB creates the copy exclusively (O_EXCL): the failed one goes first.
+                try? FileManager.default.removeItem(atPath: target + "/data.mdb")
+            }
+        }
+    }
+
     /// Throws `StoreError.removed` when the database file was deleted while open
     /// (a health check: the store then acknowledges no command).
     public func checkFileIsPresent() throws {
