@@ -65,15 +65,63 @@ public final class Environment: @unchecked Sendable {
             Self.openPaths.remove(canonical)
             throw error
         }
+        let createdLock: Bool
+        do {
+            createdLock = try Self.allocateLockFile(in: path, readers: options.maxReaders)
+        } catch {
+            mdb_env_close(env)
+            Self.openPaths.remove(canonical)
+            throw error
+        }
+        let dataPath = path + "/data.mdb"
+        let dataExisted = access(dataPath, F_OK) == 0
         let opened = mdb_env_open(env, path, flags, 0o644)
         if opened != 0 {
             mdb_env_close(env)
             Self.openPaths.remove(canonical)
+            // A new environment that failed (a full disk, say) leaves nothing behind: a
+            // lock.mdb or a half-written data.mdb would make the directory look taken. A
+            // data.mdb with both meta pages is someone's (another process made it meanwhile).
+            var data = stat()
+            if !dataExisted, stat(dataPath, &data) == 0, data.st_size < 2 * 4096 { unlink(dataPath) }
+            if createdLock, access(dataPath, F_OK) != 0 { unlink(path + "/lock.mdb") }
             throw Self.openError(path, code: LMDBError(rawValue: opened), readOnly: options.readOnly)
         }
         self.pointer = env
         self.path = path
         self.isReadOnly = options.readOnly
+    }
+
+    /// Gives lock.mdb its disk blocks before LMDB maps it. LMDB sizes the file with
+    /// `ftruncate`, which allocates nothing, and then writes its reader table through
+    /// the map: on a full filesystem that store faults (SIGBUS, the process dies and
+    /// leaves a lock.mdb without a data.mdb). Allocated here, a full disk is an error
+    /// that names the file (ENOSPC), and the lock file this call made is removed again.
+    /// Made by root beside another user's data.mdb, the file is given to that user,
+    /// whose server must write to it. A lock file this process may not write, or a
+    /// filesystem without `posix_fallocate`, is left to LMDB as before.
+    /// Returns whether it created the file.
+    static func allocateLockFile(in directory: String, readers: UInt32) throws -> Bool {
+        let lockPath = directory + "/lock.mdb"
+        var info = stat()
+        let existed = stat(lockPath, &info) == 0
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        // LMDB's table: a header and one 64-byte slot per reader; a page to spare.
+        let needed = (Int(readers) * 64 + 2 * 4096 + 4095) & ~4095
+        let size = max(existed ? Int(info.st_size) : 0, needed)
+        let rc = posix_fallocate(fd, 0, off_t(size))
+        if rc == ENOSPC || rc == EDQUOT {
+            if !existed { unlink(lockPath) }
+            throw EnvironmentOpenError(directory: directory, file: "lock.mdb", creating: !existed,
+                                       code: LMDBError(rawValue: rc), reason: LMDBError(rawValue: rc))
+        }
+        var data = stat()
+        if !existed, geteuid() == 0, stat(directory + "/data.mdb", &data) == 0, data.st_uid != 0 {
+            _ = fchown(fd, data.st_uid, data.st_gid)
+        }
+        return !existed
     }
 
     /// Names the file behind a failed `mdb_env_open`: tries the files again in
