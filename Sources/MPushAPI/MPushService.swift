@@ -6,6 +6,7 @@ import LMDB
 import Notifications
 import Projections
 import SubscriptionLog
+import Synchronization
 import TopicStore
 
 /// The request handler: routes, authentication, rate limits, and the bridge to
@@ -21,6 +22,8 @@ final class MPushService: Sendable {
     /// Notifications queued by `POST /api/send` (delivered by a `DeliveryWorker` when one runs).
     let sendQueue: SendQueue
     private let serverBox = ServerBox()
+    /// When a storage failure was last written to standard error (once per 10 s, not per request).
+    private let storageLogged = Mutex<Date?>(nil)
 
     init(store: TopicStore, access: AccessControl, configuration: ServerConfiguration, sendQueue: SendQueue) {
         self.store = store
@@ -344,6 +347,12 @@ final class MPushService: Sendable {
         do {
             try store.checkFileIsPresent()
             let seq = try store.read { txn in try store.tables.appliedSequence(txn) }
+            // Reads work, writes do not: not healthy for apps whose commands fail.
+            if let f = store.writeFailure {
+                return APIResponse.json(503, ["status": "failing", "error": f.error, "failedCommits": f.failedCommits,
+                                              "since": TimeText.iso(Int64(f.since.timeIntervalSince1970 * 1000)), "lastSequence": seq],
+                                        headers: ["Retry-After": "10"])
+            }
             return APIResponse.json(200, ["status": "ok", "lastSequence": seq])
         } catch {
             return serverError(error)
@@ -352,6 +361,20 @@ final class MPushService: Sendable {
 
     private func serverError(_ error: any Error) -> HTTPResponse {
         if case StoreError.closed = error { return APIResponse.error(503) }
+        if case StoreError.storageFull = error {
+            // Every command fails the same way until there is room: say so once in a while, not per request.
+            let now = Date()
+            let log = storageLogged.withLock { last -> Bool in
+                guard last.map({ now.timeIntervalSince($0) >= 10 }) ?? true else { return false }
+                last = now
+                return true
+            }
+            if log {
+                let count = store.writeFailure?.failedCommits ?? 1
+                AccessLog.toStandardError("topicstore serve: error: \(error) (\(count) commit(s) failed so far; /healthz says failing until one succeeds)")
+            }
+            return APIResponse.message(503, "The store cannot write: its disk is full. Retry later.", headers: ["Retry-After": "10"])
+        }
         AccessLog.toStandardError("topicstore serve: error: \(error)")
         return APIResponse.error(500)
     }

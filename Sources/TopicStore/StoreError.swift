@@ -14,6 +14,9 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     /// The database file was deleted while the store had it open: what is
     /// written now would be lost, so nothing more is acknowledged.
     case removed(path: String)
+    /// A commit could not be written because the filesystem holding the store is
+    /// full (LMDB reports a short write as an I/O error): nothing of it was committed.
+    case storageFull(path: String, reported: String)
 
     public var description: String {
         switch self {
@@ -22,6 +25,8 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
         case .readOnly: return "the store is open read-only"
         case .closed: return "the store is closed"
         case .alreadyOpen(let path): return "the store at \(path) is already open in this process; share the open TopicStore"
+        case .storageFull(let path, let reported):
+            return "the filesystem holding \(path) is full (\(reported)): the commit was not written, nothing of it is stored; free space and retry"
         case .removed(let path):
             return "the database file \(path)/data.mdb was removed while the store was open: commands written now would be lost, so none is acknowledged; restore the directory or restart on a new one"
         }

@@ -73,6 +73,73 @@ struct FullDiskTests: RunsTopicstore {
         #expect(again.status == 0, "\(again.stderr)")
     }
 
+    static func installs(_ range: Range<Int>) -> [String] {
+        range.flatMap { i in [
+            #"{"project":"demo","type":"token","device_id":"D\#(i)","token":"tok\#(i)\#(String(repeating: "x", count: 120))","platform":"ios"}"#,
+            #"{"project":"demo","type":"register","device_id":"D\#(i)","topics":["all",{"code":"user.\#(i)","single":true}]}"#] }
+    }
+
+    /// A load that fills the disk stops at the first commit that fails, says which lines
+    /// were not applied and where to resume (not one error per remaining line), and the
+    /// resumed load ends where a load on a roomy disk ends.
+    @Test func aLoadThatFillsTheDiskStopsAndResumes() throws {
+        let dir = TemporaryDirectory("full-load")
+        let lines = Self.installs(0..<20_000)
+        let fs = try SmallFilesystem(dir, kilobytes: 3 * 1024)
+        let store = fs.path + "/data"
+        let load = try topicstore(["load", "--data", store, "-"], stdin: lines.joined(separator: "\n"))
+        #expect(load.status == 1, "\(load.stderr)")
+        #expect(load.stderr.contains("the store could not commit") && load.stderr.contains("full"), "\(load.stderr)")
+        #expect(load.stderr.split(separator: "\n").count < 10, "\(load.stderr.prefix(2000))")
+        let resume = try #require(load.stderr.firstMatch(of: /resume at line (\d+)/).flatMap { Int($0.1) }, "\(load.stderr)")
+        #expect(resume > 1 && resume <= lines.count)
+        // More room (an operator freeing space), and the rest.
+        #expect(SmallFilesystem.run("/bin/mount", ["-o", "remount,size=64m", fs.path]) == 0)
+        let rest = try topicstore(["load", "--data", store, "-"], stdin: lines[(resume - 1)...].joined(separator: "\n"))
+        #expect(rest.status == 0, "\(rest.stderr)")
+        let whole = try topicstore(["load", "--data", dir.sub("reference"), "-"], stdin: lines.joined(separator: "\n"))
+        #expect(whole.status == 0)
+        for args in [["audience", "--project", "demo", "--json", "all"], ["stats"]] {
+            let a = try topicstore([args[0], "--data", store] + args.dropFirst())
+            let b = try topicstore([args[0], "--data", dir.sub("reference")] + args.dropFirst())
+            if args[0] == "stats" {
+                #expect(a.stdout.contains("20000 devices, 20000 live tokens, 20001 topics"), "\(a.stdout)")
+                #expect(b.stdout.contains("20000 devices, 20000 live tokens, 20001 topics"), "\(b.stdout)")
+            } else {
+                #expect(a.stdout == b.stdout, "\(a.stdout) vs \(b.stdout)")
+            }
+        }
+        let audit = try topicstore(["audit", "--data", store])
+        #expect(audit.status == 0, "\(audit.stdout)\(audit.stderr)")
+    }
+
+    /// A server whose disk is full answers 503 with Retry-After (not 500), says so on
+    /// /healthz, and recovers by itself once there is room.
+    @Test func aServerOnAFullDiskSaysSoAndRecovers() throws {
+        let dir = TemporaryDirectory("full-serve")
+        let fs = try SmallFilesystem(dir, kilobytes: 2 * 1024)
+        let serve = try ServeProcess(data: fs.path + "/data")
+        let key = try #require(serve.clientKey)
+        let client = try RawHTTPClient(port: serve.port)
+        var refused: RawResponse?
+        for i in 0..<50_000 {
+            let r = try client.request("POST", "/api/register", headers: [("X-MPush-Token", key), ("Content-Type", "application/json")],
+                                       text: #"{"device_id":"D\#(i)","topics":["all",{"code":"user.\#(i)","single":true}]}"#)
+            if r.status != 200 { refused = r; break }
+        }
+        let full = try #require(refused, "the disk never filled")
+        #expect(full.status == 503 && full.header("Retry-After") == "10", "\(full.status) \(full.text)")
+        #expect(full.text.contains("disk is full"), "\(full.text)")
+        let health = try RawHTTPClient(port: serve.port).request("GET", "/healthz")
+        #expect(health.status == 503 && health.text.contains("\"status\":\"failing\""), "\(health.status) \(health.text)")
+        #expect(SmallFilesystem.run("/bin/mount", ["-o", "remount,size=64m", fs.path]) == 0)
+        let again = try RawHTTPClient(port: serve.port).request("POST", "/api/register", headers: [("X-MPush-Token", key), ("Content-Type", "application/json")],
+                                                               text: #"{"device_id":"after","topics":["all"]}"#)
+        #expect(again.status == 200, "\(again.text)")
+        let healthy = try RawHTTPClient(port: serve.port).request("GET", "/healthz")
+        #expect(healthy.status == 200 && healthy.text.contains("\"status\":\"ok\""), "\(healthy.text)")
+    }
+
     /// A read command (audit's scratch store, replay --out) on a full disk: the same.
     @Test func aReplayIntoAFullDiskFailsCleanly() throws {
         let dir = TemporaryDirectory("full-replay")

@@ -35,6 +35,8 @@ enum LoadCommand: Command {
         what was read, prints the usual summary with the last line read ("stopped by SIGTERM after
         line N") and exits 6: every line up to N is applied or reported; resume at line N+1
         (tail -n +N+1 FILE). A further signal while that commit finishes is ignored.
+        A store that cannot commit (a full disk, an I/O error) stops the load at once: it
+        names the error and the lines not applied, and says where to resume (exit 1).
         """)
 
     static func run(_ arguments: Arguments) throws -> ExitCode {
@@ -67,6 +69,9 @@ enum LoadCommand: Command {
         var applied = 0, invalid = 0, failed = 0
         var firstSeq: UInt64?, lastSeq: UInt64?
         var stopped = false
+        /// The store could not commit (not a bad line): the error and the lines it refused.
+        var storeFailure: (error: any Error, lines: [Int])?
+        var lastAppliedLine = 0
         var batch: [Event] = []
         var batchTimes: [Int64?] = []
         var batchLines: [Int] = []
@@ -84,9 +89,15 @@ enum LoadCommand: Command {
                     applied += 1
                     if firstSeq == nil { firstSeq = receipt.sequence }
                     lastSeq = receipt.sequence
-                case .failure(let error):
+                    lastAppliedLine = max(lastAppliedLine, lines[i])
+                case .failure(let error as InvalidCommand):
                     failed += 1
                     Console.printError("line \(lines[i]): not applied: \(error)")
+                case .failure(let error):
+                    // The store failed, not the line: every later line would fail the same way.
+                    failed += 1
+                    if storeFailure == nil { storeFailure = (error, []) }
+                    storeFailure!.lines.append(lines[i])
                 }
             }
         }
@@ -102,7 +113,7 @@ enum LoadCommand: Command {
             batchLines.removeAll(keepingCapacity: true)
         }
 
-        while signalled.load(ordering: .relaxed) == 0, let line = reader.next() {
+        while storeFailure == nil, signalled.load(ordering: .relaxed) == 0, let line = reader.next() {
             lineNumber += 1
             if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
             do {
@@ -119,7 +130,7 @@ enum LoadCommand: Command {
             }
             if batch.count >= batchSize { flush() }
         }
-        flush()
+        if storeFailure == nil { flush() }
         settle()
         if let failure = reader.failure {
             Console.printError("after line \(lineNumber): \(failure)")
@@ -136,8 +147,24 @@ enum LoadCommand: Command {
             if let firstSeq { report["firstSeq"] = firstSeq }
             if let lastSeq { report["lastSeq"] = lastSeq }
             if signal != 0 { report["stopped"] = true; report["signal"] = signalName }
+            if let storeFailure, let first = storeFailure.lines.min() {
+                report["stopped"] = true
+                report["storeError"] = "\(storeFailure.error)"
+                report["notAppliedLines"] = [first, storeFailure.lines.max() ?? first]
+                report["resumeAtLine"] = first
+            }
             Console.printJSON(report)
         } else {
+            if let storeFailure, let first = storeFailure.lines.min(), let last = storeFailure.lines.max() {
+                var text = "stopped after line \(lineNumber): the store could not commit: \(storeFailure.error)\n"
+                text += "  \(storeFailure.lines.count) command(s) not applied (lines \(first)…\(last)); every line before \(first) is applied or reported"
+                if lastAppliedLine > first {
+                    text += "\n  lines after \(last) up to \(lastAppliedLine) were applied: re-apply lines \(first)…\(last) only"
+                } else {
+                    text += "\n  resume at line \(first) (tail -n +\(first) FILE)"
+                }
+                Console.printError(text)
+            }
             let rate = seconds > 0 ? Int(Double(applied) / seconds) : applied
             var text = signal != 0 ? "stopped by \(signalName) after line \(lineNumber) (resume at line \(lineNumber + 1)): " : ""
             text += "applied \(applied) commands"

@@ -143,11 +143,20 @@ extension RunsTopicstore {
         process.standardOutput = out
         process.standardError = err
         process.standardInput = input
+        // A command may stop reading early (load stops when the store fails): its standard
+        // input is written beside the reads, and a closed pipe is an error here, not a SIGPIPE.
+        signal(SIGPIPE, SIG_IGN)
         try process.run()
-        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-        try input.fileHandleForWriting.close()
+        let writer = input.fileHandleForWriting
+        let wrote = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            if let stdin { try? writer.write(contentsOf: Data(stdin.utf8)) }
+            try? writer.close()
+            wrote.signal()
+        }
         let o = out.fileHandleForReading.readDataToEndOfFile()
         let e = err.fileHandleForReading.readDataToEndOfFile()
+        wrote.wait()
         process.waitUntilExit()
         return Run(status: process.terminationStatus, stdout: String(decoding: o, as: UTF8.self),
                    stderr: String(decoding: e, as: UTF8.self))
