@@ -15,6 +15,29 @@ import Testing
     {"project":"demo","type":"register","device_id":"D2","topics":["all"]}
     """
 
+    // MARK: export of a compacted log
+
+    /// An export of what compaction removed was empty with exit 0, which reads as "no events".
+    @Test func exportBeforeTheCompactionHorizonIsAnError() throws {
+        let dir = TemporaryDirectory("export-horizon")
+        let data = try loadedStore(dir, Self.commands)
+        let compact = try topicstore(["compact", "--data", data, "--retain", "0"])
+        #expect(compact.status == 0, "\(compact.stderr)")
+        // Compaction keeps the last record (horizon 2); one more command adds seq 4.
+        let more = try topicstore(["load", "--data", data, "-"], stdin: #"{"project":"demo","type":"register","device_id":"D3","topics":["news"]}"#)
+        #expect(more.status == 0)
+        for range in [["--from-seq", "1"], ["--from-seq", "2"], ["--to-seq", "1"]] {
+            let r = try topicstore(["export", "--data", data] + range)
+            #expect(r.status == 1 && r.stdout.isEmpty, "\(range): \(r.status) \(r.stdout)")
+            #expect(r.stderr.contains("before the compaction horizon, seq 2"), "\(range): \(r.stderr)")
+        }
+        let all = try topicstore(["export", "--data", data])
+        #expect(all.status == 0 && all.stdout.split(separator: "\n").count == 2 && all.stdout.hasPrefix("{\"seq\":3"), "\(all.stdout)")
+        #expect(all.stderr.contains("compacted at seq 2: exporting from seq 3"), "\(all.stderr)")
+        let after = try topicstore(["export", "--data", data, "--from-seq", "3"])
+        #expect(after.status == 0 && after.stdout.contains("\"seq\":4") && after.stderr.isEmpty, "\(after.stderr)")
+    }
+
     // MARK: topics in pages
 
     @Test func topicsPageByPrefixAfterAndLimit() throws {

@@ -9,13 +9,16 @@ enum ExportCommand: Command {
         summary: "write log records as JSON Lines (load's schema plus seq and ts) to standard output",
         usage: "export [--data DIR] [--from-seq N] [--to-seq M]",
         options: [
-            .init(name: "from-seq", value: "N", help: "first sequence (default 1)"),
+            .init(name: "from-seq", value: "N", help: "first sequence (default the log's first: 1, or after the compaction horizon)"),
             .init(name: "to-seq", value: "M", help: "last sequence (default the end of the log)"),
         ],
         details: """
         `topicstore import --data NEW FILE` rebuilds the same store from a full export (same
         sequences, times, chain head and projections); `topicstore load` applies the lines
         as new commands instead. A record that does not decode stops the export (exit 1).
+        On a compacted log, the export starts after the compaction horizon (standard error says
+        so); a --from-seq or --to-seq at or before the horizon is an error (exit 1) naming it:
+        those events are in the compaction archive, if one was kept.
         """)
 
     static func run(_ arguments: Arguments) throws -> ExitCode {
@@ -24,12 +27,33 @@ enum ExportCommand: Command {
             guard let n = UInt64(text) else { throw UsageError(description: "--\(name) must be a sequence number, not '\(text)'") }
             return n
         }
-        let from = try sequence("from-seq") ?? 1
-        let through = try sequence("to-seq") ?? .max
+        let askedFrom = try sequence("from-seq")
+        let askedThrough = try sequence("to-seq")
+        var from = askedFrom ?? 1
+        let through = askedThrough ?? .max
         guard from <= through else { throw UsageError(description: "--from-seq is after --to-seq") }
         var readOnly = TopicStore.Options()
         readOnly.readOnly = true
         let store = try TopicStore(directory: arguments.dataDirectory, options: readOnly)
+        // A compacted log starts after its horizon: asking for what is before it is an
+        // error (an empty export would read as "no events"), not asking starts after it.
+        let horizon: UInt64 = try store.read { txn in
+            if let first = try store.log.bounds(txn)?.first { return first - 1 }
+            return try store.tables.compactedChainHead(txn)?.sequence ?? 0
+        }
+        if horizon > 0 {
+            let time = (try? Replay.snapshot(of: store))??.timestamp
+            if let asked = askedFrom, asked <= horizon {
+                throw ReplayError.beforeHorizon(requested: "--from-seq \(asked)", horizon: horizon, horizonTime: time)
+            }
+            if let asked = askedThrough, asked <= horizon {
+                throw ReplayError.beforeHorizon(requested: "--to-seq \(asked)", horizon: horizon, horizonTime: time)
+            }
+            if askedFrom == nil {
+                from = horizon + 1
+                Console.printError("the log was compacted at seq \(horizon): exporting from seq \(horizon + 1) (the events before are in the compaction archive, if one was kept)")
+            }
+        }
         let bar = ProgressBar(arguments: arguments)
         let out = OutputBuffer()
         let newline: [UInt8] = [0x0A]
