@@ -15,6 +15,23 @@ import Testing
     {"project":"demo","type":"register","device_id":"D2","topics":["all"]}
     """
 
+    // MARK: projects the data names
+
+    /// Commands loaded for a project never added made `project list` say "no projects"
+    /// of a store holding its devices.
+    @Test func projectListShowsProjectsThatOnlyHaveData() throws {
+        let dir = TemporaryDirectory("project-data")
+        let data = try loadedStore(dir, Self.commands)
+        let list = try topicstore(["project", "list", "--data", data])
+        #expect(list.status == 0 && list.stdout.contains("demo  2 devices, not added (no API keys): topicstore project add demo"), "\(list.stdout)")
+        #expect(!list.stdout.contains("no projects"))
+        let add = try topicstore(["project", "add", "--data", data, "demo"])
+        #expect(add.stdout.contains("created project demo (the store already holds 2 device(s) of it)"), "\(add.stdout)")
+        let json = json(try topicstore(["project", "list", "--data", data, "--json"]).stdout)
+        let projects = json["projects"] as? [[String: Any]] ?? []
+        #expect(projects.count == 1 && projects.first?["devices"] as? Int == 2 && projects.first?["added"] == nil, "\(json)")
+    }
+
     // MARK: export of a compacted log
 
     /// An export of what compaction removed was empty with exit 0, which reads as "no events".

@@ -17,6 +17,16 @@ enum ProjectCommand: Command {
         name is invalid input (exit 5).
         """)
 
+    /// Devices per project in the store's projections (a project the commands named).
+    static func deviceCounts(_ store: TopicStore) throws -> [String: Int] {
+        let reader = store.reader
+        return try store.read { txn in
+            var counts: [String: Int] = [:]
+            for (name, record) in try reader.projects(txn) { counts[name] = try reader.knownDevices(record.id, txn).count }
+            return counts
+        }
+    }
+
     static func run(_ arguments: Arguments) throws -> ExitCode {
         guard let action = arguments.positionals.first else { throw UsageError(description: "say 'project add NAME' or 'project list'") }
         switch action {
@@ -28,8 +38,14 @@ enum ProjectCommand: Command {
             let name = arguments.positionals[1]
             do {
                 let project = try access.addProject(name)
-                if arguments.json { Console.printJSON(["project": project.name, "createdAt": project.createdAt, "created": true]) }
-                else { print("created project \(project.name); add keys with: topicstore key add --project \(project.name) --kind client|server") }
+                // Commands loaded before the project was added already hold devices of it.
+                let devices = try deviceCounts(store)[name]
+                if arguments.json {
+                    Console.printJSON(["project": project.name, "createdAt": project.createdAt, "created": true, "devices": devices ?? 0])
+                } else {
+                    let held = devices.map { " (the store already holds \($0) device(s) of it)" } ?? ""
+                    print("created project \(project.name)\(held); add keys with: topicstore key add --project \(project.name) --kind client|server")
+                }
                 return .success
             } catch AccessError.projectExists(let name) {
                 // What was asked for is the case already: a provisioning script run twice succeeds.
@@ -52,16 +68,24 @@ enum ProjectCommand: Command {
             let access = try AccessControl(store: store)
             let projects = try access.projects()
             let keys = try access.keys()
+            let devices = try deviceCounts(store)
+            // Data without a project entry: commands loaded (load, import) for a name never added.
+            let unregistered = devices.keys.filter { name in !projects.contains { $0.name == name } }.sorted()
             if arguments.json {
-                Console.printJSON(["projects": projects.map { p -> [String: Any] in
-                    ["name": p.name, "createdAt": p.createdAt,
+                var list = projects.map { p -> [String: Any] in
+                    ["name": p.name, "createdAt": p.createdAt, "devices": devices[p.name] ?? 0,
                      "activeKeys": keys.filter { $0.project == p.name && $0.isActive }.count]
-                }])
+                }
+                list += unregistered.map { ["name": $0, "devices": devices[$0] ?? 0, "activeKeys": 0, "added": false] }
+                Console.printJSON(["projects": list])
             } else {
-                if projects.isEmpty { print("no projects (topicstore serve creates 'demo' on its first run)") }
+                if projects.isEmpty && unregistered.isEmpty { print("no projects (topicstore serve creates 'demo' on its first run)") }
                 for p in projects {
                     let active = keys.filter { $0.project == p.name && $0.isActive }
-                    print("\(p.name)  created \(KeyCommand.date(p.createdAt))  \(active.filter { $0.kind == .client }.count) client / \(active.filter { $0.kind == .server }.count) server keys active")
+                    print("\(p.name)  created \(KeyCommand.date(p.createdAt))  \(devices[p.name] ?? 0) devices  \(active.filter { $0.kind == .client }.count) client / \(active.filter { $0.kind == .server }.count) server keys active")
+                }
+                for name in unregistered {
+                    print("\(name)  \(devices[name] ?? 0) devices, not added (no API keys): topicstore project add \(name)")
                 }
             }
             return .success

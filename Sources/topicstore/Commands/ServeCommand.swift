@@ -58,6 +58,12 @@ enum ServeCommand: Command {
               client key (membership endpoints, ships in apps): \(demo.client)
               server key (everything, keep it secret):          \(demo.server)
             """)
+            // Data loaded before the first serve belongs to projects that have no keys yet.
+            let others = try ProjectCommand.deviceCounts(store).filter { $0.key != demo.project }.sorted { $0.key < $1.key }
+            for (name, devices) in others {
+                print("  the store also holds project '\(name)' (\(devices) devices) without API keys: "
+                      + "topicstore project add \(name) && topicstore key add --project \(name) --kind server")
+            }
         }
 
         // Signals are taken by a dispatch source, never by the default handler.
