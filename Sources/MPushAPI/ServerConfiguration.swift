@@ -11,6 +11,7 @@ import Notifications
 ///   "data": "./data",
 ///   "threads": 4,
 ///   "connectionLimit": 1024,
+///   "connectionTimeoutSeconds": 60,
 ///   "bodyLimitBytes": 1048576,
 ///   "rateLimit": {"client": {"perSecond": 50000, "burst": 100000},
 ///                 "server": {"perSecond": 1000, "burst": 2000}},
@@ -30,6 +31,8 @@ public struct ServerConfiguration: Sendable {
     public var dataDirectory = "./data"
     public var threads = 4
     public var connectionLimit = 1024
+    /// A connection that sends nothing for this long is closed (idle keep-alive, or a client stalled mid-request).
+    public var connectionTimeout = 60
     public var bodyLimit = 1 << 20
     /// A client key is shared by every install of an app, so its limit only guards against abuse.
     public var rateLimits: [KeyKind: RateLimit] = [.client: RateLimit(perSecond: 50_000, burst: 100_000),
@@ -75,7 +78,7 @@ public struct ServerConfiguration: Sendable {
         guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
             throw Invalid(description: "config file \(path) is not a JSON object")
         }
-        let known: Set<String> = ["listen", "data", "threads", "connectionLimit", "bodyLimitBytes", "rateLimit",
+        let known: Set<String> = ["listen", "data", "threads", "connectionLimit", "connectionTimeoutSeconds", "bodyLimitBytes", "rateLimit",
                                   "accessLog", "shutdownTimeoutSeconds", "keyCacheSeconds", "audiencePageLimit", "delivery"]
         if let unknown = object.keys.first(where: { !known.contains($0) }) {
             throw Invalid(description: "config file \(path): unknown setting '\(unknown)'")
@@ -117,6 +120,12 @@ public struct ServerConfiguration: Sendable {
             return n
         }
         if let n = try count("connectionLimit") { connectionLimit = n }
+        if let n = try seconds("connectionTimeoutSeconds", atMost: 3600) {
+            guard n >= 1, n == n.rounded() else {
+                throw Invalid(description: "config file \(path): 'connectionTimeoutSeconds' must be a whole number of seconds from 1 to 3600, not \(DeliveryConfiguration.shown(n))")
+            }
+            connectionTimeout = Int(n)
+        }
         if let n = try count("bodyLimitBytes") { bodyLimit = n }
         if let n = try seconds("shutdownTimeoutSeconds") { shutdownTimeout = n }
         // A revoked key keeps working this long: more than a second is refused, not quietly cut to one.
@@ -153,6 +162,7 @@ public struct ServerConfiguration: Sendable {
         c.threading = threads >= 1 ? .threadPool(threads) : .threadPerConnection
         c.bodyLimit = bodyLimit
         c.connectionLimit = connectionLimit
+        c.connectionTimeout = connectionTimeout
         c.errorResponse = { APIResponse.error($0) }
         return c
     }

@@ -114,6 +114,19 @@ struct HTTPOperationsTests {
         #expect(all["total"] as? Int == clients * perClient)
     }
 
+    /// `connectionTimeoutSeconds`: a connection that sends nothing is closed, one that
+    /// keeps talking is not.
+    @Test func silentConnectionsAreClosedAfterTheTimeout() throws {
+        let t = try HTTPTestServer { $0.connectionTimeout = 1 }
+        let silent = try t.client()
+        let busy = try t.client()
+        for _ in 0..<6 {
+            #expect(try busy.request("GET", "/healthz").status == 200)
+            usleep(400_000)
+        }
+        #expect(throws: (any Error).self) { _ = try silent.request("GET", "/healthz") }
+    }
+
     @Test func gracefulShutdownFinishesRequestsInProgress() throws {
         let t = try HTTPTestServer()
         // A request in progress: headers and half of the body sent.
