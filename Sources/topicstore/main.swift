@@ -60,6 +60,14 @@ do {
     case .notADatabase, .unsupportedSchema: code = .notADatabase
     default: code = .failure
     }
+} catch let error as CocoaError {
+    // Foundation's file errors print as an NSError dump; say what failed, and where.
+    let path = error.filePath ?? error.userInfo[NSFilePathErrorKey] as? String
+    let underlying = (error.userInfo[NSUnderlyingErrorKey] as? NSError).flatMap { e in
+        e.domain == NSPOSIXErrorDomain ? String(cString: strerror(Int32(e.code))) : nil
+    }
+    Console.printError([error.localizedDescription, underlying, path.map { "(\($0))" }].compactMap { $0 }.joined(separator: " "))
+    code = .failure
 } catch {
     Console.printError("\(error)")
     code = .failure
