@@ -53,31 +53,8 @@ public final class TopicStore: Sendable {
     let options: Options
     let mapLock = ReadWriteLock()
     private let state: Mutex<Generation?>
-    private let failing = Mutex<WriteFailure?>(nil)
-
-    /// Commits failing for want of storage, and since when (nil once one succeeds).
-    public struct WriteFailure: Sendable, Hashable {
-        public var since: Date
-        public var error: String
-        public var failedCommits: Int
-    }
-
-    /// Set while the store's commits fail for want of storage (a full disk, an I/O
-    /// error), cleared by the next commit that succeeds: what a health check reports.
-    public var writeFailure: WriteFailure? { failing.withLock { $0 } }
-
-    /// `error` as the caller should see it: a short write or ENOSPC on a filesystem
-    /// with (almost) no space left is `StoreError.storageFull`, naming the directory.
-    static func diagnosed(_ error: any Error, directory: String) -> any Error {
-        guard let code = error as? LMDBError else { return error }
-        let full = code.rawValue == ENOSPC || code.rawValue == EDQUOT
-        guard full || code.rawValue == EIO else { return error }
-        var fs = statvfs()
-        let free = statvfs(directory, &fs) == 0 ? Int(fs.f_bavail) * Int(fs.f_frsize) : Int.max
-        // LMDB turns a write cut short by a full disk into EIO; a disk with room did not.
-        guard full || free < 4 << 20 else { return error }
-        return StoreError.storageFull(path: directory, reported: code.description)
-    }
+    /// Set while commits fail for want of storage (see `writeFailure`).
+    let failing = Mutex<WriteFailure?>(nil)
     private let auxiliaryNames = Mutex<[String]>([])
     private let writer: CommitWriter?
 
@@ -437,7 +414,7 @@ public final class TopicStore: Sendable {
                 projections.didCommit(transactionID: transactionID)
                 // Committed into a file someone deleted: nothing will read it again.
                 if g.environment.fileWasRemoved { return .failure(StoreError.removed(path: g.environment.path)) }
-                failing.withLock { $0 = nil }
+                noteCommit(failedWith: nil)
                 return .success(receipts)
             } catch LMDBError.mapFull {
                 do { try growMap(g) } catch { return .failure(error) }
@@ -447,13 +424,7 @@ public final class TopicStore: Sendable {
                 do { try reopen(after: g) } catch { return .failure(error) }
             } catch {
                 let seen = Self.diagnosed(error, directory: g.directory)
-                if case StoreError.storageFull = seen {
-                    failing.withLock { f in
-                        if f == nil { f = WriteFailure(since: Date(), error: "\(seen)", failedCommits: 0) }
-                        f!.failedCommits += 1
-                        f!.error = "\(seen)"
-                    }
-                }
+                noteCommit(failedWith: seen)
                 return .failure(seen)
             }
         }
