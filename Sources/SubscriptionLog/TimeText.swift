@@ -152,8 +152,18 @@ public enum TimeText {
 
     /// `ms` as `YYYY-MM-DDTHH:MM:SS.mmmZ` (UTC).
     public static func iso(_ ms: Int64) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(24)
+        appendISO(ms, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends `ms` as `iso` spells it, without building a `String`: the
+    /// listings of `history` write a time on each of millions of lines. The
+    /// digits are the milliseconds' own (no floating point, so nothing rounds).
+    public static func appendISO(_ ms: Int64, to bytes: inout [UInt8]) {
         var days = ms >= 0 ? ms / 86_400_000 : (ms - 86_399_999) / 86_400_000
-        let inDay = ms - days * 86_400_000
+        let inDay = Int(ms - days * 86_400_000)
         // H. Hinnant's `civil_from_days`.
         days += 719_468
         let era = (days >= 0 ? days : days - 146_096) / 146_097
@@ -161,13 +171,30 @@ public enum TimeText {
         let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
         let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
         let mp = (5 * doy + 2) / 153
-        let d = doy - (153 * mp + 2) / 5 + 1
-        let m = mp < 10 ? mp + 3 : mp - 9
-        let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
+        let d = Int(doy - (153 * mp + 2) / 5 + 1)
+        let m = Int(mp < 10 ? mp + 3 : mp - 9)
+        let y = Int(yoe + era * 400) + (m <= 2 ? 1 : 0)
         let s = inDay / 1000
-        return "\(padded(4, Int(y)))-\(padded(2, Int(m)))-\(padded(2, Int(d)))T"
-            + "\(padded(2, Int(s / 3600))):\(padded(2, Int(s / 60 % 60))):\(padded(2, Int(s % 60)))."
-            + "\(padded(3, Int(inDay % 1000)))Z"
+        if (0...9999).contains(y) { digits(y, 4, &bytes) } else { bytes.append(contentsOf: "\(y)".utf8) }
+        bytes.append(UInt8(ascii: "-")); digits(m, 2, &bytes)
+        bytes.append(UInt8(ascii: "-")); digits(d, 2, &bytes)
+        bytes.append(UInt8(ascii: "T")); digits(s / 3600, 2, &bytes)
+        bytes.append(UInt8(ascii: ":")); digits(s / 60 % 60, 2, &bytes)
+        bytes.append(UInt8(ascii: ":")); digits(s % 60, 2, &bytes)
+        bytes.append(UInt8(ascii: ".")); digits(inDay % 1000, 3, &bytes)
+        bytes.append(UInt8(ascii: "Z"))
+    }
+
+    /// The last `width` decimal digits of `n` (non-negative), leading zeros included.
+    private static func digits(_ n: Int, _ width: Int, _ bytes: inout [UInt8]) {
+        var divisor = 1
+        for _ in 1..<width { divisor *= 10 }
+        var n = n
+        while divisor > 0 {
+            bytes.append(UInt8(ascii: "0") + UInt8(n / divisor % 10))
+            n %= divisor
+            divisor /= 10
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 import EventJSON
 import Foundation
 import Replay
+import SubscriptionLog
 import TopicStore
 
 /// `topicstore history`: a device's timeline or a topic's subscriber flow, from the log.
@@ -73,10 +74,14 @@ enum HistoryCommand: Command {
         } else if arguments.has("csv") {
             out.write("seq,ts,time,kind,detail,subscribed,unsubscribed,topics,state,token,platform\n")
             for e in t.entries {
-                let fields = ["\(e.sequence)", "\(e.timestamp)", TimeArgument.iso(e.timestamp), e.kind.rawValue, e.detail,
-                              e.subscribed.joined(separator: " "), e.unsubscribed.joined(separator: " "), e.topics.joined(separator: " "),
-                              e.state, e.token ?? "", e.platform ?? ""]
-                out.write(fields.map(csvField).joined(separator: ",") + "\n")
+                out.append { b in
+                    b.add("\(e.sequence),\(e.timestamp),"); TimeText.appendISO(e.timestamp, to: &b)
+                    for field in [e.kind.rawValue, e.detail, e.subscribed.joined(separator: " "), e.unsubscribed.joined(separator: " "),
+                                  e.topics.joined(separator: " "), e.state, e.token ?? "", e.platform ?? ""] {
+                        b.add(","); b.add(csvField(field))
+                    }
+                    b.add("\n")
+                }
             }
         } else {
             out.write("device \(t.deviceID) in project \(t.project): \(t.entries.count) event(s), log read through seq \(t.asOfSeq)\n")
@@ -85,11 +90,13 @@ enum HistoryCommand: Command {
                 out.write("the log was compacted at seq \(h): \(held ? "the first entry is the device as the snapshot there holds it" : "the snapshot there holds no such device"); the events before are in the compaction archive\n")
             }
             for e in t.entries {
-                var line = "seq \(e.sequence)  \(TimeArgument.iso(e.timestamp))  \(e.kind.rawValue): \(e.detail)"
-                if !e.subscribed.isEmpty { line += "  +[\(e.subscribed.joined(separator: ", "))]" }
-                if !e.unsubscribed.isEmpty { line += "  -[\(e.unsubscribed.joined(separator: ", "))]" }
-                line += "  → \(e.state), topics [\(e.topics.joined(separator: ", "))]"
-                out.write(line + "\n")
+                out.append { b in
+                    b.add("seq \(e.sequence)  "); TimeText.appendISO(e.timestamp, to: &b)
+                    b.add("  \(e.kind.rawValue): \(e.detail)")
+                    if !e.subscribed.isEmpty { b.add("  +[\(e.subscribed.joined(separator: ", "))]") }
+                    if !e.unsubscribed.isEmpty { b.add("  -[\(e.unsubscribed.joined(separator: ", "))]") }
+                    b.add("  → \(e.state), topics [\(e.topics.joined(separator: ", "))]\n")
+                }
             }
         }
         out.flush()
@@ -114,7 +121,10 @@ enum HistoryCommand: Command {
         } else if arguments.has("csv") {
             out.write("seq,ts,time,device_id,change,cause,subscribers\n")
             for p in f.points {
-                out.write("\(p.sequence),\(p.timestamp),\(TimeArgument.iso(p.timestamp)),\(csvField(p.deviceID)),\(p.change),\(p.cause),\(p.subscribers)\n")
+                out.append { b in
+                    b.add("\(p.sequence),\(p.timestamp),"); TimeText.appendISO(p.timestamp, to: &b)
+                    b.add(","); b.add(csvField(p.deviceID)); b.add(",\(p.change),\(p.cause),\(p.subscribers)\n")
+                }
             }
         } else {
             var head = "topic \(f.code) in project \(f.project): "
@@ -123,17 +133,20 @@ enum HistoryCommand: Command {
             case (let c?, nil): head += "created at seq \(c) (before the compaction horizon), "
             default: head += "never created, "
             }
-            let changes = f.points.filter { $0.change != 0 }.count
+            let changes = f.points.count { $0.change != 0 }
             head += "\(f.subscribers) subscriber(s) as of seq \(f.asOfSeq), \(changes) change(s)\n"
             if let h = f.horizon {
                 head += "the log was compacted at seq \(h): the flow starts from the subscribers the snapshot there holds; the events before are in the compaction archive\n"
             }
             out.write(head)
             for p in f.points {
-                if p.change == 0 {
-                    out.write("seq \(p.sequence)  \(TimeArgument.iso(p.timestamp))  \(p.cause): \(p.subscribers) subscriber(s) in the snapshot\n")
-                } else {
-                    out.write("seq \(p.sequence)  \(TimeArgument.iso(p.timestamp))  \(p.change > 0 ? "+" : "-") \(p.deviceID) (\(p.cause))  → \(p.subscribers)\n")
+                out.append { b in
+                    b.add("seq \(p.sequence)  "); TimeText.appendISO(p.timestamp, to: &b)
+                    if p.change == 0 {
+                        b.add("  \(p.cause): \(p.subscribers) subscriber(s) in the snapshot\n")
+                    } else {
+                        b.add(p.change > 0 ? "  + " : "  - "); b.add(p.deviceID); b.add(" (\(p.cause))  → \(p.subscribers)\n")
+                    }
                 }
             }
         }
@@ -144,4 +157,9 @@ enum HistoryCommand: Command {
 /// The chart file could not be written: a failure of the run (exit 1), not of its arguments.
 struct ChartWriteError: Error, CustomStringConvertible {
     var description: String
+}
+
+extension [UInt8] {
+    /// Appends the UTF-8 of `s` (the listings build each line in the output buffer).
+    mutating func add(_ s: String) { append(contentsOf: s.utf8) }
 }
