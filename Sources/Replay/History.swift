@@ -147,17 +147,33 @@ public enum History {
         /// +1 subscribe, -1 unsubscribe (0 for the state at the compaction horizon).
         public var change: Int
         /// register, unregister or unregister-all; compaction-horizon for the
-        /// subscribers the snapshot holds (deviceID empty).
+        /// subscribers the snapshot holds, drop-topic when garbage collection
+        /// removed the (empty) topic (both with deviceID empty, change 0).
         public var cause: String
         /// Subscribers after the change.
         public var subscribers: Int
     }
 
+    /// The topic coming into being or being dropped.
+    public struct TopicLifeEvent: Sendable, Hashable {
+        public enum Kind: String, Sendable {
+            /// The first register naming the topic while it did not exist.
+            case created
+            /// A `drop-topic` event that applied: garbage collection removed the empty topic.
+            case dropped
+        }
+        public var kind: Kind
+        public var sequence: UInt64
+        /// Nil for a creation before the compaction horizon (the snapshot keeps no time).
+        public var timestamp: Int64?
+    }
+
     public struct TopicFlow: Sendable {
         public var project: String
         public var code: String
-        /// Sequence and time of the event that created the topic, if it exists
-        /// (the time is unknown for a topic created before the compaction horizon).
+        /// Sequence and time of the event that first created the topic, as far
+        /// as the log and snapshot show (the time is unknown for a topic created
+        /// before the compaction horizon). See `lifecycle` for drops and re-creations.
         public var createdSeq: UInt64?
         public var createdAt: Int64?
         public var points: [TopicPoint]
@@ -167,6 +183,11 @@ public enum History {
         public var asOfTime: Int64?
         /// The compaction horizon when the log was compacted (see `DeviceTimeline.horizon`).
         public var horizon: UInt64?
+        /// Every creation and drop in order: a topic that garbage collection
+        /// dropped and a register made again reads created, dropped, created.
+        public var lifecycle: [TopicLifeEvent] = []
+        /// Whether the topic exists as of `asOfSeq`.
+        public var exists: Bool { lifecycle.last?.kind == .created }
     }
 
     /// Subscribe/unsubscribe flow of topic `code` in `project`, with the count after each change.
@@ -176,6 +197,7 @@ public enum History {
         var members = Set<String>()
         var points: [TopicPoint] = []
         var createdSeq: UInt64?, createdAt: Int64?
+        var lifecycle: [TopicLifeEvent] = []
         var lastTime: Int64?
         let snapshot = try Replay.snapshot(of: store)
         if let snapshot {
@@ -194,6 +216,7 @@ public enum History {
             }
             if let held {
                 createdSeq = held.created
+                lifecycle.append(TopicLifeEvent(kind: .created, sequence: held.created, timestamp: nil))
                 members = Set(held.members)
                 points.append(TopicPoint(sequence: snapshot.sequence, timestamp: snapshot.timestamp, deviceID: "", change: 0,
                                          cause: "compaction-horizon", subscribers: members.count))
@@ -205,6 +228,9 @@ public enum History {
             switch r.event.body {
             case .register(let d, let specs) where specs.contains(where: { $0.code == code }):
                 if createdSeq == nil { createdSeq = r.sequence; createdAt = r.timestamp }
+                if lifecycle.last?.kind != .created {
+                    lifecycle.append(TopicLifeEvent(kind: .created, sequence: r.sequence, timestamp: r.timestamp))
+                }
                 if members.insert(d).inserted {
                     points.append(TopicPoint(sequence: r.sequence, timestamp: r.timestamp, deviceID: d, change: 1,
                                              cause: "register", subscribers: members.count))
@@ -219,13 +245,18 @@ public enum History {
                     points.append(TopicPoint(sequence: r.sequence, timestamp: r.timestamp, deviceID: d, change: -1,
                                              cause: "unregister-all", subscribers: members.count))
                 }
+            case .dropTopic(let c) where c == code && lifecycle.last?.kind == .created && members.isEmpty:
+                // The fold drops only an existing topic without subscribers.
+                lifecycle.append(TopicLifeEvent(kind: .dropped, sequence: r.sequence, timestamp: r.timestamp))
+                points.append(TopicPoint(sequence: r.sequence, timestamp: r.timestamp, deviceID: "", change: 0,
+                                         cause: "drop-topic", subscribers: 0))
             default:
                 break
             }
         }
         return TopicFlow(project: project, code: code, createdSeq: createdSeq, createdAt: createdAt,
                          points: points, asOfSeq: Swift.max(last, snapshot?.sequence ?? 0), asOfTime: lastTime,
-                         horizon: snapshot?.sequence)
+                         horizon: snapshot?.sequence, lifecycle: lifecycle)
     }
 
     /// Calls `body` with each record of `project`, in bounded read transactions;

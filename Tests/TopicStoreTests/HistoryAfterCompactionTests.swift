@@ -96,11 +96,15 @@ import TopicStore
         #expect(expiredSeen, "the garbage collector's events appear in the timelines")
         for code in Self.topics {
             let flow = try History.topic(code, project: "alpha", in: store)
-            let subscribers = try store.read { txn -> Int in
-                guard let p = try reader.project(named: "alpha", txn), let tid = try reader.topicID(p.id, code: code, txn) else { return 0 }
-                return Int(try reader.topic(p.id, tid, txn)?.subscribers ?? 0)
+            let (exists, subscribers) = try store.read { txn -> (Bool, Int) in
+                guard let p = try reader.project(named: "alpha", txn), let tid = try reader.topicID(p.id, code: code, txn) else { return (false, 0) }
+                return (true, Int(try reader.topic(p.id, tid, txn)?.subscribers ?? 0))
             }
             #expect(flow.subscribers == subscribers, "\(code)")
+            #expect(flow.exists == exists, "\(code): \(flow.lifecycle)")
+            if let drop = flow.points.first(where: { $0.cause == "drop-topic" }) {
+                #expect(drop.sequence > horizon && flow.lifecycle.contains { $0.kind == .dropped && $0.sequence == drop.sequence })
+            }
         }
     }
 

@@ -1,3 +1,4 @@
+import Compaction
 import Foundation
 import Projections
 @testable import Replay
@@ -91,5 +92,89 @@ import TopicStore
                 return
             }
         }
+    }
+
+    @Test("compaction's garbage collection drops an empty topic: its flow and header say so")
+    func droppedByCompaction() throws {
+        let dir = TemporaryDirectory("history-gc-drop")
+        let store = try TopicStore(directory: dir.sub("data"))
+        try store.submitAndWait(Event(project: "demo", body: .register(deviceID: "D1", topics: [TopicSpec(code: "promo"), TopicSpec(code: "news")])))
+        try store.submitAndWait(Event(project: "demo", body: .unregister(deviceID: "D1", codes: ["promo"])))
+        usleep(20_000)
+        let cut = nowMilliseconds()
+        usleep(20_000)
+        try store.submitAndWait(Event(project: "demo", body: .register(deviceID: "D2", topics: [TopicSpec(code: "news")])))
+        store.close()
+        let report = try Compactor.run(directory: dir.sub("data"), options: compactionOptions(keepingFrom: cut))
+        #expect(report.topicsDropped == 1)
+        let data = dir.sub("data")
+        let compacted = try TopicStore(directory: data, options: Self.readOnly)
+        let flow = try History.topic("promo", project: "demo", in: compacted)
+        compacted.close()
+        let drop = try #require(flow.points.last)
+        #expect(drop.cause == "drop-topic" && drop.sequence > report.horizon)
+        #expect(flow.lifecycle == [History.TopicLifeEvent(kind: .created, sequence: 1, timestamp: nil),
+                                   History.TopicLifeEvent(kind: .dropped, sequence: drop.sequence, timestamp: drop.timestamp)])
+        #expect(!flow.exists)
+        let text = try compactCLI(["history", "--data", data, "--project", "demo", "--topic", "promo"])
+        #expect(text.output.hasPrefix("topic promo in project demo: created at seq 1 (before the compaction horizon), "
+            + "dropped at seq \(drop.sequence) (\(TimeText.iso(drop.timestamp))), so it no longer exists; "), "\(text.output)")
+        #expect(text.output.hasSuffix("seq \(drop.sequence)  \(TimeText.iso(drop.timestamp))  drop-topic: the topic was removed "
+            + "(garbage collection: no subscribers)\n"), "\(text.output)")
+    }
+
+    @Test("a topic dropped by garbage collection: the drop is in the flow, the header says dropped and created again")
+    func droppedTopic() throws {
+        let dir = TemporaryDirectory("history-dropped")
+        let data = try Self.store(dir)
+        let store = try TopicStore(directory: data, options: Self.readOnly)
+        defer { store.close() }
+        let flow = try History.topic("news", project: "demo", in: store, recordsPerReadTransaction: 3)
+        #expect(flow.points.map(\.sequence) == [2, 3, 4, 5, 6, 7])
+        let drop = try #require(flow.points.first { $0.sequence == 6 })
+        #expect(drop.cause == "drop-topic" && drop.change == 0 && drop.subscribers == 0 && drop.deviceID.isEmpty)
+        #expect(flow.createdSeq == 2)
+        #expect(flow.lifecycle.map(\.kind) == [.created, .dropped, .created])
+        #expect(flow.lifecycle.map(\.sequence) == [2, 6, 7])
+        // The fold agrees: no topic between the drop and the new register.
+        for (seq, exists) in [(5, true), (6, false), (7, true)] as [(UInt64, Bool)] {
+            let out = dir.sub("replay-\(seq)")
+            try Replay.rebuild(from: store, to: .sequence(seq), into: out)
+            let replayed = try TopicStore(directory: out, options: Self.readOnly)
+            let tid = try replayed.read { txn in try replayed.reader.topicID(1, code: "news", txn) }
+            #expect((tid != nil) == exists, "seq \(seq)")
+            replayed.close()
+        }
+
+        let text = try compactCLI(["history", "--data", data, "--project", "demo", "--topic", "news"])
+        #expect(text.status == 0, "\(text.error)")
+        let lines = text.output.split(separator: "\n").map(String.init)
+        #expect(lines.first == "topic news in project demo: created at seq 2 (2025-11-30T02:36:28.999Z), "
+            + "dropped at seq 6 (2025-11-30T02:36:32.250Z), created again at seq 7 (2025-11-30T02:36:33.007Z), "
+            + "1 subscriber(s) as of seq 8, 5 change(s)")
+        #expect(lines.contains("seq 6  2025-11-30T02:36:32.250Z  drop-topic: the topic was removed (garbage collection: no subscribers)"),
+                "\(text.output)")
+        let csv = try compactCLI(["history", "--data", data, "--project", "demo", "--topic", "news", "--csv"])
+        #expect(csv.output.contains("\n6,1764470192250,2025-11-30T02:36:32.250Z,,0,drop-topic,0\n"), "\(csv.output)")
+        let json = try compactCLI(["history", "--data", data, "--project", "demo", "--topic", "news", "--json"])
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.output.utf8)) as? [String: Any])
+        let lifecycle = try #require(object["lifecycle"] as? [[String: Any]])
+        #expect(lifecycle.map { $0["event"] as? String } == ["created", "dropped", "created"])
+        #expect(lifecycle.map { ($0["seq"] as? NSNumber)?.intValue } == [2, 6, 7])
+        let points = try #require(object["points"] as? [[String: Any]])
+        #expect(points.contains { $0["cause"] as? String == "drop-topic" && ($0["seq"] as? NSNumber)?.intValue == 6 })
+
+        // Dropped and not created again: the header says it no longer exists.
+        let gone = dir.sub("gone")
+        let importer = try Importer(creating: gone)
+        for (i, body) in [EventBody.register(deviceID: "D1", topics: [TopicSpec(code: "promo")]),
+                          .unregister(deviceID: "D1", codes: ["promo"]), .dropTopic(code: "promo")].enumerated() {
+            try importer.add(LogRecord(sequence: UInt64(i + 1), timestamp: Self.t0, event: Event(project: "demo", body: body)))
+        }
+        try importer.finish()
+        let goneText = try compactCLI(["history", "--data", gone, "--project", "demo", "--topic", "promo"])
+        #expect(goneText.output.hasPrefix("topic promo in project demo: created at seq 1 (2025-11-30T02:36:28.563Z), "
+            + "dropped at seq 3 (2025-11-30T02:36:28.563Z), so it no longer exists; 0 subscriber(s) as of seq 3, 2 change(s)\n"),
+                "\(goneText.output)")
     }
 }

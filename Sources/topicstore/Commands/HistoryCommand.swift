@@ -108,6 +108,13 @@ enum HistoryCommand: Command {
             var object: [String: Any] = ["project": f.project, "topic": f.code, "asOfSeq": f.asOfSeq, "subscribers": f.subscribers]
             if let c = f.createdSeq { object["createdSeq"] = c }
             if let h = f.horizon { object["horizon"] = h }
+            if !f.lifecycle.isEmpty {
+                object["lifecycle"] = f.lifecycle.map { e -> [String: Any] in
+                    var o: [String: Any] = ["event": e.kind.rawValue, "seq": e.sequence]
+                    if let ts = e.timestamp { o["ts"] = ts }
+                    return o
+                }
+            }
             // Points are written one by one: a popular topic has millions.
             out.write(String(Console.jsonString(object).dropLast()) + ",\"points\":[")
             for (i, p) in f.points.enumerated() {
@@ -128,10 +135,15 @@ enum HistoryCommand: Command {
             }
         } else {
             var head = "topic \(f.code) in project \(f.project): "
-            switch (f.createdSeq, f.createdAt) {
-            case (let c?, let at?): head += "created at seq \(c) (\(TimeArgument.iso(at))), "
-            case (let c?, nil): head += "created at seq \(c) (before the compaction horizon), "
-            default: head += "never created, "
+            if f.lifecycle.isEmpty {
+                head += "never created, "
+            } else {
+                // created at seq 2 (…), dropped at seq 6 (…), created again at seq 7 (…)
+                head += f.lifecycle.enumerated().map { i, e in
+                    let what = e.kind == .dropped ? "dropped" : (i == 0 ? "created" : "created again")
+                    return "\(what) at seq \(e.sequence) (\(e.timestamp.map(TimeArgument.iso) ?? "before the compaction horizon"))"
+                }.joined(separator: ", ")
+                head += f.exists ? ", " : ", so it no longer exists; "
             }
             let changes = f.points.count { $0.change != 0 }
             head += "\(f.subscribers) subscriber(s) as of seq \(f.asOfSeq), \(changes) change(s)\n"
@@ -142,7 +154,9 @@ enum HistoryCommand: Command {
             for p in f.points {
                 out.append { b in
                     b.add("seq \(p.sequence)  "); TimeText.appendISO(p.timestamp, to: &b)
-                    if p.change == 0 {
+                    if p.cause == "drop-topic" {
+                        b.add("  drop-topic: the topic was removed (garbage collection: no subscribers)\n")
+                    } else if p.change == 0 {
                         b.add("  \(p.cause): \(p.subscribers) subscriber(s) in the snapshot\n")
                     } else {
                         b.add(p.change > 0 ? "  + " : "  - "); b.add(p.deviceID); b.add(" (\(p.cause))  → \(p.subscribers)\n")
