@@ -177,4 +177,20 @@ import TopicStore
             + "dropped at seq 3 (2025-11-30T02:36:28.563Z), so it no longer exists; 0 subscriber(s) as of seq 3, 2 change(s)\n"),
                 "\(goneText.output)")
     }
+
+    @Test("--svg writes the chart and prints a summary, not the listing, unless --csv or --json asks for it")
+    func svgPrintsASummary() throws {
+        let dir = TemporaryDirectory("history-svg")
+        let data = try Self.store(dir)
+        let chart = dir.sub("chart.svg")
+        let run = try compactCLI(["history", "--data", data, "--project", "demo", "--topic", "sport", "--svg", chart])
+        #expect(run.status == 0, "\(run.error)")
+        #expect(FileManager.default.fileExists(atPath: chart))
+        #expect(run.output == "wrote \(chart): subscribers of sport in project demo, 3 point(s) from seq 3 to seq 8 "
+            + "(2025-11-30T02:36:29.001Z to 2025-11-30T02:36:33.007Z), 0 to 1 subscriber(s), 1 as of seq 8\n", "\(run.output)")
+        let withCSV = try compactCLI(["history", "--data", data, "--project", "demo", "--topic", "sport", "--svg", chart, "--csv"])
+        #expect(withCSV.output.hasPrefix("seq,ts,time,device_id,change,cause,subscribers\n3,"), "\(withCSV.output)")
+        let withJSON = try compactCLI(["history", "--data", data, "--project", "demo", "--topic", "sport", "--svg", chart, "--json"])
+        #expect((try? JSONSerialization.jsonObject(with: Data(withJSON.output.utf8))) != nil, "\(withJSON.output)")
+    }
 }

@@ -15,7 +15,8 @@ enum HistoryCommand: Command {
             .init(name: "device", value: "ID", help: "a device_id: token changes, subscriptions, rejections"),
             .init(name: "topic", value: "CODE", help: "a topic code: every subscribe and unsubscribe with the count after it"),
             .init(name: "csv", value: nil, help: "print CSV"),
-            .init(name: "svg", value: "FILE", help: "with --topic: draw the subscriber count over time into FILE"),
+            .init(name: "svg", value: "FILE", help: "with --topic: draw the subscriber count over time into FILE and print a "
+                  + "summary of it (the listing too only with --json or --csv)"),
         ],
         details: """
         Each entry has its log sequence and time, so `topicstore replay --to-seq N` shows the
@@ -44,12 +45,32 @@ enum HistoryCommand: Command {
                 do { try SubscriberChart.svg(flow).write(toFile: file, atomically: true, encoding: .utf8) } catch {
                     throw ChartWriteError(description: "cannot write \(file): \(error.localizedDescription)")  // exit 1, not a usage error
                 }
+                // The chart is what was asked for: the listing (as long as the
+                // flow: a million lines for a popular topic) only on request.
+                if !arguments.json && !arguments.has("csv") {
+                    print(chartSummary(flow, file: file))
+                    return .success
+                }
             }
             printTopic(flow, arguments)
         default:
             throw UsageError(description: "give one of --device ID or --topic CODE")
         }
         return .success
+    }
+
+    /// One line on what `--svg` drew: points, sequences, times, subscriber range.
+    static func chartSummary(_ f: History.TopicFlow, file: String) -> String {
+        let head = "wrote \(file): subscribers of \(f.code) in project \(f.project), "
+        guard let first = f.points.first, let last = f.points.last else {
+            return head + "no subscribe or unsubscribe in the log (read through seq \(f.asOfSeq))"
+        }
+        // The chart starts at 0 before the first change, or at a compaction snapshot's count.
+        let low = first.change == 0 ? f.points.lazy.map(\.subscribers).min()! : 0
+        let high = f.points.lazy.map(\.subscribers).max()!
+        return head + "\(f.points.count) point(s) from seq \(first.sequence) to seq \(last.sequence) "
+            + "(\(TimeArgument.iso(first.timestamp)) to \(TimeArgument.iso(last.timestamp))), "
+            + "\(low) to \(high) subscriber(s), \(f.subscribers) as of seq \(f.asOfSeq)"
     }
 
     static func csvField(_ s: String) -> String {
