@@ -1,12 +1,19 @@
 import Foundation
+import SubscriptionLog
 
 /// An SVG line chart of a topic's subscriber count over time, with axes,
 /// ticks, labels and a title. Large flows are reduced per horizontal pixel
 /// (keeping each pixel's lowest and highest count) so the file stays small.
+///
+/// The margins are computed from the labels' widths (estimated per character,
+/// generously: there is no font metric here), so the widest y tick label
+/// clears the rotated y title and the last x tick label stays in the picture.
 public enum SubscriberChart {
+    static let fontSize = 12.0, titleSize = 15.0
+    /// Space between a label and whatever is next to it, and around the picture.
+    static let gap = 8.0, edge = 6.0
+
     public static func svg(_ flow: History.TopicFlow, width: Int = 900, height: Int = 420) -> String {
-        let left = 70.0, right = 20.0, top = 40.0, bottom = 60.0
-        let w = Double(width) - left - right, h = Double(height) - top - bottom
         // (time, count) steps: start at 0 before the first change, end at the scan's time.
         var steps: [(t: Int64, n: Int)] = []
         if let first = flow.points.first { steps.append((first.timestamp, first.change == 0 ? first.subscribers : 0)) }  // a flow from a compaction snapshot starts at its count
@@ -16,6 +23,21 @@ public enum SubscriberChart {
         if t1 <= t0 { t0 -= 500; t1 += 500 }
         let maxCount = max(1, steps.map(\.n).max() ?? 1)
         let yTop = Double(niceCeiling(maxCount))
+        let yStep = max(1, Int(yTop) / 5)
+        let yTicks = (0...5).map { $0 * yStep }.filter { Double($0) <= yTop }
+        let spanDays = Double(t1 - t0) / 86_400_000
+        let xTicks = (0...4).map { i in t0 + (t1 - t0) * Int64(i) / 4 }
+        let xLabels = xTicks.map { timeLabel($0, spanDays: spanDays) }
+
+        // Margins from the labels: the y title (rotated, one line high), then
+        // the y tick labels right-aligned against the axis; on the right, half
+        // the last x tick label (it is centred on the axis' end).
+        let yTitleX = edge + ascent(fontSize)
+        let yLabelsWidth = yTicks.map { textWidth(grouped($0), fontSize) }.max() ?? 0
+        let left = max(yTitleX + descent(fontSize) + gap + yLabelsWidth + gap, textWidth(xLabels[0], fontSize) / 2 + edge)
+        let right = max(20.0, textWidth(xLabels[4], fontSize) / 2 + edge)
+        let top = 40.0, bottom = 60.0
+        let w = Double(width) - left - right, h = Double(height) - top - bottom
         func x(_ t: Int64) -> Double { left + Double(t - t0) / Double(t1 - t0) * w }
         func y(_ n: Int) -> Double { top + h - Double(n) / yTop * h }
 
@@ -43,35 +65,32 @@ public enum SubscriberChart {
         flushColumn()
         if steps.count == 1 { emit(left + w, y(steps[0].n)) }
 
+        // The title is centred on the picture; a long topic code is cut to fit (the <title> keeps it whole).
+        let title = fitted(flow.code, project: flow.project, within: Double(width) - 2 * edge)
         var svg = """
-        <svg xmlns="http://www.w3.org/2000/svg" width="\(width)" height="\(height)" viewBox="0 0 \(width) \(height)" font-family="sans-serif" font-size="12">
+        <svg xmlns="http://www.w3.org/2000/svg" width="\(width)" height="\(height)" viewBox="0 0 \(width) \(height)" font-family="sans-serif" font-size="\(fmt(fontSize))">
         <title>Subscribers of \(escape(flow.code)) in \(escape(flow.project))</title>
         <rect width="100%" height="100%" fill="white"/>
-        <text x="\(fmt(left + w / 2))" y="22" text-anchor="middle" font-size="15" font-weight="bold">Subscribers of \(escape(flow.code)) (project \(escape(flow.project)))</text>
+        <text x="\(fmt(Double(width) / 2))" y="22" text-anchor="middle" font-size="\(fmt(titleSize))" font-weight="bold">\(escape(title))</text>
 
         """
         // Axes.
         svg += "<line x1=\"\(fmt(left))\" y1=\"\(fmt(top + h))\" x2=\"\(fmt(left + w))\" y2=\"\(fmt(top + h))\" stroke=\"black\"/>\n"
         svg += "<line x1=\"\(fmt(left))\" y1=\"\(fmt(top))\" x2=\"\(fmt(left))\" y2=\"\(fmt(top + h))\" stroke=\"black\"/>\n"
         // Y ticks.
-        let yStep = Int(yTop) / 5
-        for i in 0...5 {
-            let n = i * max(1, yStep)
-            if Double(n) > yTop { break }
+        for (i, n) in yTicks.enumerated() {
             let py = y(n)
             svg += "<line x1=\"\(fmt(left - 5))\" y1=\"\(fmt(py))\" x2=\"\(fmt(left + w))\" y2=\"\(fmt(py))\" stroke=\"\(i == 0 ? "black" : "#ddd")\"/>\n"
-            svg += "<text x=\"\(fmt(left - 8))\" y=\"\(fmt(py + 4))\" text-anchor=\"end\">\(n)</text>\n"
+            svg += "<text x=\"\(fmt(left - gap))\" y=\"\(fmt(py + 4))\" text-anchor=\"end\">\(grouped(n))</text>\n"
         }
         // X ticks: five times.
-        let spanDays = Double(t1 - t0) / 86_400_000
-        for i in 0...4 {
-            let t = t0 + (t1 - t0) * Int64(i) / 4
+        for (t, label) in zip(xTicks, xLabels) {
             let px = x(t)
             svg += "<line x1=\"\(fmt(px))\" y1=\"\(fmt(top + h))\" x2=\"\(fmt(px))\" y2=\"\(fmt(top + h + 5))\" stroke=\"black\"/>\n"
-            svg += "<text x=\"\(fmt(px))\" y=\"\(fmt(top + h + 20))\" text-anchor=\"middle\">\(timeLabel(t, spanDays: spanDays))</text>\n"
+            svg += "<text x=\"\(fmt(px))\" y=\"\(fmt(top + h + 20))\" text-anchor=\"middle\">\(label)</text>\n"
         }
         svg += "<text x=\"\(fmt(left + w / 2))\" y=\"\(height - 12)\" text-anchor=\"middle\">time (UTC)</text>\n"
-        svg += "<text transform=\"translate(16,\(fmt(top + h / 2))) rotate(-90)\" text-anchor=\"middle\">subscribers</text>\n"
+        svg += "<text transform=\"translate(\(fmt(yTitleX)),\(fmt(top + h / 2))) rotate(-90)\" text-anchor=\"middle\">subscribers</text>\n"
         if !path.isEmpty {
             svg += "<path d=\"\(path)\" fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\"/>\n"
         } else {
@@ -95,12 +114,40 @@ public enum SubscriberChart {
             .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
 
+    /// yyyy-MM-dd over two days or more, MM-dd HH:mm over an hour, else HH:mm:ss.SSS (UTC).
     static func timeLabel(_ ms: Int64, spanDays: Double) -> String {
-        let date = Date(timeIntervalSince1970: Double(ms) / 1000)
-        let f = DateFormatter()
-        f.locale = Locale(identifier: "en_US_POSIX")
-        f.timeZone = TimeZone(identifier: "UTC")
-        f.dateFormat = spanDays >= 2 ? "yyyy-MM-dd" : (spanDays * 24 >= 1 ? "MM-dd HH:mm" : "HH:mm:ss.SSS")
-        return f.string(from: date)
+        let iso = Array(TimeText.iso(ms).utf8)  // YYYY-MM-DDTHH:MM:SS.mmmZ
+        func part(_ r: Range<Int>) -> String { String(decoding: iso[r], as: UTF8.self) }
+        return spanDays >= 2 ? part(0..<10) : (spanDays * 24 >= 1 ? part(5..<10) + " " + part(11..<16) : part(11..<23))
+    }
+
+    /// `n` with thousands separated by commas: 1,000,000.
+    static func grouped(_ n: Int) -> String {
+        let digits = String(n.magnitude)
+        var out = n < 0 ? "-" : ""
+        for (i, c) in digits.enumerated() {
+            if i > 0 && (digits.count - i) % 3 == 0 { out += "," }
+            out.append(c)
+        }
+        return out
+    }
+
+    /// A label's estimated width: 0.64 em a character (sans-serif digits are
+    /// about 0.56–0.64 em, most lower-case letters less), bold 0.72 em.
+    static func textWidth(_ s: String, _ size: Double, bold: Bool = false) -> Double {
+        Double(s.count) * size * (bold ? 0.72 : 0.64)
+    }
+
+    static func ascent(_ size: Double) -> Double { 0.8 * size }
+    static func descent(_ size: Double) -> Double { 0.25 * size }
+
+    /// The chart's title, with the topic code (then the project) cut short with … to fit `width`.
+    static func fitted(_ code: String, project: String, within width: Double) -> String {
+        func title(_ c: String, _ p: String) -> String { "Subscribers of \(c) (project \(p))" }
+        var c = code, p = project
+        while textWidth(title(c, p), titleSize, bold: true) > width {
+            if c.count > 8 { c = String(c.prefix(c.count - 2)) + "…" } else if p.count > 8 { p = String(p.prefix(p.count - 2)) + "…" } else { break }
+        }
+        return title(c, p)
     }
 }

@@ -193,4 +193,77 @@ import TopicStore
         let withJSON = try compactCLI(["history", "--data", data, "--project", "demo", "--topic", "sport", "--svg", chart, "--json"])
         #expect((try? JSONSerialization.jsonObject(with: Data(withJSON.output.utf8))) != nil, "\(withJSON.output)")
     }
+
+    // MARK: Chart layout
+
+    /// A label's box, from a character-width estimate (0.6 em, as sans-serif
+    /// digits and lower-case letters are on average; bold 0.65 em).
+    struct Box {
+        var x0, x1, y0, y1: Double
+        var text: String
+        func overlaps(_ o: Box) -> Bool { x0 < o.x1 && o.x0 < x1 && y0 < o.y1 && o.y0 < y1 }
+    }
+
+    static func labels(_ svg: String) -> [Box] {
+        func attribute(_ name: String, _ tag: Substring) -> String? {
+            guard let r = tag.range(of: " \(name)=\"") else { return nil }
+            return String(tag[r.upperBound...].prefix { $0 != "\"" })
+        }
+        var boxes: [Box] = []
+        var rest = svg[...]
+        while let open = rest.range(of: "<text") {
+            let tagEnd = rest[open.upperBound...].firstIndex(of: ">")!
+            let tag = rest[open.upperBound..<tagEnd]
+            let close = rest[tagEnd...].range(of: "</text>")!
+            let content = rest[rest.index(after: tagEnd)..<close.lowerBound]
+                .replacingOccurrences(of: "&amp;", with: "&").replacingOccurrences(of: "&lt;", with: "<")
+                .replacingOccurrences(of: "&gt;", with: ">").replacingOccurrences(of: "&quot;", with: "\"")
+            rest = rest[close.upperBound...]
+            let size = Double(attribute("font-size", tag) ?? "12")!
+            let bold = attribute("font-weight", tag) == "bold"
+            let width = Double(content.count) * size * (bold ? 0.65 : 0.6)
+            let (ascent, descent) = (0.8 * size, 0.25 * size)
+            let anchor = attribute("text-anchor", tag) ?? "start"
+            let (lx0, lx1) = anchor == "middle" ? (-width / 2, width / 2) : anchor == "end" ? (-width, 0) : (0, width)
+            if let transform = attribute("transform", tag) {
+                // translate(tx,ty) rotate(-90): local (x, y) lands on (tx + y, ty - x).
+                let numbers = transform.split(whereSeparator: { !"0123456789.-".contains($0) }).compactMap { Double($0) }
+                let (tx, ty) = (numbers[0], numbers[1])
+                #expect(transform.contains("rotate(-90)"))
+                boxes.append(Box(x0: tx - ascent, x1: tx + descent, y0: ty - lx1, y1: ty - lx0, text: content))
+            } else {
+                let x = Double(attribute("x", tag)!)!, y = Double(attribute("y", tag)!)!
+                boxes.append(Box(x0: x + lx0, x1: x + lx1, y0: y - ascent, y1: y + descent, text: content))
+            }
+        }
+        return boxes
+    }
+
+    static func flow(code: String = "all", span: Int64, counts: [Int]) -> History.TopicFlow {
+        let points = counts.enumerated().map { i, n in
+            History.TopicPoint(sequence: UInt64(i + 1), timestamp: t0 + span * Int64(i) / Int64(max(1, counts.count - 1)),
+                               deviceID: "d\(i)", change: 1, cause: "register", subscribers: n)
+        }
+        return History.TopicFlow(project: "bench", code: code, createdSeq: 1, createdAt: t0, points: points,
+                                 asOfSeq: UInt64(counts.count), asOfTime: t0 + span, horizon: nil)
+    }
+
+    @Test("chart labels stay inside the picture and the y title clears the tick labels, however wide they are",
+          arguments: [(1_000_000, Int64(1_800_000)), (7, Int64(40_000)), (123_456_789, Int64(3 * 86_400_000)), (45_000, Int64(7_200_000))])
+    func chartLayout(top: Int, span: Int64) {
+        for code in ["all", String(repeating: "user.12345678-", count: 9)] {
+            let svg = SubscriberChart.svg(Self.flow(code: code, span: span, counts: [1, top / 2, top]))
+            let view = svg.range(of: "viewBox=\"0 0 ")!
+            let size = svg[view.upperBound...].prefix { $0 != "\"" }.split(separator: " ").map { Double($0)! }
+            let boxes = Self.labels(svg)
+            #expect(boxes.count >= 10)
+            for b in boxes {
+                #expect(b.x0 >= 0 && b.x1 <= size[0] && b.y0 >= 0 && b.y1 <= size[1], "\(b.text) at \(b) outside 0 0 \(size)")
+            }
+            for (i, a) in boxes.enumerated() {
+                for b in boxes[(i + 1)...] { #expect(!a.overlaps(b), "\(a.text) overlaps \(b.text)") }
+            }
+            if top == 1_000_000 { #expect(svg.contains(">1,000,000</text>"), "y labels are grouped by thousands") }
+        }
+    }
 }
