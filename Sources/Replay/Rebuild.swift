@@ -6,7 +6,7 @@ import TopicStore
 
 /// How far a long run has got, for progress bars.
 public struct ReplayProgress: Sendable {
-    /// What is running: "rebuild", "catch-up", "compare", "export", "import", "scan".
+    /// What is running: "rebuild", "catch-up", "compare", "export", "import", "scan", "output" (history's listing).
     public var phase: String
     public var done: UInt64
     public var total: UInt64

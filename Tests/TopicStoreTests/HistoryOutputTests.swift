@@ -266,4 +266,34 @@ import TopicStore
             if top == 1_000_000 { #expect(svg.contains(">1,000,000</text>"), "y labels are grouped by thousands") }
         }
     }
+
+    // MARK: Progress
+
+    /// Runs `command` under `script`, so that standard error is a terminal; returns what that terminal showed.
+    static func onATerminal(_ command: String) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
+        process.arguments = ["-qec", command, "/dev/null"]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    @Test("on a terminal the bar has an output phase while the listing is written to a file; quiet with --json",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script")))
+    func progressPhases() throws {
+        let dir = TemporaryDirectory("history-progress")
+        let data = try Self.store(dir)
+        let binary = BuiltProducts.executable("topicstore")
+        let listing = try Self.onATerminal("\(binary) history --data \(data) --project demo --topic news > \(dir.sub("out.txt"))")
+        #expect(listing.contains("scan"), "\(listing.debugDescription)")
+        #expect(listing.contains("output") && listing.contains("6/6 "), "\(listing.debugDescription)")
+        #expect(try String(contentsOfFile: dir.sub("out.txt"), encoding: .utf8).hasPrefix("topic news in project demo"))
+        let json = try Self.onATerminal("\(binary) history --data \(data) --project demo --topic news --json > \(dir.sub("out.json"))")
+        #expect(json.isEmpty, "\(json.debugDescription)")
+    }
 }

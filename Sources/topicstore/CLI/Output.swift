@@ -51,4 +51,7 @@ enum Console {
 
     /// Whether standard error is a terminal (progress is shown only there).
     static var stderrIsTTY: Bool { isatty(2) == 1 }
+
+    /// Whether standard output is a terminal (a listing written there needs no progress bar).
+    static var stdoutIsTTY: Bool { isatty(1) == 1 }
 }

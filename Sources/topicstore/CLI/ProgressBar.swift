@@ -26,7 +26,7 @@ final class ProgressBar {
         let elapsed = now.timeIntervalSince(phaseStart)
         let rate = elapsed > 0 ? Double(p.done) / elapsed : 0
         let eta = rate > 0 && p.total > p.done ? Double(p.total - p.done) / rate : 0
-        let unit = p.phase == "compare" ? "entries" : "events"
+        let unit = p.phase == "compare" ? "entries" : (p.phase == "output" ? "lines" : "events")
         let line = String(format: "%@ [%@%@] %3d%% %@/%@ %@ %@/s ETA %@", p.phase.padding(toLength: 8, withPad: " ", startingAt: 0),
                           String(repeating: "#", count: filled), String(repeating: ".", count: width - filled),
                           Int(fraction * 100), Self.short(Double(p.done)), Self.short(Double(p.total)), Self.short(rate), unit,

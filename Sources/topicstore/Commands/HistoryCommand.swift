@@ -35,12 +35,10 @@ enum HistoryCommand: Command {
             if arguments.value("svg") != nil { throw UsageError(description: "--svg draws a topic's subscribers: use it with --topic") }
             let store = try TopicStore(directory: arguments.dataDirectory, options: readOnly)
             let timeline = try History.device(device, project: project, in: store, progress: bar.update)
-            bar.finish()
-            printDevice(timeline, arguments)
+            printDevice(timeline, arguments, ListingProgress(bar, lines: timeline.entries.count))
         case (nil, let code?):
             let store = try TopicStore(directory: arguments.dataDirectory, options: readOnly)
             let flow = try History.topic(code, project: project, in: store, progress: bar.update)
-            bar.finish()
             if let file = arguments.value("svg") {
                 do { try SubscriberChart.svg(flow).write(toFile: file, atomically: true, encoding: .utf8) } catch {
                     throw ChartWriteError(description: "cannot write \(file): \(error.localizedDescription)")  // exit 1, not a usage error
@@ -48,11 +46,12 @@ enum HistoryCommand: Command {
                 // The chart is what was asked for: the listing (as long as the
                 // flow: a million lines for a popular topic) only on request.
                 if !arguments.json && !arguments.has("csv") {
+                    bar.finish()
                     print(chartSummary(flow, file: file))
                     return .success
                 }
             }
-            printTopic(flow, arguments)
+            printTopic(flow, arguments, ListingProgress(bar, lines: flow.points.count))
         default:
             throw UsageError(description: "give one of --device ID or --topic CODE")
         }
@@ -77,7 +76,7 @@ enum HistoryCommand: Command {
         s.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" }) ? "\"" + s.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : s
     }
 
-    static func printDevice(_ t: History.DeviceTimeline, _ arguments: Arguments) {
+    static func printDevice(_ t: History.DeviceTimeline, _ arguments: Arguments, _ progress: ListingProgress) {
         let out = OutputBuffer()
         if arguments.json {
             let entries = t.entries.map { e -> [String: Any] in
@@ -94,7 +93,8 @@ enum HistoryCommand: Command {
             out.write(Console.jsonString(object) + "\n")
         } else if arguments.has("csv") {
             out.write("seq,ts,time,kind,detail,subscribed,unsubscribed,topics,state,token,platform\n")
-            for e in t.entries {
+            for (i, e) in t.entries.enumerated() {
+                progress.line(i)
                 out.append { b in
                     b.add("\(e.sequence),\(e.timestamp),"); TimeText.appendISO(e.timestamp, to: &b)
                     for field in [e.kind.rawValue, e.detail, e.subscribed.joined(separator: " "), e.unsubscribed.joined(separator: " "),
@@ -110,7 +110,8 @@ enum HistoryCommand: Command {
                 let held = t.entries.first?.kind == .horizon
                 out.write("the log was compacted at seq \(h): \(held ? "the first entry is the device as the snapshot there holds it" : "the snapshot there holds no such device"); the events before are in the compaction archive\n")
             }
-            for e in t.entries {
+            for (i, e) in t.entries.enumerated() {
+                progress.line(i)
                 out.append { b in
                     b.add("seq \(e.sequence)  "); TimeText.appendISO(e.timestamp, to: &b)
                     b.add("  \(e.kind.rawValue): \(e.detail)")
@@ -121,9 +122,10 @@ enum HistoryCommand: Command {
             }
         }
         out.flush()
+        progress.finish()
     }
 
-    static func printTopic(_ f: History.TopicFlow, _ arguments: Arguments) {
+    static func printTopic(_ f: History.TopicFlow, _ arguments: Arguments, _ progress: ListingProgress) {
         let out = OutputBuffer()
         if arguments.json {
             var object: [String: Any] = ["project": f.project, "topic": f.code, "asOfSeq": f.asOfSeq, "subscribers": f.subscribers]
@@ -139,6 +141,7 @@ enum HistoryCommand: Command {
             // Points are written one by one: a popular topic has millions.
             out.write(String(Console.jsonString(object).dropLast()) + ",\"points\":[")
             for (i, p) in f.points.enumerated() {
+                progress.line(i)
                 if i > 0 { out.write(",") }
                 var line = "{\"seq\":\(p.sequence),\"ts\":\(p.timestamp),\"device_id\":"
                 line += JSONText.quoted(p.deviceID)
@@ -148,7 +151,8 @@ enum HistoryCommand: Command {
             out.write("]}\n")
         } else if arguments.has("csv") {
             out.write("seq,ts,time,device_id,change,cause,subscribers\n")
-            for p in f.points {
+            for (i, p) in f.points.enumerated() {
+                progress.line(i)
                 out.append { b in
                     b.add("\(p.sequence),\(p.timestamp),"); TimeText.appendISO(p.timestamp, to: &b)
                     b.add(","); b.add(csvField(p.deviceID)); b.add(",\(p.change),\(p.cause),\(p.subscribers)\n")
@@ -172,7 +176,8 @@ enum HistoryCommand: Command {
                 head += "the log was compacted at seq \(h): the flow starts from the subscribers the snapshot there holds; the events before are in the compaction archive\n"
             }
             out.write(head)
-            for p in f.points {
+            for (i, p) in f.points.enumerated() {
+                progress.line(i)
                 out.append { b in
                     b.add("seq \(p.sequence)  "); TimeText.appendISO(p.timestamp, to: &b)
                     if p.cause == "drop-topic" {
@@ -186,6 +191,33 @@ enum HistoryCommand: Command {
             }
         }
         out.flush()
+        progress.finish()
+    }
+}
+
+/// The bar's second phase, `output`: lines of the listing written. The scan
+/// alone reaches 100% long before a million lines are out. Drawn only when
+/// standard output is not a terminal (on one, the lines show the progress and
+/// the bar would tangle with them: it is cleared before the first line).
+struct ListingProgress {
+    private let bar: ProgressBar?
+    private let total: UInt64
+
+    init(_ bar: ProgressBar, lines: Int) {
+        self.bar = Console.stdoutIsTTY ? nil : bar
+        if self.bar == nil { bar.finish() }
+        total = UInt64(lines)
+    }
+
+    /// Before line `i` (from 0): redraws every 4096 lines (the bar itself draws at most ten times a second).
+    func line(_ i: Int) {
+        if i & 4095 == 0 { bar?.update(ReplayProgress(phase: "output", done: UInt64(i), total: total)) }
+    }
+
+    /// After the listing is flushed: shows 100%, then clears the bar.
+    func finish() {
+        bar?.update(ReplayProgress(phase: "output", done: total, total: total))
+        bar?.finish()
     }
 }
 
