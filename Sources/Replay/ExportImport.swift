@@ -56,9 +56,12 @@ public final class Importer {
     private let recordsPerCommit: Int
     public private(set) var records: UInt64 = 0
 
-    /// Creates a store in `directory`, which must be new or empty.
-    public init(creating directory: String, recordsPerCommit: Int = 100_000) throws {
-        builder = try ProjectionBuilder(creating: directory, writesLog: true, mapSize: 256 << 20)
+    /// Creates a store in `directory`, which must be new or empty. The projections are
+    /// built in memory up to `memoryBudget` bytes and written in rounds beyond it (nil:
+    /// written through every commit), as `replay` builds them.
+    public init(creating directory: String, recordsPerCommit: Int = 100_000,
+                memoryBudget: Int? = Replay.Options.defaultMemoryBudget) throws {
+        builder = try ProjectionBuilder(creating: directory, writesLog: true, mapSize: 256 << 20, memoryBudget: memoryBudget)
         self.recordsPerCommit = recordsPerCommit
     }
 

@@ -32,6 +32,35 @@ import Testing
         #expect(projects.count == 1 && projects.first?["devices"] as? Int == 2 && projects.first?["added"] == nil, "\(json)")
     }
 
+    // MARK: import in rounds
+
+    /// import takes replay's --memory-budget: built in rounds of 1 MiB, written through,
+    /// or in memory, the same store (same records, same projections).
+    @Test func importInRoundsBuildsTheSameStore() throws {
+        let dir = TemporaryDirectory("import-budget")
+        var commands: [String] = []
+        for i in 0..<3000 {
+            commands.append(#"{"project":"demo","type":"token","device_id":"D\#(i)","token":"tok\#(i)","platform":"\#(i % 3 == 0 ? "android" : "ios")"}"#)
+            commands.append(#"{"project":"demo","type":"register","device_id":"D\#(i)","topics":["all","t\#(i % 17)",{"code":"user.\#(i)","single":true}]}"#)
+            if i % 7 == 0 { commands.append(#"{"project":"demo","type":"unregister","device_id":"D\#(i / 2)","topics":["all"]}"#) }
+        }
+        let data = try loadedStore(dir, commands.joined(separator: "\n"))
+        let export = try topicstore(["export", "--data", data])
+        #expect(export.status == 0)
+        var outputs: [String] = []
+        for budget in ["1", "0", "512"] {
+            let target = dir.sub("imported-\(budget)")
+            let imported = try topicstore(["import", "--data", target, "--memory-budget", budget, "-"], stdin: export.stdout)
+            #expect(imported.status == 0, "\(budget): \(imported.stderr)")
+            let audit = try topicstore(["audit", "--data", target])
+            #expect(audit.status == 0, "\(budget): \(audit.stdout)")
+            outputs.append(try topicstore(["export", "--data", target]).stdout
+                           + (try topicstore(["topics", "--data", target, "--project", "demo"]).stdout))
+        }
+        #expect(outputs[0] == outputs[1] && outputs[1] == outputs[2])
+        #expect(outputs[0].hasPrefix(export.stdout))
+    }
+
     // MARK: export of a compacted log
 
     /// An export of what compaction removed was empty with exit 0, which reads as "no events".

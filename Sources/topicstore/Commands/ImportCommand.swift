@@ -8,9 +8,10 @@ enum ImportCommand: Command {
     static let spec = CommandSpec(
         name: "import",
         summary: "rebuild a store from an export, keeping sequences and times (same chain head and projections)",
-        usage: "import [--data DIR] [--expect-head SEQ:HEX] FILE|-",
+        usage: "import [--data DIR] [--expect-head SEQ:HEX] [--memory-budget MIB] FILE|-",
         options: [
             .init(name: "expect-head", value: "SEQ:HEX", help: "fail unless the imported log ends at this head"),
+            .init(name: "memory-budget", value: "MIB", help: "memory the build may hold before it is written in rounds (default a third of RAM, at most 8192; 0: write through every batch)"),
         ],
         details: """
         DIR must be new or empty. Lines must come from `topicstore export` from sequence 1,
@@ -28,7 +29,7 @@ enum ImportCommand: Command {
         }
         let reader = try LineReader(path: arguments.positionals[0])
         let started = Date()
-        let importer = try Importer(creating: arguments.dataDirectory)
+        let importer = try Importer(creating: arguments.dataDirectory, memoryBudget: ReplayCommand.memoryBudget(arguments))
         var lineNumber = 0
         do {
             while let line = reader.next() {
