@@ -1,4 +1,5 @@
 import Foundation
+import SubscriptionLog
 
 /// The compaction report for people and for scripts.
 public enum CompactionReportFormat {
@@ -77,9 +78,5 @@ public enum CompactionReportFormat {
         }
     }
 
-    static func iso(_ ms: Int64) -> String {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return f.string(from: Date(timeIntervalSince1970: Double(ms) / 1000))
-    }
+    static func iso(_ ms: Int64) -> String { TimeText.iso(ms) }
 }

@@ -272,7 +272,7 @@ public enum ReplayError: Error, Sendable, CustomStringConvertible {
         case .invalidInput(let seq, let why): return "record \(seq): \(why)"
         case .invalidLine(let line, let why): return "line \(line): \(why)"
         case .beforeHorizon(let what, let horizon, let time):
-            let at = time.map { " (\(Date(timeIntervalSince1970: Double($0) / 1000)))" } ?? ""
+            let at = time.map { " (\(TimeText.iso($0)))" } ?? ""
             return "\(what) is before the compaction horizon, seq \(horizon)\(at): the log keeps only the events after it "
                 + "and replay can start no earlier (older events are in the compaction archive, if one was kept: topicstore import it)"
         case .missingSnapshot(let horizon, let dir):

@@ -112,7 +112,7 @@ public enum Replay {
                 if let s = try log.lastSequence(atOrBefore: t, txn) { return s }
                 guard let snapshot else { return 0 }
                 guard t >= snapshot.timestamp else {
-                    throw ReplayError.beforeHorizon(requested: "time \(Date(timeIntervalSince1970: Double(t) / 1000))",
+                    throw ReplayError.beforeHorizon(requested: "time \(TimeText.iso(t))",
                                                     horizon: horizon, horizonTime: snapshot.timestamp)
                 }
                 return horizon
