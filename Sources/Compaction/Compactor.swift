@@ -54,6 +54,10 @@ public enum Compactor {
         public var horizon: UInt64
         public var horizonTime: Int64?
         public var previousHorizon: UInt64
+        /// The last sequence older than the retention window (what `horizon` becomes when the log is trimmed).
+        public var retentionHorizon: UInt64 = 0
+        /// Whether the log's prefix through `horizon` was (or, in a dry run, would be) removed.
+        public var logTrimmed = true
         public var eventsRemoved: UInt64
         public var eventsArchived: UInt64
         public var archivePath: String?
@@ -116,6 +120,9 @@ public enum Compactor {
         // Compaction works on a store; it never creates one (an empty or missing
         // directory is refused as every read command refuses it, before the lock opens it).
         try TopicStore.requireExisting(directory: directory)
+        if !options.compactFile, options.archiveDirectory != nil {
+            throw CompactionError.refused("without a new file generation (--no-file) no event leaves the log, so there is nothing to archive: drop --archive, or --no-file")
+        }
         if !options.dryRun { try requireOwner(of: directory) }
         let lock = try DirectoryLock(directory)
         defer { lock.release() }
@@ -149,11 +156,15 @@ public enum Compactor {
 
         // 1. Plan.
         let cutoff = now - options.retain.milliseconds
-        var horizon = previousHorizon
+        var retentionHorizon = previousHorizon
         if let bounds {
             let atCutoff = try live.read { txn in try log.lastSequence(atOrBefore: cutoff, txn) } ?? previousHorizon
-            horizon = max(previousHorizon, min(atCutoff, bounds.last - 1))
+            retentionHorizon = max(previousHorizon, min(atCutoff, bounds.last - 1))
         }
+        // The log is trimmed only in a new file generation (nothing is ever removed from the
+        // live one): without it the horizon stays, and no snapshot or archive is written
+        // (the next run would remove both as leftovers of an interrupted run).
+        let horizon = options.compactFile ? retentionHorizon : previousHorizon
         let topicHorizon: UInt64
         if let idle = options.garbage.topicIdle {
             topicHorizon = try live.read { txn in try log.lastSequence(atOrBefore: now - idle.milliseconds, txn) } ?? previousHorizon
@@ -165,6 +176,8 @@ public enum Compactor {
             progress?(ReplayProgress(phase: $0, done: $1, total: $2))
         }
         report.horizon = horizon
+        report.retentionHorizon = retentionHorizon
+        report.logTrimmed = options.compactFile
         report.eventsRemoved = horizon - previousHorizon
         report.devicesForgotten = plan.forgetDevices.count
         report.topicsDropped = plan.dropTopics.count
@@ -311,8 +324,12 @@ public enum Compactor {
             // 6. The old generation is garbage now (processes still on it reopen on the new one).
             try removeGeneration(report.generationBefore, in: directory)
         }
-        for h in Snapshot.horizons(inStore: directory) where h != horizon {
-            try? FileManager.default.removeItem(atPath: Snapshot.directory(inStore: directory, horizon: h))
+        // Older snapshots only once the store has switched to a generation whose log starts after
+        // `horizon`: until then its log continues from the snapshot at the previous horizon.
+        if report.generationAfter != report.generationBefore {
+            for h in Snapshot.horizons(inStore: directory) where h != horizon {
+                try? FileManager.default.removeItem(atPath: Snapshot.directory(inStore: directory, horizon: h))
+            }
         }
         clock.lap("cleanup")
         report.databaseBytesAfter = databaseBytes(directory, report.generationAfter)

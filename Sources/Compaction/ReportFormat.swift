@@ -6,6 +6,7 @@ public enum CompactionReportFormat {
     public static func json(_ r: Compactor.Report) -> [String: Any] {
         var o: [String: Any] = [
             "dryRun": r.dryRun, "horizon": r.horizon, "previousHorizon": r.previousHorizon,
+            "retentionHorizon": r.retentionHorizon, "logTrimmed": r.logTrimmed,
             "eventsRemoved": r.eventsRemoved, "eventsArchived": r.eventsArchived,
             "collected": ["devicesForgotten": r.devicesForgotten, "topicsDropped": r.topicsDropped,
                           "tokensExpired": r.tokensExpired, "skippedOnRecheck": r.garbageSkipped],
@@ -35,7 +36,11 @@ public enum CompactionReportFormat {
         } else {
             lines.append("log before: empty")
         }
-        if r.horizon > r.previousHorizon {
+        if !r.logTrimmed {
+            let older = r.retentionHorizon - r.previousHorizon
+            lines.append("log: not trimmed (--no-file)" + (older == 0 ? "" :
+                ": \(older) events (seq \(r.previousHorizon + 1)…\(r.retentionHorizon)) are older than the retention window and stay in the log"))
+        } else if r.horizon > r.previousHorizon {
             let at = r.horizonTime.map { " (\(iso($0)))" } ?? ""
             lines.append("horizon: seq \(r.horizon)\(at); \(would)remove \(r.eventsRemoved) events (seq \(r.previousHorizon + 1)…\(r.horizon))")
         } else {

@@ -20,6 +20,64 @@ import TopicStore
         return (report.horizon, cut)
     }
 
+    /// `--no-file` trims no event (it writes no new file, and nothing is ever
+    /// removed from the live one): it reports none removed, writes no snapshot
+    /// or archive that the next run would throw away as leftovers, and keeps the
+    /// snapshot the store's log continues from.
+    @Test func noFileRemovesNoEventAndSaysSo() throws {
+        let dir = TemporaryDirectory("nofile")
+        let data = dir.sub("data")
+        let (horizon, _) = try compactedStore(dir)
+        let store = try TopicStore(directory: data)
+        try submitWorkload(store, count: 40, seed: 77)
+        try store.submitAndWait(Event(project: "alpha", body: .register(deviceID: "lonely", topics: [TopicSpec(code: "solo")])))
+        try store.submitAndWait(Event(project: "alpha", body: .unregisterAll(deviceID: "lonely")))
+        let boundsBefore = try store.read { txn in try store.log.bounds(txn) }
+        store.close()
+
+        // Everything but the last record is older than the window, so a full run would move the horizon.
+        var options = Compactor.Options(retain: RetentionDuration(milliseconds: 0))
+        options.compactFile = false
+        let dry = try Compactor.run(directory: data, options: { var o = options; o.dryRun = true; return o }())
+        #expect(dry.eventsRemoved == 0 && dry.horizon == horizon)
+        #expect(dry.retentionHorizon == boundsBefore!.last - 1)
+
+        let report = try Compactor.run(directory: data, options: options)
+        #expect(report.eventsRemoved == 0, "reported \(report.eventsRemoved) events removed")
+        #expect(report.horizon == horizon && report.previousHorizon == horizon)
+        #expect(!report.logTrimmed)
+        #expect(report.devicesForgotten >= 1, "garbage is still collected")
+        #expect(Snapshot.horizons(inStore: data) == [horizon], "snapshots: \(Snapshot.horizons(inStore: data))")
+
+        let after = try TopicStore(directory: data)
+        let bounds = try after.read { txn in try after.log.bounds(txn) }
+        #expect(bounds?.first == boundsBefore?.first, "the log was trimmed")
+        let audit = try Audit.run(after)
+        #expect(audit.isClean, "\(audit.logIssues.prefix(3)) \(audit.differences.prefix(3))")
+        #expect(audit.snapshot?.sequence == horizon)
+        after.close()
+
+        // The next run finds nothing of it to clean up.
+        let next = try Compactor.run(directory: data, options: { var o = options; o.dryRun = true; return o }())
+        #expect(next.leftoversRemoved.isEmpty, "\(next.leftoversRemoved)")
+
+        // The command line says the same, in text and in JSON.
+        let text = try compactCLI(["compact", "--data", data, "--retain", "0", "--no-file"])
+        #expect(text.status == 0, "\(text.error)")
+        #expect(!text.output.contains("remove "), "\(text.output)")
+        #expect(text.output.contains("not trimmed (--no-file)"), "\(text.output)")
+        let json = try compactCLI(["compact", "--data", data, "--retain", "0", "--no-file", "--json"])
+        #expect(json.status == 0, "\(json.error)")
+        #expect(json.output.contains("\"eventsRemoved\":0") && json.output.contains("\"logTrimmed\":false"), "\(json.output)")
+        #expect(Snapshot.horizons(inStore: data) == [horizon])
+
+        // --archive has nothing to archive when no event is removed: refused, nothing written.
+        let both = try compactCLI(["compact", "--data", data, "--retain", "0", "--no-file", "--archive", dir.sub("archive")])
+        #expect(both.status == 2, "\(both.output) \(both.error)")
+        #expect(both.error.contains("--no-file") && both.error.contains("--archive"), "\(both.error)")
+        #expect(!FileManager.default.fileExists(atPath: dir.sub("archive")))
+    }
+
     /// A time before the horizon is named in ISO 8601 (`…T…Z`), as everywhere
     /// else, not in Foundation's `2026-11-30 21:02:00 +0000`.
     @Test func beforeHorizonErrorsPrintISOTimes() throws {

@@ -22,7 +22,7 @@ enum CompactCommand: Command {
             .init(name: "gc-tokens", value: nil, help: "clear tokens rejected more than --rejected-grace ago (default)"),
             .init(name: "no-gc-tokens", value: nil, help: "keep them"),
             .init(name: "rejected-grace", value: "DURATION", help: "grace period of a rejected token (default 30d)"),
-            .init(name: "no-file", value: nil, help: "skip the new file generation (the log is then not trimmed: only snapshot, archive, garbage)"),
+            .init(name: "no-file", value: nil, help: "collect garbage only: no new file generation, so no event leaves the log (no snapshot; not with --archive)"),
             .init(name: "archive-level", value: "N", help: "zstd level of the archive (1-19, default 3)"),
             .init(name: "benchmark", value: nil, help: "generate a churned workload into --data (new) and compact it; report"),
             .init(name: "devices", value: "N", help: "with --benchmark: devices (default 1000000)"),
@@ -75,6 +75,9 @@ enum CompactCommand: Command {
         options.archiveDirectory = arguments.value("archive")
         options.dryRun = arguments.has("dry-run")
         options.compactFile = !arguments.has("no-file")
+        if !options.compactFile, options.archiveDirectory != nil {
+            throw UsageError(description: "--no-file removes no event from the log, so --archive has nothing to archive: give one or the other")
+        }
         options.garbage.devices = try flag(arguments, "devices")
         options.garbage.topics = try flag(arguments, "topics")
         options.garbage.tokens = try flag(arguments, "tokens")
