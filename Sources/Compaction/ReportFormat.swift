@@ -50,6 +50,8 @@ public enum CompactionReportFormat {
             lines.append("archive: \(r.eventsArchived) events in \(a), \(bytes(r.archiveBytes)) (\(bytes(r.archiveJSONBytes)) of JSON), verified against the log")
         } else if r.dryRun && r.eventsArchived > 0 {
             lines.append("archive: would write \(r.eventsArchived) events")
+        } else if r.eventsRemoved > 0 {
+            lines.append("archive: none: the \(r.eventsRemoved) removed events \(r.dryRun ? "would be" : "are") deleted, not archived (--archive DIR keeps them)")
         }
         lines.append("garbage: \(would)forget \(r.devicesForgotten) device(s), drop \(r.topicsDropped) topic(s), expire \(r.tokensExpired) token(s)"
                      + (r.garbageSkipped > 0 ? " (\(r.garbageSkipped) changed since the scan and were kept)" : ""))

@@ -78,6 +78,43 @@ import TopicStore
         #expect(!FileManager.default.fileExists(atPath: dir.sub("archive")))
     }
 
+    /// Without `--archive` the removed events are gone for good: the text report
+    /// says so in one line (and how to keep them); JSON stays as it was.
+    @Test func compactWithoutArchiveSaysTheEventsAreNotKept() throws {
+        let dir = TemporaryDirectory("noarchive")
+        let (store, _) = try storeWithCut(dir, before: 50, after: 5, seed: 2)
+        store.close()
+        let dry = try compactCLI(["compact", "--data", dir.sub("data"), "--retain", "0", "--dry-run"])
+        #expect(dry.status == 0, "\(dry.error)")
+        #expect(dry.output.components(separatedBy: "not archived").count == 2, "\(dry.output)")
+        let json = try compactCLI(["compact", "--data", dir.sub("data"), "--retain", "0", "--dry-run", "--json"])
+        #expect(!json.output.contains("not archived"), "\(json.output)")
+        let archived = try compactCLI(["compact", "--data", dir.sub("data"), "--retain", "0", "--dry-run", "--archive", dir.sub("a")])
+        #expect(!archived.output.contains("not archived"), "\(archived.output)")
+        let run = try compactCLI(["compact", "--data", dir.sub("data"), "--retain", "0"])
+        #expect(run.status == 0, "\(run.error)")
+        let line = run.output.split(separator: "\n").first { $0.contains("not archived") }
+        #expect(line?.contains("--archive") == true, "\(run.output)")
+    }
+
+    /// Every unit the duration parser takes is in `compact --help` and in the
+    /// usage error, seconds included.
+    @Test func durationUnitsAreDocumentedAsParsed() throws {
+        #expect(RetentionDuration(parsing: "2100s")?.milliseconds == 2_100_000)
+        #expect(RetentionDuration(parsing: "1H30M")?.milliseconds == 5_400_000)
+        let help = try compactCLI(["compact", "--help"])
+        for unit in ["w", "d", "h", "m", "s", "ms"] {
+            #expect(help.output.contains("\(unit) ") || help.output.contains("\(unit),") || help.output.contains("\(unit))"),
+                    "unit \(unit) missing from --help")
+        }
+        #expect(help.output.contains("seconds"), "\(help.output)")
+        let bad = try compactCLI(["compact", "--data", "/nonexistent", "--retain", "30x"])
+        #expect(bad.status == 2)
+        #expect(bad.error.contains("45s") || bad.error.contains("seconds"), "\(bad.error)")
+        let docs = try String(contentsOfFile: packageRoot() + "/docs/compaction.md", encoding: .utf8)
+        #expect(docs.contains("2100s") || docs.contains("45s"), "docs/compaction.md names no seconds")
+    }
+
     /// A time before the horizon is named in ISO 8601 (`…T…Z`), as everywhere
     /// else, not in Foundation's `2026-11-30 21:02:00 +0000`.
     @Test func beforeHorizonErrorsPrintISOTimes() throws {

@@ -11,7 +11,7 @@ enum CompactCommand: Command {
         summary: "keep only the retention window in the log (snapshot + archive), collect garbage, shrink the file",
         usage: "compact [--data DIR] --retain DURATION [--archive DIR] [--dry-run] [--json] [garbage options]",
         options: [
-            .init(name: "retain", value: "DURATION", help: "keep the events of the last DURATION (30d, 12h, 90m, 1d12h)"),
+            .init(name: "retain", value: "DURATION", help: "keep the events of the last DURATION (30d, 12h, 90m, 2100s, 1d12h; see below)"),
             .init(name: "archive", value: "DIR", help: "first write the removed events to DIR/log-FROM-TO.jsonl.zst (verified)"),
             .init(name: "dry-run", value: nil, help: "report what would happen; change nothing"),
             .init(name: "gc-devices", value: nil, help: "forget devices with neither a token nor a topic (default)"),
@@ -38,12 +38,16 @@ enum CompactCommand: Command {
         while writers wait for well under a second. Killed at any moment, the store stays in
         its before or its after state; the next run removes what the killed one left.
         Safe to run from cron beside `topicstore serve`.
+        Without --archive the removed events are kept nowhere (the text report says so).
+        DURATION (--retain, --topic-idle, --rejected-grace) is one or more NUMBER+UNIT parts with
+        nothing between them, UNIT w (weeks), d (days), h (hours), m (minutes), s (seconds) or
+        ms (milliseconds), in either case: 30d, 12h, 90m, 2100s, 1d12h; a bare 0 is zero.
         """)
 
     static func duration(_ arguments: Arguments, _ name: String) throws -> RetentionDuration? {
         guard let text = arguments.value(name) else { return nil }
         guard let d = RetentionDuration(parsing: text) else {
-            throw UsageError(description: "--\(name) must be a duration like 30d, 12h, 90m or 1d12h, not '\(text)'")
+            throw UsageError(description: "--\(name) must be a duration like 30d, 12h, 90m, 45s or 1d12h (units w, d, h, m, s, ms), not '\(text)'")
         }
         return d
     }
