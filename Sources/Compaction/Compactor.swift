@@ -34,6 +34,9 @@ public enum Compactor {
         public var garbage = GarbageRules()
         /// Write a new, compact file generation (default on).
         public var compactFile = true
+        /// Garbage events committed per write transaction: every other writer of the
+        /// store (a running server) waits while one commits, so they go in small ones.
+        public var garbageBatchSize = 256
         /// The catch-up before the switch stops when fewer records than this remain.
         public var catchUpThreshold = 2_000
         public var maxCatchUpRounds = 10
@@ -68,6 +71,10 @@ public enum Compactor {
         public var tokensExpired = 0
         /// Garbage events that were planned but no longer applied when rechecked.
         public var garbageSkipped = 0
+        /// Write transactions the garbage events were committed in, and the longest of them
+        /// (from submitting to durable: waiting for the write lock, the fold, the sync).
+        public var garbageTransactions = 0
+        public var garbageLongestSeconds: Double = 0
         /// `data.mdb` of the active generation, before and after.
         public var databaseBytesBefore: Int = 0
         public var databaseBytesAfter: Int = 0
@@ -205,8 +212,11 @@ public enum Compactor {
             let events = fresh.events
             var i = 0
             while i < events.count {
-                let batch = Array(events[i..<min(events.count, i + 4096)])
+                let batch = Array(events[i..<min(events.count, i + max(1, options.garbageBatchSize))])
+                let started = Date()
                 for result in live.submitAndWait(batch) { _ = try result.get() }
+                report.garbageLongestSeconds = max(report.garbageLongestSeconds, Date().timeIntervalSince(started))
+                report.garbageTransactions += 1
                 i += batch.count
                 progress?(ReplayProgress(phase: "garbage", done: UInt64(i), total: UInt64(events.count)))
             }

@@ -9,7 +9,8 @@ public enum CompactionReportFormat {
             "retentionHorizon": r.retentionHorizon, "logTrimmed": r.logTrimmed,
             "eventsRemoved": r.eventsRemoved, "eventsArchived": r.eventsArchived,
             "collected": ["devicesForgotten": r.devicesForgotten, "topicsDropped": r.topicsDropped,
-                          "tokensExpired": r.tokensExpired, "skippedOnRecheck": r.garbageSkipped],
+                          "tokensExpired": r.tokensExpired, "skippedOnRecheck": r.garbageSkipped,
+                          "transactions": r.garbageTransactions, "longestTransactionSeconds": r.garbageLongestSeconds],
             "bytes": ["databaseBefore": r.databaseBytesBefore, "databaseAfter": r.databaseBytesAfter,
                       "totalBefore": r.totalBytesBefore, "totalAfter": r.totalBytesAfter,
                       "snapshot": r.snapshotBytes, "archive": r.archiveBytes, "archiveJSON": r.archiveJSONBytes],
@@ -54,7 +55,8 @@ public enum CompactionReportFormat {
             lines.append("archive: none: the \(r.eventsRemoved) removed events \(r.dryRun ? "would be" : "are") deleted, not archived (--archive DIR keeps them)")
         }
         lines.append("garbage: \(would)forget \(r.devicesForgotten) device(s), drop \(r.topicsDropped) topic(s), expire \(r.tokensExpired) token(s)"
-                     + (r.garbageSkipped > 0 ? " (\(r.garbageSkipped) changed since the scan and were kept)" : ""))
+                     + (r.garbageSkipped > 0 ? " (\(r.garbageSkipped) changed since the scan and were kept)" : "")
+                     + (r.garbageTransactions > 0 ? String(format: "; %d write transaction(s), the longest %.0f ms", r.garbageTransactions, r.garbageLongestSeconds * 1000) : ""))
         if !r.leftoversRemoved.isEmpty {
             lines.append("leftovers of an interrupted run \(r.dryRun ? "found" : "removed"): \(r.leftoversRemoved.count)")
         }

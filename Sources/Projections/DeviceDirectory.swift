@@ -48,8 +48,10 @@ struct DeviceDirectory {
         tokens.reserve(devices)
     }
 
-    /// Brings the indexes in line with what `txn` sees (see the type's notes).
-    mutating func sync(_ tables: ProjectionTables, _ txn: borrowing Transaction) throws {
+    /// Brings the indexes in line with what `txn` sees (see the type's notes);
+    /// true when that meant reading every device record.
+    @discardableResult
+    mutating func sync(_ tables: ProjectionTables, _ txn: borrowing Transaction) throws -> Bool {
         if isLoaded {
             let stored = try tables.writerStamp(txn)
             if let flushed = flushedStamp, stored == flushed {
@@ -66,7 +68,8 @@ struct DeviceDirectory {
             }
             flushedStamp = nil
         }
-        if !isLoaded { try load(tables, txn) }
+        if !isLoaded { try load(tables, txn); return true }
+        return false
     }
 
     /// Reads every device record of `txn` into new indexes, checking on the

@@ -61,6 +61,12 @@ public final class ProjectionWriter {
     /// The sequence the open transaction started from.
     private var transactionStart: UInt64 = 0
 
+    /// How often this writer read the whole `devices` table: for its device_id
+    /// and token indexes, and for the recipient cache. Once when it starts; again
+    /// only when it cannot tell what another writer changed.
+    public private(set) var deviceIndexLoads = 0
+    public private(set) var recipientCacheFills = 0
+
     /// How many topics, device topic lists or topic codes the live writer's
     /// caches hold (and a quarter as many posting chunks) before `flush`
     /// starts them afresh.
@@ -167,12 +173,13 @@ public final class ProjectionWriter {
         lastCommittedTransaction = nil
         appliedSequence = try tables.appliedSequence(txn)
         topicLayout = try tables.topicLayout(txn)
-        try directory.sync(tables, txn)
+        if try directory.sync(tables, txn) { deviceIndexLoads += 1 }
         recipientChanges.removeAll()
         transactionStart = appliedSequence
         // Not at this state (the first write, or another process wrote): read the table again.
         if let cache = recipientCache, cache.heldSequence != appliedSequence {
             try cache.fill(from: tables, through: appliedSequence, txn)
+            recipientCacheFills += 1
         }
     }
 
@@ -199,6 +206,7 @@ public final class ProjectionWriter {
                     return true
                 }
             }
+            deviceIndexLoads += 1
             let loaded = Result { try directory.load(tables, txn) }
             // Joined before anything is thrown: the thread uses the cache. If it
             // failed (no reader slot left, say), the cache is read below as before;
@@ -206,8 +214,10 @@ public final class ProjectionWriter {
             filledBeside = (try? helper.join()) ?? false
             try loaded.get()
         } else if loadsDirectory {
+            deviceIndexLoads += 1
             try directory.load(tables, txn)
         }
+        if cache != nil { recipientCacheFills += 1 }
         if let cache, !filledBeside { try cache.fill(from: tables, through: tables.appliedSequence(txn), txn) }
     }
 

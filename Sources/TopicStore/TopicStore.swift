@@ -147,6 +147,16 @@ public final class TopicStore: Sendable {
         }
     }
 
+    /// How often this store's writer read the whole device table since the store
+    /// was opened (every generation it used): for its device indexes, and for the
+    /// recipient cache.
+    public var writerTableReads: (deviceIndexes: Int, recipientCache: Int) {
+        let earlier = retiredTableReads.withLock { $0 }
+        guard let g = state.withLock({ $0 }) else { return earlier }
+        return (earlier.0 + g.projectionWriter.deviceIndexLoads, earlier.1 + g.projectionWriter.recipientCacheFills)
+    }
+    private let retiredTableReads = Mutex<(Int, Int)>((0, 0))
+
     /// Group-commit counters since this store was opened (zero when read-only).
     public var commitCounters: CommitCounters { writer?.counters ?? CommitCounters(batches: 0, commands: 0, batchesBySize: []) }
 
@@ -218,6 +228,7 @@ public final class TopicStore: Sendable {
             // it to where `g` was retired to, as the compaction is about to.
             if let target = try g.retiredTo() { try Self.finishSwitch(in: directory, from: g.name, to: target) }
             let next = try Self.openGeneration(directory: directory, options: lazy, auxiliary: auxiliaryNames.withLock { $0 })
+            retiredTableReads.withLock { $0 = ($0.0 + g.projectionWriter.deviceIndexLoads, $0.1 + g.projectionWriter.recipientCacheFills) }
             state.withLock { $0 = next }
         }
     }
