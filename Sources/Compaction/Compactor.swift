@@ -271,7 +271,7 @@ public enum Compactor {
             if horizon > previousHorizon {
                 // Copy, trim the prefix there, copy compactly again (trimming frees pages the second copy drops).
                 try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
-                try live.environment.copy(to: scratch, compact: true)
+                try live.copyEnvironment(to: scratch, compact: true)
                 clock.lap("copy")
                 do {
                     let trimmer = try GenerationBuilder(directory: scratch, mapSize: mapSize)
@@ -287,7 +287,7 @@ public enum Compactor {
                 clock.lap("trim")
             } else {
                 try FileManager.default.createDirectory(atPath: genDir, withIntermediateDirectories: true)
-                try live.environment.copy(to: genDir, compact: true)
+                try live.copyEnvironment(to: genDir, compact: true)
                 clock.lap("copy")
             }
             let builder = try GenerationBuilder(directory: genDir, mapSize: mapSize)

@@ -118,7 +118,7 @@ final class Generation: Sendable {
         projectionWriter = ProjectionWriter(tables: tables,
                                             recipientCache: options.cachesRecipients && !options.readOnly ? RecipientCache() : nil,
                                             cacheEntries: options.writerCacheEntries)
-        let version = try env.read { txn in try tables.storedSchemaVersion(txn) }
+        let version = try Self.growingMap(env) { try env.read { txn in try tables.storedSchemaVersion(txn) } }
         guard let version else { throw StoreError.notADatabase(path: directory, reason: "it has no schema version") }
         // Opened for writing, `ProjectionTables.open` has brought an older version up to date.
         guard options.readOnly ? ProjectionTables.readableSchemaVersions.contains(version) : version == ProjectionTables.schemaVersion else {
@@ -126,20 +126,28 @@ final class Generation: Sendable {
         }
         try Self.growingMap(env) { try openAuxiliary(auxiliary, create: !options.readOnly) }
         // The writer's device_id and token indexes are read from the device records now, not at the first command.
-        if !options.readOnly && options.preparesWriter { try env.read { txn in try projectionWriter.prepare(txn, alongside: env) } }
+        if !options.readOnly && options.preparesWriter {
+            try Self.growingMap(env) { try env.read { txn in try projectionWriter.prepare(txn, alongside: env) } }
+        }
     }
 
-    /// Runs `body`, which writes while the store opens (tables created, an
-    /// older schema brought up to date), doubling the map while it is full:
-    /// the file of a store another process wrote to the end of its map has
-    /// no room for even a small transaction. Nothing else in this process
-    /// uses the environment yet, so the map can be changed here.
-    private static func growingMap<T>(_ env: Environment, _ body: () throws -> T) throws -> T {
+    /// Runs `body`, which reads or writes while the store opens (tables
+    /// created, an older schema brought up to date), doubling the map while it
+    /// is full — the file of a store another process wrote to the end of its
+    /// map has no room for even a small transaction — and adopting the map a
+    /// writer in another process grew since the open (a server beside a
+    /// compaction or any other command: LMDB then refuses to begin a
+    /// transaction, `MDB_MAP_RESIZED`). Nothing else in this process uses the
+    /// environment yet, or the caller holds the map lock exclusively, so the
+    /// map can be changed here.
+    static func growingMap<T>(_ env: Environment, _ body: () throws -> T) throws -> T {
         for _ in 0..<16 {
             do {
                 return try body()
             } catch LMDBError.mapFull {
                 try env.setMapSize(env.info().mapSize * 2)
+            } catch LMDBError.mapResized {
+                try env.setMapSize(0)
             }
         }
         return try body()
@@ -160,6 +168,11 @@ final class Generation: Sendable {
     func retiredTo() throws -> String? {
         let tables = self.tables
         return try environment.read { txn in try Self.retiredTo(tables, txn) }
+    }
+
+    /// `retiredTo()` where the map may be changed (while the store opens, or under the map lock held exclusively).
+    func retiredToAdoptingMap() throws -> String? {
+        try Self.growingMap(environment) { try retiredTo() }
     }
 
     func isRetired(_ txn: borrowing Transaction) throws -> Bool {

@@ -100,7 +100,7 @@ public final class TopicStore: Sendable {
         var name = try activeGeneration(in: directory)
         for _ in 0..<4 {
             let g = try Generation(name: name, directory: generationDirectory(directory, name), options: options, auxiliary: auxiliary)
-            guard let next = try g.retiredTo() else { return g }
+            guard let next = try g.retiredToAdoptingMap() else { return g }
             try finishSwitch(in: directory, from: name, to: next)
             name = try activeGeneration(in: directory)
         }
@@ -226,7 +226,7 @@ public final class TopicStore: Sendable {
             // A compaction retires `g` before it moves CURRENT. If CURRENT still
             // names `g` (open here: an environment opens once per process), move
             // it to where `g` was retired to, as the compaction is about to.
-            if let target = try g.retiredTo() { try Self.finishSwitch(in: directory, from: g.name, to: target) }
+            if let target = try g.retiredToAdoptingMap() { try Self.finishSwitch(in: directory, from: g.name, to: target) }
             let next = try Self.openGeneration(directory: directory, options: lazy, auxiliary: auxiliaryNames.withLock { $0 })
             retiredTableReads.withLock { $0 = ($0.0 + g.projectionWriter.deviceIndexLoads, $0.1 + g.projectionWriter.recipientCacheFills) }
             state.withLock { $0 = next }
@@ -273,6 +273,19 @@ public final class TopicStore: Sendable {
 
     // MARK: Generations (file compaction)
 
+    /// Copies the current generation's environment into `directory`
+    /// (`compact`: live pages only), adopting a map another process grew meanwhile.
+    public func copyEnvironment(to directory: String, compact: Bool) throws {
+        while true {
+            let g = try openGeneration()
+            do {
+                return try mapLock.withReadLock { try g.environment.copy(to: directory, compact: compact) }
+            } catch LMDBError.mapResized {
+                try adoptGrownMap(g)
+            }
+        }
+    }
+
     /// Retires the current generation in favour of `generation` (a directory
     /// inside the store directory holding a complete copy). It takes the write
     /// transaction of the current environment — which pauses every writer of
@@ -281,18 +294,29 @@ public final class TopicStore: Sendable {
     /// commits, and points CURRENT at the new one. Every store that has the old
     /// generation open, this one included, moves over at its next transaction;
     /// close any environment you opened on the new generation before then (LMDB
-    /// must not have one file open twice in a process).
+    /// must not have one file open twice in a process). When another process
+    /// grew the map, or the marker does not fit, the transaction starts again
+    /// and `catchUp` is called again: it must carry over only what it has not yet.
     public func retire(to generation: String, catchUp: (borrowing Transaction) throws -> Void) throws {
         guard !options.readOnly else { throw StoreError.readOnly }
         guard FileManager.default.fileExists(atPath: Self.generationDirectory(directory, generation) + "/data.mdb") else {
             throw StoreError.notADatabase(path: Self.generationDirectory(directory, generation), reason: "the new generation holds no data.mdb")
         }
         let g = try openGeneration()
-        try mapLock.withReadLock {
-            try g.environment.write { txn in
-                if try g.isRetired(txn) { throw Generation.Retired() }
-                try catchUp(txn)
-                try g.markRetired(to: generation, txn)
+        while true {
+            do {
+                try mapLock.withReadLock {
+                    try g.environment.write { txn in
+                        if try g.isRetired(txn) { throw Generation.Retired() }
+                        try catchUp(txn)
+                        try g.markRetired(to: generation, txn)
+                    }
+                }
+                break
+            } catch LMDBError.mapResized {
+                try adoptGrownMap(g)
+            } catch LMDBError.mapFull {
+                try growMap(g)
             }
         }
         try Self.setActiveGeneration(generation, in: directory)
