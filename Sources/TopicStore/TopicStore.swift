@@ -228,6 +228,20 @@ public final class TopicStore: Sendable {
             // it to where `g` was retired to, as the compaction is about to.
             if let target = try g.retiredToAdoptingMap() { try Self.finishSwitch(in: directory, from: g.name, to: target) }
             let next = try Self.openGeneration(directory: directory, options: lazy, auxiliary: auxiliaryNames.withLock { $0 })
+            // The new generation holds the same device records as `g` at its end (a compaction
+            // copies them): its writer takes over `g`'s device indexes and recipient cache
+            // instead of reading them again at the first command (about a second per million
+            // devices, which every writer of the store would wait for). The writer thread
+            // touches them only under the map lock, which is held exclusively here.
+            if !options.readOnly, next !== g {
+                _ = try? Generation.growingMap(g.environment) {
+                    try Generation.growingMap(next.environment) {
+                        try g.environment.read { old in
+                            try next.environment.read { new in try next.projectionWriter.adoptState(of: g.projectionWriter, old, new) }
+                        }
+                    }
+                }
+            }
             retiredTableReads.withLock { $0 = ($0.0 + g.projectionWriter.deviceIndexLoads, $0.1 + g.projectionWriter.recipientCacheFills) }
             state.withLock { $0 = next }
         }
@@ -403,7 +417,7 @@ public final class TopicStore: Sendable {
             var transactionID = 0
             do {
                 let receipts = try mapLock.withReadLock {
-                    try g.environment.write { txn -> [Receipt] in
+                    let receipts = try g.environment.write { txn -> [Receipt] in
                         transactionID = txn.id
                         // A compaction may have retired this generation while we waited for the lock.
                         if try g.isRetired(txn) { throw Generation.Retired() }
@@ -427,8 +441,11 @@ public final class TopicStore: Sendable {
                         try projections.flush(txn)
                         return receipts
                     }
+                    // Under the map lock, as everything the writer does with `projections`
+                    // (a switch to a new generation hands them over with the lock held).
+                    projections.didCommit(transactionID: transactionID)
+                    return receipts
                 }
-                projections.didCommit(transactionID: transactionID)
                 // Committed into a file someone deleted: nothing will read it again.
                 if g.environment.fileWasRemoved { return .failure(StoreError.removed(path: g.environment.path)) }
                 return .success(receipts)
