@@ -65,6 +65,15 @@ public final class Environment: @unchecked Sendable {
             Self.openPaths.remove(canonical)
             throw error
         }
+        // LMDB sizes a new lock file with ftruncate and then writes its header through
+        // a shared map: on a full filesystem that write is SIGBUS, and the process dies
+        // (a compaction opening its snapshot or new generation on a full disk did).
+        // Its blocks are reserved here first, so a full disk is ENOSPC, an error.
+        if let reserveError = Self.reserveLockFile(in: path, maxReaders: Int(options.maxReaders)) {
+            mdb_env_close(env)
+            Self.openPaths.remove(canonical)
+            throw reserveError
+        }
         let opened = mdb_env_open(env, path, flags, 0o644)
         if opened != 0 {
             mdb_env_close(env)
@@ -105,6 +114,24 @@ public final class Environment: @unchecked Sendable {
             }
         }
         return EnvironmentOpenError(directory: directory, file: nil, creating: false, code: code, reason: code)
+    }
+
+    /// Reserves the blocks of a lock file LMDB is about to create in `directory`
+    /// (its size for `maxReaders`: LMDB's 64-byte reader slots after a 192-byte
+    /// header); nil when it is there already, cannot be created (a read-only
+    /// directory: LMDB says why), or was reserved; the error when the filesystem is full.
+    static func reserveLockFile(in directory: String, maxReaders: Int) -> LMDBError? {
+        let path = directory + "/lock.mdb"
+        var st = stat()
+        if stat(path, &st) == 0 && st.st_size > 0 { return nil }
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        guard fstat(fd, &st) == 0, st.st_size == 0 else { return nil }
+        let rc = posix_fallocate(fd, 0, off_t(max(1, maxReaders - 1) * 64 + 192))
+        guard rc == ENOSPC || rc == EDQUOT else { return nil }  // other failures (no fallocate): LMDB as before
+        unlink(path)
+        return LMDBError(rawValue: rc)
     }
 
     deinit {
