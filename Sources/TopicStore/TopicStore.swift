@@ -300,6 +300,27 @@ public final class TopicStore: Sendable {
         }
     }
 
+    /// Bytes a compacting copy of the current generation would write (its pages in use), as of now.
+    public func bytesInUse() throws -> Int {
+        try readGeneration { txn, g in
+            let info = g.environment.info()
+            return max(0, info.lastPage + 1 - (try txn.freePages())) * info.pageSize
+        }
+    }
+
+    /// The generation the current one was retired to, if a switch committed
+    /// (CURRENT may not name it yet: the next open finishes the switch).
+    public func retiredTo() throws -> String? {
+        while true {
+            let g = try openGeneration()
+            do {
+                return try mapLock.withReadLock { try g.retiredTo() }
+            } catch LMDBError.mapResized {
+                try adoptGrownMap(g)
+            }
+        }
+    }
+
     /// Retires the current generation in favour of `generation` (a directory
     /// inside the store directory holding a complete copy). It takes the write
     /// transaction of the current environment — which pauses every writer of
