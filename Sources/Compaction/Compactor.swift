@@ -215,7 +215,14 @@ public enum Compactor {
             report.seconds = Date().timeIntervalSince(started)
             return report
         }
-        if options.checksSpace, let why = report.space.refusal(directory: directory, newFile: options.compactFile) {
+        if options.checksSpace, var why = report.space.refusal(directory: directory, newFile: options.compactFile) {
+            // What a killed or failed run left is never the store's: it goes even so, or it
+            // would keep the disk full for the store's own writers.
+            if !leftovers.isEmpty {
+                let bytes = leftovers.reduce(0) { $0 + treeBytes($1) + Filesystem.fileBytes($1) }
+                try Leftovers.remove(leftovers)
+                why += " (Leftovers of an interrupted run were removed all the same, \(CompactionReportFormat.bytes(bytes)): \(leftovers.map { ($0 as NSString).lastPathComponent }.joined(separator: ", ")).)"
+            }
             throw CompactionError.noSpace(why)
         }
         try Leftovers.remove(leftovers)

@@ -129,7 +129,7 @@ public struct SpacePlan: Sendable, Hashable {
         if archiveBytes > 0 && archiveNeeded == nil { advice.append("write the archive to another filesystem (--archive DIR)") }
         if newFile && neededGarbageOnly <= available { advice.append("collect garbage only with --no-file (needs about \(b(neededGarbageOnly)))") }
         return "not enough free space to compact: " + parts.joined(separator: "; ")
-            + ". Nothing was changed. To compact, " + advice.joined(separator: ", or ") + "."
+            + ". Nothing of the store was changed. To compact, " + advice.joined(separator: ", or ") + "."
     }
 }
 

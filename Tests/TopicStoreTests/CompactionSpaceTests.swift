@@ -97,12 +97,17 @@ import TopicStore
         #expect(FileManager.default.createFile(atPath: filler, contents: Data(count: size)))
         let generation = try TopicStore.activeGeneration(in: data)
         let before = fileContents(under: data)
+        // What a killed run left (never the store's) goes even so: it would keep the disk full.
+        let leftover = data + "/.compact-copy-99999"
+        try FileManager.default.createDirectory(atPath: leftover, withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: leftover + "/data.mdb", contents: Data(count: 100_000)))
         do {
             _ = try Compactor.run(directory: data, options: options)
             Issue.record("a run that does not fit was not refused")
         } catch let error as CompactionError {
             let text = "\(error)"
-            #expect(text.contains("not enough free space") && text.contains("Nothing was changed"), "\(text)")
+            #expect(text.contains("Leftovers of an interrupted run were removed") && text.contains(".compact-copy-99999"), "\(text)")
+            #expect(text.contains("not enough free space") && text.contains("Nothing of the store was changed"), "\(text)")
             #expect(text.contains(CompactionReportFormat.bytes(plan.space.needed)), "\(text)")
             #expect(text.contains("--no-file") && text.contains("--archive"), "\(text)")
         }
