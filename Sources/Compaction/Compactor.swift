@@ -34,6 +34,9 @@ public enum Compactor {
         public var garbage = GarbageRules()
         /// Write a new, compact file generation (default on).
         public var compactFile = true
+        /// Garbage events committed per write transaction: every other writer of the
+        /// store (a running server) waits while one commits, so they go in small ones.
+        public var garbageBatchSize = 256
         /// The catch-up before the switch stops when fewer records than this remain.
         public var catchUpThreshold = 2_000
         public var maxCatchUpRounds = 10
@@ -41,6 +44,12 @@ public enum Compactor {
         public var now: Int64?
         /// zstd level of the archive.
         public var archiveLevel: Int32 = 3
+        /// Refuse to start when the estimated free space is missing (`SpacePlan`); on by default.
+        public var checksSpace = true
+        /// For tests: called at each step of a run (`garbage`, `snapshot`, `snapshot-written`,
+        /// `archive`, `archive-written`, `copy`, `copy-scratch`, `copy-generation`, `catch-up`,
+        /// `switch`, `switched`); what it throws fails the run there, as an I/O error would.
+        public var testHook: (@Sendable (String) throws -> Void)?
         public init(retain: RetentionDuration) { self.retain = retain }
     }
 
@@ -68,6 +77,12 @@ public enum Compactor {
         public var tokensExpired = 0
         /// Garbage events that were planned but no longer applied when rechecked.
         public var garbageSkipped = 0
+        /// Garbage events committed (also when a later phase failed: they are ordinary events).
+        public var garbageCommitted = 0
+        /// Write transactions the garbage events were committed in, and the longest of them
+        /// (from submitting to durable: waiting for the write lock, the fold, the sync).
+        public var garbageTransactions = 0
+        public var garbageLongestSeconds: Double = 0
         /// `data.mdb` of the active generation, before and after.
         public var databaseBytesBefore: Int = 0
         public var databaseBytesAfter: Int = 0
@@ -83,6 +98,8 @@ public enum Compactor {
         public var recordsAtSwitch: UInt64 = 0
         public var writePauseSeconds: Double = 0
         public var leftoversRemoved: [String] = []
+        /// The free space the run needed and found (estimated before it wrote anything).
+        public var space = SpacePlan()
         /// Seconds per phase, in order.
         public var phases: [(String, Double)] = []
         public var seconds: Double = 0
@@ -147,12 +164,11 @@ public enum Compactor {
         report.databaseBytesBefore = databaseBytes(directory, report.generationBefore)
         report.totalBytesBefore = treeBytes(directory)
 
-        // Leftovers of a killed run (the open above has completed or rolled back any half-done switch).
+        // Leftovers of a killed run (the open above has completed or rolled back any
+        // half-done switch), removed once the run is known to fit.
         let leftovers = Leftovers.find(directory: directory, activeGeneration: report.generationBefore,
                                        currentHorizon: previousHorizon, archive: options.archiveDirectory)
         report.leftoversRemoved = leftovers
-        if !options.dryRun { try Leftovers.remove(leftovers) }
-        clock.lap("leftovers")
 
         // 1. Plan.
         let cutoff = now - options.retain.milliseconds
@@ -186,6 +202,11 @@ public enum Compactor {
             report.horizonTime = try live.read { txn in try log.record(at: horizon, txn)?.timestamp }
         }
         if options.archiveDirectory != nil { report.eventsArchived = report.eventsRemoved }
+
+        // Before anything is written: does the run fit on the disk?
+        report.space = try SpacePlan.estimate(store: live, directory: directory, previous: previousHorizon, horizon: horizon,
+                                              garbageEvents: plan.events.count, newFile: options.compactFile,
+                                              archive: options.archiveDirectory, leftovers: leftovers)
         clock.lap("plan")
         if options.dryRun {
             report.databaseBytesAfter = report.databaseBytesBefore
@@ -194,9 +215,45 @@ public enum Compactor {
             report.seconds = Date().timeIntervalSince(started)
             return report
         }
+        if options.checksSpace, var why = report.space.refusal(directory: directory, newFile: options.compactFile) {
+            // What a killed or failed run left is never the store's: it goes even so, or it
+            // would keep the disk full for the store's own writers.
+            if !leftovers.isEmpty {
+                let bytes = leftovers.reduce(0) { $0 + treeBytes($1) + Filesystem.fileBytes($1) }
+                try Leftovers.remove(leftovers)
+                why += " (Leftovers of an interrupted run were removed all the same, \(CompactionReportFormat.bytes(bytes)): \(leftovers.map { ($0 as NSString).lastPathComponent }.joined(separator: ", ")).)"
+            }
+            throw CompactionError.noSpace(why)
+        }
+        try Leftovers.remove(leftovers)
+        clock.lap("leftovers")
+
+        // From here on a failure removes what this run wrote, unless the switch committed it.
+        var run = RunState(directory: directory, previousHorizon: previousHorizon, hook: options.testHook)
+        do {
+            try runPhases(&run, &report, &clock, live: live, plan: plan, options: options, horizon: horizon,
+                          topicHorizon: topicHorizon, rejectedBefore: rejectedBefore, now: now, progress: progress)
+        } catch {
+            throw run.failed(error, store: live, garbageCommitted: report.garbageCommitted)
+        }
+        report.databaseBytesAfter = databaseBytes(directory, report.generationAfter)
+        report.totalBytesAfter = treeBytes(directory)
+        report.phases = clock.phases
+        report.seconds = Date().timeIntervalSince(started)
+        return report
+    }
+
+    /// Phases 2–6 (see the type's notes), tracked in `run`.
+    private static func runPhases(_ run: inout RunState, _ report: inout Report, _ clock: inout PhaseClock, live: TopicStore,
+                                  plan: GarbagePlan, options: Options, horizon: UInt64, topicHorizon: UInt64,
+                                  rejectedBefore: Int64, now: Int64, progress: ((ReplayProgress) -> Void)?) throws {
+        let directory = run.directory
+        let previousHorizon = run.previousHorizon
+        let log = live.log
 
         // 2. Garbage, as events through the write path (rechecked just before).
         if !plan.isEmpty {
+            try run.enter("garbage")
             let fresh = try plan.rechecked(live, topicHorizon: topicHorizon, rejectedBefore: rejectedBefore)
             report.garbageSkipped = plan.events.count - fresh.events.count
             report.devicesForgotten = fresh.forgetDevices.count
@@ -205,8 +262,12 @@ public enum Compactor {
             let events = fresh.events
             var i = 0
             while i < events.count {
-                let batch = Array(events[i..<min(events.count, i + 4096)])
+                let batch = Array(events[i..<min(events.count, i + max(1, options.garbageBatchSize))])
+                let started = Date()
                 for result in live.submitAndWait(batch) { _ = try result.get() }
+                report.garbageLongestSeconds = max(report.garbageLongestSeconds, Date().timeIntervalSince(started))
+                report.garbageTransactions += 1
+                report.garbageCommitted += batch.count
                 i += batch.count
                 progress?(ReplayProgress(phase: "garbage", done: UInt64(i), total: UInt64(events.count)))
             }
@@ -216,6 +277,7 @@ public enum Compactor {
         // 3. Snapshot at the horizon, and 4. the archive, before anything is removed.
         var snapshotHead: ChainHead?
         if horizon > previousHorizon {
+            try run.enter("snapshot")
             let previous = try Replay.snapshot(of: live)
             let snapshotDir = Snapshot.directory(inStore: directory, horizon: horizon)
             if Snapshot.horizons(inStore: directory).contains(horizon) {
@@ -230,57 +292,69 @@ public enum Compactor {
                 }
                 return (ChainHead(sequence: horizon, hash: link), try RecordCodec.timestamp(of: bytes, key: horizon))
             }
+            // Its temporary directories, and then the snapshot itself, are this run's until the switch.
+            run.created += Snapshots.temporaryDirectories(storeDirectory: directory, horizon: horizon) + [snapshotDir]
             _ = try Snapshots.make(from: live, storeDirectory: directory, head: head, timestamp: time, now: now, progress: progress)
             snapshotHead = head
             report.horizonTime = time
             report.snapshotBytes = treeBytes(snapshotDir)
+            try run.enter("snapshot-written")
             clock.lap("snapshot")
 
             if let archiveDir = options.archiveDirectory {
+                try run.enter("archive")
                 let chainBefore = previous?.head.hash ?? .genesis
                 let from = previousHorizon + 1
                 if previous == nil && from > 1 { throw CompactionError.internalState("no snapshot before seq \(from)") }
+                run.created.append((archiveDir as NSString).appendingPathComponent(Archive.fileName(from: from, to: horizon)))
                 let summary = try Archive.write(from: live, from: from, to: horizon, into: archiveDir, chainBefore: chainBefore,
                                                 level: options.archiveLevel, progress: progress)
                 report.archivePath = summary.path
                 report.archiveBytes = summary.compressedBytes
                 report.archiveJSONBytes = summary.jsonBytes
                 report.eventsArchived = summary.records
+                try run.enter("archive-written")
                 clock.lap("archive")
             }
         }
 
         // 5. The new file generation, and the switch.
         if options.compactFile {
+            try run.enter("copy")
             let gen = nextGeneration(after: report.generationBefore, in: directory)
             let genDir = TopicStore.generationDirectory(directory, gen)
             let scratch = (directory as NSString).appendingPathComponent(".compact-copy-\(getpid())")
             try? FileManager.default.removeItem(atPath: genDir)
             try? FileManager.default.removeItem(atPath: scratch)
+            run.created += [scratch, genDir]
             let mapSize = max(live.environment.info().mapSize, 256 << 20)
             if horizon > previousHorizon {
                 // Copy, trim the prefix there, copy compactly again (trimming frees pages the second copy drops).
                 try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
-                try live.copyDatabase(to: scratch, compact: true)
+                try live.copyEnvironment(to: scratch, compact: true)
+                try run.enter("copy-scratch")
                 clock.lap("copy")
                 do {
                     let trimmer = try GenerationBuilder(directory: scratch, mapSize: mapSize)
+                    defer { trimmer.close() }
                     _ = try trimmer.trimLog(through: horizon) {
                         progress?(ReplayProgress(phase: "trim", done: $0, total: horizon - previousHorizon))
                     }
                     if let head = snapshotHead { try trimmer.setCompactedHead(head) }
                     try FileManager.default.createDirectory(atPath: genDir, withIntermediateDirectories: true)
                     try trimmer.environment!.copy(to: genDir, compact: true)
-                    trimmer.close()
                 }
                 try FileManager.default.removeItem(atPath: scratch)
                 clock.lap("trim")
             } else {
                 try FileManager.default.createDirectory(atPath: genDir, withIntermediateDirectories: true)
-                try live.copyDatabase(to: genDir, compact: true)
+                try live.copyEnvironment(to: genDir, compact: true)
                 clock.lap("copy")
             }
-            let builder = try GenerationBuilder(directory: genDir, mapSize: mapSize)
+            try run.enter("copy-generation")
+            try run.enter("catch-up")
+            var builder = try GenerationBuilder(directory: genDir, mapSize: mapSize)
+            defer { builder.close() }
             // The writer's device_id and token indexes are read now, not in the switch while every writer waits.
             try builder.prepareWriter()
             // Catch up outside the switch until what is left is small.
@@ -301,9 +375,17 @@ public enum Compactor {
 
             // The switch: every writer waits while the last records are folded in.
             // Timed around the whole call: waiting for the write lock, the catch-up, the marker, the rename.
+            try run.enter("switch")
+            run.switchingTo = gen
             let pauseStarted = Date()
             var atSwitch: UInt64 = 0
             try live.retire(to: gen) { oldTxn in
+                // Called again if LMDB had to grow the map (the write lock was let go meanwhile):
+                // carries over what is still missing, into the generation opened again.
+                if builder.environment == nil {
+                    builder = try GenerationBuilder(directory: genDir, mapSize: mapSize)
+                    try builder.prepareWriter()
+                }
                 while true {
                     let chunk = try builder.pending(from: log, limit: 50_000, oldTxn)
                     if chunk.isEmpty { break }
@@ -315,13 +397,15 @@ public enum Compactor {
                 // process would share (and release) its POSIX locks.
                 builder.close()
             }
+            run.committed = true
             report.writePauseSeconds = Date().timeIntervalSince(pauseStarted)
             report.recordsAtSwitch = atSwitch
-            builder.close()
             report.generationAfter = gen
             clock.lap("switch")
+            try run.enter("switched")
 
             // 6. The old generation is garbage now (processes still on it reopen on the new one).
+            try run.enter("cleanup")
             try removeGeneration(report.generationBefore, in: directory)
         }
         // Older snapshots only once the store has switched to a generation whose log starts after
@@ -332,11 +416,6 @@ public enum Compactor {
             }
         }
         clock.lap("cleanup")
-        report.databaseBytesAfter = databaseBytes(directory, report.generationAfter)
-        report.totalBytesAfter = treeBytes(directory)
-        report.phases = clock.phases
-        report.seconds = Date().timeIntervalSince(started)
-        return report
     }
 
     // MARK: Generations and files
@@ -379,6 +458,109 @@ public enum Compactor {
     }
 }
 
+/// Where a run is, and what it wrote that is not yet the store's: on a
+/// failure, that is removed again and the message says which phase failed and
+/// what the store holds (see `failed`).
+struct RunState {
+    let directory: String
+    let previousHorizon: UInt64
+    let hook: (@Sendable (String) throws -> Void)?
+    private(set) var phase = "plan"
+    /// Written by this run, oldest first: removed on a failure before the switch commits.
+    /// The snapshot at the new horizon, the archive and the new generation become the
+    /// store's when it commits; temporary directories never do.
+    var created: [String] = []
+    /// The generation the switch moves to, once it has begun.
+    var switchingTo: String?
+    /// The switch committed: the store is the new generation, with its snapshot.
+    var committed = false
+
+    init(directory: String, previousHorizon: UInt64, hook: (@Sendable (String) throws -> Void)?) {
+        self.directory = directory
+        self.previousHorizon = previousHorizon
+        self.hook = hook
+    }
+
+    static let phases: [String: String] = [
+        "garbage": "garbage", "snapshot": "snapshot", "snapshot-written": "snapshot", "archive": "archive",
+        "archive-written": "archive", "copy": "new file generation", "copy-scratch": "new file generation",
+        "copy-generation": "new file generation", "catch-up": "catch-up", "switch": "switch", "switched": "cleanup",
+        "cleanup": "cleanup",
+    ]
+
+    mutating func enter(_ step: String) throws {
+        phase = Self.phases[step] ?? step
+        try hook?(step)
+    }
+
+    /// Temporary paths: never the store's.
+    static func isTemporary(_ path: String) -> Bool {
+        let name = (path as NSString).lastPathComponent
+        return name.hasPrefix(".tmp-") || name.hasPrefix(".compact-copy-")
+    }
+
+    /// Removes what the failed run wrote and is not the store's, and says what happened.
+    func failed(_ error: any Error, store: TopicStore, garbageCommitted: Int) -> CompactionError {
+        // `retire` throws after its commit if CURRENT cannot be replaced: the store is then
+        // the new generation all the same (every open finishes the switch).
+        let committed = self.committed || (switchingTo != nil && (try? store.retiredTo()) == switchingTo)
+        var removed: [String] = [], stuck: [String] = []
+        let fm = FileManager.default
+        for path in created.reversed() where !committed || Self.isTemporary(path) {
+            var st = stat()
+            guard lstat(path, &st) == 0 else { continue }
+            do {
+                try fm.removeItem(atPath: path)
+                if !Self.isTemporary(path) || (path as NSString).lastPathComponent.hasPrefix(".compact-copy-") { removed.append(show(path)) }
+            } catch {
+                stuck.append(show(path))
+            }
+        }
+        var text = committed
+            ? "compaction failed after its switch, in the \(phase) phase: \(Self.describe(error))."
+            : "compaction failed in the \(phase) phase: \(Self.describe(error))."
+        if committed, let gen = switchingTo {
+            text += " The compaction itself is committed: the store is now generation \(gen), its snapshot the one at its horizon;"
+                + " what is left of the old generation is removed by the next run."
+        } else {
+            if !removed.isEmpty { text += " Removed what this run had written (\(removed.joined(separator: ", ")))." }
+            text += garbageCommitted > 0
+                ? " The store is unchanged except for the \(garbageCommitted) garbage event(s) committed before the failure"
+                    + " (ordinary events in its log; a replay folds them too): its log, its file and its snapshot are as before."
+                : " The store is unchanged."
+        }
+        if !stuck.isEmpty { text += " Could not remove \(stuck.joined(separator: ", ")): remove by hand (the next run also does)." }
+        if Self.isOutOfSpace(error) {
+            text += " \(CompactionReportFormat.bytes(Filesystem.available(at: directory))) is free in the filesystem of \(directory) now;"
+                + " `topicstore compact --dry-run` estimates what a run needs."
+        }
+        return .failed(text)
+    }
+
+    /// A path as the message shows it: relative to the store directory when inside it.
+    private func show(_ path: String) -> String {
+        path.hasPrefix(directory + "/") ? String(path.dropFirst(directory.count + 1)) : path
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let e = error as? CompactionError { return e.description }
+        if let e = error as? LMDBError { return e.description }
+        if let e = error as? CocoaError, let underlying = e.userInfo[NSUnderlyingErrorKey] as? NSError,
+           underlying.domain == NSPOSIXErrorDomain {
+            return "\(String(cString: strerror(Int32(underlying.code)))) (\(underlying.code))"
+        }
+        return "\(error)"
+    }
+
+    static func isOutOfSpace(_ error: any Error) -> Bool {
+        if let e = error as? LMDBError, e.rawValue == ENOSPC || e.rawValue == EDQUOT { return true }
+        if let e = error as? CocoaError, let underlying = e.userInfo[NSUnderlyingErrorKey] as? NSError,
+           underlying.domain == NSPOSIXErrorDomain, underlying.code == Int(ENOSPC) { return true }
+        let text = "\(error)"
+        return text.contains("No space left on device") || text.contains("Disk quota exceeded")
+    }
+}
+
 /// Seconds per phase.
 struct PhaseClock {
     private var last = Date()
@@ -413,12 +595,22 @@ final class DirectoryLock {
 /// Snapshot creation: a projections-only rebuild through the horizon into a
 /// temporary directory, its manifest, then one rename.
 enum Snapshots {
+    /// Where `make` rebuilds the projections and where it packs them, before the rename.
+    static func temporaryPaths(storeDirectory: String, horizon: UInt64) -> (String, String) {
+        let tmp = (Snapshot.folder(inStore: storeDirectory) as NSString).appendingPathComponent(".tmp-\(horizon)-\(getpid())")
+        return (tmp, tmp + "-packed")
+    }
+
+    static func temporaryDirectories(storeDirectory: String, horizon: UInt64) -> [String] {
+        let (tmp, packed) = temporaryPaths(storeDirectory: storeDirectory, horizon: horizon)
+        return [tmp, packed]
+    }
+
     static func make(from store: TopicStore, storeDirectory: String, head: ChainHead, timestamp: Int64, now: Int64,
                      progress: ((ReplayProgress) -> Void)?) throws -> Snapshot {
         let folder = Snapshot.folder(inStore: storeDirectory)
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let tmp = (folder as NSString).appendingPathComponent(".tmp-\(head.sequence)-\(getpid())")
-        let packed = tmp + "-packed"
+        let (tmp, packed) = temporaryPaths(storeDirectory: storeDirectory, horizon: head.sequence)
         try? FileManager.default.removeItem(atPath: tmp)
         try? FileManager.default.removeItem(atPath: packed)
         var options = Replay.Options()

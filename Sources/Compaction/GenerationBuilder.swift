@@ -129,12 +129,16 @@ public enum CompactionError: Error, Sendable, CustomStringConvertible {
     case busy(String)
     case internalState(String)
     case refused(String)
+    /// The free space a run needs is missing (`SpacePlan`); nothing was written.
+    case noSpace(String)
+    /// A phase failed; what this run wrote was removed (the message says what the store holds).
+    case failed(String)
 
     public var description: String {
         switch self {
         case .busy(let why): return "another compaction is running on \(why)"
         case .internalState(let why): return "compaction: \(why)"
-        case .refused(let why): return why
+        case .refused(let why), .noSpace(let why), .failed(let why): return why
         }
     }
 }

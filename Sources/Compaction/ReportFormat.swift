@@ -9,7 +9,8 @@ public enum CompactionReportFormat {
             "retentionHorizon": r.retentionHorizon, "logTrimmed": r.logTrimmed,
             "eventsRemoved": r.eventsRemoved, "eventsArchived": r.eventsArchived,
             "collected": ["devicesForgotten": r.devicesForgotten, "topicsDropped": r.topicsDropped,
-                          "tokensExpired": r.tokensExpired, "skippedOnRecheck": r.garbageSkipped],
+                          "tokensExpired": r.tokensExpired, "skippedOnRecheck": r.garbageSkipped,
+                          "transactions": r.garbageTransactions, "longestTransactionSeconds": r.garbageLongestSeconds],
             "bytes": ["databaseBefore": r.databaseBytesBefore, "databaseAfter": r.databaseBytesAfter,
                       "totalBefore": r.totalBytesBefore, "totalAfter": r.totalBytesAfter,
                       "snapshot": r.snapshotBytes, "archive": r.archiveBytes, "archiveJSON": r.archiveJSONBytes],
@@ -17,6 +18,7 @@ public enum CompactionReportFormat {
             "catchUpRounds": r.catchUpRounds, "recordsCaughtUp": r.recordsCaughtUp,
             "recordsAtSwitch": r.recordsAtSwitch, "writePauseSeconds": r.writePauseSeconds,
             "leftoversRemoved": r.leftoversRemoved,
+            "space": spaceJSON(r.space),
             "phases": r.phases.map { ["phase": $0.0, "seconds": $0.1] as [String: Any] },
             "seconds": r.seconds,
         ]
@@ -24,6 +26,16 @@ public enum CompactionReportFormat {
         if let a = r.archivePath { o["archive"] = a }
         if let f = r.firstBefore { o["firstSeqBefore"] = f }
         if let l = r.lastBefore { o["lastSeqBefore"] = l }
+        return o
+    }
+
+    static func spaceJSON(_ p: SpacePlan) -> [String: Any] {
+        var o: [String: Any] = ["needed": p.needed, "available": p.available, "neededGarbageOnly": p.neededGarbageOnly,
+                                "copy": p.copyBytes, "snapshot": p.projectionBytes, "logRemoved": p.logBytesRemoved,
+                                "archive": p.archiveBytes, "garbage": p.garbageBytes]
+        if let n = p.archiveNeeded, let a = p.archiveAvailable {
+            o["archiveFilesystem"] = ["needed": n, "available": a] as [String: Any]
+        }
         return o
     }
 
@@ -54,7 +66,8 @@ public enum CompactionReportFormat {
             lines.append("archive: none: the \(r.eventsRemoved) removed events \(r.dryRun ? "would be" : "are") deleted, not archived (--archive DIR keeps them)")
         }
         lines.append("garbage: \(would)forget \(r.devicesForgotten) device(s), drop \(r.topicsDropped) topic(s), expire \(r.tokensExpired) token(s)"
-                     + (r.garbageSkipped > 0 ? " (\(r.garbageSkipped) changed since the scan and were kept)" : ""))
+                     + (r.garbageSkipped > 0 ? " (\(r.garbageSkipped) changed since the scan and were kept)" : "")
+                     + (r.garbageTransactions > 0 ? String(format: "; %d write transaction(s), the longest %.0f ms", r.garbageTransactions, r.garbageLongestSeconds * 1000) : ""))
         if !r.leftoversRemoved.isEmpty {
             lines.append("leftovers of an interrupted run \(r.dryRun ? "found" : "removed"): \(r.leftoversRemoved.count)")
         }
@@ -67,6 +80,14 @@ public enum CompactionReportFormat {
             }
         } else {
             lines.append("file: \(bytes(r.databaseBytesBefore)) now")
+        }
+        if r.space.needed > 0 {
+            var line = "space: \(r.dryRun ? "needs" : "needed") about \(bytes(r.space.needed)) free at its peak, \(bytes(r.space.available)) \(r.dryRun ? "is" : "was") free"
+            if let n = r.space.archiveNeeded, let a = r.space.archiveAvailable {
+                line += "; the archive's filesystem \(bytes(n)) of \(bytes(a))"
+            }
+            if r.dryRun && !r.space.fits { line += ": NOT ENOUGH, a run would be refused" }
+            lines.append(line)
         }
         let phases = r.phases.filter { $0.1 >= 0.005 }.map { String(format: "%@ %.2f s", $0.0, $0.1) }.joined(separator: ", ")
         lines.append(String(format: "done in %.2f s", r.seconds) + (phases.isEmpty ? "" : " (\(phases))"))

@@ -125,6 +125,28 @@ public struct Transaction: ~Copyable {
                           leafPages: s.ms_leaf_pages, overflowPages: s.ms_overflow_pages, depth: Int(s.ms_depth))
     }
 
+    /// Pages of the file that are free in this transaction's view: the page
+    /// numbers LMDB's free list (database 0) holds, each record an `MDB_IDL`
+    /// whose first word is its count. A compacting copy writes the pages in
+    /// use, `Environment.Info.lastPage + 1` minus these.
+    public func freePages() throws -> Int {
+        var cursor: OpaquePointer?
+        try check(mdb_cursor_open(pointer, 0, &cursor))  // FREE_DBI
+        guard let cursor else { throw LMDBError.badTransaction }
+        defer { mdb_cursor_close(cursor) }
+        var total = 0
+        var k = MDB_val(), v = MDB_val()
+        var rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST)
+        while rc == 0 {
+            if v.mv_size >= MemoryLayout<Int>.size, let data = v.mv_data {
+                total += data.loadUnaligned(as: Int.self)
+            }
+            rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)
+        }
+        if rc != MDB_NOTFOUND { try check(rc) }
+        return total
+    }
+
     /// Runs `body` with a cursor on `db`, closed when `body` returns.
     public func withCursor<R>(_ db: Database, _ body: (inout Cursor) throws -> R) throws -> R {
         var cursor: OpaquePointer?

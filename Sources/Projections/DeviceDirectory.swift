@@ -17,19 +17,48 @@ import LMDB
 /// transaction; at the start of the next transaction `sync` reads the stamp
 /// back: the flush's stamp means that transaction committed (its changes
 /// stay), the stamp from before means it did not (its changes are undone),
-/// any other stamp means someone else wrote (the indexes are read again).
+/// any other stamp means someone else wrote: the indexes follow what the
+/// other writers' journal entries list (`WriterJournal`), or, where they
+/// cannot, are read again.
 struct DeviceDirectory {
     enum Name { case deviceID, token }
+
+    /// One index entry inserted or removed.
+    struct Change: Equatable {
+        var name: Name
+        var insert: Bool
+        var pid: UInt32
+        var hash: UInt64
+        var ordinal: UInt32
+    }
+
+    /// A store state: the writer stamp it carries and the sequence its projections are at.
+    struct State: Equatable {
+        var stamp: UInt64?
+        var sequence: UInt64
+    }
+
+    /// How `sync` brought the indexes in line.
+    enum Sync {
+        /// Only this writer had written since they were last in line, from `State`.
+        case own(State)
+        /// Others wrote since `State`; `entries` list what they changed, now applied.
+        case followed(State, [WriterJournal.Entry])
+        /// They were read from the device records again.
+        case loaded
+    }
 
     private(set) var ids = OrdinalIndex()
     private(set) var tokens = OrdinalIndex()
     private(set) var isLoaded = false
-    /// The stamp of the store state the indexes are known to match.
-    private var matchedStamp: UInt64?
-    /// Changes since then, oldest first, for undoing them.
-    private var changes: [(name: Name, insert: Bool, pid: UInt32, hash: UInt64, ordinal: UInt32)] = []
-    /// The stamp the last flush wrote.
-    private var flushedStamp: UInt64?
+    /// The store state the indexes are known to match.
+    private var matched: State?
+    /// Changes since then, oldest first, for undoing them (and for the journal).
+    private(set) var changes: [Change] = []
+    /// The state the last flush wrote, if its transaction commits.
+    private var flushed: State?
+    /// The stamp the last flush wrote (for its journal entry).
+    var flushedStamp: UInt64? { flushed?.stamp }
     /// A random start, then one more per stamp written.
     private var lastStamp = UInt64.random(in: 1...UInt64.max)
     /// A build (replay, import) is never rolled back: it records no changes.
@@ -49,24 +78,75 @@ struct DeviceDirectory {
     }
 
     /// Brings the indexes in line with what `txn` sees (see the type's notes).
-    mutating func sync(_ tables: ProjectionTables, _ txn: borrowing Transaction) throws {
+    /// Without `reading`, indexes that would have to be read again are left
+    /// unloaded instead (and nil returned).
+    @discardableResult
+    mutating func sync(_ tables: ProjectionTables, _ txn: borrowing Transaction, reading: Bool = true) throws -> Sync? {
         if isLoaded {
-            let stored = try tables.writerStamp(txn)
-            if let flushed = flushedStamp, stored == flushed {
-                changes.removeAll(keepingCapacity: true)
-                matchedStamp = flushed
-            } else if stored == matchedStamp {
-                for change in changes.reversed() {
-                    if change.insert { self[change.name].remove(pid: change.pid, hash: change.hash, ordinal: change.ordinal) }
-                    else { self[change.name].insert(pid: change.pid, hash: change.hash, ordinal: change.ordinal) }
-                }
-                changes.removeAll(keepingCapacity: true)
-            } else {
-                isLoaded = false
+            let now = State(stamp: try tables.writerStamp(txn), sequence: try tables.appliedSequence(txn))
+            defer { flushed = nil }
+            if let flushed, now == flushed {
+                confirmFlush(flushed)
+                return .own(flushed)
             }
-            flushedStamp = nil
+            if let matched, now == matched {
+                undoChanges()
+                return .own(matched)
+            }
+            // Others wrote: after this writer's last transaction if it committed, or instead of it.
+            if let flushed, let entries = try WriterJournal.chain(from: flushed.stamp, at: flushed.sequence, to: now.stamp,
+                                                                   appliedSequence: now.sequence, tables, txn) {
+                confirmFlush(flushed)
+                follow(entries, to: now)
+                return .followed(flushed, entries)
+            }
+            if let matched, let entries = try WriterJournal.chain(from: matched.stamp, at: matched.sequence, to: now.stamp,
+                                                                   appliedSequence: now.sequence, tables, txn) {
+                undoChanges()
+                follow(entries, to: now)
+                return .followed(matched, entries)
+            }
+            isLoaded = false
         }
-        if !isLoaded { try load(tables, txn) }
+        guard reading else { return nil }
+        try load(tables, txn)
+        return .loaded
+    }
+
+    private mutating func confirmFlush(_ state: State) {
+        changes.removeAll(keepingCapacity: true)
+        matched = state
+    }
+
+    private mutating func undoChanges() {
+        for change in changes.reversed() {
+            if change.insert { self[change.name].remove(pid: change.pid, hash: change.hash, ordinal: change.ordinal) }
+            else { self[change.name].insert(pid: change.pid, hash: change.hash, ordinal: change.ordinal) }
+        }
+        changes.removeAll(keepingCapacity: true)
+    }
+
+    /// Applies what other writers' transactions changed (in order), reaching `state`.
+    private mutating func follow(_ entries: [WriterJournal.Entry], to state: State) {
+        for entry in entries {
+            for change in entry.names {
+                if change.insert { self[change.name].insert(pid: change.pid, hash: change.hash, ordinal: change.ordinal) }
+                else { self[change.name].remove(pid: change.pid, hash: change.hash, ordinal: change.ordinal) }
+            }
+        }
+        matched = state
+    }
+
+    /// Indexes another writer keeps, in line with `state` (the same device records in
+    /// another file: a new generation), taken over instead of read.
+    mutating func adopt(_ other: DeviceDirectory, at state: State) {
+        guard other.isLoaded, other.changes.isEmpty else { return }
+        ids = other.ids
+        tokens = other.tokens
+        isLoaded = true
+        matched = state
+        flushed = nil
+        changes.removeAll()
     }
 
     /// Reads every device record of `txn` into new indexes, checking on the
@@ -106,16 +186,16 @@ struct DeviceDirectory {
         ids = loadedIDs
         tokens = loadedTokens
         isLoaded = true
-        matchedStamp = try tables.writerStamp(txn)
+        matched = State(stamp: try tables.writerStamp(txn), sequence: try tables.appliedSequence(txn))
         changes.removeAll()
-        flushedStamp = nil
+        flushed = nil
     }
 
-    /// Writes a new stamp into `txn`: the projections there are this writer's.
-    mutating func stamp(_ tables: ProjectionTables, _ txn: borrowing Transaction) throws {
+    /// Writes a new stamp into `txn`, whose projections are at `sequence`: they are this writer's.
+    mutating func stamp(_ tables: ProjectionTables, _ txn: borrowing Transaction, sequence: UInt64) throws {
         lastStamp &+= 1
         try tables.setWriterStamp(lastStamp, txn)
-        flushedStamp = lastStamp
+        flushed = State(stamp: lastStamp, sequence: sequence)
     }
 
     /// Calls `body` with each device filed under `name` until it returns true
@@ -132,14 +212,14 @@ struct DeviceDirectory {
     mutating func insert(_ name: Name, _ pid: UInt32, _ value: String, ordinal: UInt32) {
         let hash = OrdinalIndex.hash(pid, value)
         self[name].insert(pid: pid, hash: hash, ordinal: ordinal)
-        if recordsChanges { changes.append((name, true, pid, hash, ordinal)) }
+        if recordsChanges { changes.append(Change(name: name, insert: true, pid: pid, hash: hash, ordinal: ordinal)) }
     }
 
     /// Device `ordinal` no longer has `value`.
     mutating func remove(_ name: Name, _ pid: UInt32, _ value: String, ordinal: UInt32) {
         let hash = OrdinalIndex.hash(pid, value)
         if self[name].remove(pid: pid, hash: hash, ordinal: ordinal), recordsChanges {
-            changes.append((name, false, pid, hash, ordinal))
+            changes.append(Change(name: name, insert: false, pid: pid, hash: hash, ordinal: ordinal))
         }
     }
 

@@ -58,8 +58,17 @@ public final class ProjectionWriter {
     public let recipientCache: RecipientCache?
     /// The device records of the open transaction, for the recipient cache once it commits.
     private var recipientChanges = RecipientCache.Changes()
-    /// The sequence the open transaction started from.
+    /// The sequence the open transaction started from, and the writer stamp stored then.
     private var transactionStart: UInt64 = 0
+    private var startedOnStamp: UInt64?
+    /// The device records the open transaction wrote or deleted (pid << 32 | ordinal), for its journal entry.
+    private var journalDevices: [UInt64] = []
+
+    /// How often this writer read the whole `devices` table: for its device_id
+    /// and token indexes, and for the recipient cache. Once when it starts; again
+    /// only when it cannot tell what another writer changed.
+    public private(set) var deviceIndexLoads = 0
+    public private(set) var recipientCacheFills = 0
 
     /// How many topics, device topic lists or topic codes the live writer's
     /// caches hold (and a quarter as many posting chunks) before `flush`
@@ -167,13 +176,67 @@ public final class ProjectionWriter {
         lastCommittedTransaction = nil
         appliedSequence = try tables.appliedSequence(txn)
         topicLayout = try tables.topicLayout(txn)
-        try directory.sync(tables, txn)
+        startedOnStamp = try tables.writerStamp(txn)
+        journalDevices.removeAll(keepingCapacity: true)
+        let sync = try directory.sync(tables, txn)
+        if case .loaded = sync { deviceIndexLoads += 1 }
         recipientChanges.removeAll()
         transactionStart = appliedSequence
-        // Not at this state (the first write, or another process wrote): read the table again.
         if let cache = recipientCache, cache.heldSequence != appliedSequence {
-            try cache.fill(from: tables, through: appliedSequence, txn)
+            // Others wrote: take the device records their journal lists, or (the first
+            // write, or a gap in the journal) read the table again.
+            if case .followed(let from, let entries)? = sync, cache.heldSequence == from.sequence {
+                try follow(entries, in: cache, from: from.sequence, txn)
+            } else {
+                try cache.fill(from: tables, through: appliedSequence, txn)
+                recipientCacheFills += 1
+            }
         }
+    }
+
+    /// Brings `cache`, at sequence `from`, to what `txn` holds: the device records
+    /// that other writers' transactions (`entries`) wrote or deleted, read from `txn`.
+    private func follow(_ entries: [WriterJournal.Entry], in cache: RecipientCache, from: UInt64,
+                        _ txn: borrowing Transaction) throws {
+        let through = try tables.appliedSequence(txn)
+        var keys = entries.flatMap(\.devices)
+        keys.sort()
+        var changes = RecipientCache.Changes()
+        var previous: UInt64?
+        for key in keys where key != previous {
+            previous = key
+            let pid = UInt32(truncatingIfNeeded: key >> 32), ordinal = UInt32(truncatingIfNeeded: key)
+            // Marked as changed at `through`: a reader of an earlier snapshot reads it from the snapshot.
+            if let v = try txn.get(tables.devices, Keys.pair(pid, ordinal)) {
+                changes.put(pid, ordinal, sequence: through, record: Array(v))
+            } else {
+                changes.delete(pid, ordinal, sequence: through)
+            }
+        }
+        cache.apply(changes, from: from, through: through)
+    }
+
+    /// Takes over what the writer of another file generation holding the same
+    /// projections keeps in memory — its device indexes and recipient cache —
+    /// instead of reading them again: `previousTxn` sees that generation (retired:
+    /// nothing writes it any more), `txn` this one. False (nothing taken) unless
+    /// both hold the same sequence and as many devices, and `previous` can tell
+    /// what it holds without reading the table itself.
+    public func adoptState(of previous: ProjectionWriter, _ previousTxn: borrowing Transaction,
+                           _ txn: borrowing Transaction) throws -> Bool {
+        guard build == nil, previous.build == nil, !directory.isLoaded else { return false }
+        let sequence = try tables.appliedSequence(txn)
+        guard try previous.tables.appliedSequence(previousTxn) == sequence,
+              try previousTxn.statistics(previous.tables.devices).entries == txn.statistics(tables.devices).entries,
+              let sync = try previous.directory.sync(previous.tables, previousTxn, reading: false) else { return false }
+        directory.adopt(previous.directory, at: DeviceDirectory.State(stamp: try tables.writerStamp(txn), sequence: sequence))
+        if let mine = recipientCache, let theirs = previous.recipientCache {
+            if case .followed(let from, let entries) = sync, theirs.heldSequence == from.sequence {
+                try previous.follow(entries, in: theirs, from: from.sequence, previousTxn)
+            }
+            if theirs.heldSequence == sequence { mine.take(from: theirs) }
+        }
+        return directory.isLoaded
     }
 
     /// Loads the device_id and token indexes now (in any transaction, a read one will do),
@@ -199,6 +262,7 @@ public final class ProjectionWriter {
                     return true
                 }
             }
+            deviceIndexLoads += 1
             let loaded = Result { try directory.load(tables, txn) }
             // Joined before anything is thrown: the thread uses the cache. If it
             // failed (no reader slot left, say), the cache is read below as before;
@@ -206,8 +270,10 @@ public final class ProjectionWriter {
             filledBeside = (try? helper.join()) ?? false
             try loaded.get()
         } else if loadsDirectory {
+            deviceIndexLoads += 1
             try directory.load(tables, txn)
         }
+        if cache != nil { recipientCacheFills += 1 }
         if let cache, !filledBeside { try cache.fill(from: tables, through: tables.appliedSequence(txn), txn) }
     }
 
@@ -465,6 +531,7 @@ public final class ProjectionWriter {
     func deleteDevice(_ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {
         if let build { return build.put(nil, pid, ordinal) }
         try txn.delete(tables.devices, Keys.pair(pid, ordinal))
+        journalDevices.append(UInt64(pid) << 32 | UInt64(ordinal))
         if recipientCache != nil { recipientChanges.delete(pid, ordinal, sequence: appliedSequence) }
     }
 
@@ -472,6 +539,7 @@ public final class ProjectionWriter {
         if let build { return build.put(device, pid, ordinal) }
         let record = device.encoded()
         try txn.put(tables.devices, Keys.pair(pid, ordinal), record)
+        journalDevices.append(UInt64(pid) << 32 | UInt64(ordinal))
         if recipientCache != nil { recipientChanges.put(pid, ordinal, sequence: appliedSequence, record: record) }
     }
 
@@ -675,7 +743,17 @@ public final class ProjectionWriter {
         dirtyMemberships.removeAll(keepingCapacity: true)
         var w = ByteWriter(capacity: 8); w.u64(appliedSequence)
         try txn.put(tables.meta, ProjectionTables.appliedSeqKey, w.bytes)
-        try directory.stamp(tables, txn)
+        try directory.stamp(tables, txn, sequence: appliedSequence)
+        // What this transaction changed that other writers keep in memory, for them to follow.
+        if let stamp = directory.flushedStamp, appliedSequence > transactionStart {
+            journalDevices.sort()
+            var devices: [UInt64] = []
+            devices.reserveCapacity(journalDevices.count)
+            for d in journalDevices where d != devices.last { devices.append(d) }
+            try WriterJournal.write(WriterJournal.Entry(previousStamp: startedOnStamp, stamp: stamp, from: transactionStart,
+                                                        through: appliedSequence, listed: true, names: directory.changes,
+                                                        devices: devices), tables, txn)
+        }
         // Bound the caches for long replays: everything is written, so start afresh,
         // keeping the counts of topics over several slices (see `savedCounts`).
         if postings.count > cacheEntries / 4 || memberships.count > cacheEntries || topics.count > cacheEntries
@@ -888,7 +966,7 @@ extension ProjectionWriter {
 
         var w = ByteWriter(capacity: 8); w.u64(appliedSequence)
         try txn.put(tables.meta, ProjectionTables.appliedSeqKey, w.bytes)
-        try directory.stamp(tables, txn)  // a live writer of this store sees that someone else wrote
+        try directory.stamp(tables, txn, sequence: appliedSequence)  // a live writer of this store sees that someone else wrote
     }
 
     /// After the transaction `writeBuild` wrote into committed: the build

@@ -108,6 +108,25 @@ public final class RecipientCache: @unchecked Sendable {
         old.free()
     }
 
+    /// Takes everything `other` holds (a cache of the same device records in
+    /// another file generation), leaving it empty: its readers go to their snapshots.
+    func take(from other: RecipientCache) {
+        guard other !== self else { return }
+        let taken = other.lock.withLock {
+            let held = (other.columns, other.arena, other.garbage, other.heldThrough, other.ids, other.filledAt)
+            // The arena moves: `other` gets a new one and must not free this one.
+            other.columns = [:]; other.arena = RecordArena(); other.garbage = 0
+            other.heldThrough = nil; other.ids = OrdinalIndex(); other.filledAt = nil
+            return held
+        }
+        let old = lock.withLock {
+            let replaced = arena
+            (columns, arena, garbage, heldThrough, ids, filledAt) = taken
+            return replaced
+        }
+        old.free()
+    }
+
     /// Forgets everything, so readers go to the snapshot until the next `fill`
     /// (called with the lock held).
     private func forgetAll() {

@@ -149,6 +149,16 @@ public final class TopicStore: Sendable {
         }
     }
 
+    /// How often this store's writer read the whole device table since the store
+    /// was opened (every generation it used): for its device indexes, and for the
+    /// recipient cache.
+    public var writerTableReads: (deviceIndexes: Int, recipientCache: Int) {
+        let earlier = retiredTableReads.withLock { $0 }
+        guard let g = state.withLock({ $0 }) else { return earlier }
+        return (earlier.0 + g.projectionWriter.deviceIndexLoads, earlier.1 + g.projectionWriter.recipientCacheFills)
+    }
+    private let retiredTableReads = Mutex<(Int, Int)>((0, 0))
+
     /// Group-commit counters since this store was opened (zero when read-only).
     public var commitCounters: CommitCounters { writer?.counters ?? CommitCounters(batches: 0, commands: 0, batchesBySize: []) }
 
@@ -166,22 +176,6 @@ public final class TopicStore: Sendable {
     /// current generation (a retired one is left for the new one first).
     public func read<R>(_ body: (borrowing Transaction) throws -> R) throws -> R {
         try readGeneration { txn, _ in try body(txn) }
-    }
-
-    /// Copies the current generation's database into the empty directory `target`
-    /// (`compact`: without free pages, renumbered), from one read snapshot. Like every
-    /// read here, it adopts a map another process grew meanwhile (`MDB_MAP_RESIZED`).
-    public func copyDatabase(to target: String, compact: Bool) throws {
-        while true {
-            let g = try openGeneration()
-            do {
-                return try mapLock.withReadLock { try g.environment.copy(to: target, compact: compact) }
-            } catch LMDBError.mapResized {
-                try adoptGrownMap(g)
-                // LMDB creates the copy exclusively (O_EXCL): the failed one goes first.
-                try? FileManager.default.removeItem(atPath: target + "/data.mdb")
-            }
-        }
     }
 
     /// Throws `StoreError.removed` when the database file was deleted while open
@@ -236,6 +230,21 @@ public final class TopicStore: Sendable {
             // it to where `g` was retired to, as the compaction is about to.
             if let target = try g.retiredTo() { try Self.finishSwitch(in: directory, from: g.name, to: target) }
             let next = try Self.openGeneration(directory: directory, options: lazy, auxiliary: auxiliaryNames.withLock { $0 })
+            // The new generation holds the same device records as `g` at its end (a compaction
+            // copies them): its writer takes over `g`'s device indexes and recipient cache
+            // instead of reading them again at the first command (about a second per million
+            // devices, which every writer of the store would wait for). The writer thread
+            // touches them only under the map lock, which is held exclusively here.
+            if !options.readOnly, next !== g {
+                _ = try? Generation.whileOpening(g.environment) {
+                    try Generation.whileOpening(next.environment) {
+                        try g.environment.read { old in
+                            try next.environment.read { new in try next.projectionWriter.adoptState(of: g.projectionWriter, old, new) }
+                        }
+                    }
+                }
+            }
+            retiredTableReads.withLock { $0 = ($0.0 + g.projectionWriter.deviceIndexLoads, $0.1 + g.projectionWriter.recipientCacheFills) }
             state.withLock { $0 = next }
         }
     }
@@ -280,6 +289,42 @@ public final class TopicStore: Sendable {
 
     // MARK: Generations (file compaction)
 
+    /// Copies the current generation's environment into `directory`
+    /// (`compact`: live pages only), adopting a map another process grew meanwhile.
+    public func copyEnvironment(to directory: String, compact: Bool) throws {
+        while true {
+            let g = try openGeneration()
+            do {
+                return try mapLock.withReadLock { try g.environment.copy(to: directory, compact: compact) }
+            } catch LMDBError.mapResized {
+                try adoptGrownMap(g)
+                // LMDB creates the copy exclusively (O_EXCL): the failed one goes first.
+                try? FileManager.default.removeItem(atPath: directory + "/data.mdb")
+            }
+        }
+    }
+
+    /// Bytes a compacting copy of the current generation would write (its pages in use), as of now.
+    public func bytesInUse() throws -> Int {
+        try readGeneration { txn, g in
+            let info = g.environment.info()
+            return max(0, info.lastPage + 1 - (try txn.freePages())) * info.pageSize
+        }
+    }
+
+    /// The generation the current one was retired to, if a switch committed
+    /// (CURRENT may not name it yet: the next open finishes the switch).
+    public func retiredTo() throws -> String? {
+        while true {
+            let g = try openGeneration()
+            do {
+                return try mapLock.withReadLock { try g.retiredTo() }
+            } catch LMDBError.mapResized {
+                try adoptGrownMap(g)
+            }
+        }
+    }
+
     /// Retires the current generation in favour of `generation` (a directory
     /// inside the store directory holding a complete copy). It takes the write
     /// transaction of the current environment — which pauses every writer of
@@ -288,18 +333,29 @@ public final class TopicStore: Sendable {
     /// commits, and points CURRENT at the new one. Every store that has the old
     /// generation open, this one included, moves over at its next transaction;
     /// close any environment you opened on the new generation before then (LMDB
-    /// must not have one file open twice in a process).
+    /// must not have one file open twice in a process). When another process
+    /// grew the map, or the marker does not fit, the transaction starts again
+    /// and `catchUp` is called again: it must carry over only what it has not yet.
     public func retire(to generation: String, catchUp: (borrowing Transaction) throws -> Void) throws {
         guard !options.readOnly else { throw StoreError.readOnly }
         guard FileManager.default.fileExists(atPath: Self.generationDirectory(directory, generation) + "/data.mdb") else {
             throw StoreError.notADatabase(path: Self.generationDirectory(directory, generation), reason: "the new generation holds no data.mdb")
         }
         let g = try openGeneration()
-        try mapLock.withReadLock {
-            try g.environment.write { txn in
-                if try g.isRetired(txn) { throw Generation.Retired() }
-                try catchUp(txn)
-                try g.markRetired(to: generation, txn)
+        while true {
+            do {
+                try mapLock.withReadLock {
+                    try g.environment.write { txn in
+                        if try g.isRetired(txn) { throw Generation.Retired() }
+                        try catchUp(txn)
+                        try g.markRetired(to: generation, txn)
+                    }
+                }
+                break
+            } catch LMDBError.mapResized {
+                try adoptGrownMap(g)
+            } catch LMDBError.mapFull {
+                try growMap(g)
             }
         }
         try Self.setActiveGeneration(generation, in: directory)
@@ -386,7 +442,7 @@ public final class TopicStore: Sendable {
             var transactionID = 0
             do {
                 let receipts = try mapLock.withReadLock {
-                    try g.environment.write { txn -> [Receipt] in
+                    let receipts = try g.environment.write { txn -> [Receipt] in
                         transactionID = txn.id
                         // A compaction may have retired this generation while we waited for the lock.
                         if try g.isRetired(txn) { throw Generation.Retired() }
@@ -410,8 +466,11 @@ public final class TopicStore: Sendable {
                         try projections.flush(txn)
                         return receipts
                     }
+                    // Under the map lock, as everything the writer does with `projections`
+                    // (a switch to a new generation hands them over with the lock held).
+                    projections.didCommit(transactionID: transactionID)
+                    return receipts
                 }
-                projections.didCommit(transactionID: transactionID)
                 // Committed into a file someone deleted: nothing will read it again.
                 if g.environment.fileWasRemoved { return .failure(StoreError.removed(path: g.environment.path)) }
                 noteCommit(failedWith: nil)

@@ -1,57 +1,30 @@
 import Foundation
+import LMDB
 import Testing
-
-/// A small tmpfs mounted for one test (root only; where mounting is not permitted
-/// the tests that need one are skipped, saying why).
-final class SmallFilesystem {
-    let path: String
-
-    /// Whether this process may mount a tmpfs (tried once).
-    static let available: Bool = {
-        guard geteuid() == 0 else { return false }
-        let probe = TemporaryDirectory("mount-probe")
-        guard SmallFilesystem.run("/bin/mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", probe.path]) == 0 else { return false }
-        _ = SmallFilesystem.run("/bin/umount", [probe.path])
-        return true
-    }()
-
-    init(_ dir: TemporaryDirectory, kilobytes: Int) throws {
-        path = dir.sub("fs")
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        guard Self.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(kilobytes)k", "tmpfs", path]) == 0 else {
-            throw CocoaError(.fileWriteUnknown)
-        }
-    }
-
-    /// Fills the filesystem with one file; returns its path (remove it to free the space).
-    func fill() -> String {
-        let filler = path + "/filler"
-        let fd = open(filler, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        let block = [UInt8](repeating: 0xAB, count: 4096)
-        while block.withUnsafeBytes({ write(fd, $0.baseAddress, 4096) }) > 0 {}
-        close(fd)
-        return filler
-    }
-
-    deinit { _ = Self.run("/bin/umount", ["-l", path]) }
-
-    @discardableResult
-    static func run(_ tool: String, _ arguments: [String]) -> Int32 {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: tool)
-        p.arguments = arguments
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        guard (try? p.run()) != nil else { return -1 }
-        p.waitUntilExit()
-        return p.terminationStatus
-    }
-}
+import TopicStore
 
 /// A full disk is an error that names what could not be written, never a crash,
 /// and leaves nothing behind that would make the directory look taken.
-@Suite(.enabled(if: SmallFilesystem.available, "needs root to mount a small tmpfs"))
+@Suite(.serialized, .enabled(if: SmallFilesystem.canMount, "mounting a tmpfs needs root and mount permission (CAP_SYS_ADMIN)"))
 struct FullDiskTests: RunsTopicstore {
+    /// The LMDB layer alone: no lock file left behind, a store refused likewise.
+    @Test func openingAnEnvironmentOnAFullDiskIsAnError() throws {
+        let fs = try SmallFilesystem(megabytes: 4)
+        let dir = fs.sub("env")
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        fs.fill()
+        #expect(fs.available < 4096)
+        do {
+            _ = try Environment(path: dir)
+            Issue.record("an environment opened on a full disk")
+        } catch {
+            #expect("\(error)".contains("No space left on device"), "\(error)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: dir + "/lock.mdb"), "a lock file was left behind")
+        // A store, likewise.
+        #expect(throws: (any Error).self) { _ = try TopicStore(directory: fs.sub("store")) }
+    }
+
     static let command = #"{"project":"demo","type":"register","device_id":"D1","topics":["news"]}"#
 
     /// LMDB maps lock.mdb and writes its reader table through the map; made sparse on
@@ -59,7 +32,7 @@ struct FullDiskTests: RunsTopicstore {
     /// data.mdb that made the next start refuse the directory).
     @Test func creatingAStoreOnAFullDiskFailsCleanly() throws {
         let dir = TemporaryDirectory("full-create")
-        let fs = try SmallFilesystem(dir, kilobytes: 512)
+        let fs = try SmallFilesystem(megabytes: 1)
         let filler = fs.fill()
         let store = fs.path + "/fresh"
         let load = try topicstore(["load", "--data", store, "-"], stdin: Self.command)
@@ -85,7 +58,7 @@ struct FullDiskTests: RunsTopicstore {
     @Test func aLoadThatFillsTheDiskStopsAndResumes() throws {
         let dir = TemporaryDirectory("full-load")
         let lines = Self.installs(0..<20_000)
-        let fs = try SmallFilesystem(dir, kilobytes: 3 * 1024)
+        let fs = try SmallFilesystem(megabytes: 3)
         let store = fs.path + "/data"
         let load = try topicstore(["load", "--data", store, "-"], stdin: lines.joined(separator: "\n"))
         #expect(load.status == 1, "\(load.stderr)")
@@ -94,7 +67,7 @@ struct FullDiskTests: RunsTopicstore {
         let resume = try #require(load.stderr.firstMatch(of: /resume at line (\d+)/).flatMap { Int($0.1) }, "\(load.stderr)")
         #expect(resume > 1 && resume <= lines.count)
         // More room (an operator freeing space), and the rest.
-        #expect(SmallFilesystem.run("/bin/mount", ["-o", "remount,size=64m", fs.path]) == 0)
+        #expect(fs.resize(megabytes: 64))
         let rest = try topicstore(["load", "--data", store, "-"], stdin: lines[(resume - 1)...].joined(separator: "\n"))
         #expect(rest.status == 0, "\(rest.stderr)")
         let whole = try topicstore(["load", "--data", dir.sub("reference"), "-"], stdin: lines.joined(separator: "\n"))
@@ -117,7 +90,7 @@ struct FullDiskTests: RunsTopicstore {
     /// /healthz, and recovers by itself once there is room.
     @Test func aServerOnAFullDiskSaysSoAndRecovers() throws {
         let dir = TemporaryDirectory("full-serve")
-        let fs = try SmallFilesystem(dir, kilobytes: 2 * 1024)
+        let fs = try SmallFilesystem(megabytes: 2)
         let serve = try ServeProcess(data: fs.path + "/data")
         let key = try #require(serve.clientKey)
         let client = try RawHTTPClient(port: serve.port)
@@ -132,7 +105,7 @@ struct FullDiskTests: RunsTopicstore {
         #expect(full.text.contains("disk is full"), "\(full.text)")
         let health = try RawHTTPClient(port: serve.port).request("GET", "/healthz")
         #expect(health.status == 503 && health.text.contains("\"status\":\"failing\""), "\(health.status) \(health.text)")
-        #expect(SmallFilesystem.run("/bin/mount", ["-o", "remount,size=64m", fs.path]) == 0)
+        #expect(fs.resize(megabytes: 64))
         let again = try RawHTTPClient(port: serve.port).request("POST", "/api/register", headers: [("X-MPush-Token", key), ("Content-Type", "application/json")],
                                                                text: #"{"device_id":"after","topics":["all"]}"#)
         #expect(again.status == 200, "\(again.text)")
@@ -144,8 +117,8 @@ struct FullDiskTests: RunsTopicstore {
     @Test func aReplayIntoAFullDiskFailsCleanly() throws {
         let dir = TemporaryDirectory("full-replay")
         let data = try loadedStore(dir, Self.command)
-        let fs = try SmallFilesystem(dir, kilobytes: 512)
-        _ = fs.fill()
+        let fs = try SmallFilesystem(megabytes: 1)
+        fs.fill()
         let replay = try topicstore(["replay", "--data", data, "--to-seq", "1", "--out", fs.path + "/out"])
         #expect(replay.status == 1, "status \(replay.status): \(replay.stderr)")
         #expect(replay.stderr.contains("No space left on device"), "\(replay.stderr)")

@@ -34,7 +34,7 @@ import TopicStore
         // A copy (compaction's first step) from the grown store: complete, and a store.
         let copy = dir.sub("copy")
         try FileManager.default.createDirectory(atPath: copy, withIntermediateDirectories: true)
-        try store.copyDatabase(to: copy, compact: true)
+        try store.copyEnvironment(to: copy, compact: true)
         let stats = try topicstore(["stats", "--data", copy, "--json"])
         #expect(stats.status == 0, "\(stats.stderr)")
         #expect(stats.stdout.contains("\"lastSequence\":12000") || stats.stdout.contains("12000"), "\(stats.stdout)")

@@ -33,11 +33,17 @@ enum CompactCommand: Command {
         keeps only the events after it, with their sequence numbers. Replay and audit start from
         the snapshot; asking replay for an earlier point is an error naming the horizon.
         Garbage is removed by appending forget-device, drop-topic and expire-token events, so a
-        replay equals the live state. The store is then copied into a new file generation
+        replay equals the live state (256 per write transaction, so a running server's writer
+        gets its turn between them). The store is then copied into a new file generation
         (DIR/gNNNNNN), caught up with what a running server wrote meanwhile, and switched to
-        while writers wait for well under a second. Killed at any moment, the store stays in
-        its before or its after state; the next run removes what the killed one left.
+        while writers wait (3 ms at 1M devices, measured; tens of ms with a busy server); the
+        server keeps its in-memory indexes across the switch. Killed at any moment, the store
+        stays in its before or its after state; the next run removes what the killed one left.
         Safe to run from cron beside `topicstore serve`.
+        Before writing anything it estimates the free space the run needs at its peak (about
+        twice the file plus the snapshot; --dry-run prints it) and refuses, exit 1, when the
+        filesystem does not have it. A phase that fails anyway (a full disk, an I/O error)
+        removes what the run wrote and says which phase failed and what the store holds.
         Without --archive the removed events are kept nowhere (the text report says so).
         DURATION (--retain, --topic-idle, --rejected-grace) is one or more NUMBER+UNIT parts with
         nothing between them, UNIT w (weeks), d (days), h (hours), m (minutes), s (seconds) or
