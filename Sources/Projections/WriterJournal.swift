@@ -42,7 +42,7 @@ struct WriterJournal {
     static let maxListedBytes = 48 << 10
     /// Entries of transactions that started more than this many sequences
     /// before the newest one are removed (a few per commit).
-    static let keptSequences: UInt64 = 500_000
+    static let keptSequences: UInt64 = 100_000
     static let prefix = UInt8(ascii: "j")
 
     static func key(_ from: UInt64) -> [UInt8] {

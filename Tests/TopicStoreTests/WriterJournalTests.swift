@@ -204,3 +204,62 @@ import TopicStore
         #expect(audit.isClean, "\(audit.logIssues.prefix(3)) \(audit.differences.prefix(3))")
     }
 }
+
+/// The journal's own format: entries round-trip, a transaction too large to
+/// list is written unlisted (followers read the table), and old entries go.
+@Suite struct WriterJournalFormatTests {
+    @Test func entriesRoundTripAndTooLargeOnesAreUnlisted() throws {
+        let entry = WriterJournal.Entry(previousStamp: 7, stamp: 8, from: 100, through: 164, listed: true,
+                                        names: [.init(name: .token, insert: false, pid: 1, hash: 0xDEAD_BEEF, ordinal: 9),
+                                                .init(name: .deviceID, insert: true, pid: 1, hash: 42, ordinal: 10)],
+                                        devices: [1 << 32 | 9, 1 << 32 | 10])
+        let bytes = WriterJournal.encode(entry)
+        #expect(try bytes.withUnsafeBytes { try WriterJournal.decode($0, at: "test") } == entry)
+        var first = entry
+        first.previousStamp = nil
+        #expect(try WriterJournal.encode(first).withUnsafeBytes { try WriterJournal.decode($0, at: "test") } == first)
+
+        var big = entry
+        big.names = Array(repeating: entry.names[0], count: WriterJournal.maxListedBytes / 17 + 1)
+        let decoded = try WriterJournal.encode(big).withUnsafeBytes { try WriterJournal.decode($0, at: "test") }
+        #expect(decoded?.listed == false && decoded?.names.isEmpty == true)
+        // A cut entry is corruption, not a gap; another hash version is a gap.
+        #expect(throws: ProjectionCorruption.self) { try Array(bytes.dropLast(3)).withUnsafeBytes { try WriterJournal.decode($0, at: "test") } }
+        var other = bytes
+        other[1] = WriterJournal.hashVersion &+ 1
+        #expect(try other.withUnsafeBytes { try WriterJournal.decode($0, at: "test") } == nil)
+    }
+
+    @Test func entriesOutsideTheKeptWindowAreRemoved() throws {
+        let dir = TemporaryDirectory("journal-prune")
+        var options = Environment.Options()
+        options.maxDatabases = 32
+        let env = try Environment(path: dir.path, options: options)
+        let tables = try ProjectionTables.open(in: env, create: true)
+        func entry(_ from: UInt64) -> WriterJournal.Entry {
+            .init(previousStamp: from, stamp: from + 1, from: from, through: from + 1, listed: true, names: [], devices: [])
+        }
+        try env.write { txn in for i in 0..<10 { try WriterJournal.write(entry(UInt64(i) * 1000), tables, txn) } }
+        let window = WriterJournal.keptSequences
+        for round in 0..<3 {
+            try env.write { txn in try WriterJournal.write(entry(window + 20_000 + UInt64(round)), tables, txn) }
+        }
+        let kept = try env.read { txn -> [UInt64] in
+            var out: [UInt64] = []
+            try txn.withCursor(tables.writerState!) { cursor in
+                var e = try cursor.first()
+                while let (k, _) = e {
+                    if k.count == 9, k[0] == UInt8(ascii: "j") { out.append(k.loadBigEndian(at: 1, as: UInt64.self)) }
+                    e = try cursor.next()
+                }
+            }
+            return out
+        }
+        // Up to four per write: the ten older than the window are gone after three writes.
+        #expect(kept == [window + 20_000, window + 20_001, window + 20_002], "\(kept)")
+        // A chain through a removed entry is a gap.
+        #expect(try env.read { txn in
+            try WriterJournal.chain(from: 0, at: 0, to: window + 20_003, appliedSequence: window + 20_003, tables, txn)
+        } == nil)
+    }
+}
