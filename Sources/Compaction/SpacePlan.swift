@@ -135,10 +135,11 @@ public struct SpacePlan: Sendable, Hashable {
 
 /// Free space and filesystem identity, for `SpacePlan`.
 enum Filesystem {
-    /// Bytes unprivileged users may still write there (`f_bavail`); 0 when it cannot be asked.
+    /// Bytes unprivileged users may still write there (`f_bavail`). A filesystem that
+    /// cannot be asked is taken to have room (the run then fails, and cleans up, as before).
     static func available(at path: String) -> Int {
         var s = statvfs()
-        guard statvfs(path, &s) == 0 else { return 0 }
+        guard statvfs(path, &s) == 0 else { return Int.max / 4 }
         return Int(s.f_bavail) * Int(s.f_frsize)
     }
 
