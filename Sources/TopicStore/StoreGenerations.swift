@@ -164,10 +164,15 @@ final class Generation: Sendable {
     }
 
     /// The generation this one was retired to, if a compaction switched away from it.
-    /// Called while opening or reopening only (no other transaction of this process runs).
     func retiredTo() throws -> String? {
         let tables = self.tables
-        return try Self.whileOpening(environment) { try environment.read { txn in try Self.retiredTo(tables, txn) } }
+        return try environment.read { txn in try Self.retiredTo(tables, txn) }
+    }
+
+    /// `retiredTo()`, adopting a map another process grew: only while the store opens,
+    /// or under the map lock held exclusively (no other transaction of this process runs).
+    func retiredToAdoptingMap() throws -> String? {
+        try Self.whileOpening(environment) { try retiredTo() }
     }
 
     func isRetired(_ txn: borrowing Transaction) throws -> Bool {

@@ -102,7 +102,7 @@ public final class TopicStore: Sendable {
         var name = try activeGeneration(in: directory)
         for _ in 0..<4 {
             let g = try Generation(name: name, directory: generationDirectory(directory, name), options: options, auxiliary: auxiliary)
-            guard let next = try g.retiredTo() else { return g }
+            guard let next = try g.retiredToAdoptingMap() else { return g }
             try finishSwitch(in: directory, from: name, to: next)
             name = try activeGeneration(in: directory)
         }
@@ -228,7 +228,7 @@ public final class TopicStore: Sendable {
             // A compaction retires `g` before it moves CURRENT. If CURRENT still
             // names `g` (open here: an environment opens once per process), move
             // it to where `g` was retired to, as the compaction is about to.
-            if let target = try g.retiredTo() { try Self.finishSwitch(in: directory, from: g.name, to: target) }
+            if let target = try g.retiredToAdoptingMap() { try Self.finishSwitch(in: directory, from: g.name, to: target) }
             let next = try Self.openGeneration(directory: directory, options: lazy, auxiliary: auxiliaryNames.withLock { $0 })
             // The new generation holds the same device records as `g` at its end (a compaction
             // copies them): its writer takes over `g`'s device indexes and recipient cache
