@@ -37,9 +37,13 @@ struct WriterJournal {
 
     static let formatVersion: UInt8 = 1
     static let hashVersion: UInt8 = 1
-    /// An entry listing more than this is written unlisted (a bulk load's
-    /// transactions; a server's hold a few dozen changes).
-    static let maxListedBytes = 48 << 10
+    /// An entry listing more than this is written unlisted. A server's
+    /// transactions list a few dozen changes; a bulk load's batch of 4,096
+    /// commands about 90 KB, and listing it is what lets a server beside the
+    /// load follow it instead of reading `devices` again after every batch.
+    /// Bigger transactions (an import, a load with a larger --batch) stay
+    /// unlisted: an entry is one LMDB value, a run of contiguous pages.
+    static let maxListedBytes = 1 << 20
     /// Entries of transactions that started more than this many sequences
     /// before the newest one are removed (a few per commit).
     static let keptSequences: UInt64 = 100_000

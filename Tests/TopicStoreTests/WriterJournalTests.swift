@@ -105,6 +105,37 @@ import TopicStore
         try expectConsistent(store, "after the second switch")
     }
 
+    /// A bulk `load` beside a server: its batches of 4,096 commands (new devices,
+    /// moved tokens) are listed in the journal, so the server follows each of them
+    /// instead of reading the device table again (with a 48 KB limit they were
+    /// not, and a server's registers fell from 3,100 to 700 a second beside a load).
+    @Test func aBulkLoadsBatchesAreFollowed() throws {
+        let dir = TemporaryDirectory("journal-load")
+        let store = try servingStore(dir)
+        defer { store.close() }
+        let before = store.writerTableReads
+        var lines: [String] = []
+        for d in 0..<3_000 {  // 6,000 commands: a full batch of 4,096 and a partial one
+            let token = d % 10 == 0 ? "tok-\(d / 10)-0" : "load-tok-\(d)"  // every tenth takes a served device's token
+            lines.append(#"{"project":"\#(Self.project)","type":"token","device_id":"load-\#(d)","token":"\#(token)","platform":"android"}"#)
+            lines.append(#"{"project":"\#(Self.project)","type":"register","device_id":"load-\#(d)","topics":["all",{"code":"user.load-\#(d)","single":true}]}"#)
+        }
+        let input = dir.sub("load.jsonl")
+        try (lines.joined(separator: "\n") + "\n").write(toFile: input, atomically: true, encoding: .utf8)
+        let load = try compactCLI(["load", "--data", dir.sub("data"), input])
+        #expect(load.status == 0, "\(load.error)")
+
+        try writeAfter(store, "d")
+        #expect(store.writerTableReads.deviceIndexes == before.deviceIndexes, "the writer read its device indexes again")
+        #expect(store.writerTableReads.recipientCache == before.recipientCache, "the writer filled its recipient cache again")
+        try store.read { txn in
+            let got = try RecipientCacheTests.recipients(store.reader, txn)
+            #expect(got["load-20"] == "tok-2-0" && got["dev-2"] == nil, "a token the load moved")
+            #expect(got["load-2999"] == "load-tok-2999")
+        }
+        try expectConsistent(store, "after the load")
+    }
+
     /// The compaction's own writer, with another process committing between its
     /// garbage transactions, follows that process's journal too: it reads the
     /// device table once, when it opens the store, not inside each transaction
