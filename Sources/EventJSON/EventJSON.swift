@@ -72,14 +72,16 @@ public enum EventJSON {
     }
 
     /// A line with the time it carries: an exported record's `ts` (ms since
-    /// 1970, not negative), nil when the line has none.
+    /// 1970, within the years 2000…2200 like a rejection's `at`, so a time in
+    /// seconds is refused rather than read as January 1970), nil when the line has none.
     public static func timedEvent(fromLine line: some StringProtocol, defaultProject: String? = nil)
         throws(InvalidCommand) -> (event: Event, timestamp: Int64?) {
         let dict = try object(fromLine: line)
         var timestamp: Int64?
         if let value = dict["ts"] {
-            guard let ts = int64(value), ts >= 0 else {
-                throw InvalidCommand([ValidationError(field: "ts", message: "The ts must be a time in ms since 1970.")])
+            guard let ts = int64(value), Limits.rejectedAtRange.contains(ts) else {
+                throw InvalidCommand([ValidationError(field: "ts", message:
+                    "The ts must be a time in milliseconds since 1970, between the years 2000 and 2200 (a time in seconds is refused).")])
             }
             timestamp = ts
         }

@@ -60,32 +60,59 @@ import TopicStore
         #expect(try loaded.read { txn in try loaded.log.head(txn) } == source.read { txn in try source.log.head(txn) })
     }
 
-    @Test("loaded into a newer store, older times are raised and future ones lowered: times never go back")
-    func loadedTimesNeverGoBack() throws {
+    @Test("loaded into a newer store, an export stops at its first line: given later times, its rejections would be ignored")
+    func anExportOlderThanTheStoreIsRefused() throws {
         let dir = TemporaryDirectory("export-load-newer")
         let source = try storeWithRejections(dir)
         let lines = try exportFile(source, to: dir.sub("export.jsonl"))
         source.close()
         let target = try TopicStore(directory: dir.sub("target"))
         usleep(5_000)
-        try target.submitAndWait(Event(project: "alpha", body: .token(deviceID: "newer", token: String(repeating: "a", count: 64), platform: .ios)))
+        try target.submitAndWait(Event(project: "other", body: .token(deviceID: "newer", token: String(repeating: "a", count: 64), platform: .ios)))
         target.close()
-        let future = #"{"seq":1,"ts":99999999999999,"project":"alpha","type":"unregister-all","device_id":"r1"}"#
-        try (lines.prefix(50).joined(separator: "\n") + "\n" + future + "\n").write(toFile: dir.sub("mixed.jsonl"), atomically: true, encoding: .utf8)
-        let before = nowMilliseconds()
-        let load = try compactCLI(["load", "--data", dir.sub("target"), dir.sub("mixed.jsonl")])
-        let after = nowMilliseconds()
-        #expect(load.status == 0, "\(load.error)")
+        func recordCount() throws -> Int {
+            let store = try TopicStore(directory: dir.sub("target"))
+            defer { store.close() }
+            return try allRecords(store).count
+        }
+
+        let refused = try compactCLI(["load", "--data", dir.sub("target"), dir.sub("export.jsonl")])
+        #expect(refused.status == 5, "\(refused.output) \(refused.error)")
+        #expect(refused.error.contains("line 1: ts") && refused.error.contains("the store's last time") && refused.error.contains("--retime"),
+                "\(refused.error)")
+        #expect(try recordCount() == 1, "nothing of the export is applied")
+
+        // With --retime it loads with later times (the rejections then compare with
+        // those: devices the source holds rejected come back live), and says so.
+        let retimed = try compactCLI(["load", "--data", dir.sub("target"), "--retime", "--json", dir.sub("export.jsonl")])
+        #expect(retimed.status == 0, "\(retimed.error)")
+        #expect(retimed.output.contains("\"retimed\":\(lines.count)"), "\(retimed.output)")
         let store = try TopicStore(directory: dir.sub("target"))
         let times = try allRecords(store).map(\.timestamp)
         store.close()
-        #expect(times.count == 52)
-        #expect(zip(times, times.dropFirst()).allSatisfy { $0 <= $1 }, "\(times)")
-        #expect(times.last! <= after && times.last! >= before - 1_000, "the future line's time is the commit's")
-        // A bad ts is a bad line, reported with its number; nothing of it is applied.
-        try #"{"ts":"yesterday","project":"alpha","type":"unregister-all","device_id":"r2"}"#.write(toFile: dir.sub("bad.jsonl"), atomically: true, encoding: .utf8)
-        let refused = try compactCLI(["load", "--data", dir.sub("target"), dir.sub("bad.jsonl")])
-        #expect(refused.status == 5)
-        #expect(refused.error.contains("line 1") && refused.error.contains("ts"), "\(refused.error)")
+        #expect(times.count == 1 + lines.count)
+        #expect(zip(times, times.dropFirst()).allSatisfy { $0 <= $1 }, "times never go back")
+    }
+
+    @Test("a ts in seconds, in the future or going back within the file is refused with its line number")
+    func badLineTimes() throws {
+        let dir = TemporaryDirectory("export-load-times")
+        let data = dir.sub("data")
+        let now = nowMilliseconds()
+        func line(_ ts: Int64, _ device: String) -> String {
+            #"{"ts":\#(ts),"project":"alpha","type":"token","device_id":"\#(device)","token":"tok-\#(device)","platform":"ios"}"#
+        }
+        func load(_ lines: [String], _ extra: [String] = []) throws -> (status: Int32, output: String, error: String) {
+            try (lines.joined(separator: "\n") + "\n").write(toFile: dir.sub("in.jsonl"), atomically: true, encoding: .utf8)
+            return try compactCLI(["load", "--data", data] + extra + [dir.sub("in.jsonl")])
+        }
+        let seconds = try load([line(now / 1000, "s1")])
+        #expect(seconds.status == 5 && seconds.error.contains("line 1") && seconds.error.contains("seconds"), "\(seconds.error)")
+        let future = try load([line(now - 10_000, "f1"), line(now + 86_400_000, "f2"), line(now - 9_000, "f3")])
+        #expect(future.status == 5 && future.error.contains("line 2") && future.error.contains("future"), "\(future.error)")
+        #expect(future.output.contains("applied 2 commands"), "the other lines are applied: \(future.output)")
+        let back = try load([line(now - 5_000, "b1"), line(now - 6_000, "b2"), line(now - 4_000, "b3")])
+        #expect(back.status == 5 && back.error.contains("line 2: ts") && back.error.contains("a line before it"), "\(back.error)")
+        #expect(back.output.contains("applied 1 commands"), "lines before it are applied, none after: \(back.output)")
     }
 }

@@ -9,12 +9,13 @@ enum LoadCommand: Command {
     static let spec = CommandSpec(
         name: "load",
         summary: "apply commands given as JSON Lines (a file, or - for standard input)",
-        usage: "load [--data DIR] [--stop-on-error] [--no-sync] [--batch N] FILE|-",
+        usage: "load [--data DIR] [--stop-on-error] [--no-sync] [--batch N] [--retime] FILE|-",
         options: [
             .init(name: "stop-on-error", value: nil, help: "stop at the first bad line (default: report it, skip it, go on)"),
             .init(name: "no-sync", value: nil, help: "do not fsync each commit (faster; a machine crash may lose the tail)"),
             .init(name: "batch", value: "N", help: "commands per commit (default 4096)"),
             .init(name: "project", value: "NAME", help: "project for lines that name none"),
+            .init(name: "retime", value: nil, help: "load lines whose ts is before the store's last time, giving them later times"),
         ],
         details: """
         One command per line:
@@ -26,9 +27,14 @@ enum LoadCommand: Command {
         A bad line is reported on standard error with its line number and never half-applied.
         Lines from `topicstore export` load as they are, with the garbage collector's
         forget-device, drop-topic and expire-token lines. Their seq is ignored; their ts
-        (ms) is kept, raised to the log's last time if older and never later than now, so
-        an export loaded into an empty store folds to the same projections (a rejection
-        is compared with the token's original time). `import` also keeps seq and the chain.
+        (ms since 1970, years 2000…2200) is kept, so an export loaded into an empty store
+        folds to the same projections: a rejection applies only to a token registered
+        before it, compared by time. Times in the log never go back, so a line whose ts is
+        before the store's last time (or the line before it) stops the load (exit 5):
+        given a later time, its token would look newer than the rejections after it, and
+        they would be ignored. Load such a file into an empty store (or `import` it), or
+        pass --retime to load it with later times anyway. A ts more than a minute ahead of
+        the clock is a bad line. `import` also keeps seq and the chain.
         zstd-compressed input (a `topicstore compact --archive` file, *.jsonl.zst) is
         recognised and decompressed as it streams; a damaged stream stops the load (exit 5).
         SIGTERM or SIGINT stops reading (at once, even while standard input is waiting), commits
@@ -64,6 +70,13 @@ enum LoadCommand: Command {
         reader.shouldStop = { signalled.load(ordering: .relaxed) != 0 }
 
         let stopOnError = arguments.has("stop-on-error")
+        let retime = arguments.has("retime")
+        // A line's ts must not be before the log's last time, nor before an earlier line's.
+        let storeTime = try store.read { txn in try store.log.bounds(txn)?.lastTimestamp } ?? 0
+        var lineTime: Int64 = 0
+        /// Records committed with a later time than their line's ts (--retime, or
+        /// another process committing meanwhile).
+        var retimed = 0
         let started = Date()
         var lineNumber = 0
         var applied = 0, invalid = 0, failed = 0
@@ -75,6 +88,7 @@ enum LoadCommand: Command {
         var batch: [Event] = []
         var batchTimes: [Int64?] = []
         var batchLines: [Int] = []
+        var inFlightTimes: [Int64?] = []
         // One batch commits while the next is parsed: waiting for each commit
         // before parsing on left the writer idle half the time (58k commands/s
         // against 100k+ for the same commands submitted ready-made).
@@ -87,6 +101,7 @@ enum LoadCommand: Command {
                 switch result {
                 case .success(let receipt):
                     applied += 1
+                    if let given = inFlightTimes[i], receipt.timestamp > given { retimed += 1 }
                     if firstSeq == nil { firstSeq = receipt.sequence }
                     lastSeq = receipt.sequence
                     lastAppliedLine = max(lastAppliedLine, lines[i])
@@ -108,6 +123,7 @@ enum LoadCommand: Command {
             let submitted = store.submitBatch(batch, at: batchTimes)
             settle()
             inFlight = (submitted, batchLines)
+            inFlightTimes = batchTimes
             batch.removeAll(keepingCapacity: true)
             batchTimes.removeAll(keepingCapacity: true)
             batchLines.removeAll(keepingCapacity: true)
@@ -119,12 +135,32 @@ enum LoadCommand: Command {
             do {
                 let text = String(decoding: line, as: UTF8.self)
                 let (event, time) = try EventJSON.timedEvent(fromLine: text, defaultProject: arguments.value("project"))
+                if let time {
+                    let now = Int64(Date().timeIntervalSince1970 * 1000)
+                    if time > now + 60_000 {
+                        throw InvalidCommand([ValidationError(field: "ts", message:
+                            "The ts \(TimeText.iso(time)) is in the future (the clock says \(TimeText.iso(now))): a record's time is when it was committed.")])
+                    }
+                    if time < max(storeTime, lineTime) && !retime {
+                        let what = lineTime > storeTime ? "a line before it" : "the store's last time"
+                        invalid += 1
+                        stopped = true
+                        Console.printError("""
+                            line \(lineNumber): ts \(TimeText.iso(time)) is before \(what), \(TimeText.iso(max(storeTime, lineTime))): stopped
+                              times in the log never go back, so this line would get a later time, and a rejection after it
+                              in the file would then be ignored as older than the token. Load the file into an empty store
+                              (or `topicstore import` it), or pass --retime to load it with later times anyway.
+                            """)
+                        break
+                    }
+                    lineTime = max(lineTime, time)
+                }
                 batch.append(event)
                 batchTimes.append(time)
                 batchLines.append(lineNumber)
             } catch {
                 invalid += 1
-                Console.printError("line \(lineNumber): \(error.description)")
+                Console.printError("line \(lineNumber): \(error)")
                 if stopOnError { stopped = true; break }
                 continue
             }
@@ -144,6 +180,7 @@ enum LoadCommand: Command {
         if arguments.json {
             var report: [String: Any] = ["applied": applied, "invalid": invalid, "failed": failed,
                                          "lines": lineNumber, "stopped": stopped, "seconds": seconds]
+            if retimed > 0 { report["retimed"] = retimed }
             if let firstSeq { report["firstSeq"] = firstSeq }
             if let lastSeq { report["lastSeq"] = lastSeq }
             if signal != 0 { report["stopped"] = true; report["signal"] = signalName }
@@ -172,6 +209,10 @@ enum LoadCommand: Command {
             text += " in \(String(format: "%.2f", seconds)) s, \(rate)/s"
             if invalid > 0 { text += "; \(invalid) invalid line(s) \(stopped ? "— stopped at the first" : "skipped")" }
             if failed > 0 { text += "; \(failed) not applied" }
+            if retimed > 0 {
+                text += retime ? "; \(retimed) given a later time than their ts (--retime)"
+                    : "; \(retimed) given a later time than their ts: another process committed meanwhile, so a rejection among them may have been compared with the later time"
+            }
             print(text)
         }
         if failed > 0 { return .failure }
