@@ -43,6 +43,15 @@ public struct NotificationContent: Sendable, Equatable {
     public var mutableContent = false
     public var contentAvailable = false
     public var category: String?
+
+    /// The iOS notification category the app registers for this many buttons (seed 004).
+    static func category(forButtons count: Int) -> String? {
+        switch count {
+        case 0: return nil
+        case 1: return "UNPLUG_ONE_BUTTON"
+        default: return "UNPLUG_TWO_BUTTONS"
+        }
+    }
     public var threadID: String?
     public var collapseID: String?
     /// Seconds since 1970 (UTC) after which the providers may drop it.
@@ -195,8 +204,11 @@ public struct NotificationContent: Sendable, Equatable {
                 add("buttons", "The payload.buttons must be an array.")
             }
         }
-        if !buttons.isEmpty && category != nil {
-            add("category", "Give category or buttons, not both: buttons choose the category (UNPLUG_ONE_BUTTON or UNPLUG_TWO_BUTTONS).")
+        // Buttons choose the category; seed 004's own payload names it beside them, which agrees.
+        if let category, !buttons.isEmpty {
+            if let chosen = Self.category(forButtons: buttons.count), category != chosen {
+                add("category", "The payload.category \(category) does not match the \(buttons.count) button(s) given: they choose \(chosen).")
+            }
         }
         // `inapp` marks a push that leads to an in-app message. Without `silent` it is the silent
         // in-app fetch when it carries nothing to show, and a visible push whose tap opens the

@@ -51,11 +51,7 @@ public enum PayloadRenderer {
     }
 
     static func buttonCategory(_ c: NotificationContent) -> String? {
-        switch c.buttons.count {
-        case 0: return nil
-        case 1: return "UNPLUG_ONE_BUTTON"
-        default: return "UNPLUG_TWO_BUTTONS"
-        }
+        NotificationContent.category(forButtons: c.buttons.count)
     }
 
     /// The request headers besides authorization: push type, priority, expiration, collapse id, topic.

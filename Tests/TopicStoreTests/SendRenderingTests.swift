@@ -59,6 +59,15 @@ import Testing
         // One button: the one-button category.
         let one = try render(#"{"body":"b","buttons":[{"id":"primary","label":"Open","action":"open_url","url":"https://x"}]}"#)
         #expect(one.apns.contains(#""category":"UNPLUG_ONE_BUTTON""#))
+        // Seed 004's APNs payload names the category beside its buttons: the same push.
+        let named = Self.richPayload.replacingOccurrences(of: #""channel_id": "marketing"}"#,
+                                                          with: #""channel_id": "marketing", "category": "UNPLUG_TWO_BUTTONS"}"#)
+        #expect(named != Self.richPayload)
+        #expect(try render(named) == r)
+        // A category the buttons contradict is refused, naming both.
+        let wrong = named.replacingOccurrences(of: "UNPLUG_TWO_BUTTONS", with: "UNPLUG_ONE_BUTTON")
+        #expect(throws: (any Error).self) { try render(wrong) }
+        do { _ = try render(wrong) } catch { #expect("\(error)".contains("UNPLUG_TWO_BUTTONS"), "\(error)") }
     }
 
     @Test func seed004SilentInAppFetch() throws {
