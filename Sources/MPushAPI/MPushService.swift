@@ -380,15 +380,27 @@ final class MPushService: Sendable {
     }
 
     /// Clients that send Accept must accept JSON (or NDJSON / text for those routes); no Accept is fine.
+    /// A range with `q=0` excludes what it names (RFC 9110 §12.4.2), even beside a wider range.
     static func acceptsJSON(_ request: HTTPRequest, route: Route) -> Bool {
         let values = request.headers.values("Accept")
         guard !values.isEmpty else { return true }
-        let ranges = values.flatMap { $0.split(separator: ",") }
-            .map { $0.split(separator: ";").first.map { $0.trimmingHTTPSpace.lowercased() } ?? "" }
-        if ranges.allSatisfy({ $0.isEmpty }) { return true }
-        return ranges.contains { r in
-            r == "*/*" || r == "application/*" || r.contains("json") || (route == .metrics && (r == "text/plain" || r == "text/*"))
+        let ranges = values.flatMap { $0.split(separator: ",") }.map { item -> (range: String, excluded: Bool) in
+            let parts = item.split(separator: ";")
+            let range = parts.first.map { $0.trimmingHTTPSpace.lowercased() } ?? ""
+            let excluded = parts.dropFirst().contains { p in
+                let pair = p.split(separator: "=", maxSplits: 1).map { $0.trimmingHTTPSpace.lowercased() }
+                return pair.count == 2 && pair[0] == "q" && (Double(pair[1]) ?? 1) == 0
+            }
+            return (range, excluded)
         }
+        if ranges.allSatisfy({ $0.range.isEmpty }) { return true }
+        let specific: (String) -> Bool = { r in r.contains("json") || (route == .metrics && r == "text/plain") }
+        let wide: (String) -> Bool = { r in r == "*/*" || r == "application/*" || (route == .metrics && r == "text/*") }
+        // The most specific range decides: a JSON type named with q=0 is refused even beside */*.
+        if ranges.contains(where: { specific($0.range) }) {
+            return ranges.contains { specific($0.range) && !$0.excluded }
+        }
+        return ranges.contains { wide($0.range) && !$0.excluded }
     }
 }
 

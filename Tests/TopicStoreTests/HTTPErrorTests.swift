@@ -86,6 +86,16 @@ struct HTTPErrorTests {
         expectJSONError(try t.send("DELETE", "/v1/topics", key: t.serverKey), 405)
         expectJSONError(try t.send("POST", "/api/register", key: t.clientKey, headers: [("Accept", "text/html")],
                                    json: #"{"device_id":"D","topics":["a"]}"#), 406, "You requested a format that isn't json.")
+        // q=0 excludes what it names, also beside a wider range; a q above 0 accepts.
+        for accept in ["application/json;q=0, text/html", "application/json; q=0.0, */*", "*/*;q=0"] {
+            expectJSONError(try t.send("POST", "/api/register", key: t.clientKey, headers: [("Accept", accept)],
+                                       json: #"{"device_id":"D","topics":["a"]}"#), 406, "You requested a format that isn't json.")
+        }
+        for accept in ["application/json;q=0.5, text/html", "text/html;q=0, */*", "application/*"] {
+            let r = try t.send("POST", "/api/register", key: t.clientKey, headers: [("Accept", accept)], json: #"{"device_id":"D","topics":["a"]}"#)
+            #expect(r.status == 200, "\(accept): \(r.status)")
+        }
+        #expect(t.store.commitCounters.commands == 3, "only the accepted requests changed anything")
         expectJSONError(try t.send("GET", "/v1/devices/nobody", key: t.serverKey), 404)
     }
 
