@@ -263,3 +263,182 @@ import TopicStore
         } == nil)
     }
 }
+
+/// Several writers of one store, as several processes would be, but driven
+/// step by step in one environment so that every way their transactions can
+/// end is reached on purpose: a commit, an abort after the flush (a full map,
+/// a failed commit) or before it, a commit that leaves no journal entry (an
+/// older binary), one too large to list, one of another hash version, entries
+/// pruned while a writer was idle. After each step some writer is asked, inside
+/// a transaction of its own, for the device of every device_id and token the
+/// store holds: a stale index answers nil (a second ordinal for a device_id, a
+/// token not taken from its holder). The recipient caches are compared with
+/// the table, and the store with a replay of its log at the end.
+@Suite struct WriterJournalModelTests {
+    struct Abort: Error {}
+    enum Ending: CaseIterable { case commit, abortAfterFlush, abortBeforeFlush, noJournal, unlisted, otherHashVersion }
+
+    static let projects = ["alpha", "beta"]
+
+    static func event(_ rng: inout SeededRandom, now: Int64) -> Event {
+        let project = rng.pick(projects)
+        let d = "dev-\(rng.int(40))", token = "tk-\(rng.int(50))", code = rng.int(3) == 0 ? "u\(rng.int(40))" : "c\(rng.int(8))"
+        switch rng.int(14) {
+        case 0, 1, 2: return Event(project: project, body: .token(deviceID: d, token: token, platform: rng.int(2) == 0 ? .ios : .android))
+        case 3, 4, 5: return Event(project: project, body: .register(deviceID: d, topics: [TopicSpec(code: code)]))
+        case 6: return Event(project: project, body: .unregister(deviceID: d, codes: [code]))
+        case 7, 8: return Event(project: project, body: .unregisterAll(deviceID: d))
+        case 9: return Event(project: project, body: .tokenRejected(token: token, rejectedAt: now, reason: "Unregistered"))
+        case 10, 11: return Event(project: project, body: .forgetDevice(deviceID: d))
+        case 12: return Event(project: project, body: .expireToken(token: token))
+        default: return Event(project: project, body: .dropTopic(code: code))
+        }
+    }
+
+    /// One write transaction of `writer`, ended as `ending` says; true when it committed.
+    static func write(_ writer: ProjectionWriter, _ events: [Event], ending: Ending, time: inout Int64,
+                      _ env: Environment, _ log: EventLog, _ tables: ProjectionTables) throws -> Bool {
+        var id = 0
+        do {
+            try env.write { txn in
+                id = txn.id
+                try writer.begin(txn)
+                let start = try tables.appliedSequence(txn)
+                var sequence = try log.bounds(txn)?.last ?? start
+                var chain = try log.head(txn)?.hash ?? .genesis
+                for event in events {
+                    sequence += 1
+                    time += 1
+                    let record = LogRecord(sequence: sequence, timestamp: time, event: event)
+                    try log.append(encoded: RecordCodec.encode(record, chainingFrom: &chain), sequence: sequence, txn)
+                    try Fold.apply(record, to: writer, txn)
+                }
+                if ending == .abortBeforeFlush { throw Abort() }
+                try writer.flush(txn)
+                let state = tables.writerState!, key = WriterJournal.key(start)
+                switch ending {
+                case .abortAfterFlush: throw Abort()
+                case .noJournal: _ = try txn.delete(state, key)
+                case .unlisted, .otherHashVersion:
+                    let stored = try #require(try txn.get(state, key))
+                    var entry = try #require(try WriterJournal.decode(stored, at: "test"))
+                    var bytes: [UInt8]
+                    if ending == .unlisted {
+                        entry.listed = false
+                        bytes = WriterJournal.encode(entry)
+                    } else {
+                        bytes = WriterJournal.encode(entry)
+                        bytes[1] = WriterJournal.hashVersion &+ 1
+                    }
+                    try txn.put(state, key, bytes)
+                default: break
+                }
+            }
+        } catch is Abort {
+            return false
+        }
+        writer.didCommit(transactionID: id)
+        return true
+    }
+
+    /// Asks `writer`, in a transaction that does not commit, for the holder of every
+    /// device_id and token the store holds, and compares its recipient cache with the table.
+    static func check(_ writer: ProjectionWriter, _ name: String, step: Int,
+                      _ env: Environment, _ tables: ProjectionTables) throws {
+        do {
+          try env.write { txn in
+            try writer.begin(txn)
+            var records: [(UInt32, UInt32, [UInt8])] = []
+            try txn.withCursor(tables.devices) { cursor in
+                var e = try cursor.first()
+                while let (k, v) = e {
+                    records.append((k.loadBigEndian(at: 0, as: UInt32.self), k.loadBigEndian(at: 4, as: UInt32.self), Array(v)))
+                    e = try cursor.next()
+                }
+            }
+            for (pid, ordinal, bytes) in records {
+                let device = try bytes.withUnsafeBytes { try DeviceRecord(decoding: $0, at: "test") }
+                let byID = try writer.ordinal(pid, deviceID: device.deviceID, txn)
+                #expect(byID == ordinal, "step \(step), \(name): device_id \(device.deviceID) of \(pid)/\(ordinal) → \(String(describing: byID))")
+                if let token = device.token {
+                    let byToken = try writer.ordinal(pid, token: token, txn)
+                    #expect(byToken == ordinal, "step \(step), \(name): token \(token) of \(pid)/\(ordinal) → \(String(describing: byToken))")
+                }
+            }
+            if let cache = writer.recipientCache {
+                let applied = try tables.appliedSequence(txn)
+                #expect(cache.heldSequence == applied, "step \(step), \(name): cache at \(String(describing: cache.heldSequence)), store at \(applied)")
+                for pid in Set(records.map(\.0)) {
+                    let held = records.filter { $0.0 == pid }
+                    let top = (held.map(\.1).max() ?? 0) + 2
+                    let ordinals = Array(0..<top)
+                    var batch = RecipientCache.Batch()
+                    let answered = ordinals.withUnsafeBufferPointer { cache.copy(pid, $0, asOf: applied, into: &batch) }
+                    #expect(answered, "step \(step), \(name): the cache cannot answer")
+                    guard answered else { continue }
+                    batch.bytes.withUnsafeBytes { all in
+                        for (i, ordinal) in ordinals.enumerated() {
+                            let cached = batch.record(i, in: all).map(Array.init)
+                            let stored = held.first { $0.1 == ordinal }?.2
+                            #expect(cached == stored, "step \(step), \(name): cached record \(pid)/\(ordinal)")
+                        }
+                    }
+                }
+            }
+            throw Abort()
+          }
+        } catch is Abort {}
+    }
+
+    @Test(arguments: [11, 12, 13] as [UInt64])
+    func writersFollowEachOtherThroughEveryEnding(seed: UInt64) throws {
+        let dir = TemporaryDirectory("journal-model")
+        var rng = SeededRandom(seed: seed)
+        var loads = 0, commits = 0
+        do {
+            var options = Environment.Options()
+            options.maxDatabases = 32
+            options.noSync = true
+            let env = try Environment(path: dir.path, options: options)
+            let log = try EventLog.open(in: env, create: true)
+            let tables = try ProjectionTables.open(in: env, create: true)
+            let writers = (0..<3).map { i in ProjectionWriter(tables: tables, recipientCache: i == 0 ? RecipientCache() : nil) }
+            for w in writers { try env.read { txn in try w.prepare(txn) } }
+            var time = nowMilliseconds()
+            for step in 0..<600 {
+                let w = rng.int(writers.count)
+                let roll = rng.int(100)
+                let ending: Ending = roll < 60 ? .commit : roll < 70 ? .abortAfterFlush : roll < 76 ? .abortBeforeFlush
+                    : roll < 84 ? .noJournal : roll < 92 ? .unlisted : .otherHashVersion
+                if rng.int(40) == 0 {
+                    // Entries pruned while a writer was idle: a gap.
+                    try env.write { txn in
+                        var keys: [[UInt8]] = []
+                        try txn.withCursor(tables.writerState!) { cursor in
+                            var e = try cursor.first()
+                            while let (k, _) = e {
+                                if k.count == 9, k[0] == WriterJournal.prefix { keys.append(Array(k)) }
+                                e = try cursor.next()
+                            }
+                        }
+                        for k in keys.prefix(keys.count / 2) { _ = try txn.delete(tables.writerState!, k) }
+                    }
+                }
+                let events = (0..<(1 + rng.int(6))).map { _ in Self.event(&rng, now: time + 1_000_000) }
+                if try Self.write(writers[w], events, ending: ending, time: &time, env, log, tables) { commits += 1 }
+                if rng.int(4) == 0 {
+                    let c = rng.int(writers.count)
+                    try Self.check(writers[c], "writer \(c)", step: step, env, tables)
+                }
+            }
+            for (i, w) in writers.enumerated() { try Self.check(w, "writer \(i)", step: -1, env, tables) }
+            loads = writers.reduce(0) { $0 + $1.deviceIndexLoads }
+        }
+        // Most changes were followed, not read again (one load per writer at the start).
+        #expect(commits > 300 && loads < commits / 2, "\(loads) loads for \(commits) commits")
+        let store = try TopicStore(directory: dir.path)
+        defer { store.close() }
+        let audit = try Audit.run(store)
+        #expect(audit.isClean, "\(audit.logIssues.prefix(3)) \(audit.differences.prefix(3))")
+    }
+}
