@@ -129,6 +129,49 @@ import TopicStore
         let audit = try Audit.run(store)
         #expect(audit.isClean, "\(audit.logIssues.prefix(3)) \(audit.differences.prefix(3))")
     }
+
+    /// A server writing at the same time as another process (not while it is idle),
+    /// each creating devices the other then takes tokens from or registers again, the
+    /// other process killed (SIGKILL) at random moments, also inside a commit: what it
+    /// had not committed is not in the store, and neither writer's indexes go stale
+    /// (a device_id given a second ordinal, a token left with two devices shows in the audit).
+    @Test func aServerBesideAWriterKilledMidCommitStaysExact() throws {
+        let dir = TemporaryDirectory("journal-kill")
+        let data = dir.sub("data")
+        var options = TopicStore.Options()
+        options.cachesRecipients = true
+        let store = try TopicStore(directory: data, options: options)
+        defer { store.close() }
+        var rng = SeededRandom(seed: UInt64(Date().timeIntervalSince1970))
+        var acks: [CompactionCrashTests.Ack] = []
+        for round in 0..<4 {
+            let prefix = "r\(round)"
+            let writer = try CompactionCrashTests.StressWriter(directory: data, prefix: prefix)
+            let until = Date().addingTimeInterval(0.4 + Double(rng.int(400)) / 1000)
+            var i = 0
+            while Date() < until {
+                // Devices the other process makes later (it must find them), and tokens it gave
+                // (or will give) its devices, taken by devices of this one.
+                let events = [
+                    Event(project: "crash", body: .register(deviceID: "\(prefix)-0-\(i + 3)", topics: [TopicSpec(code: "srv")])),
+                    Event(project: "crash", body: .token(deviceID: "srv-\(round)-\(i)", token: "tok-\(prefix)-1-\(i)", platform: .ios)),
+                    Event(project: "crash", body: .token(deviceID: "\(prefix)-2-\(i)", token: "tok-srv-\(round)-\(i)", platform: .android)),
+                ]
+                for r in store.submitAndWait(events) { _ = try r.get() }
+                i += 1
+            }
+            acks += writer.kill()
+            try CompactionCrashTests().checkAcknowledged(acks, store: store, archive: nil, round: "round \(round)")
+        }
+        #expect(store.writerTableReads.deviceIndexes == 1, "the server read its indexes \(store.writerTableReads.deviceIndexes) times")
+        try store.read { txn in
+            let project = try #require(try store.reader.project(named: "crash", txn))
+            let ids = Set(try allRecords(store).compactMap(\.event.body.deviceID))
+            #expect(project.nextOrdinal == UInt32(ids.count), "one ordinal per device_id")
+        }
+        let audit = try Audit.run(store)
+        #expect(audit.isClean, "\(audit.logIssues.prefix(3)) \(audit.differences.prefix(3))")
+    }
 }
 
 /// Random commands from this process and from others (`load`, and compaction's
