@@ -4,6 +4,7 @@ import LMDB
 @testable import Projections
 import Replay
 import SubscriptionLog
+import Synchronization
 import Testing
 import TopicStore
 
@@ -130,6 +131,37 @@ import TopicStore
         #expect(audit.isClean, "\(audit.logIssues.prefix(3)) \(audit.differences.prefix(3))")
     }
 
+    /// Commands of the server that use what the stress writer (`topicstore-stress`, another
+    /// process) did last: its newest tokens move to a device of the server, its newest devices
+    /// are registered to a topic, devices it is about to make are made first, and one of its
+    /// devices gets a token of the server's. Each is wrong if the server's indexes are stale.
+    static func crossEvents(_ store: TopicStore, _ tag: String) throws -> [Event] {
+        let log = store.log
+        let recent = try store.read { txn -> [(String, String)] in
+            guard let last = try log.bounds(txn)?.last else { return [] }
+            var out: [(String, String)] = []
+            try log.forEach(from: last > 24 ? last - 24 : 1, txn) { r in
+                if case .token(let d, let t, _) = r.event.body, !d.hasPrefix("srv") { out.append((d, t)) }
+                return true
+            }
+            return out
+        }
+        var events = [Event(project: "crash", body: .token(deviceID: "srv-\(tag)", token: "tok-srv-\(tag)", platform: .ios))]
+        for (device, token) in recent.suffix(2) {
+            events.append(Event(project: "crash", body: .token(deviceID: "srv-\(tag)-\(device)", token: token, platform: .ios)))
+            events.append(Event(project: "crash", body: .register(deviceID: device, topics: [TopicSpec(code: "srv")])))
+            // "P-W-I": the stress writer's W-th task makes I+1 and I+2 next.
+            let parts = device.split(separator: "-")
+            if parts.count == 3, let i = Int(parts[2]) {
+                events.append(Event(project: "crash", body: .register(deviceID: "\(parts[0])-\(parts[1])-\(i + 2)", topics: [TopicSpec(code: "srv")])))
+            }
+        }
+        if let (device, _) = recent.first {
+            events.append(Event(project: "crash", body: .token(deviceID: device, token: "tok-srv-\(tag)", platform: .android)))
+        }
+        return events
+    }
+
     /// A server writing at the same time as another process (not while it is idle),
     /// each creating devices the other then takes tokens from or registers again, the
     /// other process killed (SIGKILL) at random moments, also inside a commit: what it
@@ -152,12 +184,7 @@ import TopicStore
             while Date() < until {
                 // Devices the other process makes later (it must find them), and tokens it gave
                 // (or will give) its devices, taken by devices of this one.
-                let events = [
-                    Event(project: "crash", body: .register(deviceID: "\(prefix)-0-\(i + 3)", topics: [TopicSpec(code: "srv")])),
-                    Event(project: "crash", body: .token(deviceID: "srv-\(round)-\(i)", token: "tok-\(prefix)-1-\(i)", platform: .ios)),
-                    Event(project: "crash", body: .token(deviceID: "\(prefix)-2-\(i)", token: "tok-srv-\(round)-\(i)", platform: .android)),
-                ]
-                for r in store.submitAndWait(events) { _ = try r.get() }
+                for r in store.submitAndWait(try Self.crossEvents(store, "\(round)-\(i)")) { _ = try r.get() }
                 i += 1
             }
             acks += writer.kill()
@@ -168,6 +195,58 @@ import TopicStore
             let project = try #require(try store.reader.project(named: "crash", txn))
             let ids = Set(try allRecords(store).compactMap(\.event.body.deviceID))
             #expect(project.nextOrdinal == UInt32(ids.count), "one ordinal per device_id")
+            let cached = try RecipientCacheTests.recipients(store.reader, txn, project: "crash")
+            let mapped = try RecipientCacheTests.recipients(ProjectionReader(tables: store.tables), txn, project: "crash")
+            #expect(!mapped.isEmpty && RecipientCacheTests.differences(cached, mapped) == [])
+        }
+        let audit = try Audit.run(store)
+        #expect(audit.isClean, "\(audit.logIssues.prefix(3)) \(audit.differences.prefix(3))")
+    }
+}
+
+extension WriterJournalTests {
+    /// A file compaction (its own process) switches generations while this server and
+    /// another process both keep writing, each taking the other's tokens and registering
+    /// the other's devices: whether the server's indexes were handed over at the switch or
+    /// read again, the store stays a fold of its log.
+    @Test func aSwitchWhileTwoOtherWritersWrite() throws {
+        let dir = TemporaryDirectory("journal-switch-busy")
+        let data = dir.sub("data")
+        var options = TopicStore.Options()
+        options.cachesRecipients = true
+        let store = try TopicStore(directory: data, options: options)
+        defer { store.close() }
+        let writer = try CompactionCrashTests.StressWriter(directory: data, prefix: "s")
+        let stop = Mutex(false)
+        let failures = Mutex<[String]>([])
+        let done = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            var i = 0
+            while !stop.withLock({ $0 }) {
+                let events = (try? Self.crossEvents(store, "\(i)")) ?? []
+                for r in store.submitAndWait(events) {
+                    if case .failure(let e) = r { failures.withLock { $0.append("\(e)") } }
+                }
+                i += 1
+            }
+            done.signal()
+        }
+        usleep(300_000)
+        let generation = store.generation
+        for _ in 0..<3 {
+            let run = try compactCLI(["compact", "--data", data, "--retain", "0", "--json"])
+            #expect(run.status == 0, "\(run.error)")
+            usleep(100_000)
+        }
+        stop.withLock { $0 = true }
+        done.wait()
+        _ = writer.kill()
+        #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 }.prefix(3))")
+        #expect(store.generation != generation, "the store did not move to a new generation")
+        try store.read { txn in
+            let cached = try RecipientCacheTests.recipients(store.reader, txn, project: "crash")
+            let mapped = try RecipientCacheTests.recipients(ProjectionReader(tables: store.tables), txn, project: "crash")
+            #expect(!mapped.isEmpty && RecipientCacheTests.differences(cached, mapped) == [])
         }
         let audit = try Audit.run(store)
         #expect(audit.isClean, "\(audit.logIssues.prefix(3)) \(audit.differences.prefix(3))")
