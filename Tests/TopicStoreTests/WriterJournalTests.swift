@@ -205,6 +205,45 @@ import TopicStore
 }
 
 extension WriterJournalTests {
+    /// Both writers start with a small map, so each commit may fill it (the batch is
+    /// aborted after the fold changed the indexes, the map doubled, the batch redone,
+    /// and the other process may commit in between) or find that the other grew it
+    /// (`MDB_MAP_RESIZED`): the server still follows every commit of the other.
+    @Test func fullAndGrownMapsBesideAnotherWriter() throws {
+        let dir = TemporaryDirectory("journal-map")
+        let data = dir.sub("data")
+        var options = TopicStore.Options()
+        options.cachesRecipients = true
+        options.initialMapSize = 256 << 10
+        let store = try TopicStore(directory: data, options: options)
+        defer { store.close() }
+        let writer = Process()
+        writer.executableURL = URL(fileURLWithPath: BuiltProducts.executable("topicstore-stress"))
+        writer.arguments = [data, "3", "m", "\(256 << 10)"]
+        writer.standardOutput = FileHandle.nullDevice
+        try writer.run()
+        let until = Date().addingTimeInterval(1.5)
+        var i = 0
+        while Date() < until {
+            var events = try Self.crossEvents(store, "\(i)")
+            // Enough to fill the map now and then.
+            events += (0..<40).map { k in Event(project: "crash", body: .register(deviceID: "bulk-\(i)-\(k)", topics: [TopicSpec(code: "b\(i)-\(k)")])) }
+            for r in store.submitAndWait(events) { _ = try r.get() }
+            i += 1
+        }
+        kill(writer.processIdentifier, SIGKILL)
+        writer.waitUntilExit()
+        #expect(store.environment.info().mapSize > 256 << 10, "the map never grew")
+        #expect(store.writerTableReads.deviceIndexes == 1, "the server read its indexes \(store.writerTableReads.deviceIndexes) times")
+        try store.read { txn in
+            let cached = try RecipientCacheTests.recipients(store.reader, txn, project: "crash")
+            let mapped = try RecipientCacheTests.recipients(ProjectionReader(tables: store.tables), txn, project: "crash")
+            #expect(!mapped.isEmpty && RecipientCacheTests.differences(cached, mapped) == [])
+        }
+        let audit = try Audit.run(store)
+        #expect(audit.isClean, "\(audit.logIssues.prefix(3)) \(audit.differences.prefix(3))")
+    }
+
     /// A file compaction (its own process) switches generations while this server and
     /// another process both keep writing, each taking the other's tokens and registering
     /// the other's devices: whether the server's indexes were handed over at the switch or
