@@ -244,6 +244,31 @@ extension WriterJournalTests {
         #expect(audit.isClean, "\(audit.logIssues.prefix(3)) \(audit.differences.prefix(3))")
     }
 
+    /// Two writers started at once on a directory that does not exist yet, making the
+    /// same device_ids and tokens: each follows the other from the empty store on
+    /// (no stamp), and no device_id gets two ordinals.
+    @Test func twoWritersStartingTogetherOnAFreshStore() throws {
+        for round in 0..<3 {
+            let dir = TemporaryDirectory("journal-fresh")
+            let data = dir.sub("data")
+            let writers = try (0..<2).map { _ in try CompactionCrashTests.StressWriter(directory: data, prefix: "x") }
+            usleep(600_000)
+            let perWriter = writers.map { $0.kill() }
+            #expect(perWriter.allSatisfy { !$0.isEmpty }, "round \(round): a writer acknowledged nothing")
+            let acks = perWriter.flatMap { $0 }
+            let store = try TopicStore(directory: data)
+            defer { store.close() }
+            try CompactionCrashTests().checkAcknowledged(acks, store: store, archive: nil, round: "round \(round)")
+            try store.read { txn in
+                let project = try #require(try store.reader.project(named: "crash", txn))
+                let ids = Set(try allRecords(store).compactMap(\.event.body.deviceID))
+                #expect(project.nextOrdinal == UInt32(ids.count), "round \(round): one ordinal per device_id")
+            }
+            let audit = try Audit.run(store)
+            #expect(audit.isClean, "round \(round): \(audit.logIssues.prefix(3)) \(audit.differences.prefix(3))")
+        }
+    }
+
     /// A file compaction (its own process) switches generations while this server and
     /// another process both keep writing, each taking the other's tokens and registering
     /// the other's devices: whether the server's indexes were handed over at the switch or
