@@ -416,6 +416,21 @@ extension WriterJournalTests {
         #expect(try other.withUnsafeBytes { try WriterJournal.decode($0, at: "test") } == nil)
     }
 
+    /// Entries name index entries by hash, so the hash is part of their format: another
+    /// process (another binary) must file a name under the same hash, or follow nothing.
+    /// Changing `OrdinalIndex.hash` means changing `WriterJournal.hashVersion` with it
+    /// (and these values).
+    @Test func theHashOfANameIsFixedByTheHashVersion() {
+        #expect(WriterJournal.hashVersion == 1)
+        let pinned: [(UInt32, String, UInt64)] = [
+            (1, "D1", 0x36C1_20CE_E1A2_DE30), (1, "a-device-id-longer-than-a-word", 0xCE8D_6824_CE37_8088),
+            (7, "D1", 0xF831_7588_F680_0DB9), (2, "tok-0f1e2d3c4b5a69788796a5b4c3d2e1f0", 0x5B60_17C9_7DA0_AD5D),
+        ]
+        for (pid, name, hash) in pinned {
+            #expect(OrdinalIndex.hash(pid, name) == hash, "\(pid) \(name)")
+        }
+    }
+
     @Test func entriesOutsideTheKeptWindowAreRemoved() throws {
         let dir = TemporaryDirectory("journal-prune")
         var options = Environment.Options()
