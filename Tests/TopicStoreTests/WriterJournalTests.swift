@@ -205,6 +205,47 @@ import TopicStore
 }
 
 extension WriterJournalTests {
+    /// A `load` batch changes too many names to list (over `maxListedBytes`): its entry
+    /// is written unlisted, and the server reads its indexes again, once, instead of
+    /// following it; then it follows small transactions again.
+    @Test func aBulkLoadIsReadAgainNotFollowed() throws {
+        let dir = TemporaryDirectory("journal-bulk")
+        let data = dir.sub("data")
+        let store = try servingStore(dir)
+        defer { store.close() }
+        let before = store.writerTableReads.deviceIndexes
+        // 3,000 new devices with tokens: 6,000 index entries, about 100 KB to list.
+        let lines = (0..<3000).map { i in
+            #"{"project":"\#(Self.project)","type":"token","device_id":"bulk-\#(i)","token":"tok-bulk-\#(i)","platform":"ios"}"#
+        }
+        let input = dir.sub("bulk.jsonl")
+        try (lines.joined(separator: "\n") + "\n").write(toFile: input, atomically: true, encoding: .utf8)
+        let load = try compactCLI(["load", "--data", data, input])
+        #expect(load.status == 0, "\(load.error)")
+        let unlisted = try store.read { txn -> Bool in
+            let applied = try store.tables.appliedSequence(txn)
+            let bytes = try #require(try txn.get(store.tables.writerState!, WriterJournal.key(applied - 3000)))
+            return try #require(try WriterJournal.decode(bytes, at: "test")).listed == false
+        }
+        #expect(unlisted, "the load's entry was listed")
+        try writeAfter(store, "bulk")
+        for r in store.submitAndWait([Event(project: Self.project, body: .token(deviceID: "dev-1", token: "tok-bulk-7", platform: .ios))]) { _ = try r.get() }
+        #expect(store.writerTableReads.deviceIndexes == before + 1)
+        // A small transaction of another process is followed again.
+        let small = dir.sub("small.jsonl")
+        try (#"{"project":"\#(Self.project)","type":"token","device_id":"bulk-9","token":"tok-small","platform":"ios"}"# + "\n")
+            .write(toFile: small, atomically: true, encoding: .utf8)
+        #expect(try compactCLI(["load", "--data", data, small]).status == 0)
+        for r in store.submitAndWait([Event(project: Self.project, body: .token(deviceID: "dev-2", token: "tok-small", platform: .ios))]) { _ = try r.get() }
+        #expect(store.writerTableReads.deviceIndexes == before + 1)
+        try store.read { txn in
+            let got = try RecipientCacheTests.recipients(store.reader, txn)
+            #expect(got["dev-1"] == "tok-bulk-7" && got["bulk-7"] == nil)
+            #expect(got["dev-2"] == "tok-small" && got["bulk-9"] == nil)
+        }
+        try expectConsistent(store, "after the bulk load")
+    }
+
     /// Both writers start with a small map, so each commit may fill it (the batch is
     /// aborted after the fold changed the indexes, the map doubled, the batch redone,
     /// and the other process may commit in between) or find that the other grew it
