@@ -18,7 +18,7 @@ import TopicStore
     }
 
     /// device_id → token of every reachable device of the project, streamed through `reader`.
-    static func recipients(_ reader: ProjectionReader, _ txn: borrowing Transaction) throws -> [String: String] {
+    static func recipients(_ reader: ProjectionReader, _ txn: borrowing Transaction, project: String = project) throws -> [String: String] {
         guard let p = try reader.project(named: project, txn) else { return [:] }
         let reachable = try reader.reachable(try reader.audience(project: project, .allDevices, txn), txn)
         var got: [String: String] = [:]
