@@ -21,11 +21,22 @@ import TopicStore
             process.standardOutput = pipe
             try process.run()
         }
+        /// Output read before the kill (by `waitForAcknowledgement`).
+        private var early = Data()
+        /// Blocks until it has acknowledged at least one command (true), or exited.
+        func waitForAcknowledgement() -> Bool {
+            while !String(decoding: early, as: UTF8.self).contains("ack ") {
+                let chunk = pipe.fileHandleForReading.availableData  // blocks until output or end of file
+                if chunk.isEmpty { return false }
+                early.append(chunk)
+            }
+            return true
+        }
         /// Kills it and returns what it acknowledged (lines cut by the kill are not acknowledgements).
         func kill() -> [Ack] {
             Foundation.kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
-            let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let text = String(decoding: early + pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             return text.split(separator: "\n").compactMap { line in
                 let parts = line.split(separator: " ")
                 guard parts.count == 3, parts[0] == "ack", let seq = UInt64(parts[1]) else { return nil }

@@ -236,8 +236,8 @@ import TopicStore
 }
 
 extension WriterJournalTests {
-    /// A `load` batch changes too many names to list (over `maxListedBytes`): its entry
-    /// is written unlisted, and the server reads its indexes again, once, instead of
+    /// A transaction that changes too many names to list (over `maxListedBytes`: a
+    /// `load` with a large `--batch`, 30,000 new devices here): its entry is written unlisted, and the server reads its indexes again, once, instead of
     /// following it; then it follows small transactions again.
     @Test func aBulkLoadIsReadAgainNotFollowed() throws {
         let dir = TemporaryDirectory("journal-bulk")
@@ -245,17 +245,17 @@ extension WriterJournalTests {
         let store = try servingStore(dir)
         defer { store.close() }
         let before = store.writerTableReads.deviceIndexes
-        // 3,000 new devices with tokens: 6,000 index entries, about 100 KB to list.
-        let lines = (0..<3000).map { i in
+        // 30,000 new devices with tokens in one transaction: 60,000 index entries, about 1.2 MB to list.
+        let lines = (0..<30_000).map { i in
             #"{"project":"\#(Self.project)","type":"token","device_id":"bulk-\#(i)","token":"tok-bulk-\#(i)","platform":"ios"}"#
         }
         let input = dir.sub("bulk.jsonl")
         try (lines.joined(separator: "\n") + "\n").write(toFile: input, atomically: true, encoding: .utf8)
-        let load = try compactCLI(["load", "--data", data, input])
+        let load = try compactCLI(["load", "--data", data, "--batch", "30000", input])
         #expect(load.status == 0, "\(load.error)")
         let unlisted = try store.read { txn -> Bool in
             let applied = try store.tables.appliedSequence(txn)
-            let bytes = try #require(try txn.get(store.tables.writerState!, WriterJournal.key(applied - 3000)))
+            let bytes = try #require(try txn.get(store.tables.writerState!, WriterJournal.key(applied - 30_000)))
             return try #require(try WriterJournal.decode(bytes, at: "test")).listed == false
         }
         #expect(unlisted, "the load's entry was listed")
@@ -324,7 +324,11 @@ extension WriterJournalTests {
             let dir = TemporaryDirectory("journal-fresh")
             let data = dir.sub("data")
             let writers = try (0..<2).map { _ in try CompactionCrashTests.StressWriter(directory: data, prefix: "x") }
-            usleep(600_000)
+            // Both write side by side for a while (each has acknowledged something: on a busy
+            // machine a fixed sleep could end before a writer's first commit).
+            let started = writers.map { $0.waitForAcknowledgement() }
+            #expect(started == [true, true], "round \(round): a writer exited before acknowledging anything")
+            usleep(300_000)
             let perWriter = writers.map { $0.kill() }
             #expect(perWriter.allSatisfy { !$0.isEmpty }, "round \(round): a writer acknowledged nothing")
             let acks = perWriter.flatMap { $0 }
