@@ -41,6 +41,10 @@ public final class HTTPServer: Sendable {
             HTTPResponse(status: status, headers: ["Content-Type": "application/json"],
                          body: Array("{\"message\":\"\(HTTPResponse.reason(status))\"}".utf8))
         }
+        /// Asked about a request that sends `Expect: 100-continue`, with its headers and
+        /// no body yet: a response refuses it before the body is read (the client has
+        /// not sent it; libmicrohttpd would answer `100 Continue`). Nil lets it go on.
+        public var refusalBeforeBody: (@Sendable (HTTPRequest) -> HTTPResponse?)?
         public init() {}
     }
 
@@ -296,6 +300,18 @@ final class ServerCore: @unchecked Sendable {
                let declared = Int(String(cString: text)), declared > configuration.bodyLimit {
                 state.tooLarge = true
                 return respond(connection, state, configuration.errorResponse(413), close: true)
+            }
+            if let refusal = configuration.refusalBeforeBody,
+               let expect = MHD_lookup_connection_value(connection, .HEADER_KIND, "Expect"),
+               String(cString: expect).lowercased().contains("100-continue") {
+                let headersOnly = HTTPRequest(method: state.method, path: state.path, version: state.version,
+                                              headers: HTTPHeaders(Self.values(connection, .HEADER_KIND)),
+                                              query: Self.values(connection, .GET_ARGUMENT_KIND).map { (name: $0.0, value: $0.1) },
+                                              body: [], remoteAddress: state.remoteAddress)
+                if let response = refusal(headersOnly) {
+                    state.tooLarge = true  // whatever of the body still arrives is not kept
+                    return respond(connection, state, response, close: true)
+                }
             }
             return .YES
         }

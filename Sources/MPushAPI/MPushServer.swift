@@ -26,7 +26,9 @@ public final class MPushServer: Sendable {
         // The default sink is standard error, written in the background in large writes.
         let buffered = configuration.accessLog && log == nil ? BufferedLog() : nil
         let sink: (@Sendable (String) -> Void)? = configuration.accessLog ? (log ?? { buffered!.append($0) }) : nil
-        let http = try HTTPServer(configuration: configuration.httpConfiguration,
+        var httpConfiguration = configuration.httpConfiguration
+        httpConfiguration.refusalBeforeBody = { service.refusalBeforeBody($0) }
+        let http = try HTTPServer(configuration: httpConfiguration,
                                   deferredHandler: { service.handle($0, responder: $1) },
                                   onComplete: { completion in
                                       metrics.record(completion)

@@ -71,12 +71,45 @@ final class MPushService: Sendable {
         }
     }
 
-    private func answer(_ route: Route, _ parameter: String?, _ request: HTTPRequest, principal: inout String?) -> Answer {
+    /// What a request's headers alone decide: the method, Accept, the key and its permission.
+    private enum Gate {
+        case refused(HTTPResponse)
+        /// Go on, as this key (nil for the public routes).
+        case open(Credential?)
+    }
+
+    private func gate(_ route: Route, _ request: HTTPRequest) -> Gate {
         guard route.methods.contains(request.method) else {
-            return .response(APIResponse.message(405, "The \(request.method) method is not supported for this route. Supported methods: \(route.methods.joined(separator: ", ")).",
-                                                 headers: ["Allow": route.methods.joined(separator: ", ")]))
+            return .refused(APIResponse.message(405, "The \(request.method) method is not supported for this route. Supported methods: \(route.methods.joined(separator: ", ")).",
+                                                headers: ["Allow": route.methods.joined(separator: ", ")]))
         }
-        if !Self.acceptsJSON(request, route: route) { return .response(APIResponse.error(406)) }
+        if !Self.acceptsJSON(request, route: route) { return .refused(APIResponse.error(406)) }
+        if route.access == .public { return .open(nil) }
+        guard let key = request.headers["X-MPush-Token"]?.trimmingHTTPSpace, !key.isEmpty else {
+            return .refused(APIResponse.error(401))
+        }
+        let credential: Credential?
+        do { credential = try access.authenticate(key) } catch { return .refused(serverError(error)) }
+        guard let credential else { return .refused(APIResponse.message(401, "The project token is invalid.")) }
+        if route.access == .server && credential.kind != .server { return .refused(APIResponse.error(403)) }
+        return .open(credential)
+    }
+
+    /// For `Expect: 100-continue`: the answer a request gets from its headers alone, so a
+    /// client without a valid key is refused before it sends the body. Nil: send it.
+    func refusalBeforeBody(_ request: HTTPRequest) -> HTTPResponse? {
+        guard let (route, _) = Route.match(request.path) else { return APIResponse.error(404) }
+        guard case .refused(var response) = gate(route, request) else { return nil }
+        response.route = route.rawValue
+        return response
+    }
+
+    private func answer(_ route: Route, _ parameter: String?, _ request: HTTPRequest, principal: inout String?) -> Answer {
+        let credential: Credential?
+        switch gate(route, request) {
+        case .refused(let response): return .response(response)
+        case .open(let c): credential = c
+        }
         switch route {
         case .health: return .response(health())
         case .metrics:
@@ -86,20 +119,13 @@ final class MPushService: Sendable {
             return .response(HTTPResponse(status: 200, headers: ["Content-Type": "application/json"], body: Array(OpenAPIDocument.json.utf8)))
         default: break
         }
-
-        // Authentication, permission, rate limit.
-        guard let key = request.headers["X-MPush-Token"]?.trimmingHTTPSpace, !key.isEmpty else {
-            return .response(APIResponse.error(401))
-        }
-        let credential: Credential?
-        do { credential = try access.authenticate(key) } catch { return .response(serverError(error)) }
-        guard let credential else { return .response(APIResponse.message(401, "The project token is invalid.")) }
+        guard let credential else { return .response(APIResponse.error(401)) }  // (only public routes have none)
         principal = credential.keyID
         return authorized(route, parameter, request, credential)
     }
 
+    /// A key that may use `route` (see `gate`): the rate limit, then the route itself.
     private func authorized(_ route: Route, _ parameter: String?, _ request: HTTPRequest, _ credential: Credential) -> Answer {
-        if route.access == .server && credential.kind != .server { return .response(APIResponse.error(403)) }
         if let limit = configuration.rateLimits[credential.kind] {
             switch limiter.take(key: credential.keyID, limit: limit) {
             case .limited(let retryAfter):

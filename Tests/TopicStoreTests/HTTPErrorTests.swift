@@ -99,6 +99,33 @@ struct HTTPErrorTests {
         expectJSONError(try t.send("GET", "/v1/devices/nobody", key: t.serverKey), 404)
     }
 
+    /// With `Expect: 100-continue` a request its headers already refuse (no key, a wrong
+    /// one, a client key on a server route, a wrong method) is answered before the body
+    /// is sent; one they allow gets `100 Continue`, then its answer.
+    @Test func expectContinueIsRefusedBeforeTheBody() throws {
+        let t = try HTTPTestServer()
+        let body = #"{"device_id":"E1","topics":["a"]}"#
+        func head(_ method: String, _ path: String, _ key: String?) -> [UInt8] {
+            var text = "\(method) \(path) HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
+            if let key { text += "X-MPush-Token: \(key)\r\n" }
+            return Array((text + "Content-Length: \(body.utf8.count)\r\n\r\n").utf8)
+        }
+        for (method, path, key, status) in [("POST", "/api/register", nil, 401), ("POST", "/api/register", "tsc_nosuchkey0000000000", 401),
+                                            ("POST", "/api/send", t.clientKey, 403), ("PUT", "/api/register", t.clientKey, 405),
+                                            ("POST", "/api/nothing", t.clientKey, 404)] as [(String, String, String?, Int)] {
+            let client = try RawHTTPClient(port: t.server.port)
+            try client.send(raw: head(method, path, key))
+            let r = try client.readResponse()  // the body was never sent
+            #expect(r.status == status, "\(method) \(path): \(r.status)")
+        }
+        let client = try RawHTTPClient(port: t.server.port)
+        try client.send(raw: head("POST", "/api/register", t.clientKey))
+        #expect(try client.readResponse().status == 100)
+        try client.send(raw: Array(body.utf8))
+        #expect(try client.readResponse().status == 200)
+        #expect(t.store.commitCounters.commands == 1)
+    }
+
     /// Each 404 names what was not found, and docs/http-api.md lists exactly those bodies.
     @Test func notFoundBodiesAreTheDocumentedOnes() throws {
         let t = try HTTPTestServer()
