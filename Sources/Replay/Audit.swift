@@ -62,7 +62,8 @@ public enum Audit {
                            progress: ((ReplayProgress) -> Void)? = nil) throws -> Report {
         let started = Date()
         let log = store.log
-        let (bounds, head0) = try store.read { txn in (try log.bounds(txn), try log.head(txn)) }
+        // The keys alone: a damaged last record is for the verifier to report, located, like any other.
+        let range = try store.read { txn in try log.sequenceRange(txn) }
         let scratch = (options.scratchDirectory as NSString)
             .appendingPathComponent("topicstore-audit-\(getpid())-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(atPath: scratch) }
@@ -90,13 +91,13 @@ public enum Audit {
                                    startingAfter: snapshot?.sequence, link: snapshot?.head.hash ?? .genesis)
         var stop: LogIssue?
         var events: UInt64 = 0
-        if let head0, head0.sequence > builder.appliedSequence {
-            (verifier, stop) = try Replay.fold(from: store, through: head0.sequence, into: builder, verifier: verifier,
+        if let last = range?.upperBound, last > builder.appliedSequence {
+            (verifier, stop) = try Replay.fold(from: store, through: last, into: builder, verifier: verifier,
                                                options: replayOptions, phase: "rebuild", progress: progress, events: &events)
         }
         let rebuildSeconds = Date().timeIntervalSince(started)
 
-        var report = Report(head: nil, firstSequence: bounds?.first, snapshot: snapshot?.head, recordsChecked: 0, logIssues: [], logIssueCount: 0,
+        var report = Report(head: nil, firstSequence: range?.lowerBound, snapshot: snapshot?.head, recordsChecked: 0, logIssues: [], logIssueCount: 0,
                             projectionsCompared: false, foldStop: stop, differences: [], differenceCount: 0,
                             entriesCompared: 0, comparedAsOf: 0, rebuildSeconds: rebuildSeconds, compareSeconds: 0, seconds: 0)
         if stop == nil {

@@ -77,7 +77,7 @@ public enum Replay {
     public static func snapshot(of store: TopicStore) throws -> Snapshot? {
         let log = store.log, tables = store.tables
         let horizon: UInt64 = try store.read { txn in
-            if let first = try log.bounds(txn)?.first { return first - 1 }
+            if let first = try log.sequenceRange(txn)?.lowerBound { return first - 1 }
             return try tables.compactedChainHead(txn)?.sequence ?? 0
         }
         guard horizon > 0 else { return nil }

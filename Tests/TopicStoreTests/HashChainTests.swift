@@ -108,6 +108,26 @@ struct HashChainTests {
         #expect(report.head?.sequence == 200)
     }
 
+    @Test("a damaged last record (the head) is reported like any other, not thrown")
+    func damagedHead() throws {
+        let dir = ReplayTempDir("flip-head")
+        let store = try TopicStore(directory: dir.sub("live"))
+        try Self.fill(store, count: 40)
+        var bytes = try Self.rawRecord(store, 40)
+        bytes[21] ^= 0x01
+        try Self.overwrite(store, 40, bytes)
+        let report = try Audit.run(store)
+        #expect(!report.isClean)
+        #expect(report.logIssues.map(\.sequence) == [40])
+        #expect(report.logIssues.first?.kind == .checksum)
+        #expect(report.foldStop?.sequence == 40)
+        #expect(report.recordsChecked == 40)
+        // Cut short too (no time, no checksum to read).
+        try Self.overwrite(store, 40, Array(bytes.prefix(10)))
+        let cut = try Audit.run(store)
+        #expect(cut.logIssues.map(\.sequence) == [40] && cut.logIssues.first?.kind == .undecodable, "\(cut.logIssues)")
+    }
+
     @Test("a record rewritten with a valid checksum breaks the chain at its sequence; its content shows in the projections")
     func rewrittenWithValidChecksum() throws {
         let dir = ReplayTempDir("rewrite")

@@ -1,0 +1,51 @@
+import Foundation
+import LMDB
+import SubscriptionLog
+import Testing
+import TopicStore
+
+/// `audit`, `history`, `export` and `replay` as an operator runs them on damaged,
+/// compacted and projections-only stores: what they report, advise and exit with.
+@Suite struct ReplayCommandLineTests: RunsTopicstore {
+    func json(_ text: String) -> [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
+    }
+
+    /// Six records with explicit times: D2's token is rejected at seq 5.
+    static let commands = """
+    {"project":"demo","type":"token","device_id":"D1","token":"tokA","platform":"ios","ts":1769936400000}
+    {"project":"demo","type":"register","device_id":"D1","topics":["news"],"ts":1769936401000}
+    {"project":"demo","type":"token","device_id":"D2","token":"tokB","platform":"android","ts":1770717600000}
+    {"project":"demo","type":"register","device_id":"D2","topics":["news"],"ts":1770717605000}
+    {"project":"demo","type":"token-rejected","token":"tokB","at":1772150400000,"reason":"Unregistered","ts":1772236801000}
+    {"project":"demo","type":"register","device_id":"D3","topics":["news"],"ts":1772366400000}
+    """
+
+    /// Flips one bit inside record `seq`'s fields (its checksum no longer matches).
+    static func damage(_ data: String, _ seq: UInt64) throws {
+        let store = try TopicStore(directory: data)
+        defer { store.close() }
+        try store.environment.write { txn in
+            var bytes = Array(try #require(try txn.get(store.log.database, EventLog.key(seq))))
+            bytes[21] ^= 0x01
+            try txn.put(store.log.database, EventLog.key(seq), bytes)
+        }
+    }
+
+    // MARK: a damaged head
+
+    /// It exited 1 with a one-line error and no report.
+    @Test func auditReportsADamagedHeadLikeAnyOtherRecord() throws {
+        let dir = TemporaryDirectory("audit-head")
+        let data = try loadedStore(dir, Self.commands)
+        try Self.damage(data, 6)
+        let j = try topicstore(["audit", "--data", data, "--json"])
+        #expect(j.status == 4, "\(j.status) \(j.stderr)")
+        let report = json(j.stdout)
+        let issues = report["logIssues"] as? [[String: Any]] ?? []
+        #expect(issues.count == 1 && issues.first?["seq"] as? Int == 6 && issues.first?["kind"] as? String == "checksum", "\(j.stdout)")
+        #expect(report["ok"] as? Bool == false)
+        let text = try topicstore(["audit", "--data", data])
+        #expect(text.status == 4 && text.stdout.contains("log seq 6: checksum"), "\(text.stdout) \(text.stderr)")
+    }
+}
