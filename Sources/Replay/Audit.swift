@@ -112,7 +112,7 @@ public enum Audit {
             report.equivalentEncodings = comparer.equivalentEncodings
             report.comparedAsOf = comparer.asOf
         }
-        if let s = report.foldStop, !verifier.issues.contains(where: { $0.sequence == s.sequence }) {
+        if let s = report.foldStop, !verifier.issues.contains(where: { $0.isSame(as: s) }) {
             verifier.report(s)  // e.g. fields that do not decode under a valid checksum and link
         }
         if let last = verifier.previousSequence {
