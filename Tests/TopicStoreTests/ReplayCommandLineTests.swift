@@ -48,4 +48,29 @@ import TopicStore
         let text = try topicstore(["audit", "--data", data])
         #expect(text.status == 4 && text.stdout.contains("log seq 6: checksum"), "\(text.stdout) \(text.stderr)")
     }
+
+    /// `serve` answered 500 to every write with /healthz ok: it now refuses to start.
+    @Test func serveRefusesAStoreWhoseHeadIsDamaged() throws {
+        let dir = TemporaryDirectory("serve-head")
+        let data = try loadedStore(dir, Self.commands)
+        try Self.damage(data, 6)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: BuiltProducts.executable("topicstore"))
+        process.arguments = ["serve", "--data", data, "--listen", "127.0.0.1:0", "--quiet"]
+        let err = Pipe()
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = err
+        try process.run()
+        let deadline = Date().addingTimeInterval(20)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+            Issue.record("serve started on a store whose last record is damaged")
+            return
+        }
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(process.terminationStatus == 4, "\(stderr)")
+        #expect(stderr.contains("seq 6") && stderr.contains("checksum") && stderr.contains("topicstore audit"), "\(stderr)")
+    }
 }

@@ -29,6 +29,8 @@ enum ServeCommand: Command {
         SIGTERM or SIGINT: stop accepting, finish and commit the requests in progress, close the store.
         Prints `listening on http://HOST:PORT` on standard output once it accepts connections.
         If another process already listens on HOST:PORT, exits 1 with "Address already in use".
+        A store whose last log record is damaged is refused (exit 4, naming the record): no
+        command could be chained onto it. `topicstore audit` reports it.
         """)
 
     static func run(_ arguments: Arguments) throws -> ExitCode {
@@ -51,6 +53,9 @@ enum ServeCommand: Command {
         var options = TopicStore.Options()
         options.cachesRecipients = !arguments.has("no-recipient-cache")
         let store = try TopicStore(directory: configuration.dataDirectory, options: options)
+        // Every write would fail on a damaged last record: refuse to start (exit 4) rather than
+        // accept connections only to answer 503 to each command.
+        do { try store.checkHead() } catch { store.close(); throw error }
         let access = try AccessControl(store: store, cacheLifetime: configuration.keyCacheSeconds)
         if let demo = try access.bootstrap(project: "demo") {
             print("""
