@@ -141,8 +141,10 @@ public enum Audit {
                 }
             } else {
                 verifier.report(LogIssue(sequence: expected.sequence, kind: .headMismatch,
-                    message: "the anchored head \(expected) is before the compaction horizon \(snapshot.sequence): "
-                        + "check it against the archive (topicstore import the archive with --expect-head)"))
+                    message: "the anchored head \(expected) is before the compaction horizon \(snapshot.sequence), so this store "
+                        + "no longer holds it: import the compaction archive (its files in order, from log-1-…) into a new directory "
+                        + "without --expect-head (import compares only the final head), then run "
+                        + "topicstore audit --data NEW --expect-head \(expected)"))
             }
             return
         }

@@ -73,4 +73,32 @@ import TopicStore
         #expect(process.terminationStatus == 4, "\(stderr)")
         #expect(stderr.contains("seq 6") && stderr.contains("checksum") && stderr.contains("topicstore audit"), "\(stderr)")
     }
+
+    // MARK: an anchor before the compaction horizon
+
+    /// The advice said to import the archive with --expect-head, which compares only the
+    /// final head: a valid anchor inside the archive failed. The advice given now works.
+    @Test func anAnchorBeforeTheHorizonGetsAdviceThatWorks() throws {
+        let dir = TemporaryDirectory("anchor-horizon")
+        let data = try loadedStore(dir, Self.commands)
+        let link = try {
+            var o = TopicStore.Options(); o.readOnly = true
+            let store = try TopicStore(directory: data, options: o)
+            defer { store.close() }
+            return try store.read { txn in try store.log.link(before: 5, txn) }
+        }()
+        let anchor = "4:\(link.hex)"
+        let compact = try topicstore(["compact", "--data", data, "--retain", "0", "--archive", dir.sub("archive")])
+        #expect(compact.status == 0, "\(compact.stderr)")
+        let audit = try topicstore(["audit", "--data", data, "--expect-head", anchor])
+        #expect(audit.status == 4)
+        #expect(audit.stdout.contains("without --expect-head") && audit.stdout.contains("topicstore audit --data NEW --expect-head \(anchor)"),
+                "\(audit.stdout)")
+        // Following it: import the archive as it is, then audit the anchor there.
+        let archive = try #require(try FileManager.default.contentsOfDirectory(atPath: dir.sub("archive")).first { $0.hasSuffix(".jsonl.zst") })
+        let imported = try topicstore(["import", "--data", dir.sub("new"), dir.sub("archive") + "/" + archive])
+        #expect(imported.status == 0, "\(imported.stdout) \(imported.stderr)")
+        let check = try topicstore(["audit", "--data", dir.sub("new"), "--expect-head", anchor])
+        #expect(check.status == 0, "\(check.stdout)")
+    }
 }
