@@ -61,6 +61,7 @@ public enum Audit {
     public static func run(_ store: TopicStore, options: Options = Options(),
                            progress: ((ReplayProgress) -> Void)? = nil) throws -> Report {
         let started = Date()
+        try store.requireLog()
         let log = store.log
         // The keys alone: a damaged last record is for the verifier to report, located, like any other.
         let range = try store.read { txn in try log.sequenceRange(txn) }

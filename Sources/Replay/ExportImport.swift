@@ -19,6 +19,7 @@ public enum Export {
                              recordsPerReadTransaction: Int = 50_000,
                              progress: ((ReplayProgress) -> Void)? = nil,
                              _ body: (String) throws -> Void) throws -> Summary {
+        try store.requireLog()
         let log = store.log
         let end = min(through, try store.read { txn in try log.bounds(txn)?.last } ?? 0)
         var summary = Summary(records: 0)

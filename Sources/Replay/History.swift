@@ -79,6 +79,7 @@ public enum History {
         func add(_ r: LogRecord, _ kind: DeviceEntry.Kind, _ detail: String, _ added: [String] = [], _ removed: [String] = []) {
             add(r.sequence, r.timestamp, kind, detail, added, removed)
         }
+        try store.requireLog()
         let snapshot = try Replay.snapshot(of: store)
         if let snapshot {
             let held = try snapshot.read { reader, txn -> DeviceInfo? in
@@ -199,6 +200,7 @@ public enum History {
         var createdSeq: UInt64?, createdAt: Int64?
         var lifecycle: [TopicLifeEvent] = []
         var lastTime: Int64?
+        try store.requireLog()
         let snapshot = try Replay.snapshot(of: store)
         if let snapshot {
             let held = try snapshot.read { reader, txn -> (created: UInt64, members: [String])? in

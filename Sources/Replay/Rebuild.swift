@@ -131,6 +131,7 @@ public enum Replay {
                                progress: ((ReplayProgress) -> Void)? = nil) throws -> Report {
         let started = Date()
         if samePath(directory, store.directory) { throw ReplayError.sameDirectory(directory) }
+        try store.requireLog()
         let snapshot = try snapshot(of: store)
         let through = try resolve(point, in: store, snapshot: snapshot)
         let mapSize = store.environment.info().usedBytes * 2 + (256 << 20)

@@ -20,6 +20,9 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     /// The log's last record is damaged: the next record must extend its chain
     /// link, which cannot be trusted, so no event is accepted.
     case corruptHead(path: String, sequence: UInt64, reason: String)
+    /// The store holds projections and no log (`replay --projections-only`): nothing
+    /// to audit, export or show history from, and no log to append to.
+    case projectionsOnly(path: String, sequence: UInt64)
 
     public var description: String {
         switch self {
@@ -34,6 +37,11 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
             return "the last log record of \(path), seq \(seq), is damaged (\(reason)): no new event can be chained onto it, "
                 + "so the store takes none; topicstore audit --data \(path) reports it (to keep the records before it: "
                 + "topicstore export --to-seq \(seq - 1), then import that into a new store)"
+        case .projectionsOnly(let path, let seq):
+            return "\(path) holds projections only (as of seq \(seq)) and no log, as replay --projections-only writes them: "
+                + "audience, topics and device read it, but there is no log to audit, export, replay or show history from, "
+                + "and it takes no new events (they would start a log at seq \(seq + 1) over projections that are not its fold); "
+                + "replay without --projections-only writes a complete store"
         case .removed(let path):
             return "the database file \(path)/data.mdb was removed while the store was open: commands written now would be lost, so none is acknowledged; restore the directory or restart on a new one"
         }

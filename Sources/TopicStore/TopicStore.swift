@@ -463,6 +463,9 @@ public final class TopicStore: Sendable {
                         if try g.isRetired(txn) { throw Generation.Retired() }
                         try projections.begin(txn)
                         let bounds = try log.bounds(txn)
+                        if bounds == nil, let applied = try Self.projectionsOnlySequence(g.tables, log, txn) {
+                            throw StoreError.projectionsOnly(path: directory, sequence: applied)
+                        }
                         // After a compaction removed the whole log, numbering goes on from the projections.
                         var sequence = try bounds?.last ?? g.tables.appliedSequence(txn)
                         var lastTime = bounds?.lastTimestamp ?? 0

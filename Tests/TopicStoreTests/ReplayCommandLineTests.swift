@@ -101,4 +101,35 @@ import TopicStore
         let check = try topicstore(["audit", "--data", dir.sub("new"), "--expect-head", anchor])
         #expect(check.status == 0, "\(check.stdout)")
     }
+
+    // MARK: a projections-only store
+
+    /// `replay --projections-only` writes projections and no log: `topics` answered from them
+    /// while history said "never created", audit listed differences and load appended to it.
+    @Test func aProjectionsOnlyStoreSaysWhatItIs() throws {
+        let dir = TemporaryDirectory("projections-only")
+        let data = try loadedStore(dir, Self.commands)
+        let po = dir.sub("po")
+        let replay = try topicstore(["replay", "--data", data, "--to-seq", "6", "--out", po, "--projections-only"])
+        #expect(replay.status == 0, "\(replay.stderr)")
+        let topics = try topicstore(["topics", "--data", po, "--project", "demo"])
+        #expect(topics.status == 0 && topics.stdout.contains("news  3 subscribers"), "\(topics.stdout)")
+        let refusals: [[String]] = [
+            ["history", "--data", po, "--project", "demo", "--topic", "news"],
+            ["history", "--data", po, "--project", "demo", "--device", "D1"],
+            ["audit", "--data", po],
+            ["audit", "--data", po, "--json"],
+            ["export", "--data", po],
+            ["replay", "--data", po, "--to-seq", "6", "--out", dir.sub("again")],
+        ]
+        for args in refusals {
+            let r = try topicstore(args)
+            #expect(r.status == 1 && r.stdout.isEmpty, "\(args): \(r.status) \(r.stdout)")
+            #expect(r.stderr.contains("\(po) holds projections only (as of seq 6) and no log"), "\(args): \(r.stderr)")
+        }
+        let load = try topicstore(["load", "--data", po, "-"], stdin: #"{"project":"demo","type":"register","device_id":"Z","topics":["news"]}"#)
+        #expect(load.status == 1 && load.stderr.contains("holds projections only"), "\(load.stdout) \(load.stderr)")
+        let stats = try topicstore(["stats", "--data", po])
+        #expect(stats.stdout.contains("log: empty, projections at seq 6"), "\(stats.stdout)")
+    }
 }
