@@ -132,4 +132,20 @@ import TopicStore
         let stats = try topicstore(["stats", "--data", po])
         #expect(stats.stdout.contains("log: empty, projections at seq 6"), "\(stats.stdout)")
     }
+
+    // MARK: history of an unknown project
+
+    @Test func historyNamesAnUnknownProject() throws {
+        let dir = TemporaryDirectory("history-noproject")
+        let data = try loadedStore(dir, Self.commands)
+        for what in [["--device", "D1"], ["--topic", "news"]] {
+            let text = try topicstore(["history", "--data", data, "--project", "dmeo"] + what)
+            #expect(text.status == 0)
+            #expect(text.stderr.contains("no project named dmeo in this store"), "\(what): \(text.stderr)")
+            let j = try topicstore(["history", "--data", data, "--project", "dmeo", "--json"] + what)
+            #expect(j.status == 0 && json(j.stdout)["unknownProject"] as? Bool == true, "\(what): \(j.stdout)")
+            let known = try topicstore(["history", "--data", data, "--project", "demo", "--json"] + what)
+            #expect(known.stderr.isEmpty && json(known.stdout)["unknownProject"] == nil, "\(what): \(known.stdout)")
+        }
+    }
 }
