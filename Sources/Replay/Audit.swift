@@ -65,6 +65,9 @@ public enum Audit {
         let log = store.log
         // The keys alone: a damaged last record is for the verifier to report, located, like any other.
         let range = try store.read { txn in try log.sequenceRange(txn) }
+        let madeScratch = try makeScratchDirectory(options.scratchDirectory)
+        // Made here: removed once empty, after the rebuild's directory (the defer below runs first).
+        defer { if madeScratch { rmdir(options.scratchDirectory) } }
         let scratch = (options.scratchDirectory as NSString)
             .appendingPathComponent("topicstore-audit-\(getpid())-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(atPath: scratch) }
@@ -128,6 +131,25 @@ public enum Audit {
         report.compareSeconds = Date().timeIntervalSince(started) - rebuildSeconds
         report.seconds = Date().timeIntervalSince(started)
         return report
+    }
+
+    /// Makes the scratch directory if it does not exist, as one new directory in an
+    /// existing parent (a mistyped path must not become a tree of new directories);
+    /// returns whether it made it.
+    static func makeScratchDirectory(_ directory: String) throws -> Bool {
+        let fm = FileManager.default
+        var isDirectory: ObjCBool = false
+        if fm.fileExists(atPath: directory, isDirectory: &isDirectory) {
+            guard isDirectory.boolValue else { throw ReplayError.io("the scratch directory \(directory) is not a directory") }
+            return false
+        }
+        let parent = (directory as NSString).deletingLastPathComponent
+        guard fm.fileExists(atPath: parent.isEmpty ? "." : parent, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw ReplayError.io("cannot make the scratch directory \(directory): \(parent) does not exist "
+                + "(audit makes only the last directory of the path)")
+        }
+        try fm.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        return true
     }
 
     /// The link stored at the anchored sequence must be the anchored one (the

@@ -148,4 +148,19 @@ import TopicStore
             #expect(known.stderr.isEmpty && json(known.stdout)["unknownProject"] == nil, "\(what): \(known.stdout)")
         }
     }
+
+    // MARK: audit --scratch
+
+    /// It created every missing directory of the path.
+    @Test func auditScratchCreatesOnlyItsLastComponent() throws {
+        let dir = TemporaryDirectory("audit-scratch")
+        let data = try loadedStore(dir, Self.commands)
+        let deep = dir.sub("missing/scratch")
+        let refused = try topicstore(["audit", "--data", data, "--scratch", deep])
+        #expect(refused.status == 1 && refused.stderr.contains(dir.sub("missing")), "\(refused.status) \(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.sub("missing")))
+        let ok = try topicstore(["audit", "--data", data, "--scratch", dir.sub("scratch")])
+        #expect(ok.status == 0, "\(ok.stdout) \(ok.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.sub("scratch")), "the scratch directory it made was left behind")
+    }
 }
