@@ -149,6 +149,28 @@ import TopicStore
         }
     }
 
+    // MARK: export
+
+    @Test func exportAtTheHorizonSaysAtOrBefore() throws {
+        let dir = TemporaryDirectory("export-at-horizon")
+        let data = try loadedStore(dir, Self.commands)
+        #expect(try topicstore(["compact", "--data", data, "--retain", "0"]).status == 0)
+        let r = try topicstore(["export", "--data", data, "--to-seq", "5"])
+        #expect(r.status == 1 && r.stderr.contains("--to-seq 5 is at or before the compaction horizon, seq 5"), "\(r.stderr)")
+    }
+
+    /// It stopped with the corruption alone; the records before it can still be exported.
+    @Test func exportStoppedByADamagedRecordSaysHowToGetTheRest() throws {
+        let dir = TemporaryDirectory("export-damaged")
+        let data = try loadedStore(dir, Self.commands)
+        try Self.damage(data, 4)
+        let r = try topicstore(["export", "--data", data])
+        #expect(r.status == 1)
+        #expect(r.stderr.contains("sequence 4") && r.stderr.contains("--to-seq 3") && r.stderr.contains("--from-seq 5"), "\(r.stderr)")
+        let before = try topicstore(["export", "--data", data, "--to-seq", "3"])
+        #expect(before.status == 0 && before.stdout.split(separator: "\n").count == 3)
+    }
+
     // MARK: audit --scratch
 
     /// It created every missing directory of the path.
