@@ -133,7 +133,11 @@ enum HistoryCommand: Command {
                     b.add("  \(e.kind.rawValue): \(e.detail)")
                     if !e.subscribed.isEmpty { b.add("  +[\(e.subscribed.joined(separator: ", "))]") }
                     if !e.unsubscribed.isEmpty { b.add("  -[\(e.unsubscribed.joined(separator: ", "))]") }
-                    b.add("  → \(e.state), topics [\(e.topics.joined(separator: ", "))]\n")
+                    if e.state == "absent" {
+                        b.add("  → no such device\n")
+                    } else {
+                        b.add("  → \(e.state), topics [\(e.topics.joined(separator: ", "))]\n")
+                    }
                 }
             }
         }
