@@ -22,8 +22,8 @@ final class MPushService: Sendable {
     /// Notifications queued by `POST /api/send` (delivered by a `DeliveryWorker` when one runs).
     let sendQueue: SendQueue
     private let serverBox = ServerBox()
-    /// When a storage failure was last written to standard error (once per 10 s, not per request).
-    private let storageLogged = Mutex<Date?>(nil)
+    /// When a failure that every write meets (a full disk, a damaged head) was last written to standard error.
+    private let writeFailureLogged = Mutex<Date?>(nil)
 
     init(store: TopicStore, access: AccessControl, configuration: ServerConfiguration, sendQueue: SendQueue) {
         self.store = store
@@ -374,6 +374,11 @@ final class MPushService: Sendable {
             try store.checkFileIsPresent()
             let seq = try store.read { txn in try store.tables.appliedSequence(txn) }
             // Reads work, writes do not: not healthy for apps whose commands fail.
+            // A damaged last record: no write can be chained onto it, and it does not heal by itself.
+            do { try store.checkHead() } catch let error as StoreError {
+                guard case .corruptHead(_, let sequence, _) = error else { throw error }
+                return APIResponse.json(503, ["status": "corrupt", "error": "\(error)", "sequence": sequence, "lastSequence": seq])
+            }
             if let f = store.writeFailure {
                 return APIResponse.json(503, ["status": "failing", "error": f.error, "failedCommits": f.failedCommits,
                                               "since": TimeText.iso(Int64(f.since.timeIntervalSince1970 * 1000)), "lastSequence": seq],
@@ -389,20 +394,28 @@ final class MPushService: Sendable {
         if case StoreError.closed = error { return APIResponse.error(503) }
         if case StoreError.storageFull = error {
             // Every command fails the same way until there is room: say so once in a while, not per request.
-            let now = Date()
-            let log = storageLogged.withLock { last -> Bool in
-                guard last.map({ now.timeIntervalSince($0) >= 10 }) ?? true else { return false }
-                last = now
-                return true
-            }
-            if log {
+            if logsWriteFailureNow() {
                 let count = store.writeFailure?.failedCommits ?? 1
                 AccessLog.toStandardError("topicstore serve: error: \(error) (\(count) commit(s) failed so far; /healthz says failing until one succeeds)")
             }
             return APIResponse.message(503, "The store cannot write: its disk is full. Retry later.", headers: ["Retry-After": "10"])
         }
+        if case StoreError.corruptHead(_, let sequence, _) = error {
+            if logsWriteFailureNow() { AccessLog.toStandardError("topicstore serve: error: \(error) (/healthz says corrupt)") }
+            return APIResponse.message(503, "The store cannot write: its last log record (seq \(sequence)) is damaged. See /healthz.")
+        }
         AccessLog.toStandardError("topicstore serve: error: \(error)")
         return APIResponse.error(500)
+    }
+
+    /// Whether to log a failure every write meets (a full disk, a damaged head): once per 10 s, not per request.
+    private func logsWriteFailureNow() -> Bool {
+        let now = Date()
+        return writeFailureLogged.withLock { last -> Bool in
+            guard last.map({ now.timeIntervalSince($0) >= 10 }) ?? true else { return false }
+            last = now
+            return true
+        }
     }
 
     /// Clients that send Accept must accept JSON (or NDJSON / text for those routes); no Accept is fine.

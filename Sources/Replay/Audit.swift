@@ -61,8 +61,13 @@ public enum Audit {
     public static func run(_ store: TopicStore, options: Options = Options(),
                            progress: ((ReplayProgress) -> Void)? = nil) throws -> Report {
         let started = Date()
+        try store.requireLog()
         let log = store.log
-        let (bounds, head0) = try store.read { txn in (try log.bounds(txn), try log.head(txn)) }
+        // The keys alone: a damaged last record is for the verifier to report, located, like any other.
+        let range = try store.read { txn in try log.sequenceRange(txn) }
+        let madeScratch = try makeScratchDirectory(options.scratchDirectory)
+        // Made here: removed once empty, after the rebuild's directory (the defer below runs first).
+        defer { if madeScratch { rmdir(options.scratchDirectory) } }
         let scratch = (options.scratchDirectory as NSString)
             .appendingPathComponent("topicstore-audit-\(getpid())-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(atPath: scratch) }
@@ -90,13 +95,13 @@ public enum Audit {
                                    startingAfter: snapshot?.sequence, link: snapshot?.head.hash ?? .genesis)
         var stop: LogIssue?
         var events: UInt64 = 0
-        if let head0, head0.sequence > builder.appliedSequence {
-            (verifier, stop) = try Replay.fold(from: store, through: head0.sequence, into: builder, verifier: verifier,
+        if let last = range?.upperBound, last > builder.appliedSequence {
+            (verifier, stop) = try Replay.fold(from: store, through: last, into: builder, verifier: verifier,
                                                options: replayOptions, phase: "rebuild", progress: progress, events: &events)
         }
         let rebuildSeconds = Date().timeIntervalSince(started)
 
-        var report = Report(head: nil, firstSequence: bounds?.first, snapshot: snapshot?.head, recordsChecked: 0, logIssues: [], logIssueCount: 0,
+        var report = Report(head: nil, firstSequence: range?.lowerBound, snapshot: snapshot?.head, recordsChecked: 0, logIssues: [], logIssueCount: 0,
                             projectionsCompared: false, foldStop: stop, differences: [], differenceCount: 0,
                             entriesCompared: 0, comparedAsOf: 0, rebuildSeconds: rebuildSeconds, compareSeconds: 0, seconds: 0)
         if stop == nil {
@@ -111,7 +116,7 @@ public enum Audit {
             report.equivalentEncodings = comparer.equivalentEncodings
             report.comparedAsOf = comparer.asOf
         }
-        if let s = report.foldStop, !verifier.issues.contains(where: { $0.sequence == s.sequence }) {
+        if let s = report.foldStop, !verifier.issues.contains(where: { $0.isSame(as: s) }) {
             verifier.report(s)  // e.g. fields that do not decode under a valid checksum and link
         }
         if let last = verifier.previousSequence {
@@ -128,6 +133,25 @@ public enum Audit {
         return report
     }
 
+    /// Makes the scratch directory if it does not exist, as one new directory in an
+    /// existing parent (a mistyped path must not become a tree of new directories);
+    /// returns whether it made it.
+    static func makeScratchDirectory(_ directory: String) throws -> Bool {
+        let fm = FileManager.default
+        var isDirectory: ObjCBool = false
+        if fm.fileExists(atPath: directory, isDirectory: &isDirectory) {
+            guard isDirectory.boolValue else { throw ReplayError.io("the scratch directory \(directory) is not a directory") }
+            return false
+        }
+        let parent = (directory as NSString).deletingLastPathComponent
+        guard fm.fileExists(atPath: parent.isEmpty ? "." : parent, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw ReplayError.io("cannot make the scratch directory \(directory): \(parent) does not exist "
+                + "(audit makes only the last directory of the path)")
+        }
+        try fm.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        return true
+    }
+
     /// The link stored at the anchored sequence must be the anchored one (the
     /// chain itself was verified up to the head, so this pins every record before it).
     static func checkAnchor(_ expected: ChainHead, store: TopicStore, snapshot: Snapshot?, verifier: inout LogVerifier) throws {
@@ -140,8 +164,10 @@ public enum Audit {
                 }
             } else {
                 verifier.report(LogIssue(sequence: expected.sequence, kind: .headMismatch,
-                    message: "the anchored head \(expected) is before the compaction horizon \(snapshot.sequence): "
-                        + "check it against the archive (topicstore import the archive with --expect-head)"))
+                    message: "the anchored head \(expected) is before the compaction horizon \(snapshot.sequence), so this store "
+                        + "no longer holds it: import the compaction archive (its files in order, from log-1-…) into a new directory "
+                        + "without --expect-head (import compares only the final head), then run "
+                        + "topicstore audit --data NEW --expect-head \(expected)"))
             }
             return
         }

@@ -19,6 +19,7 @@ public enum Export {
                              recordsPerReadTransaction: Int = 50_000,
                              progress: ((ReplayProgress) -> Void)? = nil,
                              _ body: (String) throws -> Void) throws -> Summary {
+        try store.requireLog()
         let log = store.log
         let end = min(through, try store.read { txn in try log.bounds(txn)?.last } ?? 0)
         var summary = Summary(records: 0)
@@ -28,12 +29,18 @@ public enum Export {
             var lines: [String] = []
             lines.reserveCapacity(recordsPerReadTransaction)
             var last: UInt64 = 0
-            try store.read { txn in
-                try log.forEachEncoded(from: next, through: end, txn) { seq, bytes in
-                    lines.append(EventJSON.line(try RecordCodec.decode(bytes, key: seq)))
-                    last = seq
-                    return lines.count < recordsPerReadTransaction
+            do {
+                try store.read { txn in
+                    try log.forEachEncoded(from: next, through: end, txn) { seq, bytes in
+                        lines.append(EventJSON.line(try RecordCodec.decode(bytes, key: seq)))
+                        last = seq
+                        return lines.count < recordsPerReadTransaction
+                    }
                 }
+            } catch let e as RecordCorruption {
+                // Say how to get the records around it: the lines before it are written first.
+                for line in lines { try body(line) }
+                throw ReplayError.damagedRecord(e, exportFrom: max(from, 1), through: end)
             }
             if lines.isEmpty { break }
             if summary.firstSequence == nil { summary.firstSequence = last - UInt64(lines.count) + 1 }

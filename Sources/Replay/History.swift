@@ -42,7 +42,9 @@ public enum History {
         /// Topics this event added or removed.
         public var subscribed: [String]
         public var unsubscribed: [String]
-        /// The token state after the event: live, rejected or no-token.
+        /// The state after the event: live, rejected or no-token, or absent
+        /// while the store has no such device (before its first token or
+        /// register, after garbage collection forgot it).
         public var state: String
         public var token: String?
         public var platform: String?
@@ -67,9 +69,10 @@ public enum History {
         var platform: Platform?
         var tokenTime: Int64 = 0
         var rejected = false
+        var exists = false
         var topics = Set<String>()
         var entries: [DeviceEntry] = []
-        func state() -> String { token == nil ? "no-token" : (rejected ? "rejected" : "live") }
+        func state() -> String { !exists ? "absent" : token == nil ? "no-token" : (rejected ? "rejected" : "live") }
         func add(_ sequence: UInt64, _ timestamp: Int64, _ kind: DeviceEntry.Kind, _ detail: String,
                  _ added: [String] = [], _ removed: [String] = []) {
             entries.append(DeviceEntry(sequence: sequence, timestamp: timestamp, kind: kind, detail: detail,
@@ -79,6 +82,7 @@ public enum History {
         func add(_ r: LogRecord, _ kind: DeviceEntry.Kind, _ detail: String, _ added: [String] = [], _ removed: [String] = []) {
             add(r.sequence, r.timestamp, kind, detail, added, removed)
         }
+        try store.requireLog()
         let snapshot = try Replay.snapshot(of: store)
         if let snapshot {
             let held = try snapshot.read { reader, txn -> DeviceInfo? in
@@ -86,6 +90,7 @@ public enum History {
                 return try reader.device(p.id, deviceID: deviceID, txn)
             }
             if let held {
+                exists = true
                 token = held.record.token
                 platform = held.record.platform
                 tokenTime = held.record.tokenTime
@@ -98,6 +103,7 @@ public enum History {
         let last = try scan(store, project: project, recordsPerReadTransaction: recordsPerReadTransaction, progress: progress) { r in
             switch r.event.body {
             case .token(let d, let t, let p) where d == deviceID:
+                exists = true
                 token = t; platform = p; tokenTime = r.timestamp; rejected = false
                 add(r, .token, "token \(t) (\(p))")
             case .token(let d, let t, _) where t == token:
@@ -105,6 +111,7 @@ public enum History {
                 token = nil; rejected = false
                 add(r, .tokenTaken, "device \(d) registered this token")
             case .register(let d, let specs) where d == deviceID:
+                exists = true
                 var added: [String] = []
                 for s in specs where topics.insert(s.code).inserted { added.append(s.code) }
                 add(r, .register, "topics " + specs.map(\.code).joined(separator: ", "), added)
@@ -116,7 +123,8 @@ public enum History {
                 let removed = topics.sorted()
                 topics = []
                 add(r, .unregisterAll, "every topic", [], removed)
-            case .forgetDevice(let d) where d == deviceID && topics.isEmpty && (token == nil || rejected):
+            case .forgetDevice(let d) where d == deviceID && exists && topics.isEmpty && (token == nil || rejected):
+                exists = false
                 token = nil; platform = nil; rejected = false
                 add(r, .forgotten, "garbage collection forgot the idle device")
             case .expireToken(let t) where t == token && rejected:
@@ -125,9 +133,10 @@ public enum History {
             case .tokenRejected(let t, let at, let reason) where t == token:
                 if !rejected && tokenTime <= at {
                     rejected = true
-                    add(r, .tokenRejected, "provider rejected the token at \(at)" + (reason.isEmpty ? "" : ": \(reason)"))
+                    add(r, .tokenRejected, "provider rejected the token at \(TimeText.iso(at))" + (reason.isEmpty ? "" : ": \(reason)"))
                 } else {
-                    add(r, .rejectionIgnored, "rejection at \(at) ignored" + (rejected ? " (already rejected)" : " (token registered again at \(tokenTime))"))
+                    add(r, .rejectionIgnored, "rejection at \(TimeText.iso(at)) ignored"
+                        + (rejected ? " (already rejected)" : " (the token was registered at \(TimeText.iso(tokenTime)), after it)"))
                 }
             default:
                 break
@@ -199,6 +208,7 @@ public enum History {
         var createdSeq: UInt64?, createdAt: Int64?
         var lifecycle: [TopicLifeEvent] = []
         var lastTime: Int64?
+        try store.requireLog()
         let snapshot = try Replay.snapshot(of: store)
         if let snapshot {
             let held = try snapshot.read { reader, txn -> (created: UInt64, members: [String])? in

@@ -26,11 +26,21 @@ public struct LogIssue: Sendable, Hashable, CustomStringConvertible {
     public var sequence: UInt64
     public var kind: Kind
     public var message: String
+    /// The sequences a `gap` or `missing-start` stands for. The verifier locates
+    /// one at the record after them, a fold that stops at it at the first of them:
+    /// the range tells that both are the same problem.
+    public var missing: ClosedRange<UInt64>?
 
-    public init(sequence: UInt64, kind: Kind, message: String) {
+    public init(sequence: UInt64, kind: Kind, message: String, missing: ClosedRange<UInt64>? = nil) {
         self.sequence = sequence
         self.kind = kind
         self.message = message
+        self.missing = missing
+    }
+
+    /// Whether `other` is this problem, located by another reader.
+    func isSame(as other: LogIssue) -> Bool {
+        sequence == other.sequence || (missing != nil && missing == other.missing)
     }
 
     public var description: String { "log seq \(sequence): \(kind.rawValue): \(message)" }

@@ -258,8 +258,12 @@ public enum ReplayError: Error, Sendable, CustomStringConvertible {
     case invalidLine(line: Int, String)
     /// The point asked for lies before the compaction horizon: those events were removed from the log.
     case beforeHorizon(requested: String, horizon: UInt64, horizonTime: Int64?)
+    /// An export's bound at or before the compaction horizon: the log starts after it.
+    case notAfterHorizon(requested: String, horizon: UInt64, horizonTime: Int64?)
     /// The log starts after sequence 1 but the snapshot it continues from is missing.
     case missingSnapshot(horizon: UInt64, directory: String)
+    /// A record an export cannot decode, and the range that export asked for.
+    case damagedRecord(RecordCorruption, exportFrom: UInt64, through: UInt64)
     case badSnapshot(String, String)
     case io(String)
 
@@ -275,8 +279,18 @@ public enum ReplayError: Error, Sendable, CustomStringConvertible {
             let at = time.map { " (\(TimeText.iso($0)))" } ?? ""
             return "\(what) is before the compaction horizon, seq \(horizon)\(at): the log keeps only the events after it "
                 + "and replay can start no earlier (older events are in the compaction archive, if one was kept: topicstore import it)"
+        case .notAfterHorizon(let what, let horizon, let time):
+            let at = time.map { " (\(TimeText.iso($0)))" } ?? ""
+            return "\(what) is at or before the compaction horizon, seq \(horizon)\(at): the log keeps only the events after it, "
+                + "from seq \(horizon + 1) (older events are in the compaction archive, if one was kept)"
         case .missingSnapshot(let horizon, let dir):
             return "the log starts at seq \(horizon + 1) but the snapshot at its horizon, \(dir), is missing"
+        case .damagedRecord(let e, let from, let through):
+            var around: [String] = []
+            if e.sequence > from { around.append("the records before it with --to-seq \(e.sequence - 1)") }
+            if e.sequence < through { around.append("those after it with --from-seq \(e.sequence + 1)") }
+            return "\(e): the export stops there" + (around.isEmpty ? "" : "; export " + around.joined(separator: ", "))
+                + " (topicstore audit locates every damaged record)"
         case .badSnapshot(let dir, let why): return "the snapshot \(dir) cannot be used: \(why)"
         case .io(let why): return why
         }

@@ -77,7 +77,7 @@ public enum Replay {
     public static func snapshot(of store: TopicStore) throws -> Snapshot? {
         let log = store.log, tables = store.tables
         let horizon: UInt64 = try store.read { txn in
-            if let first = try log.bounds(txn)?.first { return first - 1 }
+            if let first = try log.sequenceRange(txn)?.lowerBound { return first - 1 }
             return try tables.compactedChainHead(txn)?.sequence ?? 0
         }
         guard horizon > 0 else { return nil }
@@ -131,6 +131,7 @@ public enum Replay {
                                progress: ((ReplayProgress) -> Void)? = nil) throws -> Report {
         let started = Date()
         if samePath(directory, store.directory) { throw ReplayError.sameDirectory(directory) }
+        try store.requireLog()
         let snapshot = try snapshot(of: store)
         let through = try resolve(point, in: store, snapshot: snapshot)
         let mapSize = store.environment.info().usedBytes * 2 + (256 << 20)

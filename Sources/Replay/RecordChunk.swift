@@ -63,12 +63,14 @@ struct LogVerifier: Sendable {
         if let previous = previousSequence {
             if sequence != previous + 1 {
                 report(LogIssue(sequence: sequence, kind: .gap,
-                                message: "sequences \(previous + 1)…\(sequence - 1) are missing (the chain cannot be checked across the gap)"))
+                                message: "sequences \(previous + 1)…\(sequence - 1) are missing (the chain cannot be checked across the gap)",
+                                missing: previous + 1...sequence - 1))
                 chainVerifiable = false
             }
         } else if sequence != 1 {
             report(LogIssue(sequence: sequence, kind: .missingStart,
-                            message: "the log starts at sequence \(sequence): records 1…\(sequence - 1) are missing and there is no snapshot at seq \(sequence - 1) to start from"))
+                            message: "the log starts at sequence \(sequence): records 1…\(sequence - 1) are missing and there is no snapshot at seq \(sequence - 1) to start from",
+                            missing: 1...sequence - 1))
             chainVerifiable = false
         }
         previousSequence = sequence
@@ -128,7 +130,8 @@ struct LogReader {
             if chunk.stop == nil {
                 if seq != expected {
                     chunk.stop = LogIssue(sequence: expected, kind: expected == 1 ? .missingStart : .gap,
-                                          message: "record \(expected) is missing (the next record is \(seq))")
+                                          message: "record \(expected) is missing (the next record is \(seq))",
+                                          missing: expected...seq - 1)
                 } else {
                     do {
                         let record = try RecordCodec.decode(bytes, key: seq)

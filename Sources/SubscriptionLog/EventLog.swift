@@ -42,6 +42,17 @@ public struct EventLog: Sendable {
         }
     }
 
+    /// The first and last sequence, from the keys alone: no record is read, so a
+    /// damaged last record is left for a verifier to report, located.
+    public func sequenceRange(_ txn: borrowing Transaction) throws -> ClosedRange<UInt64>? {
+        try txn.withCursor(database) { cursor in
+            guard let first = try cursor.first() else { return nil }
+            let firstSeq = try Self.sequence(ofKey: first.key)
+            guard let last = try cursor.last() else { return nil }
+            return firstSeq...(try Self.sequence(ofKey: last.key))
+        }
+    }
+
     /// The last record's sequence and chain link, or nil when the log is empty.
     /// An unchained (version 1) last record yields the genesis link: the chain starts after it.
     public func head(_ txn: borrowing Transaction) throws -> ChainHead? {

@@ -14,7 +14,8 @@
 ///   millisecond are cut to the millisecond (a log time is never finer).
 ///
 /// A time without a zone, without seconds, or with a space for the `T` is
-/// refused rather than guessed at (local time or UTC?).
+/// refused rather than guessed at (local time or UTC?). Dates and times are held
+/// to 2000…2200 as bare numbers are, so every form means the same range.
 public enum TimeText {
     /// The accepted forms, for error messages and help.
     public static let forms = "milliseconds since 1970, within 2000…2200 (1764547200000), a date (2026-03-01, midnight UTC) "
@@ -31,7 +32,18 @@ public enum TimeText {
         if b[0] == UInt8(ascii: "-") || b[0] == UInt8(ascii: "+"), b.count > 1, b.dropFirst().allSatisfy(isDigit) {
             throw TimeTextError("a signed number is not a time")
         }
-        return try iso(b)
+        // More digits than a year has, then something else: a number with trailing text.
+        let digits = b.prefix(while: isDigit)
+        if digits.count > 4 {
+            throw TimeTextError("unexpected '\(String(decoding: b[digits.count...], as: UTF8.self))' after the number "
+                + String(decoding: digits, as: UTF8.self))
+        }
+        let ms = try iso(b)
+        // The range bare numbers are held to: a date or time is no less a time.
+        guard millisecondRange.contains(ms) else {
+            throw TimeTextError("\(iso(ms)) is not between 2000-01-01 and 2200-01-01, the range every time given here is held to")
+        }
+        return ms
     }
 
     static func isDigit(_ c: UInt8) -> Bool { c >= 0x30 && c <= 0x39 }
@@ -120,7 +132,10 @@ public enum TimeText {
             let h = try number(2, "zone's hours")
             if i < b.count, b[i] == UInt8(ascii: ":") { i += 1 }
             let m = try number(2, "zone's minutes")
-            guard h < 24, m < 60 else { throw TimeTextError("the zone offset \(h):\(m) is not a valid offset") }
+            guard h < 24, m < 60 else {
+                throw TimeTextError("the zone offset \(sign < 0 ? "-" : "+")\(padded(2, h)):\(padded(2, m)) is not a valid offset "
+                    + "(hours 00…23, minutes 00…59)")
+            }
             offsetMinutes = sign * (h * 60 + m)
         default:
             throw TimeTextError("unexpected '\(rest())' where the zone (Z or an offset like +01:00) belongs")

@@ -17,6 +17,12 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     /// A commit could not be written because the filesystem holding the store is
     /// full (LMDB reports a short write as an I/O error): nothing of it was committed.
     case storageFull(path: String, reported: String)
+    /// The log's last record is damaged: the next record must extend its chain
+    /// link, which cannot be trusted, so no event is accepted.
+    case corruptHead(path: String, sequence: UInt64, reason: String)
+    /// The store holds projections and no log (`replay --projections-only`): nothing
+    /// to audit, export or show history from, and no log to append to.
+    case projectionsOnly(path: String, sequence: UInt64)
 
     public var description: String {
         switch self {
@@ -27,6 +33,15 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
         case .alreadyOpen(let path): return "the store at \(path) is already open in this process; share the open TopicStore"
         case .storageFull(let path, let reported):
             return "the filesystem holding \(path) is full (\(reported)): the commit was not written, nothing of it is stored; free space and retry"
+        case .corruptHead(let path, let seq, let reason):
+            return "the last log record of \(path), seq \(seq), is damaged (\(reason)): no new event can be chained onto it, "
+                + "so the store takes none; topicstore audit --data \(path) reports it (to keep the records before it: "
+                + "topicstore export --to-seq \(seq - 1), then import that into a new store)"
+        case .projectionsOnly(let path, let seq):
+            return "\(path) holds projections only (as of seq \(seq)) and no log, as replay --projections-only writes them: "
+                + "audience, topics and device read it, but there is no log to audit, export, replay or show history from, "
+                + "and it takes no new events (they would start a log at seq \(seq + 1) over projections that are not its fold); "
+                + "replay without --projections-only writes a complete store"
         case .removed(let path):
             return "the database file \(path)/data.mdb was removed while the store was open: commands written now would be lost, so none is acknowledged; restore the directory or restart on a new one"
         }

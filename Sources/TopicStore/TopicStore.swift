@@ -185,6 +185,21 @@ public final class TopicStore: Sendable {
         if g.environment.fileWasRemoved { throw StoreError.removed(path: g.environment.path) }
     }
 
+    /// Throws `StoreError.corruptHead` when the log's last record is damaged (a
+    /// health check, and a server's start): no event can be chained onto it.
+    public func checkHead() throws {
+        try read { txn in _ = try Self.head(log, directory: directory, txn) }
+    }
+
+    /// The log's head; a damaged last record is `StoreError.corruptHead`.
+    static func head(_ log: EventLog, directory: String, _ txn: borrowing Transaction) throws -> ChainHead? {
+        do {
+            return try log.head(txn)
+        } catch let e as RecordCorruption {
+            throw StoreError.corruptHead(path: directory, sequence: e.sequence, reason: "byte \(e.offset): \(e.reason)")
+        }
+    }
+
     /// A read transaction with the generation it runs in (for auxiliary tables).
     func readGeneration<R>(_ body: (borrowing Transaction, Generation) throws -> R) throws -> R {
         while true {
@@ -448,10 +463,13 @@ public final class TopicStore: Sendable {
                         if try g.isRetired(txn) { throw Generation.Retired() }
                         try projections.begin(txn)
                         let bounds = try log.bounds(txn)
+                        if bounds == nil, let applied = try Self.projectionsOnlySequence(g.tables, log, txn) {
+                            throw StoreError.projectionsOnly(path: directory, sequence: applied)
+                        }
                         // After a compaction removed the whole log, numbering goes on from the projections.
                         var sequence = try bounds?.last ?? g.tables.appliedSequence(txn)
                         var lastTime = bounds?.lastTimestamp ?? 0
-                        var chain = try log.head(txn)?.hash ?? g.chainStart(txn)
+                        var chain = try Self.head(log, directory: directory, txn)?.hash ?? g.chainStart(txn)
                         let now = Int64(Date().timeIntervalSince1970 * 1000)
                         var receipts: [Receipt] = []
                         receipts.reserveCapacity(batch.count)

@@ -58,6 +58,7 @@ do {
     Console.printError(error.description)
     switch error {
     case .notADatabase, .unsupportedSchema: code = .notADatabase
+    case .corruptHead: code = .verificationFailed
     default: code = .failure
     }
 } catch let error as CocoaError {

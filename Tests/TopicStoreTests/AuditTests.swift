@@ -154,7 +154,7 @@ struct AuditTests {
                 return try replayed.reader.device(p.id, deviceID: "dev-3", txn)
             }
             #expect(Set(info?.topics ?? []) == Set(entry.topics), "seq \(entry.sequence)")
-            #expect((info?.record.state.rawValue ?? "no-token") == entry.state, "seq \(entry.sequence) \(entry.kind)")
+            #expect((info?.record.state.rawValue ?? "absent") == entry.state, "seq \(entry.sequence) \(entry.kind)")
             #expect(info?.record.token == entry.token, "seq \(entry.sequence)")
             checked += 1
         }

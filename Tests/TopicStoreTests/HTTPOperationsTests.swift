@@ -1,5 +1,7 @@
 import Foundation
+import LMDB
 import MPushAPI
+import SubscriptionLog
 import Testing
 import TopicStore
 
@@ -59,6 +61,30 @@ struct HTTPOperationsTests {
         let refs = openapi.text.components(separatedBy: "\"#/components/schemas/").dropFirst().map { String($0.prefix { $0 != "\"" }) }
         #expect(refs.contains("SendBody") && refs.contains("NotificationStatus") && refs.contains("OpenBody"))
         for ref in refs { #expect(schemas[ref] != nil, "dangling $ref \(ref)") }
+    }
+
+    /// The last log record damaged while serving: writes cannot chain onto it. They
+    /// answered a generic 500 while /healthz said ok.
+    @Test func aDamagedHeadRecordIsNamedByHealthAndWrites() throws {
+        let t = try HTTPTestServer()
+        for i in 0..<3 {
+            #expect(try t.send("POST", "/api/register", key: t.clientKey, json: #"{"device_id":"H\#(i)","topics":["a"]}"#).status == 200)
+        }
+        try t.store.environment.write { txn in
+            let key = EventLog.key(3)
+            var bytes = Array(try #require(try txn.get(t.store.log.database, key)))
+            bytes[21] ^= 0x01
+            try txn.put(t.store.log.database, key, bytes)
+        }
+        let write = try t.send("POST", "/api/register", key: t.clientKey, json: #"{"device_id":"H9","topics":["a"]}"#)
+        #expect(write.status == 503, "\(write.status) \(write.text)")
+        let message = write.object?["message"] as? String ?? ""
+        #expect(message.contains("last log record (seq 3) is damaged"), "\(write.text)")
+        let health = try t.send("GET", "/healthz")
+        #expect(health.status == 503, "\(health.status) \(health.text)")
+        #expect(health.object?["status"] as? String == "corrupt" && health.object?["sequence"] as? Int == 3, "\(health.text)")
+        let error = health.object?["error"] as? String ?? ""
+        #expect(error.contains("checksum"), "\(health.text)")
     }
 
     @Test func oneAccessLogLinePerRequest() throws {

@@ -108,6 +108,53 @@ struct HashChainTests {
         #expect(report.head?.sequence == 200)
     }
 
+    @Test("a damaged last record (the head) is reported like any other, not thrown")
+    func damagedHead() throws {
+        let dir = ReplayTempDir("flip-head")
+        let store = try TopicStore(directory: dir.sub("live"))
+        try Self.fill(store, count: 40)
+        var bytes = try Self.rawRecord(store, 40)
+        bytes[21] ^= 0x01
+        try Self.overwrite(store, 40, bytes)
+        let report = try Audit.run(store)
+        #expect(!report.isClean)
+        #expect(report.logIssues.map(\.sequence) == [40])
+        #expect(report.logIssues.first?.kind == .checksum)
+        #expect(report.foldStop?.sequence == 40)
+        #expect(report.recordsChecked == 40)
+        // Cut short too (no time, no checksum to read).
+        try Self.overwrite(store, 40, Array(bytes.prefix(10)))
+        let cut = try Audit.run(store)
+        #expect(cut.logIssues.map(\.sequence) == [40] && cut.logIssues.first?.kind == .undecodable, "\(cut.logIssues)")
+    }
+
+    static func delete(_ store: TopicStore, _ seq: UInt64) throws {
+        let deleted = try store.environment.write { txn in try txn.delete(store.log.database, EventLog.key(seq)) }
+        #expect(deleted)
+    }
+
+    @Test("a missing record, or a missing start, is reported once and counted once")
+    func missingRecordsReportedOnce() throws {
+        let dir = ReplayTempDir("gap-once")
+        let store = try TopicStore(directory: dir.sub("live"))
+        try Self.fill(store, count: 30)
+        try Self.delete(store, 3)
+        var report = try Audit.run(store)
+        #expect(report.logIssueCount == 1, "\(report.logIssues)")
+        #expect(report.logIssues.map(\.kind) == [.gap])
+        #expect(report.logIssues.first?.message.contains("3…3") == true)
+        #expect(report.foldStop?.kind == .gap && !report.projectionsCompared)
+
+        let dir2 = ReplayTempDir("start-once")
+        let other = try TopicStore(directory: dir2.sub("live"))
+        try Self.fill(other, count: 30)
+        try Self.delete(other, 1)
+        report = try Audit.run(other)
+        #expect(report.logIssueCount == 1, "\(report.logIssues)")
+        #expect(report.logIssues.map(\.kind) == [.missingStart])
+        #expect(report.foldStop?.kind == .missingStart && !report.projectionsCompared)
+    }
+
     @Test("a record rewritten with a valid checksum breaks the chain at its sequence; its content shows in the projections")
     func rewrittenWithValidChecksum() throws {
         let dir = ReplayTempDir("rewrite")

@@ -90,7 +90,7 @@ import TopicStore
             #expect(last.sequence >= horizon)
             if last.kind == .forgotten { #expect(info == nil, "\(device)"); continue }
             #expect(Set(info?.topics ?? []) == Set(last.topics), "\(device)")
-            #expect((info?.record.state.rawValue ?? "no-token") == last.state, "\(device)")
+            #expect((info?.record.state.rawValue ?? "absent") == last.state, "\(device)")
             #expect(info?.record.token == last.token, "\(device)")
         }
         #expect(expiredSeen, "the garbage collector's events appear in the timelines")

@@ -74,6 +74,43 @@ import TopicStore
         ])
     }
 
+    @Test("rejections name their times in ISO 8601; an ignored one says why; a device that does not exist is absent")
+    func rejectionsAndAbsentDevices() throws {
+        let dir = TemporaryDirectory("history-rejections")
+        let path = dir.sub("data")
+        let events: [(Int64, EventBody)] = [
+            (Self.t0, .unregister(deviceID: "D1", codes: ["news"])),                                   // 1: no such device yet
+            (Self.t0 + 100, .token(deviceID: "D1", token: "tok1", platform: .ios)),                    // 2
+            (Self.t0 + 200, .tokenRejected(token: "tok1", rejectedAt: Self.t0 + 50, reason: "Unregistered")),  // 3: before the token: ignored
+            (Self.t0 + 300, .tokenRejected(token: "tok1", rejectedAt: Self.t0 + 250, reason: "Unregistered")), // 4: applies
+            (Self.t0 + 400, .forgetDevice(deviceID: "D1")),                                            // 5: idle and rejected: forgotten
+        ]
+        try {
+            // The importer holds its environment until it is released: one open copy per process.
+            let importer = try Importer(creating: path)
+            for (i, (ts, body)) in events.enumerated() {
+                try importer.add(LogRecord(sequence: UInt64(i + 1), timestamp: ts, event: Event(project: "demo", body: body)))
+            }
+            try importer.finish()
+        }()
+        let text = try compactCLI(["history", "--data", path, "--project", "demo", "--device", "D1"])
+        #expect(text.status == 0, "\(text.error)")
+        #expect(text.output == """
+            device D1 in project demo: 5 event(s), log read through seq 5
+            seq 1  2025-11-30T02:36:28.563Z  unregister: topics news  → no such device
+            seq 2  2025-11-30T02:36:28.663Z  token: token tok1 (ios)  → live, topics []
+            seq 3  2025-11-30T02:36:28.763Z  rejection-ignored: rejection at 2025-11-30T02:36:28.613Z ignored (the token was registered at 2025-11-30T02:36:28.663Z, after it)  → live, topics []
+            seq 4  2025-11-30T02:36:28.863Z  token-rejected: provider rejected the token at 2025-11-30T02:36:28.813Z: Unregistered  → rejected, topics []
+            seq 5  2025-11-30T02:36:28.963Z  forgotten: garbage collection forgot the idle device  → no such device
+
+            """, "\(text.output)")
+        // The state in --json and --csv is "absent" where no device exists, as replayed projections have none.
+        let store = try TopicStore(directory: path, options: Self.readOnly)
+        defer { store.close() }
+        let timeline = try History.device("D1", project: "demo", in: store)
+        #expect(timeline.entries.map(\.state) == ["absent", "live", "live", "rejected", "absent"])
+    }
+
     @Test("the hand-written ISO-8601 time is the one Foundation's formatter gives, byte for byte")
     func isoMatchesFoundation() {
         let f = ISO8601DateFormatter()

@@ -17,7 +17,9 @@ import Testing
         #expect(ms("0001796064534837") == 1_796_064_534_837)  // leading zeros are digits
         // A date: midnight UTC.
         #expect(ms("2026-11-30") == 1_795_996_800_000)
-        #expect(ms("1970-01-01") == 0)
+        #expect(ms("2000-01-01") == 946_684_800_000)         // the range bare numbers have
+        #expect(ms("2200-01-01T00:00:00Z") == 7_258_118_400_000)
+        #expect(ms("2200-01-01T01:00:00+01:00") == 7_258_118_400_000)
         #expect(ms("2000-02-29") == 951_782_400_000)          // a leap day
         #expect(ms("2026-03-01") == 1_772_323_200_000)
         // Date and time with seconds and a zone.
@@ -84,7 +86,15 @@ import Testing
             ("99999999999999999999", "too large"),
             ("-5", "signed number"),
             ("+1796064534837", "signed number"),
-            ("1796064534837ms", "expected '-' after the year"),
+            ("1796064534837ms", "unexpected 'ms' after the number 1796064534837"),
+            ("1772366400000x", "unexpected 'x' after the number 1772366400000"),
+            ("2026-11-30T23:59:59+25:00", "the zone offset +25:00 is not a valid offset"),
+            ("2026-11-30T23:59:59-07:60", "the zone offset -07:60 is not a valid offset"),
+            // Dates and times are held to the range bare numbers are.
+            ("1970-01-01", "not between 2000-01-01 and 2200-01-01"),
+            ("1999-12-31T23:59:59.999Z", "not between 2000-01-01 and 2200-01-01"),
+            ("2200-01-01T00:00:00.001Z", "not between 2000-01-01 and 2200-01-01"),
+            ("9999-12-31", "not between 2000-01-01 and 2200-01-01"),
             (" 1796064534837", "expected 4 digits of the year"),
             ("yesterday", "expected 4 digits of the year"),
             ("２０２６-11-30", "expected 4 digits of the year"),

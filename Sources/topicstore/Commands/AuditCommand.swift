@@ -11,7 +11,8 @@ enum AuditCommand: Command {
         usage: "audit [--data DIR] [--expect-head SEQ:HEX] [--scratch DIR] [--memory-budget MIB] [--json]",
         options: [
             .init(name: "expect-head", value: "SEQ:HEX", help: "a head published earlier: the link at SEQ must be HEX"),
-            .init(name: "scratch", value: "DIR", help: "where the temporary rebuild goes (default the system temp directory)"),
+            .init(name: "scratch", value: "DIR", help: "where the temporary rebuild goes (default the system temp directory); "
+                  + "made if missing, as one directory in an existing parent, and removed afterwards"),
             .init(name: "max-report", value: "N", help: "most issues and differences listed (default 1000; all are counted)"),
             .init(name: "memory-budget", value: "MIB", help: "memory for the rebuild before it is written in rounds (default a third of RAM, at most 8192; 0: write through)"),
         ],

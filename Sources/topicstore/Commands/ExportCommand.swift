@@ -15,7 +15,8 @@ enum ExportCommand: Command {
         details: """
         `topicstore import --data NEW FILE` rebuilds the same store from a full export (same
         sequences, times, chain head and projections); `topicstore load` applies the lines
-        as new commands instead. A record that does not decode stops the export (exit 1).
+        as new commands instead. A record that does not decode stops the export (exit 1) after
+        the lines before it; the message gives the --to-seq and --from-seq that export around it.
         On a compacted log, the export starts after the compaction horizon (standard error says
         so); a --from-seq or --to-seq at or before the horizon is an error (exit 1) naming it:
         those events are in the compaction archive, if one was kept.
@@ -44,10 +45,10 @@ enum ExportCommand: Command {
         if horizon > 0 {
             let time = (try? Replay.snapshot(of: store))??.timestamp
             if let asked = askedFrom, asked <= horizon {
-                throw ReplayError.beforeHorizon(requested: "--from-seq \(asked)", horizon: horizon, horizonTime: time)
+                throw ReplayError.notAfterHorizon(requested: "--from-seq \(asked)", horizon: horizon, horizonTime: time)
             }
             if let asked = askedThrough, asked <= horizon {
-                throw ReplayError.beforeHorizon(requested: "--to-seq \(asked)", horizon: horizon, horizonTime: time)
+                throw ReplayError.notAfterHorizon(requested: "--to-seq \(asked)", horizon: horizon, horizonTime: time)
             }
             if askedFrom == nil {
                 from = horizon + 1

@@ -22,6 +22,8 @@ enum HistoryCommand: Command {
         Each entry has its log sequence and time, so `topicstore replay --to-seq N` shows the
         whole store at that moment. Answers "when did this device stop getting news pushes?"
         (the entry whose topics no longer list news, or whose state leaves live).
+        A project the store does not know has no history (exit 0); standard error says so,
+        and --json adds "unknownProject": true.
         """)
 
     static func run(_ arguments: Arguments) throws -> ExitCode {
@@ -35,10 +37,12 @@ enum HistoryCommand: Command {
             if arguments.value("svg") != nil { throw UsageError(description: "--svg draws a topic's subscribers: use it with --topic") }
             let store = try TopicStore(directory: arguments.dataDirectory, options: readOnly)
             let timeline = try History.device(device, project: project, in: store, progress: bar.update)
-            printDevice(timeline, arguments, ListingProgress(bar, lines: timeline.entries.count))
+            let known = try knowsProject(project, store, bar)
+            printDevice(timeline, known: known, arguments, ListingProgress(bar, lines: timeline.entries.count))
         case (nil, let code?):
             let store = try TopicStore(directory: arguments.dataDirectory, options: readOnly)
             let flow = try History.topic(code, project: project, in: store, progress: bar.update)
+            let known = try knowsProject(project, store, bar)
             if let file = arguments.value("svg") {
                 do { try SubscriberChart.svg(flow).write(toFile: file, atomically: true, encoding: .utf8) } catch {
                     throw ChartWriteError(description: "cannot write \(file): \(error.localizedDescription)")  // exit 1, not a usage error
@@ -51,11 +55,22 @@ enum HistoryCommand: Command {
                     return .success
                 }
             }
-            printTopic(flow, arguments, ListingProgress(bar, lines: flow.points.count))
+            printTopic(flow, known: known, arguments, ListingProgress(bar, lines: flow.points.count))
         default:
             throw UsageError(description: "give one of --device ID or --topic CODE")
         }
         return .success
+    }
+
+    /// Whether the store has `project`. An unknown one is not an error, as for `audience`
+    /// and `topics`: the answer is empty, standard error names it, `--json` adds `"unknownProject": true`.
+    static func knowsProject(_ project: String, _ store: TopicStore, _ bar: ProgressBar) throws -> Bool {
+        let known = try store.read { txn in try store.reader.project(named: project, txn) != nil }
+        if !known {
+            bar.finish()  // the message on a clean line
+            Console.printError(Console.unknownProject(project) + "; the answer is empty")
+        }
+        return known
     }
 
     /// One line on what `--svg` drew: points, sequences, times, subscriber range.
@@ -76,7 +91,7 @@ enum HistoryCommand: Command {
         s.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" }) ? "\"" + s.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : s
     }
 
-    static func printDevice(_ t: History.DeviceTimeline, _ arguments: Arguments, _ progress: ListingProgress) {
+    static func printDevice(_ t: History.DeviceTimeline, known: Bool, _ arguments: Arguments, _ progress: ListingProgress) {
         let out = OutputBuffer()
         if arguments.json {
             let entries = t.entries.map { e -> [String: Any] in
@@ -90,6 +105,7 @@ enum HistoryCommand: Command {
             }
             var object: [String: Any] = ["project": t.project, "device_id": t.deviceID, "asOfSeq": t.asOfSeq, "entries": entries]
             if let h = t.horizon { object["horizon"] = h }
+            if !known { object["unknownProject"] = true }
             out.write(Console.jsonString(object) + "\n")
         } else if arguments.has("csv") {
             out.write("seq,ts,time,kind,detail,subscribed,unsubscribed,topics,state,token,platform\n")
@@ -117,7 +133,11 @@ enum HistoryCommand: Command {
                     b.add("  \(e.kind.rawValue): \(e.detail)")
                     if !e.subscribed.isEmpty { b.add("  +[\(e.subscribed.joined(separator: ", "))]") }
                     if !e.unsubscribed.isEmpty { b.add("  -[\(e.unsubscribed.joined(separator: ", "))]") }
-                    b.add("  → \(e.state), topics [\(e.topics.joined(separator: ", "))]\n")
+                    if e.state == "absent" {
+                        b.add("  → no such device\n")
+                    } else {
+                        b.add("  → \(e.state), topics [\(e.topics.joined(separator: ", "))]\n")
+                    }
                 }
             }
         }
@@ -125,12 +145,13 @@ enum HistoryCommand: Command {
         progress.finish()
     }
 
-    static func printTopic(_ f: History.TopicFlow, _ arguments: Arguments, _ progress: ListingProgress) {
+    static func printTopic(_ f: History.TopicFlow, known: Bool, _ arguments: Arguments, _ progress: ListingProgress) {
         let out = OutputBuffer()
         if arguments.json {
             var object: [String: Any] = ["project": f.project, "topic": f.code, "asOfSeq": f.asOfSeq, "subscribers": f.subscribers]
             if let c = f.createdSeq { object["createdSeq"] = c }
             if let h = f.horizon { object["horizon"] = h }
+            if !known { object["unknownProject"] = true }
             if !f.lifecycle.isEmpty {
                 object["lifecycle"] = f.lifecycle.map { e -> [String: Any] in
                     var o: [String: Any] = ["event": e.kind.rawValue, "seq": e.sequence]

@@ -10,7 +10,8 @@ enum ImportCommand: Command {
         summary: "rebuild a store from an export, keeping sequences and times (same chain head and projections)",
         usage: "import [--data DIR] [--expect-head SEQ:HEX] [--memory-budget MIB] FILE|-",
         options: [
-            .init(name: "expect-head", value: "SEQ:HEX", help: "fail unless the imported log ends at this head"),
+            .init(name: "expect-head", value: "SEQ:HEX", help: "fail unless the imported log ends at this head (for a head inside it, "
+                  + "import without this and run topicstore audit --data DIR --expect-head SEQ:HEX)"),
             .init(name: "memory-budget", value: "MIB", help: "memory the build may hold before it is written in rounds (default a third of RAM, at most 8192; 0: write through every batch)"),
         ],
         details: """

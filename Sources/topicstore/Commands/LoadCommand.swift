@@ -55,6 +55,8 @@ enum LoadCommand: Command {
         options.maxBatch = batchSize
         let store = try TopicStore(directory: arguments.dataDirectory, options: options)
         defer { store.close() }
+        // Refused before any line is read (each commit would refuse it too).
+        try store.requireLog()
 
         // SIGTERM/SIGINT: stop reading at the next line and finish as at the end of the input.
         let signalled = Atomic<Int32>(0)

@@ -28,9 +28,9 @@ enum ReplayCommand: Command {
         With --benchmark, --memory-budget applies to the rebuild measured.
         --at is read strictly: a date (2026-03-01, midnight UTC), a date and time with seconds
         and a zone (2026-03-01T12:00:00Z, 2026-03-01T12:00:00.250+01:00), or a bare integer,
-        which is milliseconds since 1970 and must lie between 2000 and 2200 (seconds since
-        1970 are refused with the milliseconds they stand for). Anything else, trailing text
-        included, is refused with exit 2.
+        which is milliseconds since 1970 (seconds since 1970 are refused with the milliseconds
+        they stand for); every form must lie between 2000 and 2200. Anything else, trailing
+        text included, is refused with exit 2.
         """)
 
     /// --memory-budget in bytes: the default without it, nil (write through) for 0.

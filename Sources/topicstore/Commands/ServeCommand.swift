@@ -29,6 +29,9 @@ enum ServeCommand: Command {
         SIGTERM or SIGINT: stop accepting, finish and commit the requests in progress, close the store.
         Prints `listening on http://HOST:PORT` on standard output once it accepts connections.
         If another process already listens on HOST:PORT, exits 1 with "Address already in use".
+        A store whose last log record is damaged is refused (exit 4, naming the record): no
+        command could be chained onto it. `topicstore audit` reports it. So is a store of
+        projections without a log, as `replay --projections-only` writes (exit 1).
         """)
 
     static func run(_ arguments: Arguments) throws -> ExitCode {
@@ -51,6 +54,10 @@ enum ServeCommand: Command {
         var options = TopicStore.Options()
         options.cachesRecipients = !arguments.has("no-recipient-cache")
         let store = try TopicStore(directory: configuration.dataDirectory, options: options)
+        // Every write would fail on a damaged last record (exit 4) or on projections without a
+        // log (replay --projections-only, exit 1): refuse to start rather than accept connections
+        // only to refuse each command.
+        do { try store.checkHead(); try store.requireLog() } catch { store.close(); throw error }
         let access = try AccessControl(store: store, cacheLifetime: configuration.keyCacheSeconds)
         if let demo = try access.bootstrap(project: "demo") {
             print("""

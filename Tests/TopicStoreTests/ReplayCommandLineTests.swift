@@ -1,0 +1,188 @@
+import Foundation
+import LMDB
+import SubscriptionLog
+import Testing
+import TopicStore
+
+/// `audit`, `history`, `export` and `replay` as an operator runs them on damaged,
+/// compacted and projections-only stores: what they report, advise and exit with.
+@Suite struct ReplayCommandLineTests: RunsTopicstore {
+    func json(_ text: String) -> [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
+    }
+
+    /// Six records with explicit times: D2's token is rejected at seq 5.
+    static let commands = """
+    {"project":"demo","type":"token","device_id":"D1","token":"tokA","platform":"ios","ts":1769936400000}
+    {"project":"demo","type":"register","device_id":"D1","topics":["news"],"ts":1769936401000}
+    {"project":"demo","type":"token","device_id":"D2","token":"tokB","platform":"android","ts":1770717600000}
+    {"project":"demo","type":"register","device_id":"D2","topics":["news"],"ts":1770717605000}
+    {"project":"demo","type":"token-rejected","token":"tokB","at":1772150400000,"reason":"Unregistered","ts":1772236801000}
+    {"project":"demo","type":"register","device_id":"D3","topics":["news"],"ts":1772366400000}
+    """
+
+    /// Flips one bit inside record `seq`'s fields (its checksum no longer matches).
+    static func damage(_ data: String, _ seq: UInt64) throws {
+        let store = try TopicStore(directory: data)
+        defer { store.close() }
+        try store.environment.write { txn in
+            var bytes = Array(try #require(try txn.get(store.log.database, EventLog.key(seq))))
+            bytes[21] ^= 0x01
+            try txn.put(store.log.database, EventLog.key(seq), bytes)
+        }
+    }
+
+    // MARK: a damaged head
+
+    /// It exited 1 with a one-line error and no report.
+    @Test func auditReportsADamagedHeadLikeAnyOtherRecord() throws {
+        let dir = TemporaryDirectory("audit-head")
+        let data = try loadedStore(dir, Self.commands)
+        try Self.damage(data, 6)
+        let j = try topicstore(["audit", "--data", data, "--json"])
+        #expect(j.status == 4, "\(j.status) \(j.stderr)")
+        let report = json(j.stdout)
+        let issues = report["logIssues"] as? [[String: Any]] ?? []
+        #expect(issues.count == 1 && issues.first?["seq"] as? Int == 6 && issues.first?["kind"] as? String == "checksum", "\(j.stdout)")
+        #expect(report["ok"] as? Bool == false)
+        let text = try topicstore(["audit", "--data", data])
+        #expect(text.status == 4 && text.stdout.contains("log seq 6: checksum"), "\(text.stdout) \(text.stderr)")
+    }
+
+    /// `serve` answered 500 to every write with /healthz ok: it now refuses to start.
+    @Test func serveRefusesAStoreWhoseHeadIsDamaged() throws {
+        let dir = TemporaryDirectory("serve-head")
+        let data = try loadedStore(dir, Self.commands)
+        try Self.damage(data, 6)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: BuiltProducts.executable("topicstore"))
+        process.arguments = ["serve", "--data", data, "--listen", "127.0.0.1:0", "--quiet"]
+        let err = Pipe()
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = err
+        try process.run()
+        let deadline = Date().addingTimeInterval(20)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+            Issue.record("serve started on a store whose last record is damaged")
+            return
+        }
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(process.terminationStatus == 4, "\(stderr)")
+        #expect(stderr.contains("seq 6") && stderr.contains("checksum") && stderr.contains("topicstore audit"), "\(stderr)")
+    }
+
+    // MARK: an anchor before the compaction horizon
+
+    /// The advice said to import the archive with --expect-head, which compares only the
+    /// final head: a valid anchor inside the archive failed. The advice given now works.
+    @Test func anAnchorBeforeTheHorizonGetsAdviceThatWorks() throws {
+        let dir = TemporaryDirectory("anchor-horizon")
+        let data = try loadedStore(dir, Self.commands)
+        let link = try {
+            var o = TopicStore.Options(); o.readOnly = true
+            let store = try TopicStore(directory: data, options: o)
+            defer { store.close() }
+            return try store.read { txn in try store.log.link(before: 5, txn) }
+        }()
+        let anchor = "4:\(link.hex)"
+        let compact = try topicstore(["compact", "--data", data, "--retain", "0", "--archive", dir.sub("archive")])
+        #expect(compact.status == 0, "\(compact.stderr)")
+        let audit = try topicstore(["audit", "--data", data, "--expect-head", anchor])
+        #expect(audit.status == 4)
+        #expect(audit.stdout.contains("without --expect-head") && audit.stdout.contains("topicstore audit --data NEW --expect-head \(anchor)"),
+                "\(audit.stdout)")
+        // Following it: import the archive as it is, then audit the anchor there.
+        let archive = try #require(try FileManager.default.contentsOfDirectory(atPath: dir.sub("archive")).first { $0.hasSuffix(".jsonl.zst") })
+        let imported = try topicstore(["import", "--data", dir.sub("new"), dir.sub("archive") + "/" + archive])
+        #expect(imported.status == 0, "\(imported.stdout) \(imported.stderr)")
+        let check = try topicstore(["audit", "--data", dir.sub("new"), "--expect-head", anchor])
+        #expect(check.status == 0, "\(check.stdout)")
+    }
+
+    // MARK: a projections-only store
+
+    /// `replay --projections-only` writes projections and no log: `topics` answered from them
+    /// while history said "never created", audit listed differences and load appended to it.
+    @Test func aProjectionsOnlyStoreSaysWhatItIs() throws {
+        let dir = TemporaryDirectory("projections-only")
+        let data = try loadedStore(dir, Self.commands)
+        let po = dir.sub("po")
+        let replay = try topicstore(["replay", "--data", data, "--to-seq", "6", "--out", po, "--projections-only"])
+        #expect(replay.status == 0, "\(replay.stderr)")
+        let topics = try topicstore(["topics", "--data", po, "--project", "demo"])
+        #expect(topics.status == 0 && topics.stdout.contains("news  3 subscribers"), "\(topics.stdout)")
+        let refusals: [[String]] = [
+            ["history", "--data", po, "--project", "demo", "--topic", "news"],
+            ["history", "--data", po, "--project", "demo", "--device", "D1"],
+            ["audit", "--data", po],
+            ["audit", "--data", po, "--json"],
+            ["export", "--data", po],
+            ["replay", "--data", po, "--to-seq", "6", "--out", dir.sub("again")],
+        ]
+        for args in refusals {
+            let r = try topicstore(args)
+            #expect(r.status == 1 && r.stdout.isEmpty, "\(args): \(r.status) \(r.stdout)")
+            #expect(r.stderr.contains("\(po) holds projections only (as of seq 6) and no log"), "\(args): \(r.stderr)")
+        }
+        let load = try topicstore(["load", "--data", po, "-"], stdin: #"{"project":"demo","type":"register","device_id":"Z","topics":["news"]}"#)
+        #expect(load.status == 1 && load.stderr.contains("holds projections only"), "\(load.stdout) \(load.stderr)")
+        let stats = try topicstore(["stats", "--data", po])
+        #expect(stats.stdout.contains("log: empty, projections at seq 6"), "\(stats.stdout)")
+    }
+
+    // MARK: history of an unknown project
+
+    @Test func historyNamesAnUnknownProject() throws {
+        let dir = TemporaryDirectory("history-noproject")
+        let data = try loadedStore(dir, Self.commands)
+        for what in [["--device", "D1"], ["--topic", "news"]] {
+            let text = try topicstore(["history", "--data", data, "--project", "dmeo"] + what)
+            #expect(text.status == 0)
+            #expect(text.stderr.contains("no project named dmeo in this store"), "\(what): \(text.stderr)")
+            let j = try topicstore(["history", "--data", data, "--project", "dmeo", "--json"] + what)
+            #expect(j.status == 0 && json(j.stdout)["unknownProject"] as? Bool == true, "\(what): \(j.stdout)")
+            let known = try topicstore(["history", "--data", data, "--project", "demo", "--json"] + what)
+            #expect(known.stderr.isEmpty && json(known.stdout)["unknownProject"] == nil, "\(what): \(known.stdout)")
+        }
+    }
+
+    // MARK: export
+
+    @Test func exportAtTheHorizonSaysAtOrBefore() throws {
+        let dir = TemporaryDirectory("export-at-horizon")
+        let data = try loadedStore(dir, Self.commands)
+        #expect(try topicstore(["compact", "--data", data, "--retain", "0"]).status == 0)
+        let r = try topicstore(["export", "--data", data, "--to-seq", "5"])
+        #expect(r.status == 1 && r.stderr.contains("--to-seq 5 is at or before the compaction horizon, seq 5"), "\(r.stderr)")
+    }
+
+    /// It stopped with the corruption alone; the records before it can still be exported.
+    @Test func exportStoppedByADamagedRecordSaysHowToGetTheRest() throws {
+        let dir = TemporaryDirectory("export-damaged")
+        let data = try loadedStore(dir, Self.commands)
+        try Self.damage(data, 4)
+        let r = try topicstore(["export", "--data", data])
+        #expect(r.status == 1)
+        #expect(r.stderr.contains("sequence 4") && r.stderr.contains("--to-seq 3") && r.stderr.contains("--from-seq 5"), "\(r.stderr)")
+        let before = try topicstore(["export", "--data", data, "--to-seq", "3"])
+        #expect(before.status == 0 && before.stdout.split(separator: "\n").count == 3)
+    }
+
+    // MARK: audit --scratch
+
+    /// It created every missing directory of the path.
+    @Test func auditScratchCreatesOnlyItsLastComponent() throws {
+        let dir = TemporaryDirectory("audit-scratch")
+        let data = try loadedStore(dir, Self.commands)
+        let deep = dir.sub("missing/scratch")
+        let refused = try topicstore(["audit", "--data", data, "--scratch", deep])
+        #expect(refused.status == 1 && refused.stderr.contains(dir.sub("missing")), "\(refused.status) \(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.sub("missing")))
+        let ok = try topicstore(["audit", "--data", data, "--scratch", dir.sub("scratch")])
+        #expect(ok.status == 0, "\(ok.stdout) \(ok.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.sub("scratch")), "the scratch directory it made was left behind")
+    }
+}
