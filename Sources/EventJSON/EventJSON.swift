@@ -14,7 +14,9 @@ import SubscriptionLog
 /// Exported records add `"seq"` and `"ts"` (ms since 1970).
 public enum EventJSON {
     /// Decodes one command object. Every problem is reported with the field it is in.
-    public static func event(from object: [String: Any], defaultProject: String? = nil) throws(InvalidCommand) -> Event {
+    /// `rules`: `.logged` for a record an export holds (`import`), read as it was logged.
+    public static func event(from object: [String: Any], defaultProject: String? = nil,
+                             rules: Validation.Rules = .command) throws(InvalidCommand) -> Event {
         var errors: [ValidationError] = []
         let project = string(object, "project", required: defaultProject == nil, into: &errors) ?? defaultProject ?? ""
         let type = string(object, "type", required: true, into: &errors) ?? ""
@@ -62,7 +64,7 @@ public enum EventJSON {
         }
         guard errors.isEmpty, let body else { throw InvalidCommand(errors) }
         let event = Event(project: project, body: body)
-        try Validation.validate(event)
+        try Validation.validate(event, rules: rules)
         return event
     }
 

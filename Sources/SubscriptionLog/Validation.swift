@@ -7,9 +7,12 @@ public enum Limits {
     /// (with the 4-byte project prefix). APNs tokens are 64 hex digits, FCM's about 163 characters.
     public static let tokenLength = 1...500             // bytes
     public static let topicCodeLength = 1...128         // bytes
-    public static let titleLength = 0...256             // characters
+    /// Titles and reasons are counted in code points (Unicode scalars), as MPush counts them
+    /// (Laravel `max:256` is `mb_strlen`); not in characters, which may carry any number of
+    /// combining marks: 256 code points are at most 1,024 bytes, far inside a record's field.
+    public static let titleLength = 0...256             // code points
     public static let topicsPerCommand = 1...100
-    public static let reasonLength = 0...256            // characters
+    public static let reasonLength = 0...256            // code points
     /// Provider timestamps: from 2000-01-01 to 2200-01-01, in milliseconds.
     public static let rejectedAtRange: ClosedRange<Int64> = 946_684_800_000...7_258_118_400_000
 
@@ -40,7 +43,18 @@ public struct InvalidCommand: Error, Sendable, CustomStringConvertible {
 }
 
 public enum Validation {
-    public static func validate(_ event: Event) throws(InvalidCommand) {
+    /// Which rules an event is held to.
+    public enum Rules: Sendable {
+        /// A new command (the HTTP API, `load`, the store's writers): every limit above.
+        case command
+        /// A record some log already holds (`import` of an export): the same rules, except
+        /// that a title or reason need only fit the record (65,535 bytes). Earlier versions
+        /// counted those in characters; refusing what they logged would make an import of
+        /// their export fail, or not rebuild the same log.
+        case logged
+    }
+
+    public static func validate(_ event: Event, rules: Rules = .command) throws(InvalidCommand) {
         var errors: [ValidationError] = []
         check(projectName: event.project, into: &errors)
         switch event.body {
@@ -52,9 +66,8 @@ public enum Validation {
             checkCount(topics.count, into: &errors)
             for (i, topic) in topics.enumerated() {
                 check(topicCode: topic.code, field: "topics.\(i).code", into: &errors)
-                if let title = topic.title, !Limits.titleLength.contains(title.count) {
-                    errors.append(ValidationError(field: "topics.\(i).title",
-                        message: "The title may not be greater than \(Limits.titleLength.upperBound) characters."))
+                if let title = topic.title {
+                    check(text: title, field: "topics.\(i).title", name: "title", limit: Limits.titleLength.upperBound, rules, into: &errors)
                 }
             }
         case .unregister(let deviceID, let codes):
@@ -75,10 +88,7 @@ public enum Validation {
                 errors.append(ValidationError(field: "at",
                     message: "The at field must be a provider timestamp in milliseconds since 1970 (between years 2000 and 2200)."))
             }
-            if !Limits.reasonLength.contains(reason.count) {
-                errors.append(ValidationError(field: "reason",
-                    message: "The reason may not be greater than \(Limits.reasonLength.upperBound) characters."))
-            }
+            check(text: reason, field: "reason", name: "reason", limit: Limits.reasonLength.upperBound, rules, into: &errors)
         }
         if !errors.isEmpty { throw InvalidCommand(errors) }
     }
@@ -122,6 +132,23 @@ public enum Validation {
         }
         if ascii { return false }
         return s.unicodeScalars.contains { $0.properties.generalCategory == .control }
+    }
+
+    /// A free text (title, reason): at most `limit` code points in a command (the message says
+    /// characters, as MPush's does), at most what a record's field holds in a logged record.
+    static func check(text: String, field: String, name: String, limit: Int, _ rules: Rules, into errors: inout [ValidationError]) {
+        let bytes = text.utf8.count
+        switch rules {
+        case .command:
+            // Bytes bound code points: most texts are settled without counting them.
+            if bytes > limit && text.unicodeScalars.count > limit {
+                errors.append(ValidationError(field: field, message: "The \(name) may not be greater than \(limit) characters."))
+            }
+        case .logged:
+            if bytes > FieldTooLong.limit {
+                errors.append(ValidationError(field: field, message: "The \(name) may not be greater than \(FieldTooLong.limit) bytes."))
+            }
+        }
     }
 
     static func check(token: String, field: String, into errors: inout [ValidationError]) {

@@ -54,6 +54,39 @@ import Testing
         #expect(fields(.unregister(deviceID: "D", codes: ["(x)"])) == ["topics.0.code"])
     }
 
+    /// Titles and reasons are counted in code points, as MPush counts them (Laravel `max:256`,
+    /// `mb_strlen`), not in characters: one character may carry any number of combining marks,
+    /// and a 1-character title of 65,537 bytes was more than the log record holds.
+    @Test func titlesAndReasonsAreCountedInCodePoints() {
+        func title(_ s: String) -> [String] { fields(.register(deviceID: "D", topics: [TopicSpec(code: "c", title: s)])) }
+        func reason(_ s: String) -> [String] { fields(.tokenRejected(token: "t", rejectedAt: 1_764_100_807_728, reason: s)) }
+        let accented = { (marks: Int) in "e" + String(repeating: "\u{301}", count: marks) }
+        #expect(title(accented(255)).isEmpty && reason(accented(255)).isEmpty)
+        #expect(title(accented(256)) == ["topics.0.title"] && reason(accented(256)) == ["reason"])
+        #expect(title(accented(32_768)) == ["topics.0.title"] && reason(accented(32_768)) == ["reason"])
+        // 256 code points of four bytes each still count 256.
+        #expect(title(String(repeating: "🙂", count: 256)).isEmpty && title(String(repeating: "🙂", count: 257)) == ["topics.0.title"])
+        // A flag is one character of two code points.
+        #expect(title(String(repeating: "🇮🇹", count: 128)).isEmpty && title(String(repeating: "🇮🇹", count: 129)) == ["topics.0.title"])
+    }
+
+    /// A record some log already holds (`import`) is checked against what the log can hold, not
+    /// against today's command rules: earlier versions counted titles in characters and took
+    /// blank device ids, and an import that refused or changed them would not be the same log.
+    @Test func loggedRecordsAreCheckedAgainstWhatTheLogHolds() {
+        func logged(_ body: EventBody) -> [String] {
+            do { try Validation.validate(Event(project: "demo", body: body), rules: .logged); return [] } catch { return error.errors.map(\.field) }
+        }
+        let long = "e" + String(repeating: "\u{301}", count: 299)
+        #expect(logged(.register(deviceID: "   ", topics: [TopicSpec(code: "a", title: long), TopicSpec(code: "b", title: "")])).isEmpty)
+        #expect(logged(.tokenRejected(token: "t", rejectedAt: 1_764_100_807_728, reason: long)).isEmpty)
+        // What no record can hold is refused all the same: a field over 65,535 bytes.
+        let huge = "e" + String(repeating: "\u{301}", count: 32_768)
+        #expect(logged(.register(deviceID: "D", topics: [TopicSpec(code: "a", title: huge)])) == ["topics.0.title"])
+        #expect(logged(.tokenRejected(token: "t", rejectedAt: 1_764_100_807_728, reason: huge)) == ["reason"])
+        #expect(logged(.unregisterAll(deviceID: "")) == ["device_id"])
+    }
+
     /// Topic codes are ASCII: letters A–Z a–z, digits 0–9 and `. _ - ~ @ / + = #`; the README says exactly that.
     @Test func topicCodesAreASCIIAsTheREADMEStates() throws {
         let punctuation = "._-~@/+=#"
