@@ -151,12 +151,13 @@ public enum EventJSON {
         return errors.count == before ? specs : nil
     }
 
-    /// true/false, 1/0 and "true"/"false"/"1"/"0", as SDKs send them.
+    /// true/false, 1/0 and "true"/"false"/"1"/"0", as SDKs send them; any other number is
+    /// refused (0.5 truncated to 0 and was read as false).
     public static func lenientBool(_ value: Any) -> Bool? {
         if let n = value as? NSNumber {
-            // NSNumber bridges JSON true/false and integers alike.
+            // NSNumber bridges JSON true/false, integers and fractions alike.
             if isBoolean(n) { return n.boolValue }
-            switch n.int64Value { case 0: return false; case 1: return true; default: return nil }
+            switch n.doubleValue { case 0: return false; case 1: return true; default: return nil }
         }
         if let s = value as? String {
             switch s.lowercased() {

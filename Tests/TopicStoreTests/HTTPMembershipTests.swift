@@ -104,6 +104,29 @@ struct HTTPMembershipTests {
         #expect(try t.device("D1")?.topics == [])
     }
 
+    func titles(_ t: HTTPTestServer) throws -> [String: (title: String, single: Bool)] {
+        let topics = try t.send("GET", "/v1/topics", key: t.serverKey).object?["topics"] as? [[String: Any]] ?? []
+        return Dictionary(uniqueKeysWithValues: topics.map { ($0["code"] as? String ?? "", ($0["title"] as? String ?? "?", $0["single"] as? Bool ?? false)) })
+    }
+
+    /// `single` is true/false, 1/0 or their strings; any other number is refused as 2 is.
+    /// 0.5 was read as 0 and turned a single topic into a group without a word.
+    @Test func singleRefusesEveryNumberButZeroAndOne() throws {
+        let t = try HTTPTestServer()
+        let c = try t.client()
+        let h = [("Content-Type", "application/json"), ("X-MPush-Token", t.clientKey)]
+        expectSuccess(try c.request("POST", "/api/register", headers: h, text: #"{"device_id":"P3","topics":[{"code":"p3","single":true}]}"#))
+        for bad in ["0.5", "2", "-1", "1.5", "1e-9", #""yes""#, #""0.5""#] {
+            let r = try c.request("POST", "/api/register", headers: h, text: #"{"device_id":"P3","topics":[{"code":"p3","single":\#(bad)}]}"#)
+            #expect(r.status == 422 && r.errorFields == ["topics.0.single": ["The single field must be true or false."]], "\(bad): \(r.text)")
+        }
+        #expect(try titles(t)["p3"]?.single == true)
+        for (value, single) in [("0", false), (#""1""#, true), (#""false""#, false), ("true", true), (#""0""#, false), ("1", true)] {
+            expectSuccess(try c.request("POST", "/api/register", headers: h, text: #"{"device_id":"P3","topics":[{"code":"p3","single":\#(value)}]}"#))
+            #expect(try titles(t)["p3"]?.single == single, "\(value)")
+        }
+    }
+
     @Test func aServerKeyMayUseMembershipEndpoints() throws {
         let t = try HTTPTestServer()
         expectSuccess(try t.send("POST", "/api/register", key: t.serverKey, json: #"{"device_id":"S1","topics":["all"]}"#))

@@ -133,6 +133,17 @@ import Testing
         #expect(single.body == .register(deviceID: "D", topics: [TopicSpec(code: "u", single: true)]))
         #expect(throws: InvalidCommand.self) { try EventJSON.event(fromLine: #"{"project":"demo","type":"token","device_id":"D","token":"x","platform":"web"}"#) }
         #expect(throws: InvalidCommand.self) { try EventJSON.event(fromLine: #"{"project":"demo","type":"register","device_id":"D","topics":[{"code":"u","single":2}]}"#) }
+        // 0.5 was read as 0 (false); every number but 0 and 1 is refused.
+        for bad in ["0.5", "1.5", "-0.5", "1e-300", "-1"] {
+            #expect(throws: InvalidCommand.self, "\(bad)") {
+                try EventJSON.event(fromLine: #"{"project":"demo","type":"register","device_id":"D","topics":[{"code":"u","single":\#(bad)}]}"#)
+            }
+        }
+        for (text, value) in [("0", false), ("1", true), ("true", true), ("false", false), (#""1""#, true), (#""0""#, false),
+                              (#""true""#, true), (#""FALSE""#, false)] {
+            let e = try EventJSON.event(fromLine: #"{"project":"demo","type":"register","device_id":"D","topics":[{"code":"u","single":\#(text)}]}"#)
+            #expect(e.body == .register(deviceID: "D", topics: [TopicSpec(code: "u", single: value)]), "\(text)")
+        }
         #expect(throws: InvalidCommand.self) { try EventJSON.event(fromLine: "not json") }
     }
 }
