@@ -36,7 +36,7 @@ public enum EventJSON {
             if let deviceID, let token, let platform { body = .token(deviceID: deviceID, token: token, platform: platform) }
         case "register":
             let deviceID = string(object, "device_id", required: true, into: &errors)
-            let topics = topicSpecs(object["topics"], into: &errors)
+            let topics = topicSpecs(object["topics"], rules: rules, into: &errors)
             if let deviceID, let topics { body = .register(deviceID: deviceID, topics: topics) }
         case "unregister":
             let deviceID = string(object, "device_id", required: true, into: &errors)
@@ -102,8 +102,11 @@ public enum EventJSON {
     }
 
     /// `topics` as the SDKs send it: an array of objects `{code, title?, single?}`
-    /// or of plain codes, or a string that contains such a JSON array.
-    public static func topicSpecs(_ value: Any?, into errors: inout [ValidationError]) -> [TopicSpec]? {
+    /// or of plain codes, or a string that contains such a JSON array. In a command an
+    /// empty or blank title is no title, as MPush reads it (Laravel's TrimStrings and
+    /// ConvertEmptyStringsToNull): a new topic is titled with its code, an existing one
+    /// keeps its title. A logged record keeps the title it holds.
+    public static func topicSpecs(_ value: Any?, rules: Validation.Rules = .command, into errors: inout [ValidationError]) -> [TopicSpec]? {
         var value = value
         if let text = value as? String {
             guard let parsed = try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed]) else {
@@ -132,7 +135,7 @@ public enum EventJSON {
                 }
                 var title: String? = nil
                 if let t = object["title"], !(t is NSNull) {
-                    if let t = t as? String { title = t } else {
+                    if let t = t as? String { title = rules == .command && Validation.isBlank(t) ? nil : t } else {
                         errors.append(ValidationError(field: "topics.\(i).title", message: "The title must be a string."))
                     }
                 }

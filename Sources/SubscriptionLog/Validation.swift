@@ -45,24 +45,28 @@ public struct InvalidCommand: Error, Sendable, CustomStringConvertible {
 public enum Validation {
     /// Which rules an event is held to.
     public enum Rules: Sendable {
-        /// A new command (the HTTP API, `load`, the store's writers): every limit above.
+        /// A new command (the HTTP API, `load`, the store's writers): every limit above,
+        /// and a device id of nothing but whitespace is no device id.
         case command
         /// A record some log already holds (`import` of an export): the same rules, except
-        /// that a title or reason need only fit the record (65,535 bytes). Earlier versions
-        /// counted those in characters; refusing what they logged would make an import of
-        /// their export fail, or not rebuild the same log.
+        /// that a title or reason need only fit the record (65,535 bytes) and a blank device
+        /// id is what it is. Earlier versions counted those in characters and took blank ids;
+        /// refusing what they logged would make an import of their export fail.
         case logged
     }
 
     public static func validate(_ event: Event, rules: Rules = .command) throws(InvalidCommand) {
         var errors: [ValidationError] = []
         check(projectName: event.project, into: &errors)
+        // What the SDKs send must name a device; the garbage collector's forget-device may
+        // name one an earlier version let in with a blank id.
+        let sent = rules == .command
         switch event.body {
         case .token(let deviceID, let token, _):
-            check(deviceID: deviceID, into: &errors)
+            check(deviceID: deviceID, requiresContent: sent, into: &errors)
             check(token: token, field: "token", into: &errors)
         case .register(let deviceID, let topics):
-            check(deviceID: deviceID, into: &errors)
+            check(deviceID: deviceID, requiresContent: sent, into: &errors)
             checkCount(topics.count, into: &errors)
             for (i, topic) in topics.enumerated() {
                 check(topicCode: topic.code, field: "topics.\(i).code", into: &errors)
@@ -71,11 +75,11 @@ public enum Validation {
                 }
             }
         case .unregister(let deviceID, let codes):
-            check(deviceID: deviceID, into: &errors)
+            check(deviceID: deviceID, requiresContent: sent, into: &errors)
             checkCount(codes.count, into: &errors)
             for (i, code) in codes.enumerated() { check(topicCode: code, field: "topics.\(i).code", into: &errors) }
         case .unregisterAll(let deviceID):
-            check(deviceID: deviceID, into: &errors)
+            check(deviceID: deviceID, requiresContent: sent, into: &errors)
         case .forgetDevice(let deviceID):
             check(deviceID: deviceID, into: &errors)
         case .dropTopic(let code):
@@ -110,9 +114,11 @@ public enum Validation {
         }
     }
 
-    static func check(deviceID: String, into errors: inout [ValidationError]) {
+    /// `requiresContent`: a blank id (see `isBlank`) is as missing as an empty one. An id with
+    /// content is never trimmed: that would make an existing device another one.
+    static func check(deviceID: String, requiresContent: Bool = false, into errors: inout [ValidationError]) {
         let n = deviceID.utf8.count
-        if n == 0 {
+        if n == 0 || (requiresContent && isBlank(deviceID)) {
             errors.append(ValidationError(field: "device_id", message: "The device id field is required."))
         } else if n > Limits.deviceIDLength.upperBound {
             errors.append(ValidationError(field: "device_id",
@@ -120,6 +126,21 @@ public enum Validation {
         } else if hasControlCharacter(deviceID) {
             errors.append(ValidationError(field: "device_id", message: "The device id may not contain control characters."))
         }
+    }
+
+    /// Whether `s` is empty or nothing but whitespace: Unicode's White_Space, and the invisible
+    /// characters Laravel's TrimStrings (MPush's middleware) takes away with it: U+200B zero
+    /// width space, U+200E left-to-right mark, U+FEFF byte order mark. Most strings answer
+    /// at their first character.
+    public static func isBlank(_ s: String) -> Bool {
+        for scalar in s.unicodeScalars {
+            switch scalar.value {
+            case 0x20, 0x09...0x0D, 0x200B, 0x200E, 0xFEFF: continue
+            case 0x21...0x7E: return false
+            default: if !scalar.properties.isWhitespace { return false }
+            }
+        }
+        return true
     }
 
     /// Whether `s` holds a control character (C0, DEL, C1), checking bytes

@@ -70,6 +70,21 @@ import Testing
         #expect(title(String(repeating: "🇮🇹", count: 128)).isEmpty && title(String(repeating: "🇮🇹", count: 129)) == ["topics.0.title"])
     }
 
+    /// A device id of nothing but whitespace (Unicode's, and the zero-width characters Laravel's
+    /// TrimStrings takes away) is no device id; one with content is kept exactly as it is.
+    @Test func aBlankDeviceIDIsRequired() {
+        for id in [" ", "   ", "\u{200B}", "\u{FEFF}", " \u{3000}\u{A0}\u{200E} "] {
+            for body in [EventBody.unregisterAll(deviceID: id), .token(deviceID: id, token: "t", platform: .ios),
+                         .register(deviceID: id, topics: [TopicSpec(code: "a")]), .unregister(deviceID: id, codes: ["a"])] {
+                #expect(errors(body).map(\.description) == ["device_id: The device id field is required."], "\(body)")
+            }
+        }
+        #expect(fields(.unregisterAll(deviceID: " D1 ")).isEmpty)
+        #expect(fields(.unregisterAll(deviceID: "\u{200B}D")).isEmpty)
+        // The garbage collector forgets a device an earlier version let in with such an id.
+        #expect(fields(.forgetDevice(deviceID: "   ")).isEmpty)
+    }
+
     /// A record some log already holds (`import`) is checked against what the log can hold, not
     /// against today's command rules: earlier versions counted titles in characters and took
     /// blank device ids, and an import that refused or changed them would not be the same log.
@@ -145,5 +160,21 @@ import Testing
             #expect(e.body == .register(deviceID: "D", topics: [TopicSpec(code: "u", single: value)]), "\(text)")
         }
         #expect(throws: InvalidCommand.self) { try EventJSON.event(fromLine: "not json") }
+    }
+
+    /// An empty or blank title is no title (MPush trims strings and turns empty ones into null):
+    /// a new topic is then titled with its code, an existing one keeps its title. A title with
+    /// content is kept as sent. A record read from a log (`import`) keeps what it holds.
+    @Test func aBlankTitleInACommandIsNoTitle() throws {
+        func topics(_ titles: String, rules: Validation.Rules = .command) throws -> [TopicSpec] {
+            let line = #"{"project":"demo","type":"register","device_id":"D","topics":[\#(titles)]}"#
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            guard case .register(_, let specs) = try EventJSON.event(from: object, rules: rules).body else { return [] }
+            return specs
+        }
+        #expect(try topics(#"{"code":"a","title":""},{"code":"b","title":" \t\n "},{"code":"c","title":"\u200b\u3000"},{"code":"d","title":" D "}"#)
+                == [TopicSpec(code: "a"), TopicSpec(code: "b"), TopicSpec(code: "c"), TopicSpec(code: "d", title: " D ")])
+        #expect(try topics(#"{"code":"a","title":""},{"code":"b","title":"  "}"#, rules: .logged)
+                == [TopicSpec(code: "a", title: ""), TopicSpec(code: "b", title: "  ")])
     }
 }
