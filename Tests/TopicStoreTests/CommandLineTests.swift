@@ -117,6 +117,22 @@ import Testing
         #expect(stop.status == 5 && json(stop.stdout)["applied"] as? Int == 1, "\(stop.stdout) \(stop.stderr)")
     }
 
+    /// The text listing is one topic per line: a title's control characters (a NUL, a newline)
+    /// are escaped as in JSON, and so are its quotes and backslashes; --json was already right.
+    @Test func topicsTextEscapesControlCharactersInTitles() throws {
+        let dir = TemporaryDirectory()
+        let line = #"{"project":"demo","type":"register","device_id":"D1","topics":[{"code":"t1","title":"a\u0000b\nc\r\td \"q\" \\ \u007f\u0085\u2028é"},"t2"]}"#
+        #expect(try topicstore(["load", "--data", dir.path, "-"], stdin: line + "\n").status == 0)
+        let text = try topicstore(["topics", "--data", dir.path, "--project", "demo"])
+        #expect(text.status == 0)
+        let lines = text.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(lines.count == 4, "\(lines)")  // the heading, two topics, and the end of the last line
+        #expect(lines[1] == #"  t1  1 subscribers  "a\u0000b\nc\r\td \"q\" \\ \u007f\u0085\u2028é""#, "\(lines)")
+        #expect(lines[2] == #"  t2  1 subscribers  "t2""#)
+        let listed = json(try topicstore(["topics", "--data", dir.path, "--project", "demo", "--json"]).stdout)["topics"] as? [[String: Any]]
+        #expect(listed?.first?["title"] as? String == "a\u{0}b\nc\r\td \"q\" \\ \u{7f}\u{85}\u{2028}é")
+    }
+
     @Test func foreignDirectoriesAndBadUsageHaveTheirExitCodes() throws {
         let dir = TemporaryDirectory()
         try Data("x".utf8).write(to: URL(fileURLWithPath: dir.sub("other.txt")))
