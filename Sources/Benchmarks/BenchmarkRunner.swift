@@ -335,12 +335,12 @@ public struct BenchmarkRunner {
         // Encoding happens outside the timed part: the limit is LMDB's own append rate.
         var pending: [[UInt8]] = []
         (r.installRate, r.installSubscriptionRate, r.installWrittenPerCommand) = try ingestInstall { events in
-            pending = raw.encode(events)
+            pending = try raw.encode(events)
             try raw.append(pending)
         }
         r.commits = raw.environment.info().lastTransactionID - t0
         progress("raw LMDB log: churn phase")
-        (r.churnRate, r.churnWrittenPerCommand, _) = try ingestChurn { events in try raw.append(raw.encode(events)) }
+        (r.churnRate, r.churnWrittenPerCommand, _) = try ingestChurn { events in try raw.append(try raw.encode(events)) }
         r.peakRSS = ProcessMemory.peakResidentBytes()
         r.diskBytes = diskUsage(ofDirectory: dir).allocated
         return r

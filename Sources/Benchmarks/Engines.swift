@@ -153,13 +153,13 @@ final class RawLMDBLog {
     }
 
     /// Encodes `events` as log records with the next sequences (not timed by callers).
-    func encode(_ events: [Event]) -> [[UInt8]] {
+    func encode(_ events: [Event]) throws -> [[UInt8]] {
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         var records: [[UInt8]] = []
         records.reserveCapacity(events.count)
         for event in events {
             sequence += 1
-            records.append(RecordCodec.encode(LogRecord(sequence: sequence, timestamp: now, event: event)))
+            records.append(try RecordCodec.encode(LogRecord(sequence: sequence, timestamp: now, event: event)))
         }
         return records
     }

@@ -102,7 +102,7 @@ public final class SQLiteCompetitor {
             for event in events {
                 sequence += 1
                 let record = LogRecord(sequence: UInt64(sequence), timestamp: now, event: event)
-                insertEvent.bind(1, sequence); insertEvent.bind(2, now); insertEvent.bind(3, blob: RecordCodec.encode(record))
+                insertEvent.bind(1, sequence); insertEvent.bind(2, now); insertEvent.bind(3, blob: try RecordCodec.encode(record))
                 try insertEvent.run()
                 try fold(event.body, now: now)
             }

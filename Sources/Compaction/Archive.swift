@@ -123,7 +123,7 @@ public enum Archive {
                 guard record.sequence == seq else {
                     throw Failure.verification(path, "line \(lineNumber) holds seq \(record.sequence), expected \(seq)")
                 }
-                let encoded = RecordCodec.encode(record, chainingFrom: &link)
+                let encoded = try RecordCodec.encode(record, chainingFrom: &link)
                 guard encoded == bytes else {
                     throw Failure.verification(path, "line \(lineNumber) (seq \(seq)) does not re-encode to the log's record (its chain link would differ)")
                 }

@@ -14,7 +14,9 @@ import SubscriptionLog
 /// Exported records add `"seq"` and `"ts"` (ms since 1970).
 public enum EventJSON {
     /// Decodes one command object. Every problem is reported with the field it is in.
-    public static func event(from object: [String: Any], defaultProject: String? = nil) throws(InvalidCommand) -> Event {
+    /// `rules`: `.logged` for a record an export holds (`import`), read as it was logged.
+    public static func event(from object: [String: Any], defaultProject: String? = nil,
+                             rules: Validation.Rules = .command) throws(InvalidCommand) -> Event {
         var errors: [ValidationError] = []
         let project = string(object, "project", required: defaultProject == nil, into: &errors) ?? defaultProject ?? ""
         let type = string(object, "type", required: true, into: &errors) ?? ""
@@ -34,7 +36,7 @@ public enum EventJSON {
             if let deviceID, let token, let platform { body = .token(deviceID: deviceID, token: token, platform: platform) }
         case "register":
             let deviceID = string(object, "device_id", required: true, into: &errors)
-            let topics = topicSpecs(object["topics"], into: &errors)
+            let topics = topicSpecs(object["topics"], rules: rules, into: &errors)
             if let deviceID, let topics { body = .register(deviceID: deviceID, topics: topics) }
         case "unregister":
             let deviceID = string(object, "device_id", required: true, into: &errors)
@@ -62,7 +64,7 @@ public enum EventJSON {
         }
         guard errors.isEmpty, let body else { throw InvalidCommand(errors) }
         let event = Event(project: project, body: body)
-        try Validation.validate(event)
+        try Validation.validate(event, rules: rules)
         return event
     }
 
@@ -102,8 +104,11 @@ public enum EventJSON {
     }
 
     /// `topics` as the SDKs send it: an array of objects `{code, title?, single?}`
-    /// or of plain codes, or a string that contains such a JSON array.
-    public static func topicSpecs(_ value: Any?, into errors: inout [ValidationError]) -> [TopicSpec]? {
+    /// or of plain codes, or a string that contains such a JSON array. In a command an
+    /// empty or blank title is no title, as MPush reads it (Laravel's TrimStrings and
+    /// ConvertEmptyStringsToNull): a new topic is titled with its code, an existing one
+    /// keeps its title. A logged record keeps the title it holds.
+    public static func topicSpecs(_ value: Any?, rules: Validation.Rules = .command, into errors: inout [ValidationError]) -> [TopicSpec]? {
         var value = value
         if let text = value as? String {
             guard let parsed = try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed]) else {
@@ -132,7 +137,7 @@ public enum EventJSON {
                 }
                 var title: String? = nil
                 if let t = object["title"], !(t is NSNull) {
-                    if let t = t as? String { title = t } else {
+                    if let t = t as? String { title = rules == .command && Validation.isBlank(t) ? nil : t } else {
                         errors.append(ValidationError(field: "topics.\(i).title", message: "The title must be a string."))
                     }
                 }
@@ -151,12 +156,13 @@ public enum EventJSON {
         return errors.count == before ? specs : nil
     }
 
-    /// true/false, 1/0 and "true"/"false"/"1"/"0", as SDKs send them.
+    /// true/false, 1/0 and "true"/"false"/"1"/"0", as SDKs send them; any other number is
+    /// refused (0.5 truncated to 0 and was read as false).
     public static func lenientBool(_ value: Any) -> Bool? {
         if let n = value as? NSNumber {
-            // NSNumber bridges JSON true/false and integers alike.
+            // NSNumber bridges JSON true/false, integers and fractions alike.
             if isBoolean(n) { return n.boolValue }
-            switch n.int64Value { case 0: return false; case 1: return true; default: return nil }
+            switch n.doubleValue { case 0: return false; case 1: return true; default: return nil }
         }
         if let s = value as? String {
             switch s.lowercased() {

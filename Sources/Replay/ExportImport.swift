@@ -85,7 +85,7 @@ public final class Importer {
             throw ReplayError.invalidLine(line: lineNumber, "no ts (ms since 1970)")
         }
         let event: Event
-        do { event = try EventJSON.event(from: object) } catch {
+        do { event = try EventJSON.event(from: object, rules: .logged) } catch {
             throw ReplayError.invalidLine(line: lineNumber, error.description)
         }
         return LogRecord(sequence: seq, timestamp: ts, event: event)
@@ -102,7 +102,7 @@ public final class Importer {
         guard record.timestamp >= previousTime else {
             throw ReplayError.invalidInput(sequence: record.sequence, "time \(record.timestamp) is before the previous record's \(previousTime)")
         }
-        do { try Validation.validate(record.event) } catch {
+        do { try Validation.validate(record.event, rules: .logged) } catch {
             throw ReplayError.invalidInput(sequence: record.sequence, error.description)
         }
         pending.records.append(record)

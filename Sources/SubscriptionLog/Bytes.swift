@@ -15,17 +15,46 @@ public struct ByteWriter {
         withUnsafeBytes(of: v.bigEndian) { bytes.append(contentsOf: $0) }
     }
     public mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
-    /// A string as u16 length and UTF-8 bytes (validated strings are far shorter than 64 KiB).
-    public mutating func string(_ s: String) {
+    /// A string as u16 length and UTF-8 bytes. Validated strings are far shorter than
+    /// 64 KiB; a longer one is refused with `field` (the API's name for it), never a trap:
+    /// a gap in validation must cost one command, not the process.
+    public mutating func string(_ s: String, field: @autoclosure () -> String) throws(FieldTooLong) {
+        let n = s.utf8.count
+        guard n <= FieldTooLong.limit else { throw FieldTooLong(field: field(), bytes: n) }
         var s = s
         s.withUTF8 { utf8 in
-            precondition(utf8.count <= Int(UInt16.max), "string too long for the record format")
-            u16(UInt16(utf8.count))
+            u16(UInt16(truncatingIfNeeded: utf8.count))
             bytes.append(contentsOf: utf8)
         }
     }
+    /// A count as u16 (a list's length), refused like a string when it does not fit.
+    public mutating func count(_ n: Int, field: @autoclosure () -> String) throws(FieldTooLong) {
+        guard n <= FieldTooLong.limit else { throw FieldTooLong(field: field(), bytes: n, isCount: true) }
+        u16(UInt16(truncatingIfNeeded: n))
+    }
     public mutating func raw(_ b: UnsafeRawBufferPointer) { bytes.append(contentsOf: b) }
     public mutating func raw(_ b: [UInt8]) { bytes.append(contentsOf: b) }
+}
+
+/// A string or list too long for its u16 length field.
+public struct FieldTooLong: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The most a u16 length says: bytes of a string, items of a list.
+    public static let limit = Int(UInt16.max)
+    /// The field as the API names it (`topics.0.title`, `reason`).
+    public let field: String
+    /// Its length: bytes of UTF-8, or items when `isCount`.
+    public let bytes: Int
+    public let isCount: Bool
+    public init(field: String, bytes: Int, isCount: Bool = false) {
+        self.field = field
+        self.bytes = bytes
+        self.isCount = isCount
+    }
+    /// What is wrong, without the field's name (a `ValidationError`'s message).
+    public var message: String {
+        "Too long for a log record: \(bytes) \(isCount ? "items" : "bytes"), at most \(Self.limit)."
+    }
+    public var description: String { "\(field): \(message)" }
 }
 
 /// Reads what `ByteWriter` wrote, with a bounds check on every read.

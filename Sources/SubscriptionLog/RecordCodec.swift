@@ -28,9 +28,10 @@ public enum RecordCodec {
     }
 
     /// Encodes `record` chained to `previous` and advances `previous` to this record's link.
-    public static func encode(_ record: LogRecord, chainingFrom previous: inout ChainHash) -> [UInt8] {
+    /// A string or list too long for its u16 length is thrown (and `previous` is left as it was).
+    public static func encode(_ record: LogRecord, chainingFrom previous: inout ChainHash) throws(FieldTooLong) -> [UInt8] {
         var w = ByteWriter(capacity: 128)
-        writeFields(record, version: currentVersion, into: &w)
+        try writeFields(record, version: currentVersion, into: &w)
         let link = w.bytes.withUnsafeBytes { previous.next(over: $0) }
         link.withUnsafeBytes { w.raw($0) }
         let crc = w.bytes.withUnsafeBytes { CRC32C.checksum($0) }
@@ -41,12 +42,13 @@ public enum RecordCodec {
 
     /// Encodes `record` chained to `previous` (by default genesis: valid only as
     /// a log's first record; appends carry the chain with `chainingFrom:`).
-    public static func encode(_ record: LogRecord, previous: ChainHash = .genesis) -> [UInt8] {
+    public static func encode(_ record: LogRecord, previous: ChainHash = .genesis) throws(FieldTooLong) -> [UInt8] {
         var link = previous
-        return encode(record, chainingFrom: &link)
+        return try encode(record, chainingFrom: &link)
     }
 
-    static func writeFields(_ record: LogRecord, version: UInt8, into w: inout ByteWriter) {
+    /// Fields are named as the API names them, so a refusal reads like a validation error.
+    static func writeFields(_ record: LogRecord, version: UInt8, into w: inout ByteWriter) throws(FieldTooLong) {
         w.u8(version)
         let event = record.event
         switch event.body {
@@ -61,46 +63,46 @@ public enum RecordCodec {
         }
         w.u64(record.sequence)
         w.i64(record.timestamp)
-        w.string(event.project)
+        try w.string(event.project, field: "project")
         switch event.body {
         case .token(let deviceID, let token, let platform):
-            w.string(deviceID)
-            w.string(token)
+            try w.string(deviceID, field: "device_id")
+            try w.string(token, field: "token")
             w.u8(platform.rawValue)
         case .register(let deviceID, let topics):
-            w.string(deviceID)
-            w.u16(UInt16(topics.count))
-            for topic in topics {
+            try w.string(deviceID, field: "device_id")
+            try w.count(topics.count, field: "topics")
+            for (i, topic) in topics.enumerated() {
                 var flags: UInt8 = 0
                 if topic.title != nil { flags |= 1 }
                 if let single = topic.single { flags |= 2; if single { flags |= 4 } }
-                w.string(topic.code)
+                try w.string(topic.code, field: "topics.\(i).code")
                 w.u8(flags)
-                if let title = topic.title { w.string(title) }
+                if let title = topic.title { try w.string(title, field: "topics.\(i).title") }
             }
         case .unregister(let deviceID, let codes):
-            w.string(deviceID)
-            w.u16(UInt16(codes.count))
-            for code in codes { w.string(code) }
+            try w.string(deviceID, field: "device_id")
+            try w.count(codes.count, field: "topics")
+            for (i, code) in codes.enumerated() { try w.string(code, field: "topics.\(i).code") }
         case .unregisterAll(let deviceID):
-            w.string(deviceID)
+            try w.string(deviceID, field: "device_id")
         case .tokenRejected(let token, let at, let reason):
-            w.string(token)
+            try w.string(token, field: "token")
             w.i64(at)
-            w.string(reason)
+            try w.string(reason, field: "reason")
         case .forgetDevice(let deviceID):
-            w.string(deviceID)
+            try w.string(deviceID, field: "device_id")
         case .dropTopic(let code):
-            w.string(code)
+            try w.string(code, field: "code")
         case .expireToken(let token):
-            w.string(token)
+            try w.string(token, field: "token")
         }
     }
 
     /// Encodes in the legacy unchained version 1 (for tests of old data only).
-    public static func encodeLegacyV1(_ record: LogRecord) -> [UInt8] {
+    public static func encodeLegacyV1(_ record: LogRecord) throws(FieldTooLong) -> [UInt8] {
         var w = ByteWriter(capacity: 96)
-        writeFields(record, version: legacyVersion, into: &w)
+        try writeFields(record, version: legacyVersion, into: &w)
         let crc = w.bytes.withUnsafeBytes { CRC32C.checksum($0) }
         w.u32(crc)
         return w.bytes

@@ -7,9 +7,12 @@ public enum Limits {
     /// (with the 4-byte project prefix). APNs tokens are 64 hex digits, FCM's about 163 characters.
     public static let tokenLength = 1...500             // bytes
     public static let topicCodeLength = 1...128         // bytes
-    public static let titleLength = 0...256             // characters
+    /// Titles and reasons are counted in code points (Unicode scalars), as MPush counts them
+    /// (Laravel `max:256` is `mb_strlen`); not in characters, which may carry any number of
+    /// combining marks: 256 code points are at most 1,024 bytes, far inside a record's field.
+    public static let titleLength = 0...256             // code points
     public static let topicsPerCommand = 1...100
-    public static let reasonLength = 0...256            // characters
+    public static let reasonLength = 0...256            // code points
     /// Provider timestamps: from 2000-01-01 to 2200-01-01, in milliseconds.
     public static let rejectedAtRange: ClosedRange<Int64> = 946_684_800_000...7_258_118_400_000
 
@@ -40,29 +43,43 @@ public struct InvalidCommand: Error, Sendable, CustomStringConvertible {
 }
 
 public enum Validation {
-    public static func validate(_ event: Event) throws(InvalidCommand) {
+    /// Which rules an event is held to.
+    public enum Rules: Sendable {
+        /// A new command (the HTTP API, `load`, the store's writers): every limit above,
+        /// and a device id of nothing but whitespace is no device id.
+        case command
+        /// A record some log already holds (`import` of an export): the same rules, except
+        /// that a title or reason need only fit the record (65,535 bytes) and a blank device
+        /// id is what it is. Earlier versions counted those in characters and took blank ids;
+        /// refusing what they logged would make an import of their export fail.
+        case logged
+    }
+
+    public static func validate(_ event: Event, rules: Rules = .command) throws(InvalidCommand) {
         var errors: [ValidationError] = []
         check(projectName: event.project, into: &errors)
+        // What the SDKs send must name a device; the garbage collector's forget-device may
+        // name one an earlier version let in with a blank id.
+        let sent = rules == .command
         switch event.body {
         case .token(let deviceID, let token, _):
-            check(deviceID: deviceID, into: &errors)
+            check(deviceID: deviceID, requiresContent: sent, into: &errors)
             check(token: token, field: "token", into: &errors)
         case .register(let deviceID, let topics):
-            check(deviceID: deviceID, into: &errors)
+            check(deviceID: deviceID, requiresContent: sent, into: &errors)
             checkCount(topics.count, into: &errors)
             for (i, topic) in topics.enumerated() {
                 check(topicCode: topic.code, field: "topics.\(i).code", into: &errors)
-                if let title = topic.title, !Limits.titleLength.contains(title.count) {
-                    errors.append(ValidationError(field: "topics.\(i).title",
-                        message: "The title may not be greater than \(Limits.titleLength.upperBound) characters."))
+                if let title = topic.title {
+                    check(text: title, field: "topics.\(i).title", name: "title", limit: Limits.titleLength.upperBound, rules, into: &errors)
                 }
             }
         case .unregister(let deviceID, let codes):
-            check(deviceID: deviceID, into: &errors)
+            check(deviceID: deviceID, requiresContent: sent, into: &errors)
             checkCount(codes.count, into: &errors)
             for (i, code) in codes.enumerated() { check(topicCode: code, field: "topics.\(i).code", into: &errors) }
         case .unregisterAll(let deviceID):
-            check(deviceID: deviceID, into: &errors)
+            check(deviceID: deviceID, requiresContent: sent, into: &errors)
         case .forgetDevice(let deviceID):
             check(deviceID: deviceID, into: &errors)
         case .dropTopic(let code):
@@ -75,10 +92,7 @@ public enum Validation {
                 errors.append(ValidationError(field: "at",
                     message: "The at field must be a provider timestamp in milliseconds since 1970 (between years 2000 and 2200)."))
             }
-            if !Limits.reasonLength.contains(reason.count) {
-                errors.append(ValidationError(field: "reason",
-                    message: "The reason may not be greater than \(Limits.reasonLength.upperBound) characters."))
-            }
+            check(text: reason, field: "reason", name: "reason", limit: Limits.reasonLength.upperBound, rules, into: &errors)
         }
         if !errors.isEmpty { throw InvalidCommand(errors) }
     }
@@ -100,9 +114,11 @@ public enum Validation {
         }
     }
 
-    static func check(deviceID: String, into errors: inout [ValidationError]) {
+    /// `requiresContent`: a blank id (see `isBlank`) is as missing as an empty one. An id with
+    /// content is never trimmed: that would make an existing device another one.
+    static func check(deviceID: String, requiresContent: Bool = false, into errors: inout [ValidationError]) {
         let n = deviceID.utf8.count
-        if n == 0 {
+        if n == 0 || (requiresContent && isBlank(deviceID)) {
             errors.append(ValidationError(field: "device_id", message: "The device id field is required."))
         } else if n > Limits.deviceIDLength.upperBound {
             errors.append(ValidationError(field: "device_id",
@@ -110,6 +126,21 @@ public enum Validation {
         } else if hasControlCharacter(deviceID) {
             errors.append(ValidationError(field: "device_id", message: "The device id may not contain control characters."))
         }
+    }
+
+    /// Whether `s` is empty or nothing but whitespace: Unicode's White_Space, and the invisible
+    /// characters Laravel's TrimStrings (MPush's middleware) takes away with it: U+200B zero
+    /// width space, U+200E left-to-right mark, U+FEFF byte order mark. Most strings answer
+    /// at their first character.
+    public static func isBlank(_ s: String) -> Bool {
+        for scalar in s.unicodeScalars {
+            switch scalar.value {
+            case 0x20, 0x09...0x0D, 0x200B, 0x200E, 0xFEFF: continue
+            case 0x21...0x7E: return false
+            default: if !scalar.properties.isWhitespace { return false }
+            }
+        }
+        return true
     }
 
     /// Whether `s` holds a control character (C0, DEL, C1), checking bytes
@@ -122,6 +153,23 @@ public enum Validation {
         }
         if ascii { return false }
         return s.unicodeScalars.contains { $0.properties.generalCategory == .control }
+    }
+
+    /// A free text (title, reason): at most `limit` code points in a command (the message says
+    /// characters, as MPush's does), at most what a record's field holds in a logged record.
+    static func check(text: String, field: String, name: String, limit: Int, _ rules: Rules, into errors: inout [ValidationError]) {
+        let bytes = text.utf8.count
+        switch rules {
+        case .command:
+            // Bytes bound code points: most texts are settled without counting them.
+            if bytes > limit && text.unicodeScalars.count > limit {
+                errors.append(ValidationError(field: field, message: "The \(name) may not be greater than \(limit) characters."))
+            }
+        case .logged:
+            if bytes > FieldTooLong.limit {
+                errors.append(ValidationError(field: field, message: "The \(name) may not be greater than \(FieldTooLong.limit) bytes."))
+            }
+        }
     }
 
     static func check(token: String, field: String, into errors: inout [ValidationError]) {

@@ -109,13 +109,13 @@ final class CommitWriter: @unchecked Sendable {
             }
             let result = store.commit(batch)
             switch result {
-            case .success(let receipts):
+            case .success(let results):
                 condition.lock()
                 batches += 1
-                committed += batch.count
+                committed += results.count(where: { if case .success = $0 { true } else { false } })
                 sizeBuckets[min(sizeBuckets.count - 1, Int.bitWidth - (batch.count - 1).leadingZeroBitCount)] += 1
                 condition.unlock()
-                for (p, r) in zip(batch, receipts) { p.done(.success(r)) }
+                for (p, r) in zip(batch, results) { p.done(r) }
             case .failure(let error):
                 for p in batch { p.done(.failure(error)) }
             }

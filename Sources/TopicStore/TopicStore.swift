@@ -447,8 +447,10 @@ public final class TopicStore: Sendable {
         try submitAndWait([event])[0].get()
     }
 
-    /// Commits `batch` in one transaction: called on the writer thread only.
-    func commit(_ batch: [CommitWriter.Pending]) -> Result<[Receipt], any Error> {
+    /// Commits `batch` in one transaction: called on the writer thread only. Each command
+    /// has its result: a receipt, or its own refusal (a record the log cannot hold); a
+    /// failure of the transaction is every command's.
+    func commit(_ batch: [CommitWriter.Pending]) -> Result<[Result<Receipt, any Error>], any Error> {
         while true {
             let g: Generation
             do { g = try openGeneration() } catch { return .failure(error) }
@@ -457,7 +459,7 @@ public final class TopicStore: Sendable {
             var transactionID = 0
             do {
                 let receipts = try mapLock.withReadLock {
-                    let receipts = try g.environment.write { txn -> [Receipt] in
+                    let receipts = try g.environment.write { txn -> [Result<Receipt, any Error>] in
                         transactionID = txn.id
                         // A compaction may have retired this generation while we waited for the lock.
                         if try g.isRetired(txn) { throw Generation.Retired() }
@@ -471,15 +473,25 @@ public final class TopicStore: Sendable {
                         var lastTime = bounds?.lastTimestamp ?? 0
                         var chain = try Self.head(log, directory: directory, txn)?.hash ?? g.chainStart(txn)
                         let now = Int64(Date().timeIntervalSince1970 * 1000)
-                        var receipts: [Receipt] = []
+                        var receipts: [Result<Receipt, any Error>] = []
                         receipts.reserveCapacity(batch.count)
                         for pending in batch {
+                            let time = max(min(pending.time ?? now, now), lastTime)
+                            let record = LogRecord(sequence: sequence + 1, timestamp: time, event: pending.event)
+                            let encoded: [UInt8]
+                            do throws(FieldTooLong) {
+                                encoded = try RecordCodec.encode(record, chainingFrom: &chain)
+                            } catch {
+                                // Validation keeps such commands out; should one get past it, it is
+                                // refused alone, before anything of it is written (no sequence, no link).
+                                receipts.append(.failure(InvalidCommand([ValidationError(field: error.field, message: error.message)])))
+                                continue
+                            }
                             sequence += 1
-                            lastTime = max(min(pending.time ?? now, now), lastTime)
-                            let record = LogRecord(sequence: sequence, timestamp: lastTime, event: pending.event)
-                            try log.append(encoded: RecordCodec.encode(record, chainingFrom: &chain), sequence: sequence, txn)
+                            lastTime = time
+                            try log.append(encoded: encoded, sequence: sequence, txn)
                             try Fold.apply(record, to: projections, txn)
-                            receipts.append(Receipt(sequence: sequence, timestamp: lastTime))
+                            receipts.append(.success(Receipt(sequence: sequence, timestamp: lastTime)))
                         }
                         try projections.flush(txn)
                         return receipts

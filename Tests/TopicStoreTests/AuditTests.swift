@@ -135,6 +135,30 @@ struct AuditTests {
         #expect(throws: ReplayError.self) { try bad.add(try Importer.record(fromLine: lines[1], lineNumber: 1)) }
     }
 
+    @Test("import keeps the records earlier versions let in: blank titles and device ids, titles counted in characters")
+    func importKeepsOlderRecordsAsTheyAre() throws {
+        // Commands are held to today's rules (a blank title is no title, a blank device id is
+        // refused, titles count code points); a record already in a log is not a command, and
+        // an import that refused or changed it would not rebuild the same log and chain.
+        let dir = ReplayTempDir("older-records")
+        let long = "e" + String(repeating: "\u{301}", count: 299)   // one character, 300 code points
+        let events = [
+            Event(project: "demo", body: .register(deviceID: "   ", topics: [TopicSpec(code: "a", title: ""), TopicSpec(code: "b", title: "  ")])),
+            Event(project: "demo", body: .register(deviceID: "D1", topics: [TopicSpec(code: "c", title: long)])),
+            Event(project: "demo", body: .token(deviceID: "   ", token: "t1", platform: .ios)),
+            Event(project: "demo", body: .tokenRejected(token: "t1", rejectedAt: 1_764_100_807_728, reason: long)),
+        ]
+        let lines = events.enumerated().map { EventJSON.line(LogRecord(sequence: UInt64($0.offset + 1), timestamp: 1_764_100_000_000, event: $0.element)) }
+        try {
+            let importer = try Importer(creating: dir.sub("imported"))
+            for (i, line) in lines.enumerated() { try importer.add(try Importer.record(fromLine: line, lineNumber: i + 1)) }
+            _ = try importer.finish()
+        }()
+        let imported = try replayOpenReadOnly(dir.sub("imported"))
+        #expect(try allRecords(imported).map(\.event) == events)
+        #expect(try Audit.run(imported).isClean)
+    }
+
     @Test("history: the device timeline and topic flow agree with replayed projections at every entry")
     func historyMatchesReplay() throws {
         let dir = ReplayTempDir("history")

@@ -24,7 +24,7 @@ import Testing
         return events
     }
 
-    @Test func sameSeedSameEventsDifferentSeedDifferent() {
+    @Test func sameSeedSameEventsDifferentSeedDifferent() throws {
         let a = WorkloadSpec(devices: 2_000, seed: 7), b = WorkloadSpec(devices: 2_000, seed: 7), c = WorkloadSpec(devices: 2_000, seed: 8)
         #expect(install(a) == install(b))
         #expect(churn(a, 3_000) == churn(b, 3_000))
@@ -35,8 +35,8 @@ import Testing
         #expect(zip(ia, ic).filter { $0 != $1 }.count > ia.count * 9 / 10, "another seed gives other events")
         #expect(churn(a, 3_000) != churn(c, 3_000))
         // Encoded bytes are identical too (what the raw LMDB limit appends).
-        let ra = ia.prefix(50).enumerated().map { RecordCodec.encode(LogRecord(sequence: UInt64($0.offset + 1), timestamp: 1, event: $0.element)) }
-        let rb = install(b).prefix(50).enumerated().map { RecordCodec.encode(LogRecord(sequence: UInt64($0.offset + 1), timestamp: 1, event: $0.element)) }
+        let ra = try ia.prefix(50).enumerated().map { try RecordCodec.encode(LogRecord(sequence: UInt64($0.offset + 1), timestamp: 1, event: $0.element)) }
+        let rb = try install(b).prefix(50).enumerated().map { try RecordCodec.encode(LogRecord(sequence: UInt64($0.offset + 1), timestamp: 1, event: $0.element)) }
         #expect(ra == rb)
     }
 

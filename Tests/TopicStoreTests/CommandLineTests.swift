@@ -86,6 +86,53 @@ import Testing
         }
     }
 
+    /// An "e" with 32,768 combining accents is one character of 65,537 bytes: as a title it
+    /// killed `load` (exit 132) and lost the good lines of its batch. It is a bad line now,
+    /// reported with its number, as a title of 257 code points in one character is.
+    @Test func loadReportsAnOversizedTitleAndAppliesTheRestOfItsBatch() throws {
+        func title(marks: Int) -> String { "e" + String(repeating: "\u{301}", count: marks) }
+        let lines = [
+            #"{"project":"demo","type":"register","device_id":"D1","topics":["all"]}"#,
+            #"{"project":"demo","type":"register","device_id":"Z1","topics":[{"code":"zalgo","title":"\#(title(marks: 32_768))"}]}"#,
+            #"{"project":"demo","type":"register","device_id":"D2","topics":["all"]}"#,
+            #"{"project":"demo","type":"register","device_id":"Z2","topics":[{"code":"zalgo","title":"\#(title(marks: 256))"}]}"#,
+            #"{"project":"demo","type":"register","device_id":"D3","topics":["all",{"code":"zalgo","title":"\#(title(marks: 255))"}]}"#,
+        ]
+        let input = lines.joined(separator: "\n") + "\n"
+        let dir = TemporaryDirectory()
+        let load = try topicstore(["load", "--data", dir.path, "--json", "-"], stdin: input)
+        #expect(load.status == 5, "\(load.stderr)")
+        let report = json(load.stdout)
+        #expect(report["applied"] as? Int == 3 && report["invalid"] as? Int == 2 && report["failed"] as? Int == 0, "\(load.stdout)")
+        for n in [2, 4] {
+            #expect(load.stderr.contains("line \(n): topics.0.title: The title may not be greater than 256 characters."), "\(load.stderr)")
+        }
+        let all = json(try topicstore(["audience", "--data", dir.path, "--project", "demo", "--json", "all"]).stdout)
+        #expect(all["total"] as? Int == 3 && all["asOfSeq"] as? Int == 3)
+        let topics = json(try topicstore(["topics", "--data", dir.path, "--project", "demo", "--json"]).stdout)["topics"] as? [[String: Any]]
+        #expect(topics?.first { $0["code"] as? String == "zalgo" }?["title"] as? String == title(marks: 255))
+
+        let stopped = TemporaryDirectory()
+        let stop = try topicstore(["load", "--data", stopped.path, "--stop-on-error", "--json", "-"], stdin: input)
+        #expect(stop.status == 5 && json(stop.stdout)["applied"] as? Int == 1, "\(stop.stdout) \(stop.stderr)")
+    }
+
+    /// The text listing is one topic per line: a title's control characters (a NUL, a newline)
+    /// are escaped as in JSON, and so are its quotes and backslashes; --json was already right.
+    @Test func topicsTextEscapesControlCharactersInTitles() throws {
+        let dir = TemporaryDirectory()
+        let line = #"{"project":"demo","type":"register","device_id":"D1","topics":[{"code":"t1","title":"a\u0000b\nc\r\td \"q\" \\ \u007f\u0085\u2028é"},"t2"]}"#
+        #expect(try topicstore(["load", "--data", dir.path, "-"], stdin: line + "\n").status == 0)
+        let text = try topicstore(["topics", "--data", dir.path, "--project", "demo"])
+        #expect(text.status == 0)
+        let lines = text.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(lines.count == 4, "\(lines)")  // the heading, two topics, and the end of the last line
+        #expect(lines[1] == #"  t1  1 subscribers  "a\u0000b\nc\r\td \"q\" \\ \u007f\u0085\u2028é""#, "\(lines)")
+        #expect(lines[2] == #"  t2  1 subscribers  "t2""#)
+        let listed = json(try topicstore(["topics", "--data", dir.path, "--project", "demo", "--json"]).stdout)["topics"] as? [[String: Any]]
+        #expect(listed?.first?["title"] as? String == "a\u{0}b\nc\r\td \"q\" \\ \u{7f}\u{85}\u{2028}é")
+    }
+
     @Test func foreignDirectoriesAndBadUsageHaveTheirExitCodes() throws {
         let dir = TemporaryDirectory()
         try Data("x".utf8).write(to: URL(fileURLWithPath: dir.sub("other.txt")))

@@ -56,6 +56,37 @@ struct HTTPErrorTests {
         #expect(t.store.commitCounters.commands == 0)
     }
 
+    /// Titles are counted as MPush counts them (Laravel `max:256`, `mb_strlen`): in code points.
+    /// Counted in characters, an "e" carrying 32,768 combining accents was one character of
+    /// 65,537 bytes, more than a log record's field holds: the server died (SIGILL) on it.
+    @Test func titlesAreCountedInCodePoints() throws {
+        let t = try HTTPTestServer()
+        func title(marks: Int) -> String { "e" + String(repeating: "\u{301}", count: marks) }
+        func register(_ title: String) throws -> RawResponse {
+            let body = try JSONSerialization.data(withJSONObject: ["device_id": "Z1", "topics": [["code": "zalgo", "title": title]]])
+            return try t.send("POST", "/api/register", key: t.clientKey, json: String(decoding: body, as: UTF8.self))
+        }
+        func expectRefused(_ r: RawResponse, sourceLocation: SourceLocation = #_sourceLocation) {
+            expectJSONError(r, 422, "The given data was invalid.", sourceLocation: sourceLocation)
+            #expect(r.errorFields == ["topics.0.title": ["The title may not be greater than 256 characters."]], "\(r.text)",
+                    sourceLocation: sourceLocation)
+        }
+        // One character of 256 code points is a title of 256; one of 257 is refused as 257 letters are.
+        #expect(try register(title(marks: 255)).status == 200)
+        expectRefused(try register(title(marks: 256)))
+        expectRefused(try register(String(repeating: "a", count: 257)))
+        // 65,537 bytes, as JSON and as a form: refused, and the server answers the next request.
+        expectRefused(try register(title(marks: 32_768)))
+        #expect(try t.send("GET", "/healthz").status == 200)
+        let encoded = title(marks: 32_768).addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        expectRefused(try t.send("POST", "/api/register", key: t.clientKey,
+                                 form: "device_id=Z1&topics[0][code]=zalgo&topics[0][title]=\(encoded)"))
+        #expect(try t.send("GET", "/healthz").status == 200)
+        let topics = try t.send("GET", "/v1/topics", key: t.serverKey).object?["topics"] as? [[String: Any]] ?? []
+        #expect(topics.count == 1 && topics.first?["title"] as? String == title(marks: 255))
+        #expect(t.store.commitCounters.commands == 1)
+    }
+
     @Test func malformedBodies() throws {
         let t = try HTTPTestServer()
         let h = [("Content-Type", "application/json"), ("X-MPush-Token", t.clientKey)]

@@ -104,6 +104,67 @@ struct HTTPMembershipTests {
         #expect(try t.device("D1")?.topics == [])
     }
 
+    func titles(_ t: HTTPTestServer) throws -> [String: (title: String, single: Bool)] {
+        let topics = try t.send("GET", "/v1/topics", key: t.serverKey).object?["topics"] as? [[String: Any]] ?? []
+        return Dictionary(uniqueKeysWithValues: topics.map { ($0["code"] as? String ?? "", ($0["title"] as? String ?? "?", $0["single"] as? Bool ?? false)) })
+    }
+
+    /// `single` is true/false, 1/0 or their strings; any other number is refused as 2 is.
+    /// 0.5 was read as 0 and turned a single topic into a group without a word.
+    @Test func singleRefusesEveryNumberButZeroAndOne() throws {
+        let t = try HTTPTestServer()
+        let c = try t.client()
+        let h = [("Content-Type", "application/json"), ("X-MPush-Token", t.clientKey)]
+        expectSuccess(try c.request("POST", "/api/register", headers: h, text: #"{"device_id":"P3","topics":[{"code":"p3","single":true}]}"#))
+        for bad in ["0.5", "2", "-1", "1.5", "1e-9", #""yes""#, #""0.5""#] {
+            let r = try c.request("POST", "/api/register", headers: h, text: #"{"device_id":"P3","topics":[{"code":"p3","single":\#(bad)}]}"#)
+            #expect(r.status == 422 && r.errorFields == ["topics.0.single": ["The single field must be true or false."]], "\(bad): \(r.text)")
+        }
+        #expect(try titles(t)["p3"]?.single == true)
+        for (value, single) in [("0", false), (#""1""#, true), (#""false""#, false), ("true", true), (#""0""#, false), ("1", true)] {
+            expectSuccess(try c.request("POST", "/api/register", headers: h, text: #"{"device_id":"P3","topics":[{"code":"p3","single":\#(value)}]}"#))
+            #expect(try titles(t)["p3"]?.single == single, "\(value)")
+        }
+    }
+
+    /// MPush is a Laravel app (TrimStrings, ConvertEmptyStringsToNull): an empty or blank title is
+    /// no title, so a new topic is titled with its code and an existing one keeps its title.
+    @Test func aBlankTitleIsNoTitle() throws {
+        let t = try HTTPTestServer()
+        let c = try t.client()
+        let h = [("Content-Type", "application/json"), ("X-MPush-Token", t.clientKey)]
+        expectSuccess(try c.request("POST", "/api/register", headers: h,
+            text: #"{"device_id":"P5","topics":[{"code":"p5","title":""},{"code":"p6","title":"   "},{"code":"p7","title":"Seven"},{"code":"p9","title":"\u200b\t\u3000"}]}"#))
+        expectSuccess(try c.request("POST", "/api/register", headers: [("Content-Type", "application/x-www-form-urlencoded"), ("X-MPush-Token", t.clientKey)],
+            text: "device_id=P5&topics[0][code]=p8&topics[0][title]=&topics[1][code]=p7&topics[1][title]=+"))
+        expectSuccess(try c.request("POST", "/api/register", headers: h, text: #"{"device_id":"P5","topics":[{"code":"p7","title":""}]}"#))
+        expectSuccess(try c.request("POST", "/api/register", headers: h, text: #"{"device_id":"P5","topics":[{"code":"p10","title":" Padded "}]}"#))
+        let all = try titles(t)
+        #expect(all.mapValues { $0.title } == ["p5": "p5", "p6": "p6", "p7": "Seven", "p8": "p8", "p9": "p9", "p10": " Padded "])
+    }
+
+    /// A device id of nothing but whitespace is no device id; one with content is kept exactly
+    /// as sent (trimming it would make an existing device another one).
+    @Test func aBlankDeviceIDIsRequired() throws {
+        let t = try HTTPTestServer()
+        let c = try t.client()
+        let h = [("Content-Type", "application/json"), ("X-MPush-Token", t.clientKey)]
+        for id in ["   ", #"\u200b"#, #" \u3000\u00a0 "#, #"\ufeff"#] {
+            for (path, rest) in [("/api/register", #","topics":["a"]"#), ("/api/tokens", #","token":"t1","platform":"ios""#),
+                                 ("/api/unregister", #","topics":["a"]"#), ("/api/unregister-all", "")] {
+                let r = try c.request("POST", path, headers: h, text: #"{"device_id":"\#(id)"\#(rest)}"#)
+                #expect(r.status == 422 && r.errorFields == ["device_id": ["The device id field is required."]], "\(path) \(id): \(r.text)")
+            }
+        }
+        let form = try c.request("POST", "/api/register", headers: [("Content-Type", "application/x-www-form-urlencoded"), ("X-MPush-Token", t.clientKey)],
+                                 text: "device_id=+++&topics[]=a")
+        #expect(form.status == 422 && form.errorFields?["device_id"] != nil, "\(form.text)")
+        #expect(t.store.commitCounters.commands == 0)
+        expectSuccess(try c.request("POST", "/api/register", headers: h, text: #"{"device_id":" D1 ","topics":["a"]}"#))
+        #expect(try t.device(" D1 ")?.topics == ["a"])
+        #expect(try t.device("D1") == nil)
+    }
+
     @Test func aServerKeyMayUseMembershipEndpoints() throws {
         let t = try HTTPTestServer()
         expectSuccess(try t.send("POST", "/api/register", key: t.serverKey, json: #"{"device_id":"S1","topics":["all"]}"#))

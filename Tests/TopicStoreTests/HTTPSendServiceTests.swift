@@ -211,6 +211,24 @@ struct HTTPSendServiceTests {
         #expect(t.store.commitCounters.commands == 0)
     }
 
+    /// A reason is counted in code points, as a title is: one character of 65,537 bytes
+    /// (an "e" with 32,768 combining accents) killed the server instead of being refused.
+    @Test func feedbackReasonsAreCountedInCodePoints() throws {
+        let t = try HTTPTestServer()
+        func feedback(marks: Int) throws -> RawResponse {
+            let reason = "e" + String(repeating: "\u{301}", count: marks)
+            let body = try JSONSerialization.data(withJSONObject: ["token": "tok-z", "timestamp": 1_764_100_807_728, "reason": reason])
+            return try t.send("POST", "/v1/feedback", key: t.serverKey, json: String(decoding: body, as: UTF8.self))
+        }
+        #expect(try feedback(marks: 255).status == 200)
+        for marks in [256, 32_768] {
+            let r = try feedback(marks: marks)
+            #expect(r.status == 422 && r.errorFields == ["reason": ["The reason may not be greater than 256 characters."]], "\(marks): \(r.text)")
+            #expect(try t.send("GET", "/healthz").status == 200)
+        }
+        #expect(t.store.commitCounters.commands == 1)
+    }
+
     @Test func oneProjectCannotSeeAnother() throws {
         let t = try HTTPTestServer()
         try populate(t)

@@ -69,11 +69,11 @@ struct HashChainTests {
     func versions() throws {
         let record = LogRecord(sequence: 5, timestamp: 1_700_000_000_000,
                                event: Event(project: "alpha", body: .register(deviceID: "d", topics: [TopicSpec(code: "news", title: "N", single: true)])))
-        let v1 = RecordCodec.encodeLegacyV1(record)
+        let v1 = try RecordCodec.encodeLegacyV1(record)
         #expect(try v1.withUnsafeBytes { try RecordCodec.decode($0, key: 5) } == record)
         #expect(try v1.withUnsafeBytes { try RecordCodec.storedLink(of: $0, key: 5) } == nil)
         #expect(throws: RecordCorruption.self) { try v1.withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: 5, previous: .genesis) } }
-        let v2 = RecordCodec.encode(record, previous: .genesis)
+        let v2 = try RecordCodec.encode(record, previous: .genesis)
         #expect(v2.count == v1.count + 32)
         #expect(try v2.withUnsafeBytes { try RecordCodec.decode($0, key: 5) } == record)
         var v3 = v2
@@ -192,7 +192,7 @@ struct HashChainTests {
             let previous = try store.read { txn in try store.log.link(before: seq, txn) }
             var record = try #require(try store.read { txn in try store.log.record(at: seq, txn) })
             record.timestamp += 1   // same length; a plausible forgery
-            try Self.overwrite(store, seq, RecordCodec.encode(record, previous: previous))
+            try Self.overwrite(store, seq, try RecordCodec.encode(record, previous: previous))
         }
         let anchored = try #require(try store.read { txn in try store.log.head(txn) })
         try forge(30)
@@ -208,7 +208,7 @@ struct HashChainTests {
         let previous = try other.read { txn in try other.log.link(before: 60, txn) }
         var last = try #require(try other.read { txn in try other.log.record(at: 60, txn) })
         last.timestamp += 1
-        try Self.overwrite(other, 60, RecordCodec.encode(last, previous: previous))
+        try Self.overwrite(other, 60, try RecordCodec.encode(last, previous: previous))
         report = try Audit.run(other)
         #expect(report.logIssueCount == 0)     // internally consistent…
         #expect(report.head != head)           // …but the head moved

@@ -15,7 +15,7 @@ import Testing
     @Test(arguments: events)
     func roundTrip(body: EventBody) throws {
         let record = LogRecord(sequence: 42, timestamp: 1_764_100_000_000, event: Event(project: "demo", body: body))
-        let bytes = RecordCodec.encode(record)
+        let bytes = try RecordCodec.encode(record)
         let decoded = try bytes.withUnsafeBytes { try RecordCodec.decode($0, key: 42) }
         #expect(decoded == record)
     }
@@ -23,7 +23,7 @@ import Testing
     @Test func everyFlippedByteIsDetectedAndLocated() throws {
         let record = LogRecord(sequence: 7, timestamp: 1_764_100_000_000,
                                event: Event(project: "demo", body: Self.events[2]))
-        let bytes = RecordCodec.encode(record)
+        let bytes = try RecordCodec.encode(record)
         for i in 0..<bytes.count {
             var corrupt = bytes
             corrupt[i] ^= 0x40
@@ -37,6 +37,32 @@ import Testing
         // Truncation and a record stored under the wrong key.
         #expect(throws: RecordCorruption.self) { try Array(bytes.dropLast(5)).withUnsafeBytes { try RecordCodec.decode($0, key: 7) } }
         #expect(throws: RecordCorruption.self) { try bytes.withUnsafeBytes { try RecordCodec.decode($0, key: 8) } }
+    }
+
+    /// A string field is a u16 length and its bytes. A longer one was a precondition trap, and a
+    /// 1-character title of 65,537 bytes killed the server: it is an error naming the field.
+    @Test func aFieldLongerThanItsLengthCanSayIsAnErrorNotATrap() throws {
+        let accented = { (marks: Int) in "e" + String(repeating: "\u{301}", count: marks) }
+        func record(_ body: EventBody) -> LogRecord { LogRecord(sequence: 3, timestamp: 1_764_100_000_000, event: Event(project: "demo", body: body)) }
+        let cases: [(EventBody, String)] = [
+            (.register(deviceID: "D", topics: [TopicSpec(code: "a"), TopicSpec(code: "z", title: accented(32_768))]), "topics.1.title"),
+            (.tokenRejected(token: "t", rejectedAt: 1_764_100_807_728, reason: accented(40_000)), "reason"),
+            (.unregisterAll(deviceID: String(repeating: "d", count: 70_000)), "device_id"),
+            (.register(deviceID: "D", topics: Array(repeating: TopicSpec(code: "a"), count: 65_536)), "topics"),
+        ]
+        for (body, field) in cases {
+            var link = ChainHash.genesis
+            #expect(throws: FieldTooLong.self, "\(field)") { try RecordCodec.encode(record(body), chainingFrom: &link) }
+            do throws(FieldTooLong) { _ = try RecordCodec.encode(record(body), chainingFrom: &link) } catch {
+                #expect(error.field == field)
+                #expect(error.description.contains(field) && error.description.contains("65535"), "\(error)")
+            }
+            #expect(link == .genesis, "a refused record does not advance the chain")
+        }
+        // 65,535 bytes is the most a field holds, and it round-trips.
+        let largest = record(.register(deviceID: "D", topics: [TopicSpec(code: "z", title: accented(32_767))]))
+        let bytes = try RecordCodec.encode(largest)
+        #expect(try bytes.withUnsafeBytes { try RecordCodec.decode($0, key: 3) } == largest)
     }
 
     @Test func crc32cMatchesTheStandardCheckValue() {

@@ -54,6 +54,54 @@ import Testing
         #expect(fields(.unregister(deviceID: "D", codes: ["(x)"])) == ["topics.0.code"])
     }
 
+    /// Titles and reasons are counted in code points, as MPush counts them (Laravel `max:256`,
+    /// `mb_strlen`), not in characters: one character may carry any number of combining marks,
+    /// and a 1-character title of 65,537 bytes was more than the log record holds.
+    @Test func titlesAndReasonsAreCountedInCodePoints() {
+        func title(_ s: String) -> [String] { fields(.register(deviceID: "D", topics: [TopicSpec(code: "c", title: s)])) }
+        func reason(_ s: String) -> [String] { fields(.tokenRejected(token: "t", rejectedAt: 1_764_100_807_728, reason: s)) }
+        let accented = { (marks: Int) in "e" + String(repeating: "\u{301}", count: marks) }
+        #expect(title(accented(255)).isEmpty && reason(accented(255)).isEmpty)
+        #expect(title(accented(256)) == ["topics.0.title"] && reason(accented(256)) == ["reason"])
+        #expect(title(accented(32_768)) == ["topics.0.title"] && reason(accented(32_768)) == ["reason"])
+        // 256 code points of four bytes each still count 256.
+        #expect(title(String(repeating: "🙂", count: 256)).isEmpty && title(String(repeating: "🙂", count: 257)) == ["topics.0.title"])
+        // A flag is one character of two code points.
+        #expect(title(String(repeating: "🇮🇹", count: 128)).isEmpty && title(String(repeating: "🇮🇹", count: 129)) == ["topics.0.title"])
+    }
+
+    /// A device id of nothing but whitespace (Unicode's, and the zero-width characters Laravel's
+    /// TrimStrings takes away) is no device id; one with content is kept exactly as it is.
+    @Test func aBlankDeviceIDIsRequired() {
+        for id in [" ", "   ", "\u{200B}", "\u{FEFF}", " \u{3000}\u{A0}\u{200E} "] {
+            for body in [EventBody.unregisterAll(deviceID: id), .token(deviceID: id, token: "t", platform: .ios),
+                         .register(deviceID: id, topics: [TopicSpec(code: "a")]), .unregister(deviceID: id, codes: ["a"])] {
+                #expect(errors(body).map(\.description) == ["device_id: The device id field is required."], "\(body)")
+            }
+        }
+        #expect(fields(.unregisterAll(deviceID: " D1 ")).isEmpty)
+        #expect(fields(.unregisterAll(deviceID: "\u{200B}D")).isEmpty)
+        // The garbage collector forgets a device an earlier version let in with such an id.
+        #expect(fields(.forgetDevice(deviceID: "   ")).isEmpty)
+    }
+
+    /// A record some log already holds (`import`) is checked against what the log can hold, not
+    /// against today's command rules: earlier versions counted titles in characters and took
+    /// blank device ids, and an import that refused or changed them would not be the same log.
+    @Test func loggedRecordsAreCheckedAgainstWhatTheLogHolds() {
+        func logged(_ body: EventBody) -> [String] {
+            do { try Validation.validate(Event(project: "demo", body: body), rules: .logged); return [] } catch { return error.errors.map(\.field) }
+        }
+        let long = "e" + String(repeating: "\u{301}", count: 299)
+        #expect(logged(.register(deviceID: "   ", topics: [TopicSpec(code: "a", title: long), TopicSpec(code: "b", title: "")])).isEmpty)
+        #expect(logged(.tokenRejected(token: "t", rejectedAt: 1_764_100_807_728, reason: long)).isEmpty)
+        // What no record can hold is refused all the same: a field over 65,535 bytes.
+        let huge = "e" + String(repeating: "\u{301}", count: 32_768)
+        #expect(logged(.register(deviceID: "D", topics: [TopicSpec(code: "a", title: huge)])) == ["topics.0.title"])
+        #expect(logged(.tokenRejected(token: "t", rejectedAt: 1_764_100_807_728, reason: huge)) == ["reason"])
+        #expect(logged(.unregisterAll(deviceID: "")) == ["device_id"])
+    }
+
     /// Topic codes are ASCII: letters A–Z a–z, digits 0–9 and `. _ - ~ @ / + = #`; the README says exactly that.
     @Test func topicCodesAreASCIIAsTheREADMEStates() throws {
         let punctuation = "._-~@/+=#"
@@ -100,6 +148,33 @@ import Testing
         #expect(single.body == .register(deviceID: "D", topics: [TopicSpec(code: "u", single: true)]))
         #expect(throws: InvalidCommand.self) { try EventJSON.event(fromLine: #"{"project":"demo","type":"token","device_id":"D","token":"x","platform":"web"}"#) }
         #expect(throws: InvalidCommand.self) { try EventJSON.event(fromLine: #"{"project":"demo","type":"register","device_id":"D","topics":[{"code":"u","single":2}]}"#) }
+        // 0.5 was read as 0 (false); every number but 0 and 1 is refused.
+        for bad in ["0.5", "1.5", "-0.5", "1e-300", "-1"] {
+            #expect(throws: InvalidCommand.self, "\(bad)") {
+                try EventJSON.event(fromLine: #"{"project":"demo","type":"register","device_id":"D","topics":[{"code":"u","single":\#(bad)}]}"#)
+            }
+        }
+        for (text, value) in [("0", false), ("1", true), ("true", true), ("false", false), (#""1""#, true), (#""0""#, false),
+                              (#""true""#, true), (#""FALSE""#, false)] {
+            let e = try EventJSON.event(fromLine: #"{"project":"demo","type":"register","device_id":"D","topics":[{"code":"u","single":\#(text)}]}"#)
+            #expect(e.body == .register(deviceID: "D", topics: [TopicSpec(code: "u", single: value)]), "\(text)")
+        }
         #expect(throws: InvalidCommand.self) { try EventJSON.event(fromLine: "not json") }
+    }
+
+    /// An empty or blank title is no title (MPush trims strings and turns empty ones into null):
+    /// a new topic is then titled with its code, an existing one keeps its title. A title with
+    /// content is kept as sent. A record read from a log (`import`) keeps what it holds.
+    @Test func aBlankTitleInACommandIsNoTitle() throws {
+        func topics(_ titles: String, rules: Validation.Rules = .command) throws -> [TopicSpec] {
+            let line = #"{"project":"demo","type":"register","device_id":"D","topics":[\#(titles)]}"#
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            guard case .register(_, let specs) = try EventJSON.event(from: object, rules: rules).body else { return [] }
+            return specs
+        }
+        #expect(try topics(#"{"code":"a","title":""},{"code":"b","title":" \t\n "},{"code":"c","title":"\u200b\u3000"},{"code":"d","title":" D "}"#)
+                == [TopicSpec(code: "a"), TopicSpec(code: "b"), TopicSpec(code: "c"), TopicSpec(code: "d", title: " D ")])
+        #expect(try topics(#"{"code":"a","title":""},{"code":"b","title":"  "}"#, rules: .logged)
+                == [TopicSpec(code: "a", title: ""), TopicSpec(code: "b", title: "  ")])
     }
 }

@@ -54,7 +54,8 @@ enum TopicsCommand: Command {
             let sorted = topics.sorted { $0.record.code < $1.record.code }
             print("\(sorted.count) topics in \(project) as of seq \(asOf)")
             for t in sorted {
-                print("  \(t.record.code)  \(t.record.subscribers) subscribers  \"\(t.record.title)\"\(t.record.single ? "  single" : "")")
+                // Codes are plain ASCII; a title may hold anything, a newline or a NUL included.
+                print("  \(t.record.code)  \(t.record.subscribers) subscribers  \(Console.quoted(t.record.title))\(t.record.single ? "  single" : "")")
             }
             if let next = page.next { print("more topics follow: --after \(next)") }
         }
