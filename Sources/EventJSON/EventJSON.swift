@@ -218,7 +218,7 @@ public enum EventJSON {
             }
             parts += ["\"device_id\":\(JSONText.quoted(d))", "\"topics\":[\(items.joined(separator: ","))]"]
         case .unregister(let d, let codes):
-            parts += ["\"device_id\":\(JSONText.quoted(d))", "\"topics\":[\(codes.map(JSONText.quoted).joined(separator: ","))]"]
+            parts += ["\"device_id\":\(JSONText.quoted(d))", "\"topics\":[\(codes.map { JSONText.quoted($0) }.joined(separator: ","))]"]
         case .unregisterAll(let d):
             parts.append("\"device_id\":\(JSONText.quoted(d))")
         case .tokenRejected(let t, let at, let reason):

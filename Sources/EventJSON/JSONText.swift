@@ -1,7 +1,9 @@
 /// Writes JSON text by hand where speed matters (token streams, exports).
 public enum JSONText {
-    /// `s` as a quoted JSON string, escaping what RFC 8259 requires.
-    public static func quoted(_ s: String) -> String {
+    /// `s` as a quoted JSON string, escaping what RFC 8259 requires; `forTextLines` also
+    /// escapes DEL, the C1 controls and U+2028/U+2029, so the value stays on one line of
+    /// text output whatever shows it.
+    public static func quoted(_ s: String, forTextLines: Bool = false) -> String {
         var out = "\""
         out.reserveCapacity(s.utf8.count + 2)
         for scalar in s.unicodeScalars {
@@ -11,7 +13,8 @@ public enum JSONText {
             case "\n": out += "\\n"
             case "\r": out += "\\r"
             case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
+            case _ where scalar.value < 0x20
+                || (forTextLines && ((0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029)):
                 let hex = String(scalar.value, radix: 16)
                 out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
             default: out.unicodeScalars.append(scalar)

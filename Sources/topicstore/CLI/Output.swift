@@ -1,3 +1,4 @@
+import EventJSON
 import Foundation
 
 /// Buffered writes to standard output (token streams print millions of lines).
@@ -52,24 +53,7 @@ enum Console {
     /// `s` in double quotes for a line of text output, escaped as a JSON string is, so one
     /// value stays on one line and reads back: `"` `\` and control characters (C0, DEL,
     /// C1), and the line and paragraph separators U+2028 and U+2029. Other text is as is.
-    static func quoted(_ s: String) -> String {
-        var out = "\""
-        out.reserveCapacity(s.utf8.count + 2)
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
-    }
+    static func quoted(_ s: String) -> String { JSONText.quoted(s, forTextLines: true) }
 
     /// Whether standard error is a terminal (progress is shown only there).
     static var stderrIsTTY: Bool { isatty(2) == 1 }
