@@ -201,9 +201,7 @@ import TopicStore
     @Test func aServerBesideAWriterKilledMidCommitStaysExact() throws {
         let dir = TemporaryDirectory("journal-kill")
         let data = dir.sub("data")
-        var options = TopicStore.Options()
-        options.cachesRecipients = true
-        let store = try TopicStore(directory: data, options: options)
+        let store = try RecipientCacheTests.servingStore(data)
         defer { store.close() }
         var rng = SeededRandom(seed: UInt64(Date().timeIntervalSince1970))
         var acks: [CompactionCrashTests.Ack] = []
@@ -352,9 +350,7 @@ extension WriterJournalTests {
     @Test func aSwitchWhileTwoOtherWritersWrite() throws {
         let dir = TemporaryDirectory("journal-switch-busy")
         let data = dir.sub("data")
-        var options = TopicStore.Options()
-        options.cachesRecipients = true
-        let store = try TopicStore(directory: data, options: options)
+        let store = try RecipientCacheTests.servingStore(data)
         defer { store.close() }
         let writer = try CompactionCrashTests.StressWriter(directory: data, prefix: "s")
         let stop = Mutex(false)
