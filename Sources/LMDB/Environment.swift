@@ -95,11 +95,14 @@ public final class Environment: @unchecked Sendable {
             var made = stat()
             if !dataExisted, stat(dataPath, &made) == 0, made.st_size < 2 * 4096 { unlink(dataPath) }
             if createdLock, access(dataPath, F_OK) != 0 { unlink(path + "/lock.mdb") }
+            if dataExisted, opened == MDB_INVALID, let cut = DataFile.truncatedMetaPages(dataPath) { throw cut }
             throw Self.openError(path, code: LMDBError(rawValue: opened), readOnly: options.readOnly)
         }
         self.pointer = env
         self.path = path
         self.isReadOnly = options.readOnly
+        // Before any page is read through the map (refused, deinit closes the environment).
+        try checkDataFileLength(sizeBeforeOpen: options.writeMap && !options.readOnly && dataExisted ? Int(data.st_size) : nil)
     }
 
     /// Gives lock.mdb its disk blocks before LMDB maps it. LMDB sizes the file with
