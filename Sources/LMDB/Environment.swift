@@ -65,6 +65,18 @@ public final class Environment: @unchecked Sendable {
             Self.openPaths.remove(canonical)
             throw error
         }
+        // An existing empty data.mdb is refused before LMDB sees it: LMDB takes an empty file
+        // for a new environment, and a writer would write fresh meta pages into it. (Another
+        // process creating the environment this moment has its data.mdb empty for as long as
+        // one write takes; opening beside a creation is not otherwise safe either.)
+        let dataPath = path + "/data.mdb"
+        var data = stat()
+        let dataExisted = stat(dataPath, &data) == 0
+        if dataExisted && data.st_size == 0 {
+            mdb_env_close(env)
+            Self.openPaths.remove(canonical)
+            throw EmptyDataFile(file: dataPath)
+        }
         let createdLock: Bool
         do {
             createdLock = try Self.allocateLockFile(in: path, readers: options.maxReaders)
@@ -73,8 +85,6 @@ public final class Environment: @unchecked Sendable {
             Self.openPaths.remove(canonical)
             throw error
         }
-        let dataPath = path + "/data.mdb"
-        let dataExisted = access(dataPath, F_OK) == 0
         let opened = mdb_env_open(env, path, flags, 0o644)
         if opened != 0 {
             mdb_env_close(env)
@@ -82,14 +92,17 @@ public final class Environment: @unchecked Sendable {
             // A new environment that failed (a full disk, say) leaves nothing behind: a
             // lock.mdb or a half-written data.mdb would make the directory look taken. A
             // data.mdb with both meta pages is someone's (another process made it meanwhile).
-            var data = stat()
-            if !dataExisted, stat(dataPath, &data) == 0, data.st_size < 2 * 4096 { unlink(dataPath) }
+            var made = stat()
+            if !dataExisted, stat(dataPath, &made) == 0, made.st_size < 2 * 4096 { unlink(dataPath) }
             if createdLock, access(dataPath, F_OK) != 0 { unlink(path + "/lock.mdb") }
+            if dataExisted, opened == MDB_INVALID, let cut = DataFile.truncatedMetaPages(dataPath) { throw cut }
             throw Self.openError(path, code: LMDBError(rawValue: opened), readOnly: options.readOnly)
         }
         self.pointer = env
         self.path = path
         self.isReadOnly = options.readOnly
+        // Before any page is read through the map (refused, deinit closes the environment).
+        try checkDataFileLength(sizeBeforeOpen: options.writeMap && !options.readOnly && dataExisted ? Int(data.st_size) : nil)
     }
 
     /// Gives lock.mdb its disk blocks before LMDB maps it. LMDB sizes the file with

@@ -98,6 +98,9 @@ final class Generation: Sendable {
             throw StoreError.notADatabase(path: directory, reason: "data.mdb was written by an incompatible LMDB")
         } catch LMDBError.alreadyOpen {
             throw StoreError.alreadyOpen(path: directory)
+        } catch is EmptyDataFile {
+            throw StoreError.notADatabase(path: directory,
+                reason: "data.mdb is empty (0 bytes): a store cut to nothing, or never written; it is not read, nor made a new store")
         }
         try env.checkReaders()
         // A writer creates the tables of a new store, but never in someone else's

@@ -1,4 +1,5 @@
 import Foundation
+import LMDB
 import TopicStore
 
 /// Every subcommand, in the order `topicstore --help` lists them.
@@ -61,6 +62,10 @@ do {
     case .corruptHead: code = .verificationFailed
     default: code = .failure
     }
+} catch let error as TruncatedDataFile {
+    // A store's file cut short is corruption, found before it could kill the process.
+    Console.printError(error.description)
+    code = .verificationFailed
 } catch let error as CocoaError {
     // Foundation's file errors print as an NSError dump; say what failed, and where.
     let path = error.filePath ?? error.userInfo[NSFilePathErrorKey] as? String
