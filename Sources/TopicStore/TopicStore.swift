@@ -88,13 +88,31 @@ public final class TopicStore: Sendable {
     public init(directory: String, options: Options = Options()) throws {
         self.directory = directory
         self.options = options
-        try Self.prepare(directory: directory, create: !options.readOnly)
-        state = Mutex(try Self.openGeneration(directory: directory, options: options, auxiliary: []))
+        state = Mutex(try Self.open(directory: directory, options: options))
         writer = options.readOnly ? nil : CommitWriter(maxBatch: options.maxBatch)
         writer?.start(store: self)
     }
 
     deinit { writer?.stop() }
+
+    /// The current generation of the store in `directory`, made first when a writer
+    /// finds none there (under `CreationLock`, so that processes started together on a
+    /// new store make it once and find it whole).
+    private static func open(directory: String, options: Options) throws -> Generation {
+        do {
+            if try prepare(directory: directory, create: !options.readOnly) {
+                return try CreationLock.creating(in: directory) {
+                    _ = try prepare(directory: directory, create: true)  // (or another process made it meanwhile)
+                    return try openGeneration(directory: directory, options: options, auxiliary: [])
+                }
+            }
+            return try openGeneration(directory: directory, options: options, auxiliary: [])
+        } catch StoreError.notADatabase where CreationLock.waitForCreation(in: directory) {
+            // Half made by a process creating it now: it is done, look again.
+            _ = try prepare(directory: directory, create: !options.readOnly)
+            return try openGeneration(directory: directory, options: options, auxiliary: [])
+        }
+    }
 
     /// Opens the generation CURRENT names, finishing a switch that a killed
     /// compaction left half done (the old generation retired, CURRENT not yet moved).
@@ -129,16 +147,19 @@ public final class TopicStore: Sendable {
     /// Files a topicstore directory may hold besides its database.
     static let harmlessNames: Set<String> = ["README.md", ".gitignore", ".gitkeep", "archive", "snapshots"]
 
-    private static func prepare(directory: String, create: Bool) throws {
+    /// Checks that `directory` holds a store, or (`create`) is a place to make one:
+    /// true when there is none yet, so the caller makes it.
+    @discardableResult
+    private static func prepare(directory: String, create: Bool) throws -> Bool {
         let fm = FileManager.default
         var isDir: ObjCBool = false
         if !fm.fileExists(atPath: directory, isDirectory: &isDir) {
             guard create else { throw StoreError.notADatabase(path: directory, reason: "the directory does not exist") }
             try fm.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            return
+            return true
         }
         guard isDir.boolValue else { throw StoreError.notADatabase(path: directory, reason: "it is not a directory") }
-        if fm.fileExists(atPath: directory + "/data.mdb") || fm.fileExists(atPath: directory + "/" + currentFileName) { return }
+        if fm.fileExists(atPath: directory + "/data.mdb") || fm.fileExists(atPath: directory + "/" + currentFileName) { return false }
         guard create else { throw StoreError.notADatabase(path: directory, reason: "it holds no data.mdb") }
         let foreign = try fm.contentsOfDirectory(atPath: directory).filter {
             !harmlessNames.contains($0) && !$0.hasSuffix(".jsonl") && !$0.hasSuffix(".jsonl.zst") && !$0.hasPrefix(".")
@@ -147,6 +168,7 @@ public final class TopicStore: Sendable {
             throw StoreError.notADatabase(path: directory,
                 reason: "it holds other files (\(foreign.sorted().prefix(3).joined(separator: ", "))) and no data.mdb; refusing to create a store there")
         }
+        return true
     }
 
     /// How often this store's writer read the whole device table since the store
