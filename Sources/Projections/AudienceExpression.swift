@@ -42,9 +42,23 @@ public indirect enum AudienceExpression: Sendable, Hashable, CustomStringConvert
         case .topic(let c): return Validation.isValidTopicCode(c) && !Parser.isKeyword(c) ? c : "\"\(c)\""
         case .platform(let p): return "platform:\(p)"
         case .allDevices: return "devices:all"
-        case .and(let a, let b): return "(\(a) AND \(b))"
-        case .or(let a, let b): return "(\(a) OR \(b))"
+        // A chain of one operator is one pair of parentheses, so the text reads back
+        // (within `maxDepth`) however many topics it joins.
+        case .and: return "(" + operands(joinedBy: .and).map(\.description).joined(separator: " AND ") + ")"
+        case .or: return "(" + operands(joinedBy: .or).map(\.description).joined(separator: " OR ") + ")"
         case .not(let a): return "NOT \(a)"
+        }
+    }
+
+    private enum Join { case and, or }
+
+    /// The operands of a chain of `join` (both sides, at any depth), in order.
+    private func operands(joinedBy join: Join) -> [AudienceExpression] {
+        switch (self, join) {
+        case (.and(let a, let b), .and), (.or(let a, let b), .or):
+            return a.operands(joinedBy: join) + b.operands(joinedBy: join)
+        default:
+            return [self]
         }
     }
 
@@ -102,7 +116,8 @@ public indirect enum AudienceExpression: Sendable, Hashable, CustomStringConvert
             guard at < bytes.count else { return false }
             if bytes[at] == symbol {
                 at += 1
-                if at < bytes.count, bytes[at] == symbol { at += 1 }  // && and ||
+                // && and || are one operator; !! is two NOTs.
+                if symbol != 0x21, at < bytes.count, bytes[at] == symbol { at += 1 }
                 return true
             }
             if let w = peekWord(), w.lowercased() == keyword { at += w.utf8.count; return true }

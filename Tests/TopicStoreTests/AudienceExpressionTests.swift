@@ -9,6 +9,10 @@ import Testing
         #expect(try AudienceExpression(parsing: "a | b & !c") == .or(.topic("a"), .and(.topic("b"), .not(.topic("c")))))
         #expect(try AudienceExpression(parsing: "a && b || c") == .or(.and(.topic("a"), .topic("b")), .topic("c")))
         #expect(try AudienceExpression(parsing: "not not a") == .not(.not(.topic("a"))))
+        // `!!` is two NOTs (only && and || double as one operator), `!!!` three.
+        #expect(try AudienceExpression(parsing: "!!news") == .not(.not(.topic("news"))))
+        #expect(try AudienceExpression(parsing: "!!!news") == .not(.not(.not(.topic("news")))))
+        #expect(try AudienceExpression(parsing: "a &&!!b") == .and(.topic("a"), .not(.not(.topic("b")))))
         #expect(try AudienceExpression(parsing: #""and" or devices:all"#) == .or(.topic("and"), .allDevices))
         #expect(try AudienceExpression(parsing: "  project.all  ") == .topic("project.all"))
     }
@@ -33,6 +37,22 @@ import Testing
             let error = #expect(throws: AudienceExpression.ParseError.self) { try AudienceExpression(parsing: past) }
             #expect(error?.message == "nested more than 64 levels deep", "\(String(describing: error))")
         }
+    }
+
+    /// The text an expression is echoed as (`"expr"` in answers, the send's record) parses
+    /// back to the same audience, whatever its size: a chain of one operator is one level.
+    @Test func theEchoedTextReadsBack() throws {
+        let codes = (0..<100).map { "u\($0)" }
+        let chain = try #require(AudienceExpression.anyOf(codes))
+        #expect(chain.description == "(" + codes.joined(separator: " OR ") + ")")
+        #expect(try AudienceExpression(parsing: chain.description).description == chain.description)
+        for text in ["a OR b AND c", "(a OR b) AND NOT (c OR d OR e)", "!!a & (b | c | !d)", "NOT (a AND b AND c) OR devices:all"] {
+            let e = try AudienceExpression(parsing: text)
+            let again = try AudienceExpression(parsing: e.description)
+            #expect(again.description == e.description, "\(text)")
+        }
+        #expect(try AudienceExpression(parsing: "a OR b AND c").description == "(a OR (b AND c))")
+        #expect(try AudienceExpression(parsing: "(a AND b) AND (c AND d)").description == "(a AND b AND c AND d)")
     }
 
     @Test func depthAndLengthAreBounded() {
