@@ -86,7 +86,7 @@ enum OpenAPIDocument {
       "SendAccepted": {"type": "object", "properties": {
         "notificationId": {"type": "string"}, "status": {"type": "string", "enum": ["accepted"]},
         "message": {"type": "string", "example": "Notification queued for processing"},
-        "asOfSeq": {"type": "integer"}, "totalDevices": {"type": "integer"}}},
+        "asOfSeq": {"type": "integer"}, "totalDevices": {"type": "integer"}, "unknownTopics": {"type": "array", "items": {"type": "string"}}}},
       "NotificationStatus": {"type": "object", "properties": {
         "id": {"type": "string"}, "projectId": {"type": "integer"}, "project": {"type": "string"},
         "status": {"type": "string", "enum": ["queued", "processing", "completed"]},

@@ -83,9 +83,9 @@ extension MPushService {
             problems.append(SendProblem(field: "payload", message: "The payload must be an object."))
         }
         guard problems.isEmpty, let expression else { throw Self.invalid(problems) }
-        let record: NotificationRecord
+        let record: NotificationRecord, unknownTopics: [String]
         do {
-            record = try sendQueue.enqueue(project: credential.project, topics: topics, expression: expression,
+            (record, unknownTopics) = try sendQueue.enqueue(project: credential.project, topics: topics, expression: expression,
                                            exprText: exprText, payload: payload)
         } catch let p as SendProblems {
             throw Self.invalid(p.problems)
@@ -94,6 +94,8 @@ extension MPushService {
             JSONMember("notificationId", .string(record.id)), JSONMember("status", .string("accepted")),
             JSONMember("message", .string("Notification queued for processing")),
             JSONMember("asOfSeq", .number(String(record.asOfSeq))), JSONMember("totalDevices", .number(String(record.totalDevices))),
+            // As the count answers: a misspelled topic is an empty set, said here rather than found by polling.
+            JSONMember("unknownTopics", .array(unknownTopics.map { .string($0) })),
         ]).bytes)
     }
 

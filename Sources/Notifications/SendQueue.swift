@@ -43,8 +43,9 @@ public final class SendQueue: Sendable {
 
     /// Validates and renders the payload (4 KB limits), resolves the audience in
     /// one snapshot, and commits the notification pinned to that snapshot's sequence.
+    /// Also returns the topic codes the project does not have (empty sets in the audience).
     public func enqueue(project: String, topics: [String], expression: AudienceExpression, exprText: String?,
-                        payload: JSONValue) throws -> NotificationRecord {
+                        payload: JSONValue) throws -> (record: NotificationRecord, unknownTopics: [String]) {
         let content: NotificationContent
         do { content = try NotificationContent(payload: payload) } catch { throw error }
         let id = UUID().uuidString.lowercased()
@@ -79,7 +80,7 @@ public final class SendQueue: Sendable {
             }
         }
         if record.status != .completed { signal.signal() }
-        return record
+        return (record, audience.unknownTopics)
     }
 
     // MARK: Reading

@@ -259,6 +259,7 @@ import TopicStore
         // Nobody subscribed: completed at once with zero devices.
         let empty = try server.send("POST", "/api/send", key: server.serverKey, json: #"{"expr":"nobody AND NOT devices:all","payload":{"body":"x"}}"#)
         #expect(empty.status == 200, "\(empty.text)")
+        #expect(empty.object?["unknownTopics"] as? [String] == ["nobody"], "\(empty.text)")
         let status = try server.send("GET", "/api/notifications/\(empty.object?["notificationId"] as? String ?? "")", key: server.serverKey)
         #expect(status.object?["status"] as? String == "completed")
         #expect(status.object?["totalDevices"] as? Int == 0)

@@ -106,7 +106,7 @@ enum BenchSendCommand: Command {
         let cpu0 = Self.cpuSeconds()
         let t0 = DispatchTime.now().uptimeNanoseconds
         let payload = try JSONParser.parse(Array(#"{"title":"Bench","body":"Hello from topicstore","badge":1,"custom":{"k":"v"}}"#.utf8))
-        let record = try queue.enqueue(project: project, topics: ["all"], expression: .topic("all"), exprText: nil, payload: payload)
+        let (record, _) = try queue.enqueue(project: project, topics: ["all"], expression: .topic("all"), exprText: nil, payload: payload)
         let queuedAt = DispatchTime.now().uptimeNanoseconds
         var last = record
         var lastPrint = 0.0
