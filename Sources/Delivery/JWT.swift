@@ -32,18 +32,27 @@ public final class SigningKey: @unchecked Sendable {
             return PEM_read_bio_PrivateKey(bio, nil, nil, nil)
         }
         guard let k = loaded else { throw CryptoError("the key is not a PEM private key") }
-        key = k
+        // Checked before the properties are set: once they are, a throw runs deinit, which
+        // frees the key too (freed twice, libcrypto spun forever on its lock: a P-384 key).
+        let kind: Kind
         switch EVP_PKEY_get_base_id(k) {
-        case EVP_PKEY_EC: kind = .ec
+        case EVP_PKEY_EC:
+            // The curve by name: secp256k1 has 256 bits too, and APNs signs with P-256 (ES256).
+            var name = [CChar](repeating: 0, count: 64)
+            var length = 0
+            let curve = EVP_PKEY_get_group_name(k, &name, name.count, &length) == 1 ? String(cString: name) : "unknown"
+            guard curve == "prime256v1" || curve == "P-256" else {
+                EVP_PKEY_free(k)
+                throw CryptoError("the EC key is on curve \(curve), not P-256")
+            }
+            kind = .ec
         case EVP_PKEY_RSA: kind = .rsa
         default:
             EVP_PKEY_free(k)
             throw CryptoError("the key is neither EC (P-256) nor RSA")
         }
-        if kind == .ec && EVP_PKEY_get_bits(k) != 256 {
-            EVP_PKEY_free(k)
-            throw CryptoError("the EC key is not P-256")
-        }
+        self.key = k
+        self.kind = kind
     }
 
     deinit { EVP_PKEY_free(key) }

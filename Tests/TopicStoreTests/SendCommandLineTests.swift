@@ -78,6 +78,19 @@ import Testing
         let junk = try cli.topicstore(["credentials", "set", "--project", "x", "--apns-key-file", keys.sub("junk.p8"), "--key-id", "ABC123DEFG",
                                        "--team-id", "TEAM123456", "--bundle-id", "B", "--sandbox"] + d)
         #expect(junk.status == 5, "\(junk.stdout) \(junk.stderr)")
+        // EC keys on other curves are refused, not stored: P-384 (its refusal freed the key twice
+        // and spun forever in libcrypto) and secp256k1 (256 bits, but not the P-256 that ES256 signs with).
+        for curve in ["secp384r1", "secp256k1"] {
+            let openssl = Process()
+            openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+            openssl.arguments = ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:\(curve)", "-out", keys.sub("\(curve).p8")]
+            try openssl.run()
+            openssl.waitUntilExit()
+            try #require(openssl.terminationStatus == 0)
+            let refused = try cli.topicstore(["credentials", "set", "--project", "x", "--apns-key-file", keys.sub("\(curve).p8"), "--key-id", "ABC123DEFG",
+                                              "--team-id", "TEAM123456", "--bundle-id", "B", "--sandbox"] + d)
+            #expect(refused.status == 5 && refused.stderr.contains("not P-256"), "\(curve): \(refused.status) \(refused.stderr)")
+        }
         try #"{"type":"service_account","project_id":"p"}"#.write(toFile: keys.sub("bad-sa.json"), atomically: true, encoding: .utf8)
         let badAccount = try cli.topicstore(["credentials", "set", "--project", "x", "--fcm-service-account", keys.sub("bad-sa.json")] + d)
         #expect(badAccount.status == 5, "\(badAccount.stderr)")
