@@ -85,7 +85,7 @@ public final class Environment: @unchecked Sendable {
             Self.openPaths.remove(canonical)
             throw error
         }
-        let opened = mdb_env_open(env, path, flags, 0o644)
+        let opened = mdb_env_open(env, path, flags, Self.dataFileMode)
         if opened != 0 {
             mdb_env_close(env)
             Self.openPaths.remove(canonical)
@@ -118,7 +118,7 @@ public final class Environment: @unchecked Sendable {
         let lockPath = directory + "/lock.mdb"
         var info = stat()
         let existed = stat(lockPath, &info) == 0
-        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, Self.lockFileMode)
         guard fd >= 0 else { return false }
         defer { close(fd) }
         // LMDB's table: a header and one 64-byte slot per reader; a page to spare.
@@ -224,7 +224,14 @@ public final class Environment: @unchecked Sendable {
     /// Copies the environment to a directory; `compact` omits free pages.
     public func copy(to directory: String, compact: Bool) throws {
         try check(mdb_env_copy2(pointer, directory, compact ? UInt32(MDB_CP_COMPACT) : 0))
+        chmod(directory + "/data.mdb", Self.dataFileMode)  // LMDB makes the copy 0666 less the umask
     }
+
+    /// A store holds API key hashes and the providers' private keys (APNs .p8, FCM service
+    /// accounts): data.mdb is readable by its owner and group only, never by everyone. The
+    /// lock file is written by every reader, so the group may write it (both less the umask).
+    static let dataFileMode: UInt32 = 0o640
+    static let lockFileMode: UInt32 = 0o660
 
     // MARK: Transactions
 

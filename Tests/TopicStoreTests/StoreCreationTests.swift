@@ -2,6 +2,7 @@ import Foundation
 import Replay
 import Synchronization
 import Testing
+import SubscriptionLog
 import TopicStore
 
 /// Several processes started at once on a store that does not exist yet (a deploy
@@ -45,5 +46,30 @@ import TopicStore
             let audit = try Audit.run(store)
             #expect(audit.isClean, "round \(round): \(audit.logIssues.prefix(3)) \(audit.differences.prefix(3))")
         }
+    }
+
+    /// A store holds the providers' private keys: its files are never world-readable,
+    /// neither when made nor in the generation a file compaction switches to.
+    @Test func theStoresFilesAreNotWorldReadable() throws {
+        let dir = TemporaryDirectory("create-modes")
+        let data = dir.sub("data")
+        let old = umask(0o022)
+        defer { umask(old) }
+        let store = try TopicStore(directory: data)
+        try store.submitAndWait(Event(project: "demo", body: .register(deviceID: "d1", topics: [TopicSpec(code: "all")])))
+        store.close()
+        func mode(_ path: String) throws -> Int {
+            (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) ?? -1
+        }
+        #expect(try mode(data + "/data.mdb") == 0o640)
+        #expect(try mode(data + "/lock.mdb") & 0o007 == 0)
+        let run = try topicstore(["compact", "--data", data, "--retain", "0", "--json"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let reopened = try TopicStore(directory: data)
+        let generation = reopened.environmentDirectory
+        reopened.close()
+        #expect(generation != data, "the compaction did not switch generations")
+        #expect(try mode(generation + "/data.mdb") == 0o640)
+        #expect(try mode(generation + "/lock.mdb") & 0o007 == 0)
     }
 }
