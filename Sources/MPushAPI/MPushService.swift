@@ -73,7 +73,8 @@ final class MPushService: Sendable {
 
     /// What a request's headers alone decide: the method, Accept, the key and its permission.
     private enum Gate {
-        case refused(HTTPResponse)
+        /// With the key's id when the key was known (the access log names it).
+        case refused(HTTPResponse, keyID: String? = nil)
         /// Go on, as this key (nil for the public routes).
         case open(Credential?)
     }
@@ -91,7 +92,7 @@ final class MPushService: Sendable {
         let credential: Credential?
         do { credential = try access.authenticate(key) } catch { return .refused(serverError(error)) }
         guard let credential else { return .refused(APIResponse.message(401, "The project token is invalid.")) }
-        if route.access == .server && credential.kind != .server { return .refused(APIResponse.error(403)) }
+        if route.access == .server && credential.kind != .server { return .refused(APIResponse.error(403), keyID: credential.keyID) }
         return .open(credential)
     }
 
@@ -99,15 +100,18 @@ final class MPushService: Sendable {
     /// client without a valid key is refused before it sends the body. Nil: send it.
     func refusalBeforeBody(_ request: HTTPRequest) -> HTTPResponse? {
         guard let (route, _) = Route.match(request.path) else { return APIResponse.error(404) }
-        guard case .refused(var response) = gate(route, request) else { return nil }
+        guard case .refused(var response, let keyID) = gate(route, request) else { return nil }
         response.route = route.rawValue
+        response.principal = keyID
         return response
     }
 
     private func answer(_ route: Route, _ parameter: String?, _ request: HTTPRequest, principal: inout String?) -> Answer {
         let credential: Credential?
         switch gate(route, request) {
-        case .refused(let response): return .response(response)
+        case .refused(let response, let keyID):
+            principal = keyID
+            return .response(response)
         case .open(let c): credential = c
         }
         switch route {

@@ -101,8 +101,13 @@ struct HTTPOperationsTests {
         waitForLines(2)
         #expect(try t.send("GET", "/v1/topics", key: t.serverKey).status == 200)
         waitForLines(3)
+        // A client key on a server route: refused, and the line names the key that tried.
+        #expect(try t.send("GET", "/v1/topics", key: t.clientKey).status == 403)
+        waitForLines(4)
         let lines = t.accessLog
-        #expect(lines.count == 3)
+        #expect(lines.count == 4)
+        #expect(lines[3].contains("\"GET /v1/topics\" 403 ") && lines[3].contains("route=/v1/topics key=")
+                && !lines[3].hasSuffix("key=-"), "\(lines[3])")
         #expect(lines[0].contains("\"POST /api/register\" 200 17 ") && lines[0].contains("route=/api/register key="))
         #expect(!lines[0].contains(t.clientKey), "the key itself is never logged")
         #expect(lines[1].contains("\"GET /missing\" 404 ") && lines[1].contains("route=- key=-"))
