@@ -120,8 +120,9 @@ public struct ServerConfiguration: Sendable {
             return n
         }
         if let n = try count("connectionLimit") { connectionLimit = n }
-        if let n = try seconds("connectionTimeoutSeconds", atMost: 3600) {
-            guard n >= 1, n == n.rounded() else {
+        if let n = try number("connectionTimeoutSeconds") {
+            // One message for every value refused (0 and 4000 alike).
+            guard n >= 1, n <= 3600, n == n.rounded() else {
                 throw Invalid(description: "config file \(path): 'connectionTimeoutSeconds' must be a whole number of seconds from 1 to 3600, not \(DeliveryConfiguration.shown(n))")
             }
             connectionTimeout = Int(n)

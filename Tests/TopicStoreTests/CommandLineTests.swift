@@ -178,6 +178,7 @@ import Testing
         (#"{"shutdownTimeoutSeconds": -1}"#, "'shutdownTimeoutSeconds' must be 0 to 86400 seconds"),
         (#"{"connectionTimeoutSeconds": 0}"#, "'connectionTimeoutSeconds' must be a whole number of seconds from 1 to 3600"),
         (#"{"connectionTimeoutSeconds": 1.5}"#, "'connectionTimeoutSeconds' must be a whole number of seconds from 1 to 3600"),
+        (#"{"connectionTimeoutSeconds": 4000}"#, "'connectionTimeoutSeconds' must be a whole number of seconds from 1 to 3600"),
         (#"{"rateLimit": {"client": {"perSecond": -1}}}"#, "rateLimit.client must be"),
         (#"{"rateLimit": {"server": {"perSecond": 5, "burst": 1e300}}}"#, "rateLimit.server.burst must be"),
     ])
