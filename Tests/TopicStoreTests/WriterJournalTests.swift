@@ -47,6 +47,17 @@ import TopicStore
         #expect(audit.isClean, "\(round): \(audit.logIssues.prefix(3)) \(audit.differences.prefix(3))")
     }
 
+    /// The recipient cache streams what the map holds for `project`, and the store is a fold of its log.
+    func expectCacheMatchesTheMapAndAuditIsClean(_ store: TopicStore, project: String) throws {
+        try store.read { txn in
+            let cached = try RecipientCacheTests.recipients(store.reader, txn, project: project)
+            let mapped = try RecipientCacheTests.recipients(ProjectionReader(tables: store.tables), txn, project: project)
+            #expect(!mapped.isEmpty && RecipientCacheTests.differences(cached, mapped) == [])
+        }
+        let audit = try Audit.run(store)
+        #expect(audit.isClean, "\(audit.logIssues.prefix(3)) \(audit.differences.prefix(3))")
+    }
+
     /// Commands that need the writer's indexes to be right after the other writer:
     /// a forgotten device_id registers as a new device, a token moves, a new device.
     func writeAfter(_ store: TopicStore, _ tag: String) throws {
@@ -305,13 +316,7 @@ extension WriterJournalTests {
         writer.waitUntilExit()
         #expect(store.environment.info().mapSize > 256 << 10, "the map never grew")
         #expect(store.writerTableReads.deviceIndexes == 1, "the server read its indexes \(store.writerTableReads.deviceIndexes) times")
-        try store.read { txn in
-            let cached = try RecipientCacheTests.recipients(store.reader, txn, project: "crash")
-            let mapped = try RecipientCacheTests.recipients(ProjectionReader(tables: store.tables), txn, project: "crash")
-            #expect(!mapped.isEmpty && RecipientCacheTests.differences(cached, mapped) == [])
-        }
-        let audit = try Audit.run(store)
-        #expect(audit.isClean, "\(audit.logIssues.prefix(3)) \(audit.differences.prefix(3))")
+        try expectCacheMatchesTheMapAndAuditIsClean(store, project: "crash")
     }
 
     /// Two writers started at once on a directory that does not exist yet, making the
@@ -379,13 +384,7 @@ extension WriterJournalTests {
         _ = writer.kill()
         #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 }.prefix(3))")
         #expect(store.generation != generation, "the store did not move to a new generation")
-        try store.read { txn in
-            let cached = try RecipientCacheTests.recipients(store.reader, txn, project: "crash")
-            let mapped = try RecipientCacheTests.recipients(ProjectionReader(tables: store.tables), txn, project: "crash")
-            #expect(!mapped.isEmpty && RecipientCacheTests.differences(cached, mapped) == [])
-        }
-        let audit = try Audit.run(store)
-        #expect(audit.isClean, "\(audit.logIssues.prefix(3)) \(audit.differences.prefix(3))")
+        try expectCacheMatchesTheMapAndAuditIsClean(store, project: "crash")
     }
 }
 
