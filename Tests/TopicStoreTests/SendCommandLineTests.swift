@@ -107,6 +107,9 @@ import Testing
         #expect(again.stderr.contains("project demo has no apns credentials"))
         let after = try #require(json(try cli.topicstore(["credentials", "list", "--json"] + d).stdout) as? [[String: Any]])
         #expect(Set(after.map { "\($0["project"] as? String ?? "")/\($0["provider"] as? String ?? "")" }) == ["demo/fcm", "shop/apns"])
+        let removedJSON = try cli.topicstore(["credentials", "remove", "--project", "shop", "--apns", "--json"] + d)
+        #expect(removedJSON.status == 0)
+        #expect((json(removedJSON.stdout) as? [String: String]) == ["project": "shop", "removed": "apns"], "\(removedJSON.stdout)")
         #expect(try cli.topicstore(["credentials", "frobnicate"] + d).status == 2)
     }
 }

@@ -115,7 +115,8 @@ enum CredentialsCommand: Command {
                 Console.printError("project \(project) has no \(provider) credentials")
                 return .invalidInput
             }
-            print("removed \(provider) credentials of project \(project)")
+            if arguments.json { Console.printJSON(["project": project, "removed": provider]) }
+            else { print("removed \(provider) credentials of project \(project)") }
             return .success
         default:
             throw UsageError(description: "unknown action '\(action)' (set, list, remove)")
