@@ -104,6 +104,10 @@ struct AccessControlTests {
         // The list shows it (id only), and revoking it by key is honoured within a second.
         let (_, list) = try runTopicstore(["key", "list", "--project", "late", "--data", dir.path, "--json"])
         #expect(list.contains("\"project\":\"late\"") && !list.contains(key))
+        #expect(!list.contains("unknownProject"))
+        // A typo'd project is named as unknown, not listed as having no keys.
+        let (typoStatus, typo) = try runTopicstore(["key", "list", "--project", "lade", "--data", dir.path, "--json"])
+        #expect(typoStatus == 0 && typo.contains("\"unknownProject\":true"), "\(typo)")
         let (revokeStatus, _) = try runTopicstore(["key", "revoke", key, "--data", dir.path])
         #expect(revokeStatus == 0)
         let gone = try #require(try secondsUntil(401, key))

@@ -78,8 +78,13 @@ enum KeyCommand: Command {
             let store = try TopicStore(directory: arguments.dataDirectory, options: options)
             let access = try AccessControl(store: store)
             let keys = try access.keys(project: arguments.value("project"))
+            // A project with no keys lists none; one that does not exist is said to, as topics does.
+            let unknown = try arguments.value("project").map { try access.project(named: $0) == nil } ?? false
+            if unknown { Console.printError(Console.unknownProject(arguments.value("project")!) + "; it has no keys") }
             if arguments.json {
-                Console.printJSON(["keys": keys.map(describe)])
+                var answer: [String: Any] = ["keys": keys.map(describe)]
+                if unknown { answer["unknownProject"] = true }
+                Console.printJSON(answer)
             } else {
                 if keys.isEmpty { print("no keys") }
                 for k in keys {
