@@ -229,6 +229,40 @@ struct HTTPOperationsTests {
         #expect(lost.isEmpty, "answered 200 but not in the store: \(lost.prefix(5))")
     }
 
+    /// `serve --json` says what it says in JSON, one object a line: the first run's keys
+    /// (for a deploy script to keep), then where it listens.
+    @Test func serveJSONPrintsTheFirstRunsKeysAndThePort() throws {
+        let dir = HTTPTestDirectory()
+        let binary = try #require(TopicstoreBinary.path)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = ["serve", "--data", dir.path, "--listen", "127.0.0.1:0", "--quiet", "--json"]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() } }
+        var text = ""
+        while !text.contains("\"listening\"") || !text.hasSuffix("\n") {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        let objects = text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(objects.count == 2, "\(text)")
+        let first = try #require(objects.first)
+        #expect(first["firstRun"] as? Bool == true && first["project"] as? String == "demo", "\(first)")
+        let serverKey = try #require(first["serverKey"] as? String)
+        #expect((first["clientKey"] as? String)?.hasPrefix("tsc_") == true)
+        let port = try #require(objects.last?["port"] as? Int)
+        #expect(objects.last?["listening"] as? String == "http://127.0.0.1:\(port)")
+        let topics = try RawHTTPClient(port: UInt16(port)).request("GET", "/v1/topics", headers: [("X-MPush-Token", serverKey)])
+        #expect(topics.status == 200)
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+    }
+
     @Test func sigtermFinishesAndCommitsTheRequestInProgress() throws {
         let dir = HTTPTestDirectory()
         let serve = try ServeProcess(data: dir.path)

@@ -60,16 +60,21 @@ enum ServeCommand: Command {
         do { try store.checkHead(); try store.requireLog() } catch { store.close(); throw error }
         let access = try AccessControl(store: store, cacheLifetime: configuration.keyCacheSeconds)
         if let demo = try access.bootstrap(project: "demo") {
-            print("""
-            first run: created project '\(demo.project)' with these keys (shown once; only their hashes are stored):
-              client key (membership endpoints, ships in apps): \(demo.client)
-              server key (everything, keep it secret):          \(demo.server)
-            """)
             // Data loaded before the first serve belongs to projects that have no keys yet.
             let others = try ProjectCommand.deviceCounts(store).filter { $0.key != demo.project }.sorted { $0.key < $1.key }
-            for (name, devices) in others {
-                print("  the store also holds project '\(name)' (\(devices) devices) without API keys: "
-                      + "topicstore project add \(name) && topicstore key add --project \(name) --kind server")
+            if arguments.json {
+                Console.printJSON(["firstRun": true, "project": demo.project, "clientKey": demo.client, "serverKey": demo.server,
+                                   "projectsWithoutKeys": others.map { ["project": $0.key, "devices": $0.value] as [String: Any] }])
+            } else {
+                print("""
+                first run: created project '\(demo.project)' with these keys (shown once; only their hashes are stored):
+                  client key (membership endpoints, ships in apps): \(demo.client)
+                  server key (everything, keep it secret):          \(demo.server)
+                """)
+                for (name, devices) in others {
+                    print("  the store also holds project '\(name)' (\(devices) devices) without API keys: "
+                          + "topicstore project add \(name) && topicstore key add --project \(name) --kind server")
+                }
             }
         }
 
@@ -102,7 +107,11 @@ enum ServeCommand: Command {
             throw error
         }
         let shownHost = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
-        print("listening on http://\(shownHost):\(server.port)")
+        if arguments.json {
+            Console.printJSON(["listening": "http://\(shownHost):\(server.port)", "port": Int(server.port)])
+        } else {
+            print("listening on http://\(shownHost):\(server.port)")
+        }
         fflush(nil)
 
         stopRequested.wait()
