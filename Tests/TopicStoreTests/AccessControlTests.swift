@@ -117,4 +117,19 @@ struct AccessControlTests {
         serve.signal(SIGTERM)
         #expect(serve.wait() == 0)
     }
+
+    /// A project whose every key is revoked answers 401 to everyone: serve says so when it starts.
+    @Test func serveWarnsOfAProjectWithNoActiveKey() throws {
+        let dir = HTTPTestDirectory()
+        let (added, _) = try runTopicstore(["project", "add", "shop", "--data", dir.path])
+        #expect(added == 0)
+        let (_, keyJSON) = try runTopicstore(["key", "add", "--project", "shop", "--kind", "server", "--data", dir.path, "--json"])
+        let key = try #require((try? JSONSerialization.jsonObject(with: Data(keyJSON.utf8)) as? [String: Any])?["key"] as? String, "\(keyJSON)")
+        let quiet = try runWithDeadline(["serve", "--data", dir.path, "--listen", "127.0.0.1:0", "--quiet"], seconds: 2)
+        #expect(!quiet.stderr.contains("no active API key"), "\(quiet.stderr)")
+        let (revoked, _) = try runTopicstore(["key", "revoke", key, "--data", dir.path])
+        #expect(revoked == 0)
+        let warned = try runWithDeadline(["serve", "--data", dir.path, "--listen", "127.0.0.1:0", "--quiet"], seconds: 2)
+        #expect(warned.stderr.contains("warning: project 'shop' has no active API key"), "\(warned.stderr)")
+    }
 }

@@ -76,6 +76,13 @@ enum ServeCommand: Command {
                           + "topicstore project add \(name) && topicstore key add --project \(name) --kind server")
                 }
             }
+        } else {
+            // A project whose every key is revoked gets 401 for every request: say so at start.
+            let keys = try access.keys(project: nil)
+            for project in try access.projects() where !keys.contains(where: { $0.project == project.name && $0.revokedAt == nil }) {
+                Console.printError("warning: project '\(project.name)' has no active API key, so every request for it is refused (401): "
+                                   + "topicstore key add --project \(project.name) --kind server")
+            }
         }
 
         // Signals are taken by a dispatch source, never by the default handler.
