@@ -9,6 +9,13 @@ public struct StoreStatistics: Sendable {
         public var devices: Int
         public var topics: Int
         public var liveTokens: Int
+
+        public init(name: String, devices: Int, topics: Int, liveTokens: Int) {
+            self.name = name
+            self.devices = devices
+            self.topics = topics
+            self.liveTokens = liveTokens
+        }
     }
     public struct TableSummary: Sendable {
         public var name: String

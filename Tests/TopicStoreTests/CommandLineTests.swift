@@ -53,6 +53,14 @@ import Testing
         #expect(stats["lastSeq"] as? Int == 5)
         #expect(stats["schemaVersion"] as? Int == 3 && stats["topicLayout"] as? String == "compact")
         #expect((stats["projects"] as? [[String: Any]])?.first?["topics"] as? Int == 3)
+
+        // A project added but not yet written to is listed too, with zeros (it was left out).
+        #expect(try topicstore(["project", "add", "--data", dir.path, "empty"]).status == 0)
+        let after = json(try topicstore(["stats", "--data", dir.path, "--json"]).stdout)
+        let projects = after["projects"] as? [[String: Any]] ?? []
+        #expect(projects.map { $0["name"] as? String } == ["demo", "empty"], "\(projects)")
+        #expect(projects.last?["devices"] as? Int == 0 && projects.last?["topics"] as? Int == 0)
+        #expect(try topicstore(["stats", "--data", dir.path]).stdout.contains("project empty: 0 devices, 0 live tokens, 0 topics"))
     }
 
     @Test func stopOnErrorAppliesNothingAfterTheBadLine() throws {

@@ -35,7 +35,7 @@ enum Console {
     /// not know: its answer is empty (exit 0, so scripts keep working), but it
     /// should not look like a project whose audience happens to be empty.
     static func unknownProject(_ project: String) -> String {
-        "no project named \(project) in this store (topicstore stats lists the projects it has)"
+        "no project named \(project) in this store (topicstore project list lists the projects it has)"
     }
 
     /// A JSON object (sorted keys) on one line.

@@ -111,12 +111,20 @@ enum CredentialsCommand: Command {
             guard let project = arguments.value("project") else { throw UsageError(description: "--project is required") }
             guard arguments.has("apns") != arguments.has("fcm") else { throw UsageError(description: "say --apns or --fcm") }
             let provider = arguments.has("apns") ? "apns" : "fcm"
-            guard try credentials.remove(project: project, provider: provider) else {
-                Console.printError("project \(project) has no \(provider) credentials")
+            // As `key add`: a project that does not exist is invalid input, not "nothing to remove".
+            guard try AccessControl(store: store).project(named: project) != nil else {
+                Console.printError(AccessError.noSuchProject(project).description)
                 return .invalidInput
             }
-            if arguments.json { Console.printJSON(["project": project, "removed": provider]) }
-            else { print("removed \(provider) credentials of project \(project)") }
+            // Removing what is already absent changes nothing and says so, as `key revoke` of a revoked key.
+            let removed = try credentials.remove(project: project, provider: provider)
+            if arguments.json {
+                Console.printJSON(["project": project, "provider": provider, "removed": removed])
+            } else if removed {
+                print("removed \(provider) credentials of project \(project)")
+            } else {
+                print("project \(project) has no \(provider) credentials: nothing to remove")
+            }
             return .success
         default:
             throw UsageError(description: "unknown action '\(action)' (set, list, remove)")

@@ -1,3 +1,4 @@
+import AccessControl
 import Foundation
 import LMDB
 import TopicStore
@@ -14,7 +15,13 @@ enum StatsCommand: Command {
         var options = TopicStore.Options()
         options.readOnly = true
         let store = try TopicStore(directory: arguments.dataDirectory, options: options)
-        let stats = try store.statistics()
+        var stats = try store.statistics()
+        // A project added (`project add`) that no command has reached yet has no projections: list it with zeros.
+        let withData = Set(stats.projects.map(\.name))
+        for p in try AccessControl(store: store).projects() where !withData.contains(p.name) {
+            stats.projects.append(.init(name: p.name, devices: 0, topics: 0, liveTokens: 0))
+        }
+        stats.projects.sort { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }
         let fileBytes = (try? FileManager.default.attributesOfItem(atPath: store.environmentDirectory + "/data.mdb")[.size] as? Int) ?? 0
         if arguments.json {
             Console.printJSON([
