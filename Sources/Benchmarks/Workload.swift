@@ -1,4 +1,5 @@
 import SubscriptionLog
+import Replay
 
 /// The shape of a generated workload. Every figure derives from `seed`, so two
 /// runs with the same spec produce byte-identical event streams.
