@@ -350,6 +350,9 @@ int topicstore_slice_append(void *bitmap, uint16_t high, const void *stored, siz
     // compares every stored chunk with a rebuild. Runs past the slice are refused.
     if (stored == NULL || parse_stored(stored, length, high, &s) != 0) return -1;
     if (s.type == kRun && !stored_runs_in_slice(&s)) return -1;
+    // A bitset's cardinality is taken from its header, as CRoaring's reader takes it, so a
+    // damaged header would make every count of the bitmap wrong: it must match the bits.
+    if (s.type == kBitset && (!can_count() || bitset_popcount(s.bytes) != s.count)) return -1;
     roaring_array_t *ra = &((roaring_bitmap_t *)bitmap)->high_low_container;
     if (ra->size > 0 && ra->keys[ra->size - 1] >= high) return -1;
     void *container;
@@ -368,7 +371,7 @@ int topicstore_slice_append(void *bitmap, uint16_t high, const void *stored, siz
         bitset_container_t *b = bitset_container_create();
         if (b == NULL) return -1;
         memcpy(b->array, s.bytes, kBitsetBytes);
-        b->cardinality = s.count;  // from the header, as CRoaring's own reader takes it
+        b->cardinality = s.count;  // the header's, checked against the bits above
         container = b;
         type = BITSET_CONTAINER_TYPE_CODE;
         break;

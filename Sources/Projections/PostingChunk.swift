@@ -23,6 +23,11 @@ enum PostingChunk {
         guard let lo = bitmap.min, let hi = bitmap.max, lo >> 16 == UInt32(high), hi >> 16 == UInt32(high) else {
             throw ProjectionCorruption(place: place(), reason: "container is empty or holds ordinals of another chunk")
         }
+        // CRoaring takes a bitset's cardinality from its header: one that disagrees with the
+        // bits would make every count of this topic wrong (counted in place where the CPU can).
+        if let members = Bitmap.sliceCardinality(high, stored: bytes), members != bitmap.count {
+            throw ProjectionCorruption(place: place(), reason: "container header says \(bitmap.count) members, it holds \(members)")
+        }
         return bitmap
     }
 

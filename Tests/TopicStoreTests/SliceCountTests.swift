@@ -279,6 +279,44 @@ struct SliceCountTests {
         }
     }
 
+    @Test("a bitset chunk whose header disagrees with its bits makes a count fail naming the chunk")
+    func bitsetHeaderDisagreeingWithItsBits() throws {
+        let dir = TemporaryDirectory("slice-count")
+        let store = try TopicStore(directory: dir.path)
+        defer { store.close() }
+        // Every other one of 10,000 devices on `news`: 5,000 scattered members, a bitset chunk.
+        var events: [Event] = []
+        for i in 0..<10_000 {
+            events.append(Event(project: "alpha", body: .token(deviceID: "d\(i)", token: "tok\(i)", platform: .ios)))
+            if i % 2 == 0 { events.append(Event(project: "alpha", body: .register(deviceID: "d\(i)", topics: [TopicSpec(code: "news")]))) }
+        }
+        for result in store.submitAndWait(events) { _ = try result.get() }
+        let reader = store.reader
+        func total() throws -> Int {
+            try store.read { txn in try reader.counts(of: try reader.audience(project: "alpha", .topic("news"), txn), txn).total }
+        }
+        #expect(try total() == 5_000)
+        // The one bitset-sized value is news's chunk; its header (no-run cookie, one container,
+        // key, cardinality - 1 at bytes 10…11) is made to say 4,999 members.
+        let (key, value) = try store.read { txn in
+            try txn.withCursor(store.tables.postings) { cursor -> ([UInt8], [UInt8]) in
+                var entry = try cursor.first()
+                while let (k, v) = entry {
+                    if v.count > 8_192 { return (Array(k), Array(v)) }
+                    entry = try cursor.next()
+                }
+                throw CancellationError()
+            }
+        }
+        var damaged = value
+        #expect(damaged[10] == UInt8((5_000 - 1) & 0xFF) && damaged[11] == UInt8((5_000 - 1) >> 8))
+        damaged[10] = UInt8((4_999 - 1) & 0xFF)
+        try store.environment.write { txn in try txn.put(store.tables.postings, key, damaged) }
+        let error = try #require(throws: ProjectionCorruption.self) { try total() }
+        #expect(error.reason.contains("header says 4999 members, it holds 5000"), "\(error)")
+        #expect(error.place.hasPrefix("postings/1/0/"), "\(error.place)")
+    }
+
     @Test("a corrupt live-token chunk makes a count fail naming the chunk")
     func corruptLiveChunk() throws {
         let dir = TemporaryDirectory("slice-count")
