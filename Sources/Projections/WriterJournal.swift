@@ -15,8 +15,8 @@ import SubscriptionLog
 /// S at sequence N finds the entry at N, checks that it starts on S, applies
 /// it, and goes on from its stamp and last sequence until it reaches the
 /// stamp stored now. Any gap — a transaction too big to list
-/// (`maxListedBytes`), an entry pruned, a writer that keeps no journal — and
-/// it reads the table as before. Bookkeeping, like the stamp: never compared,
+/// (`maxListedBytes`), an entry pruned or damaged, a writer that keeps no
+/// journal — and it reads the table as before. Bookkeeping, like the stamp: never compared,
 /// never rebuilt, not part of the projections.
 ///
 /// The index entries are stored by their hash (`OrdinalIndex.hash`), which
@@ -123,9 +123,11 @@ struct WriterJournal {
         var entries: [Entry] = []
         var stamp = stamp, sequence = sequence
         while stamp != stored || sequence != appliedSequence {
+            // An entry that does not decode is a gap too: it is bookkeeping, the table is
+            // the truth, and reading the table is what a restarted writer would do anyway.
             guard entries.count < maxEntries, sequence < appliedSequence,
                   let bytes = try txn.get(state, key(sequence)),
-                  let entry = try decode(bytes, at: "writer_state/j\(sequence)"),
+                  let entry = try? decode(bytes, at: "writer_state/j\(sequence)"),
                   entry.listed, entry.previousStamp == stamp, entry.from == sequence, entry.through > sequence
             else { return nil }
             entries.append(entry)

@@ -548,7 +548,7 @@ extension WriterJournalTests {
 /// the table, and the store with a replay of its log at the end.
 @Suite struct WriterJournalModelTests {
     struct Abort: Error {}
-    enum Ending: CaseIterable { case commit, abortAfterFlush, abortBeforeFlush, noJournal, unlisted, otherHashVersion }
+    enum Ending: CaseIterable { case commit, abortAfterFlush, abortBeforeFlush, noJournal, unlisted, otherHashVersion, damaged }
 
     static let projects = ["alpha", "beta"]
 
@@ -591,16 +591,19 @@ extension WriterJournalTests {
                 switch ending {
                 case .abortAfterFlush: throw Abort()
                 case .noJournal: _ = try txn.delete(state, key)
-                case .unlisted, .otherHashVersion:
+                case .unlisted, .otherHashVersion, .damaged:
                     let stored = try #require(try txn.get(state, key))
                     var entry = try #require(try WriterJournal.decode(stored, at: "test"))
                     var bytes: [UInt8]
-                    if ending == .unlisted {
+                    switch ending {
+                    case .unlisted:
                         entry.listed = false
                         bytes = WriterJournal.encode(entry)
-                    } else {
+                    case .otherHashVersion:
                         bytes = WriterJournal.encode(entry)
                         bytes[1] = WriterJournal.hashVersion &+ 1
+                    default:  // cut short: it does not decode, a gap for its followers (it stopped every writer)
+                        bytes = Array(WriterJournal.encode(entry).dropLast())
                     }
                     try txn.put(state, key, bytes)
                 default: break
@@ -681,7 +684,7 @@ extension WriterJournalTests {
                 let w = rng.int(writers.count)
                 let roll = rng.int(100)
                 let ending: Ending = roll < 60 ? .commit : roll < 70 ? .abortAfterFlush : roll < 76 ? .abortBeforeFlush
-                    : roll < 84 ? .noJournal : roll < 92 ? .unlisted : .otherHashVersion
+                    : roll < 84 ? .noJournal : roll < 90 ? .unlisted : roll < 95 ? .otherHashVersion : .damaged
                 if rng.int(40) == 0 {
                     // Entries pruned while a writer was idle: a gap.
                     try env.write { txn in
