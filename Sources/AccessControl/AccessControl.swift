@@ -73,10 +73,13 @@ public final class AccessControl: Sendable {
 
     /// A fresh random key: a kind prefix and 32 base-62 characters (190 bits)
     /// from the system's cryptographic generator.
+    /// What generated keys of `kind` start with.
+    public static func prefix(_ kind: KeyKind) -> String { kind == .client ? "tsc_" : "tss_" }
+
     public static func generateKey(kind: KeyKind) -> String {
         let alphabet = Array("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz".utf8)
         var rng = SystemRandomNumberGenerator()
-        var out = Array((kind == .client ? "tsc_" : "tss_").utf8)
+        var out = Array(prefix(kind).utf8)
         for _ in 0..<32 { out.append(alphabet[Int(rng.next(upperBound: UInt64(alphabet.count)))]) }
         return String(decoding: out, as: UTF8.self)
     }
@@ -91,6 +94,11 @@ public final class AccessControl: Sendable {
             }
             guard value.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
                 throw AccessError.invalidKey(reason: "a key may contain only printable ASCII characters without spaces")
+            }
+            // The prefixes say what a key may do: a server key that reads tsc_ could be shipped in an app.
+            let other: KeyKind = kind == .client ? .server : .client
+            guard !value.hasPrefix(Self.prefix(other)) else {
+                throw AccessError.invalidKey(reason: "a \(kind) key may not start with \(Self.prefix(other)), the prefix of \(other) keys")
             }
         }
         let hash = KeyHash(key: key)

@@ -63,6 +63,12 @@ struct AccessControlTests {
         #expect(throws: AccessError.self) { try access.addProject("Bad Name") }
         #expect(throws: AccessError.self) { try access.addKey(project: "app", kind: .client, value: "short") }
         #expect(throws: AccessError.self) { try access.addKey(project: "app", kind: .client, value: "has a space in it somewhere") }
+        // A chosen key may not carry the prefix of the other kind (a server key reading tsc_ could be shipped in an app).
+        #expect(throws: AccessError.invalidKey(reason: "a server key may not start with tsc_, the prefix of client keys")) {
+            try access.addKey(project: "app", kind: .server, value: "tsc_0123456789abcdefghijklmnopqrstu")
+        }
+        #expect(throws: AccessError.self) { try access.addKey(project: "app", kind: .client, value: "tss_0123456789abcdefghijklmnopqrstu") }
+        #expect(try access.addKey(project: "app", kind: .server, value: "tss_0123456789abcdefghijklmnopqrstu").info.kind == .server)
     }
 
     @Test func bootstrapOnlyOnAnEmptyStore() throws {
