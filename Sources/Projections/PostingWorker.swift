@@ -19,9 +19,12 @@ final class PostingWorker: @unchecked Sendable {
     }
 
     private let queue = DispatchQueue(label: "topicstore-postings")
-    /// Changes not yet handed over (the folding thread's only state here).
-    private var pending: [Change] = []
-    private static let batch = 16_384
+    /// How many changes the folding thread gathers before it hands them over.
+    /// It gathers them in its own memory (`ProjectionWriter`), never in this
+    /// object: the worker writes the fields below all the time, and the fold
+    /// touching the same cache lines (or this object's reference count) for
+    /// every change made the two cores take the lines from each other.
+    static let batch = 16_384
 
     // Owned by the queue between drains.
     private var cache = PostingCache(tracksLastChunks: true)
@@ -30,19 +33,10 @@ final class PostingWorker: @unchecked Sendable {
     private var slices = TopicColumns<[UInt16]?>(empty: nil)
     private var changedTopics: [ProjectionWriter.TopicKey] = []
 
-    init() { pending.reserveCapacity(Self.batch) }
+    init() {}
 
-    /// Queues one bit change (of a topic, or a built-in set).
-    @inline(__always)
-    func set(_ pid: UInt32, _ tid: UInt32, _ ordinal: UInt32, _ on: Bool) {
-        pending.append(Change(pid: pid, tid: tid, ordinal: ordinal, on: on))
-        if pending.count == Self.batch { handOver() }
-    }
-
-    private func handOver() {
-        let changes = pending
-        pending = []
-        pending.reserveCapacity(Self.batch)
+    /// Queues bit changes (of topics, or built-in sets), applied in order.
+    func enqueue(_ changes: [Change]) {
         queue.async { [self] in apply(changes) }
     }
 
@@ -66,7 +60,6 @@ final class PostingWorker: @unchecked Sendable {
     /// Waits until every queued change is applied. After it, and until the
     /// next `set`, the caller may read and change what the worker holds.
     func drain() {
-        if !pending.isEmpty { handOver() }
         queue.sync {}
     }
 

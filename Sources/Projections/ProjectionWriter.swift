@@ -143,11 +143,31 @@ public final class ProjectionWriter {
         self.directory = DeviceDirectory(recordsChanges: false)
         self.postings = PostingCache(tracksLastChunks: true)
         self.postingWorker = targetIsEmpty ? PostingWorker() : nil
+        self.handsPostingsToWorker = targetIsEmpty
+        if targetIsEmpty { pendingPostings.reserveCapacity(PostingWorker.batch) }
     }
 
     /// A build into an empty target changes its bitmaps on a second core (see
     /// `PostingWorker`); nil otherwise, and once the build has been written.
     private var postingWorker: PostingWorker?
+    /// Whether `setBit` gathers changes for the worker (`postingWorker` is not
+    /// nil): a flag, so the hot path neither loads nor retains the worker.
+    private var handsPostingsToWorker = false
+    /// Bit changes gathered for the worker, handed over `PostingWorker.batch` at a time.
+    private var pendingPostings: [PostingWorker.Change] = []
+
+    private func handPostingsOver() {
+        guard let postingWorker, !pendingPostings.isEmpty else { return }
+        postingWorker.enqueue(pendingPostings)
+        pendingPostings = []
+        pendingPostings.reserveCapacity(PostingWorker.batch)
+    }
+
+    /// Everything gathered handed over and applied: the worker's state may be read.
+    private func drainPostingWorker(_ worker: PostingWorker) {
+        handPostingsOver()
+        worker.drain()
+    }
 
     /// Starts a batch on top of what `txn` holds, forgetting anything cached
     /// before: another transaction (or process) may have changed the tables since.
@@ -613,7 +633,11 @@ public final class ProjectionWriter {
 
     /// Sets or clears one device's bit in a topic's (or built-in set's) bitmap.
     func setBit(_ pid: UInt32, _ tid: UInt32, _ ordinal: UInt32, _ on: Bool, _ txn: borrowing Transaction) throws {
-        if let postingWorker { return postingWorker.set(pid, tid, ordinal, on) }
+        if handsPostingsToWorker {
+            pendingPostings.append(PostingWorker.Change(pid: pid, tid: tid, ordinal: ordinal, on: on))
+            if pendingPostings.count == PostingWorker.batch { handPostingsOver() }
+            return
+        }
         let stored = build?.targetIsEmpty != true
         let (_, slice) = try postings.set(pid, tid, ordinal, on) { key in
             guard stored, let v = try txn.get(tables.postings, Keys.chunk(pid, tid, key.high)) else { return nil }
@@ -799,8 +823,8 @@ extension ProjectionWriter {
         var bytes = build.footprint + directory.footprint
         bytes += memberships.count * 96 + topics.count * 256 + topicCodes.count * 64
         if let postingWorker {
-            postingWorker.drain()
-            bytes += postingWorker.footprint
+            drainPostingWorker(postingWorker)
+            bytes += postingWorker.footprint + pendingPostings.capacity * MemoryLayout<PostingWorker.Change>.stride
         }
         return bytes + postings.footprint
     }
@@ -810,8 +834,10 @@ extension ProjectionWriter {
     /// unwritten). The build goes on without the worker.
     private func adoptPostingWorker(_ build: BuildState) throws {
         guard let worker = postingWorker else { return }
-        worker.drain()
+        drainPostingWorker(worker)
         postingWorker = nil
+        handsPostingsToWorker = false
+        pendingPostings = []
         swap(&postings, &worker.postings)
         let dropped = Set(build.droppedTopics.map { UInt64($0.pid) << 32 | UInt64($0.topic) })
         try worker.forEachChangedTopic { key, slices in
