@@ -1,4 +1,5 @@
 import Foundation
+import LMDB
 import Replay
 import SubscriptionLog
 import TopicStore
@@ -41,13 +42,29 @@ enum AuditCommand: Command {
             guard mib >= 0 else { throw UsageError(description: "--memory-budget must not be negative") }
             options.memoryBudget = mib == 0 ? nil : mib << 20
         }
+        // The file first, page by page with pread: LMDB trusts every page it reads, and a
+        // damaged one can kill the process (or hide records) before anything is reported.
+        let clock = ContinuousClock.now
+        let file = try TopicStore.checkFileStructure(directory: arguments.dataDirectory, maxIssues: options.maxReported)
+        let elapsed = clock.duration(to: .now).components
+        let fileSeconds = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+        guard file.isSound else {
+            if arguments.json {
+                Console.printJSON(["ok": false, "file": fileJSON(file, seconds: fileSeconds)])
+            } else {
+                printFile(file, seconds: fileSeconds)
+                print("log and projections: not read: LMDB trusts the pages it reads, and this file's are damaged (restore the store from a backup or a compaction snapshot)")
+                print("FAILED")
+            }
+            return .verificationFailed
+        }
         let store = try TopicStore(directory: arguments.dataDirectory, options: readOnly)
         let bar = ProgressBar(arguments: arguments)
         let report = try Audit.run(store, options: options, progress: bar.update)
         bar.finish()
         if arguments.json {
             var object: [String: Any] = [
-                "ok": report.isClean, "recordsChecked": report.recordsChecked,
+                "ok": report.isClean, "file": fileJSON(file, seconds: fileSeconds), "recordsChecked": report.recordsChecked,
                 "logIssueCount": report.logIssueCount, "differenceCount": report.differenceCount,
                 "projectionsCompared": report.projectionsCompared, "entriesCompared": report.entriesCompared,
                 "comparedAsOfSeq": report.comparedAsOf, "seconds": report.seconds,
@@ -64,6 +81,7 @@ enum AuditCommand: Command {
             if let s = report.foldStop { object["foldStoppedAt"] = ["seq": s.sequence, "kind": s.kind.rawValue, "message": s.message] }
             Console.printJSON(object)
         } else {
+            printFile(file, seconds: fileSeconds)
             if let h = report.head {
                 print("head: seq \(h.sequence) sha256 \(h.hash.hex)")
                 print("      (anchor it: topicstore audit --expect-head \(h))")
@@ -83,5 +101,26 @@ enum AuditCommand: Command {
             print(String(format: "%@ in %.2f s (rebuild %.2f s)", report.isClean ? "OK" : "FAILED", report.seconds, report.rebuildSeconds))
         }
         return report.isClean ? .success : .verificationFailed
+    }
+
+    static func printFile(_ file: FileStructure, seconds: Double) {
+        let tables = file.tables.filter { !$0.name.hasPrefix("(") }.count
+        print(String(format: "file: %d pages of %d bytes walked (%d tables, %d pages free) at transaction %d in %.2f s, %d issue(s)",
+                     file.lastPage + 1, file.pageSize, tables, file.freePages, file.transactionID, seconds, file.issueCount))
+        for issue in file.issues { print("  \(issue)") }
+        if file.issueCount > file.issues.count { print("  … and \(file.issueCount - file.issues.count) more") }
+    }
+
+    static func fileJSON(_ file: FileStructure, seconds: Double) -> [String: Any] {
+        [
+            "pages": file.lastPage + 1, "pageSize": file.pageSize, "freePages": file.freePages, "transaction": file.transactionID,
+            "seconds": seconds, "issueCount": file.issueCount,
+            "issues": file.issues.map { i -> [String: Any] in
+                var o: [String: Any] = ["table": i.table, "message": i.message]
+                if let p = i.page { o["page"] = p }
+                if let off = i.offset { o["offset"] = off }
+                return o
+            },
+        ]
     }
 }

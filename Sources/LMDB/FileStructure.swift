@@ -1,0 +1,411 @@
+internal import CLMDB
+import Foundation
+
+/// One thing wrong with the structure of an LMDB file: where (the table, the
+/// page and its byte offset in data.mdb) and what.
+public struct StructureIssue: Sendable, CustomStringConvertible {
+    /// The table whose tree holds the page: a table name, `(main)` (the table of
+    /// tables), `(free list)`, or `(meta)` for LMDB's two meta pages.
+    public let table: String
+    public let page: Int?
+    public let offset: Int?
+    public let message: String
+
+    public var description: String {
+        guard let page, let offset else { return "\(table): \(message)" }
+        return "\(table): page \(page) (data.mdb offset \(offset)): \(message)"
+    }
+}
+
+/// What a walk of every page of an LMDB file found (`Environment.checkStructure`).
+public struct FileStructure: Sendable {
+    public struct Table: Sendable {
+        public var name: String
+        public var depth: Int
+        public var branchPages = 0, leafPages = 0, overflowPages = 0, entries = 0
+    }
+
+    /// The snapshot walked (its meta page's transaction).
+    public var transactionID = 0
+    public var pageSize = 0
+    /// The highest page number of that snapshot; pages 2… are walked.
+    public var lastPage = 0
+    public var tables: [Table] = []
+    public var freePages = 0
+    /// The first `maxIssues` issues; `issueCount` counts them all.
+    public var issues: [StructureIssue] = []
+    public var issueCount = 0
+    public var isSound: Bool { issueCount == 0 }
+}
+
+extension Environment {
+    /// Walks every tree of the file from the newest snapshot's meta page, reading
+    /// pages with pread (never through the map, so damage cannot kill the process),
+    /// and checks what LMDB itself trusts: the meta pages, every page's number, kind
+    /// and node layout, key order within pages and against the branch keys above
+    /// them (a point lookup follows those), the depth of every leaf, overflow
+    /// pages, each table's page and entry counts against its record, and that every
+    /// page up to the last is in exactly one tree or on the free list.
+    ///
+    /// A read transaction pins the snapshot while it is walked, so this runs beside
+    /// writers (in any process) without blocking them.
+    public func checkStructure(maxIssues: Int = 1000) throws -> FileStructure {
+        var fd: mdb_filehandle_t = -1
+        guard mdb_env_get_fd(pointer, &fd) == 0, fd >= 0 else { throw LMDBError.invalid }
+        let pageSize = info().pageSize
+        var result = FileStructure()
+        var metaIssues: [StructureIssue] = []
+        // The two meta pages: LMDB writes transaction t's into page t % 2, so each holds a
+        // transaction of its own parity, one after the other (both 0 in a new file). A page
+        // holding the other parity is a stale copy: the store was rolled back to it.
+        let metas = (0..<2).map { DataFile.meta(fd, page: $0, pageSize: pageSize) }
+        for (page, meta) in metas.enumerated() {
+            guard let meta else {
+                metaIssues.append(StructureIssue(table: "(meta)", page: page, offset: page * pageSize,
+                                                 message: "not a valid meta page (magic, version, page size or last page)"))
+                continue
+            }
+            if meta.transactionID != 0 && meta.transactionID % 2 != page {
+                metaIssues.append(StructureIssue(table: "(meta)", page: page, offset: page * pageSize,
+                                                 message: "holds transaction \(meta.transactionID), which LMDB writes into meta page \(1 - page): "
+                                                 + "a stale copy of an older meta page; the store may have been rolled back to that transaction"))
+            }
+        }
+        if let a = metas[0], let b = metas[1], metaIssues.isEmpty, abs(a.transactionID - b.transactionID) != 1,
+           !(a.transactionID == 0 && b.transactionID == 0) {
+            metaIssues.append(StructureIssue(table: "(meta)", page: nil, offset: nil,
+                                             message: "the meta pages hold transactions \(a.transactionID) and \(b.transactionID), which are not consecutive: one was not written or was restored from an older copy"))
+        }
+        for _ in 0..<100 {
+            let txn = try Transaction(environment: self, readOnly: true)
+            let snapshot = txn.id
+            let current = (0..<2).compactMap { DataFile.meta(fd, page: $0, pageSize: pageSize) }
+            guard let meta = current.first(where: { $0.transactionID == snapshot }) else {
+                txn.abort()
+                if current.count < 2, !metaIssues.isEmpty { break }  // the snapshot's meta page is the damaged one
+                continue  // two commits since the transaction began overwrote its meta page: again
+            }
+            var walk = StructureWalk(fd: fd, meta: meta, maxIssues: maxIssues)
+            walk.issues = metaIssues
+            walk.issueCount = metaIssues.count
+            walk.run()  // while `txn` keeps the snapshot's pages from being reused
+            txn.abort()
+            result.transactionID = meta.transactionID
+            result.pageSize = meta.pageSize
+            result.lastPage = meta.lastPage
+            result.tables = walk.tables
+            result.freePages = walk.freePages
+            result.issues = Array(walk.issues.prefix(maxIssues))
+            result.issueCount = walk.issueCount
+            return result
+        }
+        result.pageSize = pageSize
+        result.issues = Array(metaIssues.prefix(maxIssues))
+        result.issueCount = metaIssues.count
+        if metaIssues.isEmpty {
+            // Writers committed twice during each of a hundred tries: nothing to say about the file.
+            throw LMDBError.wouldBlock
+        }
+        return result
+    }
+}
+
+/// The walk itself: page numbers owned by which tree, issues as they are found.
+struct StructureWalk {
+    let fd: Int32
+    let meta: DataFile.Meta
+    let maxIssues: Int
+    var issues: [StructureIssue] = []
+    var issueCount = 0
+    var tables: [FileStructure.Table] = []
+    var freePages = 0
+    /// The free list's records (their page lists), applied after every tree is walked.
+    private var freeLists: [(value: [UInt8], page: Int, node: Int)] = []
+    /// Per page: 0 not reached, `freeOwner` on the free list, else 1 + the index of its table.
+    private var owner: [UInt16]
+    private static let freeOwner = UInt16.max
+    private var page: [UInt8]
+    private var pageSize: Int { meta.pageSize }
+
+    // mdb.c: page flags, node flags, the table record (MDB_db) and its flags.
+    private static let branch = 0x01, leaf = 0x02, overflow = 0x04, metaPage = 0x08, leaf2 = 0x20, subPage = 0x40
+    private static let bigData = 0x01, subData = 0x02, dupData = 0x04
+    private static let dupSort = 0x04, integerKey = 0x08, reverseKey = 0x02
+    private static let nodeHeader = 8, recordSize = 48
+
+    init(fd: Int32, meta: DataFile.Meta, maxIssues: Int) {
+        self.fd = fd
+        self.meta = meta
+        self.maxIssues = maxIssues
+        owner = [UInt16](repeating: 0, count: meta.lastPage + 1)
+        page = [UInt8](repeating: 0, count: meta.pageSize)
+    }
+
+    private mutating func issue(_ table: String, _ number: Int?, _ message: String) {
+        issueCount += 1
+        if issues.count < maxIssues {
+            issues.append(StructureIssue(table: table, page: number, offset: number.map { $0 * pageSize }, message: message))
+        }
+    }
+
+    /// A table record (MDB_db) as the meta page or the main tree holds it.
+    struct Record {
+        var flags: Int, depth: Int, branchPages: Int, leafPages: Int, overflowPages: Int, entries: Int, root: Int
+        init(_ b: UnsafeRawBufferPointer) {
+            func w<T: FixedWidthInteger>(_ at: Int, _: T.Type) -> Int {
+                Int(truncatingIfNeeded: T(littleEndian: b.loadUnaligned(fromByteOffset: at, as: T.self)))
+            }
+            flags = w(4, UInt16.self); depth = w(6, UInt16.self)
+            branchPages = w(8, UInt64.self); leafPages = w(16, UInt64.self); overflowPages = w(24, UInt64.self)
+            entries = w(32, UInt64.self); root = w(40, UInt64.self)
+        }
+    }
+
+    mutating func run() {
+        guard let m = DataFile.read(fd, at: (meta.transactionID % 2) * pageSize + DataFile.pageHeader + 24, count: 2 * Self.recordSize) else {
+            issue("(meta)", meta.transactionID % 2, "cannot be read")
+            return
+        }
+        let (free, main) = m.withUnsafeBytes { (Record(UnsafeRawBufferPointer(rebasing: $0[0..<48])), Record(UnsafeRawBufferPointer(rebasing: $0[48..<96]))) }
+        var named: [(String, Record)] = []
+        walk(table: "(free list)", free, isFreeList: true, named: &named)
+        walk(table: "(main)", main, isFreeList: false, named: &named)
+        var index = 0
+        while index < named.count {
+            let (name, record) = named[index]
+            var none: [(String, Record)] = []
+            walk(table: name, record, isFreeList: false, named: &none)
+            for (inner, _) in none { issue(name, nil, "holds a table record (\(inner)), which only the main table holds") }
+            index += 1
+        }
+        // The free pages last, once every tree has claimed its own: a page listed as
+        // free that a tree holds is then named with its tree.
+        for list in freeLists { freeList(list.value, from: list.page, node: list.node) }
+        // Every page is in one tree or on the free list: LMDB loses none.
+        var lost = 0, first = -1
+        for number in 2...max(2, meta.lastPage) where number <= meta.lastPage && owner[number] == 0 {
+            lost += 1
+            if first < 0 { first = number }
+        }
+        if lost > 0 {
+            issue("(free list)", first, "\(lost) page(s) up to the last (\(meta.lastPage)) are in no table and not free, the first this one")
+        }
+    }
+
+    private func compare(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer, integer: Bool) -> Int {
+        if integer, a.count == 8, b.count == 8 {
+            let x = UInt64(littleEndian: a.loadUnaligned(as: UInt64.self)), y = UInt64(littleEndian: b.loadUnaligned(as: UInt64.self))
+            return x < y ? -1 : x == y ? 0 : 1
+        }
+        let n = min(a.count, b.count)
+        let c = n == 0 ? 0 : memcmp(a.baseAddress!, b.baseAddress!, n)
+        if c != 0 { return c < 0 ? -1 : 1 }
+        return a.count < b.count ? -1 : a.count == b.count ? 0 : 1
+    }
+
+    /// Walks one tree: every page reached once, each checked before anything in it is followed.
+    private mutating func walk(table: String, _ record: Record, isFreeList: Bool, named: inout [(String, Record)]) {
+        var stats = FileStructure.Table(name: table, depth: record.depth)
+        defer { tables.append(stats) }
+        if record.flags & (Self.dupSort | Self.reverseKey) != 0 {
+            issue(table, nil, "has flags \(record.flags) (sorted duplicates or reversed keys), which topicstore never sets")
+            return
+        }
+        let tag = UInt16(truncatingIfNeeded: tables.count + 1)
+        let integer = isFreeList || record.flags & Self.integerKey != 0
+        if record.root == DataFile.noPage {
+            if record.depth != 0 || record.entries != 0 || record.branchPages + record.leafPages + record.overflowPages != 0 {
+                issue(table, nil, "its record says it is empty (no root page) but counts \(record.entries) entries, depth \(record.depth)")
+            }
+            return
+        }
+        guard record.depth >= 1, record.depth <= 32 else {
+            issue(table, nil, "its record gives a depth of \(record.depth)")
+            return
+        }
+        // A page to visit: its number, its level (1 = the root), the keys that bound it
+        // (from the branch keys above it; nil: unbounded), and the page that named it.
+        struct Visit { var number: Int; var level: Int; var low: [UInt8]?; var high: [UInt8]?; var parent: Int? }
+        var pending = [Visit(number: record.root, level: 1, low: nil, high: nil, parent: nil)]
+        while let visit = pending.popLast() {
+            let number = visit.number
+            let whose = visit.parent.map { "page \($0) names child page \(number)" } ?? "the root page \(number)"
+            guard number >= 2, number <= meta.lastPage else {
+                issue(table, visit.parent, "\(whose), outside the file's pages 2…\(meta.lastPage)")
+                continue
+            }
+            guard owner[number] == 0 else {
+                issue(table, number, "reached twice (it is also \(ownerName(owner[number])))")
+                continue
+            }
+            owner[number] = tag
+            guard read(number) else {
+                issue(table, number, "cannot be read (the file ends before it)")
+                continue
+            }
+            let problem = checkPage(number, level: visit.level, depth: record.depth)
+            if let problem { issue(table, number, problem); continue }
+            let flags = word(10, UInt16.self), lower = word(12, UInt16.self)
+            let count = (lower - DataFile.pageHeader) / 2
+            let isBranch = flags & Self.branch != 0
+            if isBranch { stats.branchPages += 1 } else { stats.leafPages += 1 }
+            // Nodes: checked in order; keys ascend, and stay within the bounds from above.
+            var previous: (at: Int, size: Int)? = nil
+            var children: [Visit] = []
+            var bad: String? = nil
+            for i in 0..<count {
+                let node = word(DataFile.pageHeader + 2 * i, UInt16.self)
+                let lo = word(node, UInt16.self), hi = word(node + 2, UInt16.self)
+                let nodeFlags = word(node + 4, UInt16.self), keySize = word(node + 6, UInt16.self)
+                let keyAt = node + Self.nodeHeader
+                guard keyAt + keySize <= pageSize else { bad = "node \(i)'s key (\(keySize) bytes at \(keyAt)) runs past the page"; break }
+                let key = (keyAt, keySize)
+                if !(isBranch && i == 0) {  // a branch page's first key is not used
+                    if let p = previous, compareKeys(p, key, integer: integer) >= 0 { bad = "node \(i)'s key is not above node \(i - 1)'s: keys out of order"; break }
+                    if let low = visit.low, compare(low, key, integer: integer) > 0 { bad = "node \(i)'s key is below the branch key that leads here (page \(visit.parent ?? -1))"; break }
+                    if let high = visit.high, compare(high, key, integer: integer) <= 0 { bad = "node \(i)'s key is not below the next branch key of page \(visit.parent ?? -1)"; break }
+                    previous = key
+                }
+                if isBranch {
+                    let child = lo | hi << 16 | nodeFlags << 32
+                    children.append(Visit(number: child, level: visit.level + 1, low: i == 0 ? visit.low : bytes(key), high: nil, parent: number))
+                    continue
+                }
+                stats.entries += 1
+                if nodeFlags & Self.dupData != 0 { bad = "node \(i) holds sorted duplicates, which topicstore never writes"; break }
+                if nodeFlags & Self.subData != 0 && isFreeList { bad = "node \(i) is a table record, which the free list never holds"; break }
+                let valueSize = lo | hi << 16, valueAt = keyAt + keySize
+                var value: [UInt8]? = nil
+                if nodeFlags & Self.bigData != 0 {
+                    guard valueAt + 8 <= pageSize else { bad = "node \(i)'s overflow page number runs past the page"; break }
+                    let first = word(valueAt, UInt64.self)
+                    let pages = (DataFile.pageHeader - 1 + valueSize) / pageSize + 1
+                    if let problem = claimOverflow(first, pages: pages, tag: tag, from: number) {
+                        issue(table, number, "node \(i): \(problem)")
+                        continue
+                    }
+                    stats.overflowPages += pages
+                    if isFreeList || nodeFlags & Self.subData != 0 {
+                        value = DataFile.read(fd, at: first * pageSize + DataFile.pageHeader, count: valueSize)
+                    }
+                } else {
+                    guard valueAt + valueSize <= pageSize else { bad = "node \(i)'s value (\(valueSize) bytes at \(valueAt)) runs past the page"; break }
+                    if isFreeList || nodeFlags & Self.subData != 0 { value = Array(page[valueAt..<valueAt + valueSize]) }
+                }
+                if nodeFlags & Self.subData != 0 {
+                    guard let value, value.count == Self.recordSize else { bad = "node \(i) is a table record of \(valueSize) bytes, not \(Self.recordSize)"; break }
+                    let name = String(decoding: page[keyAt..<keyAt + keySize], as: UTF8.self)
+                    named.append((name, value.withUnsafeBytes { Record($0) }))
+                } else if isFreeList, let value {
+                    freeLists.append((value, number, i))
+                }
+            }
+            if let bad { issue(table, number, bad); continue }
+            // Children pushed in reverse so the walk goes left to right; each one's
+            // upper bound is the next branch key.
+            for j in stride(from: children.count - 1, through: 0, by: -1) {
+                var child = children[j]
+                child.high = j + 1 < children.count ? children[j + 1].low : visit.high
+                pending.append(child)
+            }
+        }
+        if stats.branchPages != record.branchPages || stats.leafPages != record.leafPages
+            || stats.overflowPages != record.overflowPages || stats.entries != record.entries {
+            issue(table, record.root, "its record counts \(record.branchPages) branch, \(record.leafPages) leaf and \(record.overflowPages) overflow pages"
+                  + " and \(record.entries) entries; its tree has \(stats.branchPages), \(stats.leafPages), \(stats.overflowPages) and \(stats.entries)")
+        }
+    }
+
+    /// What is wrong with the page just read as a page of `level` in a tree of `depth`, or nil.
+    private func checkPage(_ number: Int, level: Int, depth: Int) -> String? {
+        let stored = word(0, UInt64.self)
+        guard stored == number else { return "its header says it is page \(stored)" }
+        let flags = word(10, UInt16.self)
+        let kind = flags & (Self.branch | Self.leaf | Self.overflow | Self.metaPage | Self.leaf2 | Self.subPage)
+        let expected = level < depth ? Self.branch : Self.leaf
+        guard kind == expected else {
+            let what = level < depth ? "a branch page (level \(level) of \(depth))" : "a leaf page (level \(level) of \(depth))"
+            return "should be \(what), its flags are \(String(flags, radix: 16))"
+        }
+        let lower = word(12, UInt16.self), upper = word(14, UInt16.self)
+        guard lower >= DataFile.pageHeader + 2, lower <= upper, upper <= pageSize, (lower - DataFile.pageHeader) % 2 == 0 else {
+            return "its node area is \(lower)…\(upper), not inside the page with at least one node"
+        }
+        let count = (lower - DataFile.pageHeader) / 2
+        if kind == Self.branch && count < 1 { return "a branch page without children" }
+        for i in 0..<count {
+            let node = word(DataFile.pageHeader + 2 * i, UInt16.self)
+            guard node >= upper, node + Self.nodeHeader <= pageSize else {
+                return "node \(i) is at \(node), outside the node area \(upper)…\(pageSize)"
+            }
+        }
+        return nil
+    }
+
+    /// Marks an overflow run as the node's; nil when it is sound.
+    private mutating func claimOverflow(_ first: Int, pages: Int, tag: UInt16, from node: Int) -> String? {
+        guard first >= 2, pages >= 1, first <= meta.lastPage - pages + 1 else {
+            return "its value's \(pages) overflow page(s) from page \(first) are outside the file's pages 2…\(meta.lastPage)"
+        }
+        for p in first..<first + pages where owner[p] != 0 {
+            return "its overflow page \(p) is also \(ownerName(owner[p]))"
+        }
+        guard let header = DataFile.read(fd, at: first * pageSize, count: DataFile.pageHeader) else {
+            return "its overflow page \(first) cannot be read"
+        }
+        let stored = DataFile.word(header, 0, UInt64.self), flags = DataFile.word(header, 10, UInt16.self)
+        let count = DataFile.word(header, 12, UInt32.self)
+        guard stored == first, flags & Self.overflow != 0, count == pages else {
+            return "its overflow page \(first) says page \(stored), flags \(String(flags, radix: 16)), \(count) page(s); expected \(pages)"
+        }
+        for p in first..<first + pages { owner[p] = tag }
+        return nil
+    }
+
+    /// One free-list record: a count, then that many page numbers, each free once and in no tree.
+    private mutating func freeList(_ value: [UInt8], from number: Int, node: Int) {
+        guard value.count >= 8 else { issue("(free list)", number, "node \(node) holds \(value.count) bytes, not a page list"); return }
+        let count = DataFile.word(value, 0, UInt64.self)
+        guard count >= 0, count <= (value.count - 8) / 8 else {
+            issue("(free list)", number, "node \(node) lists \(count) pages in \(value.count) bytes")
+            return
+        }
+        for j in stride(from: 1, through: count, by: 1) {
+            let p = DataFile.word(value, 8 * j, UInt64.self)
+            guard p >= 2, p <= meta.lastPage else { issue("(free list)", number, "node \(node) lists page \(p), outside 2…\(meta.lastPage)"); continue }
+            guard owner[p] == 0 else { issue("(free list)", number, "node \(node) lists page \(p) as free; it is \(ownerName(owner[p]))"); continue }
+            owner[p] = Self.freeOwner
+            freePages += 1
+        }
+    }
+
+    private func ownerName(_ tag: UInt16) -> String {
+        if tag == Self.freeOwner { return "on the free list" }
+        let index = Int(tag) - 1
+        return index < tables.count + 1 && index >= 0 ? "a page of \(index < tables.count ? tables[index].name : "this table")" : "taken"
+    }
+
+    private mutating func read(_ number: Int) -> Bool {
+        let size = pageSize
+        let got = page.withUnsafeMutableBytes { pread(fd, $0.baseAddress, size, off_t(number * size)) }
+        return got == size
+    }
+
+    private func word<T: FixedWidthInteger>(_ offset: Int, _: T.Type) -> Int {
+        page.withUnsafeBytes { Int(truncatingIfNeeded: T(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: T.self))) }
+    }
+
+    private func bytes(_ key: (Int, Int)) -> [UInt8] { Array(page[key.0..<key.0 + key.1]) }
+
+    private func compareKeys(_ a: (Int, Int), _ b: (Int, Int), integer: Bool) -> Int {
+        page.withUnsafeBytes { p in
+            compare(UnsafeRawBufferPointer(rebasing: p[a.0..<a.0 + a.1]), UnsafeRawBufferPointer(rebasing: p[b.0..<b.0 + b.1]), integer: integer)
+        }
+    }
+
+    private func compare(_ a: [UInt8], _ key: (Int, Int), integer: Bool) -> Int {
+        a.withUnsafeBytes { x in
+            page.withUnsafeBytes { p in compare(x, UnsafeRawBufferPointer(rebasing: p[key.0..<key.0 + key.1]), integer: integer) }
+        }
+    }
+}

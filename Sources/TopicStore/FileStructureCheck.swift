@@ -1,0 +1,30 @@
+import LMDB
+
+extension TopicStore {
+    /// Walks the data.mdb of the store in `directory` (its active generation) page
+    /// by page, with pread: see `Environment.checkStructure`. Call it before the
+    /// store is opened: opening reads the table of tables through LMDB, and LMDB
+    /// trusts every page it reads (a damaged one can kill the process). Only the
+    /// meta pages are read through LMDB, and a read transaction pins the snapshot
+    /// walked, so a server may go on writing meanwhile.
+    public static func checkFileStructure(directory: String, maxIssues: Int = 1000) throws -> FileStructure {
+        try requireExisting(directory: directory)
+        let path = generationDirectory(directory, try activeGeneration(in: directory))
+        var options = Environment.Options()
+        options.readOnly = true
+        options.maxDatabases = 32
+        let environment: Environment
+        do {
+            environment = try Environment(path: path, options: options)
+        } catch LMDBError.invalid {
+            throw StoreError.notADatabase(path: path, reason: "data.mdb is not an LMDB file")
+        } catch LMDBError.versionMismatch {
+            throw StoreError.notADatabase(path: path, reason: "data.mdb was written by an incompatible LMDB")
+        } catch LMDBError.alreadyOpen {
+            throw StoreError.alreadyOpen(path: path)
+        } catch is EmptyDataFile {
+            throw StoreError.notADatabase(path: path, reason: "data.mdb is empty (0 bytes): a store cut to nothing, or never written")
+        }
+        return try environment.checkStructure(maxIssues: maxIssues)
+    }
+}
