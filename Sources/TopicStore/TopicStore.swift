@@ -129,12 +129,15 @@ public final class TopicStore: Sendable {
 
     /// Points CURRENT at `next`, which generation `name` was retired to, if it
     /// still names `name` (a compaction killed between the two steps, or one
-    /// still running: it writes the same name).
+    /// still running: it writes the same name). When CURRENT names another one,
+    /// `next` may be gone: a later compaction retired and removed it in turn
+    /// while this process held `name` (an idle server), and CURRENT is where to go.
     private static func finishSwitch(in directory: String, from name: String, to next: String) throws {
+        guard try activeGeneration(in: directory) == name else { return }
         guard FileManager.default.fileExists(atPath: generationDirectory(directory, next) + "/data.mdb") else {
             throw StoreError.notADatabase(path: directory, reason: "generation '\(name)' was retired to '\(next)', which is missing")
         }
-        if try activeGeneration(in: directory) == name { try setActiveGeneration(next, in: directory) }
+        try setActiveGeneration(next, in: directory)
     }
 
     /// Throws `StoreError.notADatabase` unless `directory` already holds a store,

@@ -7,7 +7,7 @@ import TopicStore
 
 /// File compaction's switch between generations: a compact copy takes over
 /// while writers keep writing, and nothing acknowledged is lost or applied twice.
-@Suite struct GenerationTests {
+@Suite struct GenerationTests: RunsTopicstore {
     /// Copies the store compactly into `generation`, then hands it to `retire`,
     /// carrying over (inside the old write transaction) the records appended since the copy.
     static func switchGeneration(_ store: TopicStore, to generation: String) throws {
@@ -79,6 +79,34 @@ import TopicStore
         // The projections of the last generation are the fold of its log.
         let live = try ProjectionDump.of(store)
         #expect(live == (try foldLog(of: store, into: dir.sub("fold"))))
+    }
+
+    /// A server idle while two compactions ran (a quiet night and a manual run, say):
+    /// its generation was retired to one that the second compaction retired and removed
+    /// in turn. The review found every request then answered 500 until a restart
+    /// ("retired to 'g000002', which is missing"): the store goes to the generation
+    /// CURRENT names, as a restart would.
+    @Test func anIdleStoreFollowsTwoCompactionsThatRanWithoutIt() throws {
+        let dir = TemporaryDirectory("generations")
+        let store = try TopicStore(directory: dir.path)
+        defer { store.close() }
+        func register(_ device: String) throws {
+            try store.submitAndWait(Event(project: "demo", body: .register(deviceID: device, topics: [TopicSpec(code: "news")])))
+        }
+        try register("d1")
+        var compact = try topicstore(["compact", "--data", dir.path, "--retain", "0"])
+        #expect(compact.status == 0, "\(compact.stderr)")
+        try register("d2")
+        #expect(store.generation == "g000001")
+        for _ in 0..<2 {
+            compact = try topicstore(["compact", "--data", dir.path, "--retain", "0"])
+            #expect(compact.status == 0, "\(compact.stderr)")
+        }
+        #expect(try TopicStore.activeGeneration(in: dir.path) == "g000003")
+        try register("d3")
+        #expect(store.generation == "g000003")
+        let devices = try store.read { txn in try store.reader.counts(of: try store.reader.audience(project: "demo", .topic("news"), txn), txn).total }
+        #expect(devices == 3)
     }
 
     @Test func aStoreCannotBeOpenedTwiceInOneProcess() throws {
