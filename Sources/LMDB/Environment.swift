@@ -181,6 +181,33 @@ public final class Environment: @unchecked Sendable {
         return Int(dead)
     }
 
+    /// A slot of the reader table (lock.mdb): the process that holds it and the
+    /// snapshot its read transaction pins (nil: the slot is free of a transaction).
+    public struct ReaderSlot: Sendable, Hashable {
+        public var pid: Int32
+        public var transactionID: Int?
+    }
+
+    /// The reader table's slots in use, as `mdb_reader_list` reports them.
+    public func readerSlots() throws -> [ReaderSlot] {
+        final class Lines { var text = "" }
+        let lines = Lines()
+        let rc = withExtendedLifetime(lines) {
+            mdb_reader_list(pointer, { message, context in
+                guard let message, let context else { return 0 }
+                Unmanaged<Lines>.fromOpaque(context).takeUnretainedValue().text += String(cString: message)
+                return 0
+            }, Unmanaged.passUnretained(lines).toOpaque())
+        }
+        guard rc >= 0 else { throw LMDBError(rawValue: rc) }
+        // "    pid     thread     txnid" then "%10d %zx %s" per slot ("-" without a transaction).
+        return lines.text.split(separator: "\n").dropFirst().compactMap { line in
+            let fields = line.split(separator: " ")
+            guard fields.count == 3, let pid = Int32(fields[0]) else { return nil }
+            return ReaderSlot(pid: pid, transactionID: Int(fields[2]))
+        }
+    }
+
     public struct Info: Sendable {
         public var mapSize: Int
         public var lastPage: Int

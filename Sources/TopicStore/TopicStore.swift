@@ -56,6 +56,8 @@ public final class TopicStore: Sendable {
     /// Set while commits fail for want of storage (see `writeFailure`).
     let failing = Mutex<WriteFailure?>(nil)
     private let auxiliaryNames = Mutex<[String]>([])
+    /// When the writer last cleared the reader slots of dead processes (`clearDeadReaders`).
+    private let lastReaderCheck = Mutex<ContinuousClock.Instant?>(nil)
     private let writer: CommitWriter?
 
     /// The environment of the current generation (file compaction switches it).
@@ -475,10 +477,26 @@ public final class TopicStore: Sendable {
     /// Commits `batch` in one transaction: called on the writer thread only. Each command
     /// has its result: a receipt, or its own refusal (a record the log cannot hold); a
     /// failure of the transaction is every command's.
+    /// A reader killed inside its transaction (`kill -9` of an export, of a compaction
+    /// planning) leaves its slot in lock.mdb pinning that snapshot: LMDB then reuses no
+    /// page freed after it, and the file grows with every commit. LMDB clears such slots
+    /// only when asked (`mdb_reader_check`, which the store also does when it opens), so
+    /// the writer asks, at most once a second: a scan of the reader table.
+    private func clearDeadReaders(_ environment: Environment) {
+        let now = ContinuousClock.now
+        let due = lastReaderCheck.withLock { last -> Bool in
+            guard last.map({ $0.duration(to: now) >= .seconds(1) }) ?? true else { return false }
+            last = now
+            return true
+        }
+        if due { _ = try? environment.checkReaders() }
+    }
+
     func commit(_ batch: [CommitWriter.Pending]) -> Result<[Result<Receipt, any Error>], any Error> {
         while true {
             let g: Generation
             do { g = try openGeneration() } catch { return .failure(error) }
+            clearDeadReaders(g.environment)
             let log = g.log
             let projections = g.projectionWriter
             var transactionID = 0
