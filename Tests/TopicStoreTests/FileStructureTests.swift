@@ -100,6 +100,8 @@ import TopicStore
         let audit = try topicstore(["audit", "--data", store])
         #expect(audit.status == 0, "\(audit.stdout)\(audit.stderr)")
         #expect(audit.stdout.hasPrefix("file: \(file.lastPage + 1) pages of 4096 bytes walked"), "\(audit.stdout)")
+        let fileOnly = try topicstore(["audit", "--data", store, "--file-only"])
+        #expect(fileOnly.status == 0 && fileOnly.stdout.contains("OK (the file only") && !fileOnly.stdout.contains("head:"), "\(fileOnly.stdout)")
     }
 
     @Test func aZeroedLogPageIsLocatedAndAuditStopsBeforeLMDBReadsIt() throws {
@@ -115,6 +117,7 @@ import TopicStore
         #expect(audit.status == 4, "exit \(audit.status): \(audit.stderr.prefix(300))")
         #expect(audit.stdout.contains("log: page \(leaf.number) (data.mdb offset \(leaf.number * Self.pageSize))"), "\(audit.stdout)")
         #expect(audit.stdout.contains("log and projections: not read"), "\(audit.stdout)")
+        #expect(try topicstore(["audit", "--data", damaged, "--file-only"]).status == 4)
         let json = try #require(try JSONSerialization.jsonObject(with: Data(topicstore(["audit", "--data", damaged, "--json"]).stdout.utf8)) as? [String: Any])
         #expect(json["ok"] as? Bool == false && (json["file"] as? [String: Any])?["issueCount"] as? Int ?? 0 >= 1)
     }
