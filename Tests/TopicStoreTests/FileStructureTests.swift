@@ -104,6 +104,27 @@ import TopicStore
         #expect(fileOnly.status == 0 && fileOnly.stdout.contains("OK (the file only") && !fileOnly.stdout.contains("head:"), "\(fileOnly.stdout)")
     }
 
+    @Test func theWalkBesideAWriterInAnotherProcessFindsNothing() throws {
+        // Its read transaction pins the snapshot it walks: pages the writer frees and
+        // reuses meanwhile are never pages of that snapshot.
+        let dir = TemporaryDirectory("structure")
+        let store = try makeStore(dir)
+        let writer = Process()
+        writer.executableURL = URL(fileURLWithPath: BuiltProducts.executable("topicstore-stress"))
+        writer.arguments = [store, "2", "walk"]
+        writer.standardOutput = FileHandle.nullDevice
+        try writer.run()
+        defer { kill(writer.processIdentifier, SIGKILL); writer.waitUntilExit() }
+        var transactions = Set<Int>()
+        for _ in 0..<15 {
+            let file = try TopicStore.checkFileStructure(directory: store)
+            #expect(file.isSound, "\(file.issues.prefix(5))")
+            transactions.insert(file.transactionID)
+            usleep(50_000)
+        }
+        #expect(transactions.count >= 5, "the writer committed between the walks: \(transactions.sorted())")
+    }
+
     @Test func aZeroedLogPageIsLocatedAndAuditStopsBeforeLMDBReadsIt() throws {
         let dir = TemporaryDirectory("structure")
         let store = try makeStore(dir)
