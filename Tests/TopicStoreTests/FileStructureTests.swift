@@ -139,6 +139,11 @@ import TopicStore
         #expect(audit.stdout.contains("log: page \(leaf.number) (data.mdb offset \(leaf.number * Self.pageSize))"), "\(audit.stdout)")
         #expect(audit.stdout.contains("log and projections: not read"), "\(audit.stdout)")
         #expect(try topicstore(["audit", "--data", damaged, "--file-only"]).status == 4)
+        // A server does not start on it: its writes would go through LMDB's free list and trees.
+        let serve = try runWithDeadline(["serve", "--data", damaged, "--listen", "127.0.0.1:0", "--quiet"])
+        #expect(serve.status == 4, "serve: \(String(describing: serve.status)) \(serve.stderr.prefix(300))")
+        #expect(serve.stderr.contains("data.mdb is damaged; not serving it") && serve.stderr.contains("log: page \(leaf.number)"),
+                "\(serve.stderr.prefix(500))")
         let json = try #require(try JSONSerialization.jsonObject(with: Data(topicstore(["audit", "--data", damaged, "--json"]).stdout.utf8)) as? [String: Any])
         #expect(json["ok"] as? Bool == false && (json["file"] as? [String: Any])?["issueCount"] as? Int ?? 0 >= 1)
     }
