@@ -79,3 +79,16 @@ public struct EnvironmentOpenError: Error, Sendable, CustomStringConvertible {
         return text
     }
 }
+
+/// A table's record in the table of tables (its page and entry counts) that no
+/// store could hold: damaged. `audit` walks the file and says where.
+public struct DamagedTableRecord: Error, Sendable, CustomStringConvertible {
+    /// The table's name.
+    public let table: String
+    public let reason: String
+    public init(table: String, reason: String) {
+        self.table = table
+        self.reason = reason
+    }
+    public var description: String { "the record of table \(table) in data.mdb's table of tables is damaged: \(reason)" }
+}

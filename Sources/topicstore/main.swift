@@ -66,6 +66,13 @@ do {
     // A store's file cut short is corruption, found before it could kill the process.
     Console.printError(error.description)
     code = .verificationFailed
+} catch let error as DamagedMetaPage {
+    // So is a meta page naming more pages than a file can hold.
+    Console.printError(error.description)
+    code = .verificationFailed
+} catch let error as DamagedTableRecord {
+    Console.printError("\(error); topicstore audit locates the damage")
+    code = .verificationFailed
 } catch let error as CocoaError {
     // Foundation's file errors print as an NSError dump; say what failed, and where.
     let path = error.filePath ?? error.userInfo[NSFilePathErrorKey] as? String
