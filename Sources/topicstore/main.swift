@@ -1,5 +1,6 @@
 import Foundation
 import LMDB
+import Replay
 import TopicStore
 
 /// Every subcommand, in the order `topicstore --help` lists them.
@@ -73,6 +74,13 @@ do {
 } catch let error as DamagedTableRecord {
     Console.printError("\(error); topicstore audit locates the damage")
     code = .verificationFailed
+} catch let error as ReplayError {
+    Console.printError(error.description)
+    switch error {
+    // The log is damaged where it was read (a record, a key, a gap): corruption, as audit says it.
+    case .cannotFold, .damagedRecord, .damagedLog: code = .verificationFailed
+    default: code = .failure
+    }
 } catch let error as CocoaError {
     // Foundation's file errors print as an NSError dump; say what failed, and where.
     let path = error.filePath ?? error.userInfo[NSFilePathErrorKey] as? String
