@@ -11,6 +11,7 @@ public struct LMDBError: Error, RawRepresentable, Hashable, Sendable, CustomStri
     public static let keyExists = LMDBError(rawValue: MDB_KEYEXIST)
     public static let notFound = LMDBError(rawValue: MDB_NOTFOUND)
     public static let corrupted = LMDBError(rawValue: MDB_CORRUPTED)
+    public static let pageNotFound = LMDBError(rawValue: MDB_PAGE_NOTFOUND)
     public static let panic = LMDBError(rawValue: MDB_PANIC)
     public static let versionMismatch = LMDBError(rawValue: MDB_VERSION_MISMATCH)
     public static let invalid = LMDBError(rawValue: MDB_INVALID)
@@ -46,6 +47,11 @@ extension LMDBError {
     public static func ~= (pattern: LMDBError, error: any Error) -> Bool {
         ((error as? LMDBError) ?? (error as? EnvironmentOpenError)?.code) == pattern
     }
+
+    /// Codes LMDB returns when a page it reads is not what the tree says it is
+    /// (a page number past the file, a page of the wrong kind, a transaction left
+    /// invalid by either): a damaged file, not a failure of the run.
+    public var meansDamagedFile: Bool { self == .corrupted || self == .pageNotFound || self == .badTransaction }
 
     /// The message without the number.
     var text: String {

@@ -408,6 +408,12 @@ final class MPushService: Sendable {
             if logsWriteFailureNow() { AccessLog.toStandardError("topicstore serve: error: \(error) (/healthz says corrupt)") }
             return APIResponse.message(503, "The store cannot write: its last log record (seq \(sequence)) is damaged. See /healthz.")
         }
+        // Damage met on the way (a projection value, meta/appliedSeq, a page LMDB cannot use): it does
+        // not heal by itself, so 503 naming it (and /healthz says corrupt once a commit failed on it).
+        if case .damaged(_, let what, _)? = TopicStore.damage(in: error, directory: store.directory) {
+            if logsWriteFailureNow() { AccessLog.toStandardError("topicstore serve: error: \(TopicStore.damage(in: error, directory: store.directory)!)") }
+            return APIResponse.json(503, ["message": "The store is damaged (\(what)). See /healthz.", "damaged": what])
+        }
         AccessLog.toStandardError("topicstore serve: error: \(error)")
         return APIResponse.error(500)
     }

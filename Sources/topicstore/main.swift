@@ -45,8 +45,11 @@ guard let command = commands.first(where: { $0.spec.name == name }) else {
     exit(ExitCode.usage.rawValue)
 }
 let code: ExitCode
+/// The store the command was given (for messages about its damage).
+var dataDirectory = "./data"
 do {
     let arguments = try Arguments(Array(argv.dropFirst()), spec: command.spec, takesOperands: command.takesOperands)
+    dataDirectory = arguments.dataDirectory
     if arguments.has("help") {
         print(command.spec.helpText)
         code = .success
@@ -60,7 +63,7 @@ do {
     Console.printError(error.description)
     switch error {
     case .notADatabase, .unsupportedSchema: code = .notADatabase
-    case .corruptHead: code = .verificationFailed
+    case .corruptHead, .damaged: code = .verificationFailed
     default: code = .failure
     }
 } catch let error as TruncatedDataFile {
@@ -70,9 +73,6 @@ do {
 } catch let error as DamagedMetaPage {
     // So is a meta page naming more pages than a file can hold.
     Console.printError(error.description)
-    code = .verificationFailed
-} catch let error as DamagedTableRecord {
-    Console.printError("\(error); topicstore audit locates the damage")
     code = .verificationFailed
 } catch let error as ReplayError {
     Console.printError(error.description)
@@ -90,8 +90,15 @@ do {
     Console.printError([error.localizedDescription, underlying, path.map { "(\($0))" }].compactMap { $0 }.joined(separator: " "))
     code = .failure
 } catch {
-    Console.printError("\(error)")
-    code = .failure
+    if let damage = TopicStore.damage(in: error, directory: dataDirectory) {
+        // A damaged file met on the way (a projection value, LMDB's MDB_CORRUPTED, MDB_PAGE_NOTFOUND,
+        // MDB_BAD_TXN): corruption, exit 4, with where to look, rather than a bare error and exit 1.
+        Console.printError(damage.description)
+        code = .verificationFailed
+    } else {
+        Console.printError("\(error)")
+        code = .failure
+    }
 }
 fflush(nil)
 exit(code.rawValue)

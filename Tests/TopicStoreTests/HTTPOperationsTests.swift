@@ -2,6 +2,7 @@ import Foundation
 import LMDB
 import MPushAPI
 import SubscriptionLog
+import Synchronization
 import Testing
 import TopicStore
 
@@ -285,6 +286,46 @@ struct HTTPOperationsTests {
             return try store.reader.device(p.id, deviceID: "term", txn)?.topics
         }
         #expect(found == ["a"])
+    }
+
+    /// A writer that cannot finish (here another process holds LMDB's write lock;
+    /// in a corruption review, a damaged project record had it grow a cache for
+    /// ever): SIGTERM waited for it past any timeout and had to be SIGKILLed. The
+    /// command waiting is answered 503 at the shutdown timeout and serve exits.
+    @Test func sigtermEndsWithinTheShutdownTimeoutWhileTheWriterIsStuck() throws {
+        let dir = HTTPTestDirectory()
+        let config = dir.path + "/serve.json"
+        try #"{"shutdownTimeoutSeconds": 1}"#.write(toFile: config, atomically: true, encoding: .utf8)
+        let data = dir.path + "/data"
+        let serve = try ServeProcess(data: data, extra: ["--config", config])
+        let key = try #require(serve.clientKey)
+        let holder = try Environment(path: data, options: Environment.Options())
+        let holding = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            try? holder.write { _ in
+                holding.signal()
+                _ = release.wait(timeout: .now() + 60)
+            }
+        }
+        holding.wait()
+        defer { release.signal() }
+        let answer = Mutex<RawResponse?>(nil)
+        let answered = DispatchSemaphore(value: 0)
+        let port = serve.port
+        Thread.detachNewThread {
+            let r = try? RawHTTPClient(port: port).request("POST", "/api/register", headers: [("Content-Type", "application/json"), ("X-MPush-Token", key)],
+                                                            text: #"{"device_id":"stuck","topics":["a"]}"#)
+            answer.withLock { $0 = r }
+            answered.signal()
+        }
+        usleep(500_000)
+        let started = Date()
+        serve.signal(SIGTERM)
+        let status = serve.wait(timeout: 10)
+        #expect(status != nil, "serve still running 10 s after SIGTERM")
+        #expect(Date().timeIntervalSince(started) < 6, "\(Date().timeIntervalSince(started)) s")
+        #expect(answered.wait(timeout: .now() + 5) == .success)
+        #expect(answer.withLock { $0?.status } == 503, "the command waiting is answered")
     }
 
     @Test func sigkillRightAfter200LosesNothing() throws {
