@@ -46,6 +46,10 @@ extension TopicStore {
             return nil
         case let e as ProjectionCorruption:
             return .damaged(path: directory, what: e.place, reason: e.reason)
+        case FoldError.outOfOrder(let expected, let got):
+            // The fold is handed the record after the log's last; it expected the one after the projections'.
+            return .damaged(path: directory, what: "meta/appliedSeq",
+                            reason: "the projections are at seq \(expected &- 1), but the log ends at seq \(got &- 1): one of them is damaged")
         case let e as RecordCorruption:
             return .damaged(path: directory, what: "log/\(e.sequence)", reason: "\(e)")
         case let e as DamagedTableRecord:

@@ -88,6 +88,47 @@ struct HTTPOperationsTests {
         #expect(error.contains("checksum"), "\(health.text)")
     }
 
+    /// meta/appliedSeq damaged (in a corruption review, a bit of its key): every write
+    /// failed with a bare 500 "Server Error." while /healthz said ok.
+    @Test func damagedAppliedSequenceIsNamedByHealthAndWrites() throws {
+        let t = try HTTPTestServer()
+        for i in 0..<3 {
+            #expect(try t.send("POST", "/api/register", key: t.clientKey, json: #"{"device_id":"A\#(i)","topics":["a"]}"#).status == 200)
+        }
+        _ = try t.store.environment.write { txn in try txn.delete(t.store.tables.meta, Array("appliedSeq".utf8)) }
+        let before = try t.send("GET", "/healthz")
+        #expect(before.status == 503 && before.object?["status"] as? String == "corrupt", "\(before.status) \(before.text)")
+        #expect(before.object?["damaged"] as? String == "meta/appliedSeq", "\(before.text)")
+        let write = try t.send("POST", "/api/register", key: t.clientKey, json: #"{"device_id":"A9","topics":["a"]}"#)
+        #expect(write.status == 503, "\(write.status) \(write.text)")
+        #expect(write.object?["damaged"] as? String == "meta/appliedSeq", "\(write.text)")
+        let health = try t.send("GET", "/healthz")
+        #expect(health.status == 503 && health.object?["status"] as? String == "corrupt", "\(health.status) \(health.text)")
+        let error = health.object?["error"] as? String ?? ""
+        #expect(error.contains("the log ends at seq 3"), "\(health.text)")
+    }
+
+    /// A projection value the writer reads for a command, damaged: the commit fails on it.
+    /// /healthz said ok while every such write was a bare 500.
+    @Test func aDamagedProjectionOnTheWritePathIsNamedByHealthAndWrites() throws {
+        let t = try HTTPTestServer()
+        #expect(try t.send("POST", "/api/register", key: t.clientKey, json: #"{"device_id":"P1","topics":["a"]}"#).status == 200)
+        #expect(try t.send("GET", "/healthz").status == 200)
+        // demo's record: an id this store never gave out.
+        try t.store.environment.write { txn in
+            let key = Array("demo".utf8)
+            var bytes = Array(try #require(try txn.get(t.store.tables.projects, key)))
+            bytes[0] = 0x7F
+            try txn.put(t.store.tables.projects, key, bytes)
+        }
+        let write = try t.send("POST", "/api/register", key: t.clientKey, json: #"{"device_id":"P2","topics":["a"]}"#)
+        #expect(write.status == 503, "\(write.status) \(write.text)")
+        #expect(write.object?["damaged"] as? String == "projects/demo", "\(write.text)")
+        let health = try t.send("GET", "/healthz")
+        #expect(health.status == 503 && health.object?["status"] as? String == "corrupt", "\(health.status) \(health.text)")
+        #expect(health.object?["damaged"] as? String == "projects/demo" && health.object?["failedCommits"] as? Int == 1, "\(health.text)")
+    }
+
     @Test func oneAccessLogLinePerRequest() throws {
         let t = try HTTPTestServer()
         // The completion callback runs just after the response is sent, so a line may
