@@ -70,6 +70,8 @@ public struct ProjectionTables: Sendable {
 
     static let appliedSeqKey = Array("appliedSeq".utf8)
     static let versionKey = Array("schemaVersion".utf8)
+    /// The key of the schema version in `meta` (a u32), for checks made before the tables are opened.
+    public static var schemaVersionKey: [UInt8] { versionKey }
     static let nextProjectKey = Array("nextProject".utf8)
     static let writerStampKey = Array("stamp".utf8)
     static let topicLayoutKey = Array("topicLayout".utf8)
