@@ -98,7 +98,7 @@ import TopicStore
         let store = try makeStore(dir)
         do {
             let s = try TopicStore(directory: store)
-            try s.environment.write { txn in try txn.delete(s.log.database, EventLog.key(Self.damagedSequence)) }
+            _ = try s.environment.write { txn in try txn.delete(s.log.database, EventLog.key(Self.damagedSequence)) }
             s.close()
         }
         let export = try topicstore(["export", "--data", store])
