@@ -250,3 +250,82 @@ final class KeyCache: @unchecked Sendable {
         entries.removeAll()
     }
 }
+
+/// An access record that cannot be right, named by its table and key: a project
+/// by its name, an API key by its id (the first 8 bytes of its hash, as `key list`
+/// shows it).
+public struct AccessIssue: Sendable, CustomStringConvertible {
+    public var table: String
+    public var key: String
+    public var message: String
+    public var description: String { "\(table)/\(key): \(message)" }
+}
+
+extension AccessControl {
+    /// What `audit` found in the access tables.
+    public struct Check: Sendable {
+        public var projects = 0
+        public var keys = 0
+        public var issues: [AccessIssue] = []
+    }
+
+    /// Decodes every record of the access tables, as `serve` would when a request
+    /// names it, and reports each one that does not decode (a bad format version or
+    /// kind, a key that is not a hash, a name that cannot be a project) and each key
+    /// whose project does not exist: `serve` would answer that key for a project
+    /// no one made. Read-only; tables a store does not have are empty.
+    public func check() throws -> Check {
+        try store.readAuxiliary { txn, tables in
+            var check = Check()
+            var projects = Set<String>()
+            if let db = tables[Self.projectsTable] {
+                try txn.withCursor(db) { cursor in
+                    var entry = try cursor.first()
+                    while let (key, value) = entry {
+                        check.projects += 1
+                        let name = String(decoding: key, as: UTF8.self)
+                        var problems: [ValidationError] = []
+                        Validation.check(projectName: name, into: &problems)
+                        if !key.elementsEqual(name.utf8) || !problems.isEmpty {
+                            check.issues.append(AccessIssue(table: Self.projectsTable, key: AccessCodec.printable(key),
+                                                            message: "its name cannot be a project's (\(problems.first?.message ?? "it is not UTF-8"))"))
+                        } else if (try? AccessCodec.decodeProject(name: name, value)) == nil {
+                            check.issues.append(AccessIssue(table: Self.projectsTable, key: name,
+                                                            message: "does not decode (\(value.count) bytes, format version \(value.first.map { "\($0)" } ?? "none"))"))
+                        } else {
+                            projects.insert(name)
+                        }
+                        entry = try cursor.next()
+                    }
+                }
+            }
+            if let db = tables[Self.keysTable] {
+                try txn.withCursor(db) { cursor in
+                    var entry = try cursor.first()
+                    while let (key, value) = entry {
+                        check.keys += 1
+                        guard let hash = KeyHash(stored: key) else {
+                            check.issues.append(AccessIssue(table: Self.keysTable, key: KeyHash.hex(key.prefix(8)),
+                                                            message: "its key is \(key.count) bytes, not a 32-byte hash"))
+                            entry = try cursor.next()
+                            continue
+                        }
+                        if let info = try? AccessCodec.decodeKey(id: hash.id, value) {
+                            let known = projects.contains(info.project)
+                            if !known {
+                                check.issues.append(AccessIssue(table: Self.keysTable, key: hash.id,
+                                    message: "its project '\(AccessCodec.printable(Array(info.project.utf8)))' does not exist in \(Self.projectsTable) "
+                                        + "(a \(info.kind) key, \(info.isActive ? "active" : "revoked"))"))
+                            }
+                        } else {
+                            check.issues.append(AccessIssue(table: Self.keysTable, key: hash.id,
+                                                            message: "does not decode (\(value.count) bytes, format version \(value.first.map { "\($0)" } ?? "none"))"))
+                        }
+                        entry = try cursor.next()
+                    }
+                }
+            }
+            return check
+        }
+    }
+}

@@ -55,6 +55,11 @@ enum AccessCodec {
                        kind: kind, createdAt: readBigEndian(v, at: 2), revokedAt: revoked == 0 ? nil : revoked)
     }
 
+    /// Stored name bytes as text for a message: printable ASCII as it is, anything else as \xNN.
+    static func printable(_ bytes: some Sequence<UInt8>) -> String {
+        bytes.map { $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\\") ? String(UnicodeScalar($0)) : String(format: "\\x%02x", $0) }.joined()
+    }
+
     static func bigEndian(_ n: Int64) -> [UInt8] {
         withUnsafeBytes(of: n.bigEndian) { Array($0) }
     }

@@ -43,6 +43,7 @@ public final class HTTPResponder: @unchecked Sendable {
         case .waiting:
             phase = .answered(response)
             lock.unlock()
+            core.stoppedWaiting(self)
             if core.suspends {
                 MHD_resume_connection(connection)
                 core.resumed()
@@ -64,6 +65,7 @@ public final class HTTPResponder: @unchecked Sendable {
             return response
         }
         phase = .waiting
+        core.startedWaiting(self)
         if core.suspends {
             // Still under the lock, so `respond` cannot resume before the suspension.
             core.suspended()

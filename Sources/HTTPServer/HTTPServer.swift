@@ -167,6 +167,22 @@ final class ServerCore: @unchecked Sendable {
         if case .threadPool = configuration.threading { suspends = true } else { suspends = false }
     }
 
+    /// Responders whose handler returned without an answer: at the end of a
+    /// shutdown's drain they are answered 503, whatever they wait for.
+    private var waitingResponders: [ObjectIdentifier: HTTPResponder] = [:]
+
+    func startedWaiting(_ responder: HTTPResponder) {
+        condition.lock()
+        waitingResponders[ObjectIdentifier(responder)] = responder
+        condition.unlock()
+    }
+
+    func stoppedWaiting(_ responder: HTTPResponder) {
+        condition.lock()
+        waitingResponders[ObjectIdentifier(responder)] = nil
+        condition.unlock()
+    }
+
     func suspended() {
         condition.lock()
         suspendedConnections += 1
@@ -264,9 +280,26 @@ final class ServerCore: @unchecked Sendable {
         }
         let deadline = Date().addingTimeInterval(drainTimeout)
         while inFlight > 0 && condition.wait(until: deadline) {}
-        // Stopping the daemon with a suspended connection is not allowed; each
-        // is waiting for an answer that is bound to come (a commit ends).
-        while suspendedConnections > 0 { condition.wait() }
+        // Stopping the daemon with a suspended connection is not allowed. A request still
+        // waiting for its answer at the deadline (a commit that does not end: a writer stuck
+        // behind another process's write lock, or on damage) is answered 503 now, and its
+        // answer when it comes is dropped (a responder answers once): SIGTERM must end.
+        var answeredNow = 0
+        while suspendedConnections > 0 || !waitingResponders.isEmpty {
+            let waiting = Array(waitingResponders.values)
+            condition.unlock()
+            var unavailable = configuration.errorResponse(503)
+            unavailable.headers.set("Retry-After", "1")
+            for responder in waiting { responder.respond(unavailable) }
+            answeredNow += waiting.count
+            condition.lock()
+            if suspendedConnections > 0 || !waitingResponders.isEmpty { _ = condition.wait(until: Date().addingTimeInterval(0.05)) }
+        }
+        // Their connections resumed: a moment to send those answers before the daemon stops.
+        if answeredNow > 0 {
+            let flush = Date().addingTimeInterval(1)
+            while inFlight > 0 && condition.wait(until: flush) {}
+        }
         stopped = true
         condition.unlock()
         // Joins the connection threads; requests still running finish their handler first.

@@ -37,7 +37,33 @@ public struct TruncatedDataFile: Error, Sendable, CustomStringConvertible {
     }
 }
 
+/// A data.mdb whose newest meta page names a last page no file can reach: a
+/// damaged meta page (a flipped bit in its page number), not a store LMDB can
+/// read. LMDB would map that many pages, or a size wrapped round from it, and
+/// arithmetic on the number traps; the environment refuses the file at open.
+public struct DamagedMetaPage: Error, Sendable, CustomStringConvertible {
+    /// The file (`DIR/data.mdb`).
+    public let file: String
+    /// Its size in bytes.
+    public let size: Int
+    /// The last page number the meta page holds.
+    public let lastPage: UInt64
+    public let pageSize: Int
+    /// The meta page's transaction.
+    public let transactionID: Int
+
+    public var description: String {
+        "\(file) is damaged: its meta page (transaction \(transactionID)) says the store's last page is \(lastPage), "
+            + "more pages of \(pageSize) bytes than a file can hold (this one has \(size / max(pageSize, 1)) pages of \(size) bytes). "
+            + "Restore the store from a backup"
+    }
+}
+
 extension Environment {
+    /// The most bytes a store's pages may take: the address space LMDB maps them into
+    /// (x86-64 and arm64 give a process 2^47 or 2^48 bytes). A meta page naming more is damaged.
+    static let largestMap = 1 << 48
+
     /// Throws `TruncatedDataFile` unless data.mdb holds every page in use.
     ///
     /// A file at least `(last page + 1) × page size` long is whole. The size is taken
@@ -59,7 +85,13 @@ extension Environment {
             return min(Int(st.st_size), sizeBeforeOpen ?? .max)
         }
         let info = self.info()
-        if fileSize() >= info.usedBytes { return }
+        let (pages, wrapped) = info.lastPage.addingReportingOverflow(1)
+        let (used, overflow) = pages.multipliedReportingOverflow(by: max(info.pageSize, 1))
+        guard info.lastPage >= 0, !wrapped, !overflow, used <= Self.largestMap else {
+            throw DamagedMetaPage(file: path + "/data.mdb", size: fileSize() == .max ? 0 : fileSize(), lastPage: UInt64(bitPattern: Int64(info.lastPage)),
+                                  pageSize: info.pageSize, transactionID: info.lastTransactionID)
+        }
+        if fileSize() >= used { return }
         // A read transaction keeps the pages of its snapshot from being reused while they
         // are read; its meta page is the one with its transaction id (until two more commits
         // overwrite it: then again, with a newer snapshot).
@@ -143,6 +175,27 @@ enum DataFile {
         guard fstat(fd, &st) == 0, let meta = meta(fd, page: 0, pageSize: 0), Int(st.st_size) < 2 * meta.pageSize else { return nil }
         return TruncatedDataFile(file: path, size: Int(st.st_size), needed: max(2, meta.lastPage + 1) * meta.pageSize,
                                  pageSize: meta.pageSize, transactionID: meta.transactionID)
+    }
+
+    /// The file at `path` when its newer meta page names a last page past what a
+    /// map can hold (LMDB then fails to map it, with ENOMEM or EINVAL): damaged.
+    static func impossibleMeta(_ path: String) -> DamagedMetaPage? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, let first = read(fd, at: pageHeader, count: 136),
+              word(first, 0, UInt32.self) == Int(metaMagic) else { return nil }
+        let pageSize = word(first, 24, UInt32.self)
+        guard pageSize >= 512, pageSize <= 65536, pageSize & (pageSize - 1) == 0 else { return nil }
+        var newest: (lastPage: UInt64, transactionID: Int)?
+        for page in 0..<2 {
+            guard let m = read(fd, at: page * pageSize + pageHeader, count: 136), word(m, 0, UInt32.self) == Int(metaMagic) else { continue }
+            let lastPage = UInt64(bitPattern: Int64(word(m, 120, UInt64.self))), txn = word(m, 128, UInt64.self)
+            if newest == nil || txn > newest!.transactionID { newest = (lastPage, txn) }
+        }
+        guard let newest, newest.lastPage >= UInt64(Environment.largestMap / pageSize) else { return nil }
+        return DamagedMetaPage(file: path, size: Int(st.st_size), lastPage: newest.lastPage, pageSize: pageSize, transactionID: newest.transactionID)
     }
 
     /// Whether every page of `pages` is in the free list that `meta` names. Each of its

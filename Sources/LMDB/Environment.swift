@@ -96,6 +96,7 @@ public final class Environment: @unchecked Sendable {
             if !dataExisted, stat(dataPath, &made) == 0, made.st_size < 2 * 4096 { unlink(dataPath) }
             if createdLock, access(dataPath, F_OK) != 0 { unlink(path + "/lock.mdb") }
             if dataExisted, opened == MDB_INVALID, let cut = DataFile.truncatedMetaPages(dataPath) { throw cut }
+            if dataExisted, let damaged = DataFile.impossibleMeta(dataPath) { throw damaged }
             throw Self.openError(path, code: LMDBError(rawValue: opened), readOnly: options.readOnly)
         }
         self.pointer = env
@@ -214,8 +215,14 @@ public final class Environment: @unchecked Sendable {
         public var pageSize: Int
         public var lastTransactionID: Int
         public var readersInUse: Int
-        /// Bytes of the map that hold pages (the high-water mark of the file).
-        public var usedBytes: Int { (lastPage + 1) * pageSize }
+        /// Bytes of the map that hold pages (the high-water mark of the file). An
+        /// environment refuses a meta page whose count overflows this (`DamagedMetaPage`);
+        /// should another process's meta page be damaged later, it saturates, never traps.
+        public var usedBytes: Int {
+            let (pages, wrapped) = lastPage.addingReportingOverflow(1)
+            let (bytes, overflow) = pages.multipliedReportingOverflow(by: pageSize)
+            return wrapped || overflow || lastPage < 0 ? .max : bytes
+        }
     }
 
     public func info() -> Info {

@@ -4,12 +4,24 @@ import Foundation
 /// One thing wrong with the structure of an LMDB file: where (the table, the
 /// page and its byte offset in data.mdb) and what.
 public struct StructureIssue: Sendable, CustomStringConvertible {
+    public enum Kind: Sendable, Hashable {
+        /// A page, node, overflow run, free-list entry or meta page that LMDB cannot
+        /// safely read or would misuse.
+        case structure
+        /// Keys of a leaf page out of order, or outside the range its branch keys give,
+        /// in a page otherwise whole: a cursor walk reads it, a lookup may miss.
+        case keyOrder
+        /// A table's page or entry counts differ from its record's.
+        case counts
+    }
+
     /// The table whose tree holds the page: a table name, `(main)` (the table of
     /// tables), `(free list)`, or `(meta)` for LMDB's two meta pages.
     public let table: String
     public let page: Int?
     public let offset: Int?
     public let message: String
+    public let kind: Kind
 
     public var description: String {
         guard let page, let offset else { return "\(table): \(message)" }
@@ -62,19 +74,21 @@ extension Environment {
         for (page, meta) in metas.enumerated() {
             guard let meta else {
                 metaIssues.append(StructureIssue(table: "(meta)", page: page, offset: page * pageSize,
-                                                 message: "not a valid meta page (magic, version, page size or last page)"))
+                                                 message: "not a valid meta page (magic, version, page size or last page)", kind: .structure))
                 continue
             }
             if meta.transactionID != 0 && meta.transactionID % 2 != page {
                 metaIssues.append(StructureIssue(table: "(meta)", page: page, offset: page * pageSize,
                                                  message: "holds transaction \(meta.transactionID), which LMDB writes into meta page \(1 - page): "
-                                                 + "a stale copy of an older meta page; the store may have been rolled back to that transaction"))
+                                                 + "a stale copy of an older meta page; the store may have been rolled back to that transaction",
+                                                 kind: .structure))
             }
         }
         if let a = metas[0], let b = metas[1], metaIssues.isEmpty, abs(a.transactionID - b.transactionID) != 1,
            !(a.transactionID == 0 && b.transactionID == 0) {
             metaIssues.append(StructureIssue(table: "(meta)", page: nil, offset: nil,
-                                             message: "the meta pages hold transactions \(a.transactionID) and \(b.transactionID), which are not consecutive: one was not written or was restored from an older copy"))
+                                             message: "the meta pages hold transactions \(a.transactionID) and \(b.transactionID), which are not consecutive: one was not written or was restored from an older copy",
+                                             kind: .structure))
         }
         for _ in 0..<100 {
             let txn = try Transaction(environment: self, readOnly: true)
@@ -141,10 +155,12 @@ struct StructureWalk {
         page = [UInt8](repeating: 0, count: meta.pageSize)
     }
 
-    private mutating func issue(_ table: String, _ number: Int?, _ message: String) {
+    private mutating func issue(_ table: String, _ number: Int?, _ message: String, kind: StructureIssue.Kind = .structure) {
         issueCount += 1
         if issues.count < maxIssues {
-            issues.append(StructureIssue(table: table, page: number, offset: number.map { $0 * pageSize }, message: message))
+            // A page number read from damaged bytes may be anything: an offset only for a page of the file.
+            let offset = number.flatMap { $0 >= 0 && $0 <= meta.lastPage ? $0 * pageSize : nil }
+            issues.append(StructureIssue(table: table, page: number, offset: offset, message: message, kind: kind))
         }
     }
 
@@ -253,6 +269,8 @@ struct StructureWalk {
             var previous: (at: Int, size: Int)? = nil
             var children: [Visit] = []
             var bad: String? = nil
+            /// In a leaf, keys out of order are noted (once a page) and the rest of its layout still checked.
+            var misordered: String? = nil
             for i in 0..<count {
                 let node = word(DataFile.pageHeader + 2 * i, UInt16.self)
                 let lo = word(node, UInt16.self), hi = word(node + 2, UInt16.self)
@@ -260,10 +278,16 @@ struct StructureWalk {
                 let keyAt = node + Self.nodeHeader
                 guard keyAt + keySize <= pageSize else { bad = "node \(i)'s key (\(keySize) bytes at \(keyAt)) runs past the page"; break }
                 let key = (keyAt, keySize)
-                if !(isBranch && i == 0) {  // a branch page's first key is not used
-                    if let p = previous, compareKeys(p, key, integer: integer) >= 0 { bad = "node \(i)'s key is not above node \(i - 1)'s: keys out of order"; break }
-                    if let low = visit.low, compare(low, key, integer: integer) > 0 { bad = "node \(i)'s key is below the branch key that leads here (page \(visit.parent ?? -1))"; break }
-                    if let high = visit.high, compare(high, key, integer: integer) <= 0 { bad = "node \(i)'s key is not below the next branch key of page \(visit.parent ?? -1)"; break }
+                if !(isBranch && i == 0), misordered == nil {  // a branch page's first key is not used
+                    var order: String? = nil
+                    if let p = previous, compareKeys(p, key, integer: integer) >= 0 { order = "node \(i)'s key is not above node \(i - 1)'s: keys out of order" }
+                    else if let low = visit.low, compare(low, key, integer: integer) > 0 { order = "node \(i)'s key is below the branch key that leads here (page \(visit.parent ?? -1))" }
+                    else if let high = visit.high, compare(high, key, integer: integer) <= 0 { order = "node \(i)'s key is not below the next branch key of page \(visit.parent ?? -1)" }
+                    if let order {
+                        // A branch key out of order misroutes every lookup below it: the walk stops there.
+                        if isBranch { bad = order; break }
+                        misordered = order
+                    }
                     previous = key
                 }
                 if isBranch {
@@ -300,6 +324,7 @@ struct StructureWalk {
                     freeLists.append((value, number, i))
                 }
             }
+            if let misordered { issue(table, number, misordered, kind: .keyOrder) }
             if let bad { issue(table, number, bad); continue }
             // Children pushed in reverse so the walk goes left to right; each one's
             // upper bound is the next branch key.
@@ -312,7 +337,8 @@ struct StructureWalk {
         if stats.branchPages != record.branchPages || stats.leafPages != record.leafPages
             || stats.overflowPages != record.overflowPages || stats.entries != record.entries {
             issue(table, record.root, "its record counts \(record.branchPages) branch, \(record.leafPages) leaf and \(record.overflowPages) overflow pages"
-                  + " and \(record.entries) entries; its tree has \(stats.branchPages), \(stats.leafPages), \(stats.overflowPages) and \(stats.entries)")
+                  + " and \(record.entries) entries; its tree has \(stats.branchPages), \(stats.leafPages), \(stats.overflowPages) and \(stats.entries)",
+                  kind: .counts)
         }
     }
 

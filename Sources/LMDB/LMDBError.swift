@@ -11,6 +11,7 @@ public struct LMDBError: Error, RawRepresentable, Hashable, Sendable, CustomStri
     public static let keyExists = LMDBError(rawValue: MDB_KEYEXIST)
     public static let notFound = LMDBError(rawValue: MDB_NOTFOUND)
     public static let corrupted = LMDBError(rawValue: MDB_CORRUPTED)
+    public static let pageNotFound = LMDBError(rawValue: MDB_PAGE_NOTFOUND)
     public static let panic = LMDBError(rawValue: MDB_PANIC)
     public static let versionMismatch = LMDBError(rawValue: MDB_VERSION_MISMATCH)
     public static let invalid = LMDBError(rawValue: MDB_INVALID)
@@ -47,6 +48,11 @@ extension LMDBError {
         ((error as? LMDBError) ?? (error as? EnvironmentOpenError)?.code) == pattern
     }
 
+    /// Codes LMDB returns when a page it reads is not what the tree says it is
+    /// (a page number past the file, a page of the wrong kind, a transaction left
+    /// invalid by either): a damaged file, not a failure of the run.
+    public var meansDamagedFile: Bool { self == .corrupted || self == .pageNotFound || self == .badTransaction }
+
     /// The message without the number.
     var text: String {
         guard let text = mdb_strerror(rawValue) else { return "LMDB error \(rawValue)" }
@@ -78,4 +84,17 @@ public struct EnvironmentOpenError: Error, Sendable, CustomStringConvertible {
         }
         return text
     }
+}
+
+/// A table's record in the table of tables (its page and entry counts) that no
+/// store could hold: damaged. `audit` walks the file and says where.
+public struct DamagedTableRecord: Error, Sendable, CustomStringConvertible {
+    /// The table's name.
+    public let table: String
+    public let reason: String
+    public init(table: String, reason: String) {
+        self.table = table
+        self.reason = reason
+    }
+    public var description: String { "the record of table \(table) in data.mdb's table of tables is damaged: \(reason)" }
 }

@@ -116,13 +116,40 @@ public struct Transaction: ~Copyable {
         public var overflowPages: Int
         public var depth: Int
         public var bytes: Int { (branchPages + leafPages + overflowPages) * pageSize }
+
+        /// Why these counts cannot be a table's in a map of `mapPages` pages, or nil.
+        /// (A node takes at least 8 bytes of its leaf page, so a leaf holds fewer than
+        /// pageSize / 8 entries.)
+        func implausibility(mapPages: Int) -> String? {
+            let counts = [("branch", branchPages), ("leaf", leafPages), ("overflow", overflowPages)]
+            for (name, n) in counts where n < 0 || n > mapPages {
+                return "it counts \(UInt(bitPattern: n)) \(name) pages, more than the map's \(mapPages)"
+            }
+            if branchPages + leafPages + overflowPages > mapPages {
+                return "it counts \(branchPages + leafPages + overflowPages) pages, more than the map's \(mapPages)"
+            }
+            if entries < 0 || entries / max(pageSize / 8, 1) > leafPages {
+                return "it counts \(UInt(bitPattern: entries)) entries, more than its \(leafPages) leaf pages can hold"
+            }
+            return nil
+        }
     }
 
+    /// The counts of `db`'s record in the table of tables. LMDB keeps them as written,
+    /// so a damaged record gives any numbers: counts no map could hold (more pages than
+    /// the map has, more entries than its leaf pages can) are `DamagedTableRecord`.
+    /// Within those bounds `bytes` cannot overflow.
     public func statistics(_ db: Database) throws -> Statistics {
         var s = MDB_stat()
         try check(mdb_stat(pointer, db.handle, &s))
-        return Statistics(entries: s.ms_entries, pageSize: Int(s.ms_psize), branchPages: s.ms_branch_pages,
-                          leafPages: s.ms_leaf_pages, overflowPages: s.ms_overflow_pages, depth: Int(s.ms_depth))
+        let stats = Statistics(entries: s.ms_entries, pageSize: Int(s.ms_psize), branchPages: s.ms_branch_pages,
+                               leafPages: s.ms_leaf_pages, overflowPages: s.ms_overflow_pages, depth: Int(s.ms_depth))
+        var info = MDB_envinfo()
+        mdb_env_info(mdb_txn_env(pointer), &info)
+        if let reason = stats.implausibility(mapPages: info.me_mapsize / max(stats.pageSize, 1)) {
+            throw DamagedTableRecord(table: db.name, reason: reason)
+        }
+        return stats
     }
 
     /// Pages of the file that are free in this transaction's view: the page

@@ -376,12 +376,24 @@ final class MPushService: Sendable {
         if serverBox.server?.isShuttingDown == true { return APIResponse.error(503) }
         do {
             try store.checkFileIsPresent()
-            let seq = try store.read { txn in try store.tables.appliedSequence(txn) }
+            let (seq, logEnd) = try store.read { txn in (try store.tables.appliedSequence(txn), try store.log.sequenceRange(txn)?.upperBound) }
             // Reads work, writes do not: not healthy for apps whose commands fail.
             // A damaged last record: no write can be chained onto it, and it does not heal by itself.
             do { try store.checkHead() } catch let error as StoreError {
                 guard case .corruptHead(_, let sequence, _) = error else { throw error }
                 return APIResponse.json(503, ["status": "corrupt", "error": "\(error)", "sequence": sequence, "lastSequence": seq])
+            }
+            // Commits fail on damage (a projection value, meta/appliedSeq, a page): it does not heal by itself.
+            if let f = store.writeFailure, let damaged = f.damaged {
+                return APIResponse.json(503, ["status": "corrupt", "error": f.error, "damaged": damaged, "failedCommits": f.failedCommits,
+                                              "since": TimeText.iso(Int64(f.since.timeIntervalSince1970 * 1000)), "lastSequence": seq])
+            }
+            // The projections are folded in the transaction that appends: behind or ahead of the log,
+            // one of the two is damaged (meta/appliedSeq, or the log's tree), and every write will fail.
+            if let logEnd, logEnd != seq {
+                let error = StoreError.damaged(path: store.directory, what: "meta/appliedSeq",
+                                               reason: "the projections are at seq \(seq), but the log ends at seq \(logEnd): one of them is damaged")
+                return APIResponse.json(503, ["status": "corrupt", "error": "\(error)", "damaged": "meta/appliedSeq", "lastSequence": seq])
             }
             if let f = store.writeFailure {
                 return APIResponse.json(503, ["status": "failing", "error": f.error, "failedCommits": f.failedCommits,
@@ -407,6 +419,12 @@ final class MPushService: Sendable {
         if case StoreError.corruptHead(_, let sequence, _) = error {
             if logsWriteFailureNow() { AccessLog.toStandardError("topicstore serve: error: \(error) (/healthz says corrupt)") }
             return APIResponse.message(503, "The store cannot write: its last log record (seq \(sequence)) is damaged. See /healthz.")
+        }
+        // Damage met on the way (a projection value, meta/appliedSeq, a page LMDB cannot use): it does
+        // not heal by itself, so 503 naming it (and /healthz says corrupt once a commit failed on it).
+        if case .damaged(_, let what, _)? = TopicStore.damage(in: error, directory: store.directory) {
+            if logsWriteFailureNow() { AccessLog.toStandardError("topicstore serve: error: \(TopicStore.damage(in: error, directory: store.directory)!)") }
+            return APIResponse.json(503, ["message": "The store is damaged (\(what)). See /healthz.", "damaged": what])
         }
         AccessLog.toStandardError("topicstore serve: error: \(error)")
         return APIResponse.error(500)

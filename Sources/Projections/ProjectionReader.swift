@@ -40,11 +40,14 @@ public struct ProjectionReader: Sendable {
 
     public func project(named name: String, _ txn: borrowing Transaction) throws -> ProjectRecord? {
         guard let v = try txn.get(tables.projects, Array(name.utf8)) else { return nil }
-        return try ProjectRecord(decoding: v, at: "projects/\(name)")
+        let record = try ProjectRecord(decoding: v, at: "projects/\(name)")
+        try tables.checkProjectID(record, named: name, txn)  // the one field a reader uses
+        return record
     }
 
-    /// Every project with its record, by name.
-    public func projects(_ txn: borrowing Transaction) throws -> [(name: String, record: ProjectRecord)] {
+    /// Every project with its record, by name. `checked`: each record is checked
+    /// (`ProjectionTables.checkProject`); an audit describing differences reads them as stored.
+    public func projects(_ txn: borrowing Transaction, checked: Bool = true) throws -> [(name: String, record: ProjectRecord)] {
         var result: [(String, ProjectRecord)] = []
         try txn.withCursor(tables.projects) { cursor in
             var entry = try cursor.first()
@@ -54,6 +57,7 @@ public struct ProjectionReader: Sendable {
                 entry = try cursor.next()
             }
         }
+        if checked { for (name, record) in result { try tables.checkProject(record, named: name, txn) } }
         return result
     }
 

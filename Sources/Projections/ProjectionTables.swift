@@ -70,6 +70,8 @@ public struct ProjectionTables: Sendable {
 
     static let appliedSeqKey = Array("appliedSeq".utf8)
     static let versionKey = Array("schemaVersion".utf8)
+    /// The key of the schema version in `meta` (a u32), for checks made before the tables are opened.
+    public static var schemaVersionKey: [UInt8] { versionKey }
     static let nextProjectKey = Array("nextProject".utf8)
     static let writerStampKey = Array("stamp".utf8)
     static let topicLayoutKey = Array("topicLayout".utf8)
@@ -172,6 +174,66 @@ public struct ProjectionTables: Sendable {
         guard let writerState else { preconditionFailure("projections written in a read-only environment") }
         var w = ByteWriter(capacity: 8); w.u64(stamp)
         try txn.put(writerState, Self.writerStampKey, w.bytes)
+    }
+
+    /// Checks a project record read under `name` against what the tables hold, and
+    /// throws `ProjectionCorruption` naming it when it cannot be right: an id this
+    /// store never gave out (ids come from `meta/nextProject`), a next device
+    /// ordinal past what the events folded could have given (each new device takes
+    /// one event) or not above the project's last device's, a next topic id not
+    /// above the project's last topic's. The project's keys in the other tables are
+    /// found by its id, so a damaged id answers every question about it with
+    /// nothing, and a damaged ordinal made the writer give a new device an ordinal in
+    /// the billions (and grow its caches to it). A few point lookups: the writer
+    /// checks a record when it loads it; readers, which use only the id, check the id
+    /// (`checkProjectID`), one lookup in a one-page table.
+    public func checkProject(_ p: ProjectRecord, named name: String, _ txn: borrowing Transaction) throws {
+        func corrupt(_ why: String) -> ProjectionCorruption { Self.corrupt(p, name, why) }
+        try checkProjectID(p, named: name, txn)
+        let applied = try appliedSequence(txn)
+        guard UInt64(p.nextOrdinal) <= applied else {
+            throw corrupt("its next device ordinal is more than the \(applied) events folded (meta/appliedSeq) could have given out")
+        }
+        guard p.nextTopicID >= Self.firstTopicID, p.nextTopicID <= Self.singleTopicBit else {
+            throw corrupt("its next topic id is outside \(Self.firstTopicID)…\(Self.singleTopicBit)")
+        }
+        let prefix = Keys.project(p.id)
+        if let key = try lastKey(devices, before: Keys.project(p.id &+ 1), txn), key.count >= 8, key.starts(with: prefix) {
+            let ordinal = key.withUnsafeBytes { $0.loadBigEndian(at: 4, as: UInt32.self) }
+            guard ordinal < p.nextOrdinal else { throw corrupt("device ordinal \(ordinal) exists (devices/\(p.id)/\(ordinal)), at or past the next one") }
+        }
+        // Shared topics are numbered below 2^31, single ones (compact layout) at 2^31 + their number.
+        for bound in [Keys.pair(p.id, Self.singleTopicBit), Keys.project(p.id &+ 1)] {
+            if let key = try lastKey(topics, before: bound, txn), key.count >= 8, key.starts(with: prefix) {
+                let topic = key.withUnsafeBytes { $0.loadBigEndian(at: 4, as: UInt32.self) }
+                guard topic & ~Self.singleTopicBit < p.nextTopicID else {
+                    throw corrupt("topic id \(topic) exists (topics/\(p.id)/\(topic)), at or past the next one")
+                }
+            }
+        }
+    }
+
+    /// Throws `ProjectionCorruption` naming the record unless its id is one this store
+    /// gave out (`meta/nextProject`): every key of the project is found by it.
+    public func checkProjectID(_ p: ProjectRecord, named name: String, _ txn: borrowing Transaction) throws {
+        var nextProject: UInt32?
+        if let v = try txn.get(meta, Self.nextProjectKey), v.count == 4 { nextProject = v.loadBigEndian(at: 0, as: UInt32.self) }
+        guard p.id >= 1, p.id < nextProject ?? 1 else {
+            throw Self.corrupt(p, name, "its id is not one this store gave out" + (nextProject.map { " (it gave out 1…\($0 &- 1))" } ?? " (it gave out none)"))
+        }
+    }
+
+    private static func corrupt(_ p: ProjectRecord, _ name: String, _ why: String) -> ProjectionCorruption {
+        ProjectionCorruption(place: "projects/\(name)",
+                             reason: why + " (the record holds id \(p.id), next device ordinal \(p.nextOrdinal), next topic id \(p.nextTopicID))")
+    }
+
+    /// The last key of `db` below `bound`, copied.
+    private func lastKey(_ db: Database, before bound: [UInt8], _ txn: borrowing Transaction) throws -> [UInt8]? {
+        try txn.withCursor(db) { cursor in
+            let entry = try cursor.seek(atLeast: bound) != nil ? try cursor.previous() : try cursor.last()
+            return entry.map { Array($0.key) }
+        }
     }
 
     /// Removes every projection entry (for a rebuild); the schema version stays.

@@ -343,6 +343,8 @@ public final class ProjectionWriter {
         if let p = projects[name] { return p.value }
         if build?.targetIsEmpty != true, let v = try txn.get(tables.projects, Array(name.utf8)) {
             let p = try ProjectRecord(decoding: v, at: "projects/\(name)")
+            // The live writer takes no damaged record on trust (a rebuild's target holds its own output).
+            if build == nil { try tables.checkProject(p, named: name, txn) }
             projects[name] = Cached(value: p, dirty: false)
             return p
         }

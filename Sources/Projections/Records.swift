@@ -232,7 +232,7 @@ public struct ProjectRecord: Sendable, Hashable {
         self.nextTopicID = nextTopicID
     }
 
-    init(decoding bytes: UnsafeRawBufferPointer, at place: @autoclosure () -> String) throws {
+    public init(decoding bytes: UnsafeRawBufferPointer, at place: @autoclosure () -> String) throws {
         guard bytes.count == 12 else {
             throw ProjectionCorruption(place: place(), reason: "project record of \(bytes.count) bytes (expected 12)")
         }

@@ -71,7 +71,7 @@ public enum Audit {
         let scratch = (options.scratchDirectory as NSString)
             .appendingPathComponent("topicstore-audit-\(getpid())-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(atPath: scratch) }
-        let mapSize = store.environment.info().usedBytes * 2 + (256 << 20)
+        let mapSize = min(store.environment.info().usedBytes, 1 << 50) * 2 + (256 << 20)
         // A compacted log continues from the snapshot at its horizon: the rebuild
         // starts from the snapshot's projections and the chain from its head.
         // Without the snapshot, the log is reported as not starting at 1.

@@ -29,11 +29,15 @@ public enum Export {
             var lines: [String] = []
             lines.reserveCapacity(recordsPerReadTransaction)
             var last: UInt64 = 0
+            var damage: LogIssue?
             do {
                 try store.read { txn in
-                    try log.forEachEncoded(from: next, through: end, txn) { seq, bytes in
-                        lines.append(EventJSON.line(try RecordCodec.decode(bytes, key: seq)))
-                        last = seq
+                    try log.walk(from: next, through: end, txn) { entry in
+                        // A record missing or a key out of order stops the export where it is,
+                        // as a damaged record does (it used to end there, silently, with exit 0).
+                        guard entry.kind == .inOrder else { damage = LogIssue(entry); return false }
+                        lines.append(EventJSON.line(try RecordCodec.decode(entry.bytes, key: entry.sequence)))
+                        last = entry.sequence
                         return lines.count < recordsPerReadTransaction
                     }
                 }
@@ -42,7 +46,15 @@ public enum Export {
                 for line in lines { try body(line) }
                 throw ReplayError.damagedRecord(e, exportFrom: max(from, 1), through: end)
             }
-            if lines.isEmpty { break }
+            if damage == nil, lines.isEmpty {
+                // Keys up to the log's last one, but none from `next` on that reads as a record due.
+                damage = LogIssue(sequence: next, kind: .gap, message: next == end ? "record \(next) is missing"
+                                    : "records \(next)…\(end) are missing (the log's last key is \(end))", missing: next...end)
+            }
+            if let damage {
+                for line in lines { try body(line) }
+                throw ReplayError.damagedLog(damage, exportFrom: max(from, 1), through: end)
+            }
             if summary.firstSequence == nil { summary.firstSequence = last - UInt64(lines.count) + 1 }
             for line in lines { try body(line) }
             summary.records += UInt64(lines.count)

@@ -275,8 +275,9 @@ public enum History {
                      progress: ((ReplayProgress) -> Void)?, _ body: (LogRecord) throws -> Void) throws -> UInt64 {
         let log = store.log
         let projectBytes = Array(project.utf8)
-        guard let end = try store.read({ txn in try log.bounds(txn)?.last }) else { return 0 }
-        var next: UInt64 = 1
+        guard let bounds = try store.read({ txn in try log.sequenceRange(txn) }) else { return 0 }
+        let end = bounds.upperBound
+        var next = bounds.lowerBound
         var last: UInt64 = 0
         // Bounded transactions: at most this many records decoded, or four times as many skipped.
         let limit = recordsPerReadTransaction
@@ -284,7 +285,10 @@ public enum History {
             var records: [LogRecord] = []
             var scanned = 0
             try store.read { txn in
-                try log.forEachEncoded(from: next, through: end, txn) { seq, bytes in
+                try log.walk(from: next, through: end, txn) { entry in
+                    // A record missing or a key out of order: the history would be wrong from there on.
+                    guard entry.kind == .inOrder else { throw ReplayError.damagedLog(LogIssue(entry), exportFrom: nil, through: nil) }
+                    let seq = entry.sequence, bytes = entry.bytes
                     last = seq
                     scanned += 1
                     // version ‖ type ‖ seq ‖ ts ‖ u16 length ‖ project: skip other projects undecoded.
@@ -296,7 +300,11 @@ public enum History {
                     return records.count < limit && scanned < 4 * limit
                 }
             }
-            if scanned == 0 { break }
+            if scanned == 0 {
+                // Keys up to the log's last one, but none from `next` on that reads as a record due.
+                throw ReplayError.damagedLog(LogIssue(sequence: next, kind: .gap, message: "records \(next)…\(end) are missing (the log's last key is \(end))",
+                                                      missing: next...end), exportFrom: nil, through: nil)
+            }
             next = last + 1
             for r in records { try body(r) }
             progress?(ReplayProgress(phase: "scan", done: last, total: end))

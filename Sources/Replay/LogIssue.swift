@@ -45,6 +45,21 @@ public struct LogIssue: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { "log seq \(sequence): \(kind.rawValue): \(message)" }
 
+    /// An entry a walk of the log found out of order (`LogEntry.problem` says
+    /// how), located at the record due: a gap at its first missing sequence, a
+    /// damaged key at the sequence its record states, a stray key at itself.
+    init(_ entry: LogEntry) {
+        let message = entry.problem ?? "in order"
+        switch entry.kind {
+        case .afterGap(let missing):
+            self.init(sequence: missing.lowerBound, kind: missing.lowerBound == 1 ? .missingStart : .gap, message: message, missing: missing)
+        case .stray:
+            self.init(sequence: entry.key ?? entry.sequence, kind: .misplaced, message: message)
+        case .misplaced, .inOrder:
+            self.init(sequence: entry.sequence, kind: .misplaced, message: message)
+        }
+    }
+
     init(_ corruption: RecordCorruption) {
         let kind: Kind
         switch corruption.kind {

@@ -264,6 +264,9 @@ public enum ReplayError: Error, Sendable, CustomStringConvertible {
     case missingSnapshot(horizon: UInt64, directory: String)
     /// A record an export cannot decode, and the range that export asked for.
     case damagedRecord(RecordCorruption, exportFrom: UInt64, through: UInt64)
+    /// Keys of the log out of order, or records missing, where an export (its range
+    /// given) or a history read it: the reading stops there rather than end early unseen.
+    case damagedLog(LogIssue, exportFrom: UInt64?, through: UInt64?)
     case badSnapshot(String, String)
     case io(String)
 
@@ -290,6 +293,14 @@ public enum ReplayError: Error, Sendable, CustomStringConvertible {
             if e.sequence > from { around.append("the records before it with --to-seq \(e.sequence - 1)") }
             if e.sequence < through { around.append("those after it with --from-seq \(e.sequence + 1)") }
             return "\(e): the export stops there" + (around.isEmpty ? "" : "; export " + around.joined(separator: ", "))
+                + " (topicstore audit locates every damaged record)"
+        case .damagedLog(let issue, let from, let through):
+            guard let from, let through else { return "\(issue): the log cannot be read past it (topicstore audit locates every damaged record)" }
+            let first = issue.missing?.lowerBound ?? issue.sequence, last = issue.missing?.upperBound ?? issue.sequence
+            var around: [String] = []
+            if first > from { around.append("the records before it with --to-seq \(first - 1)") }
+            if last < through { around.append("those after it with --from-seq \(last + 1)") }
+            return "\(issue): the export stops there" + (around.isEmpty ? "" : "; export " + around.joined(separator: ", "))
                 + " (topicstore audit locates every damaged record)"
         case .badSnapshot(let dir, let why): return "the snapshot \(dir) cannot be used: \(why)"
         case .io(let why): return why

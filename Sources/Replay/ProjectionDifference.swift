@@ -70,8 +70,10 @@ struct DifferenceDescriber {
             d.project = String(decoding: key, as: UTF8.self)
             d.subject = "project record"
             func text(_ r: ProjectRecord?) -> String? { r.map { "id \($0.id), next ordinal \($0.nextOrdinal), next topic id \($0.nextTopicID)" } }
-            d.live = live == nil ? nil : (text(try? liveReader.project(named: d.project!, liveTxn)) ?? "undecodable \(hex(live!))")
-            d.rebuilt = rebuilt == nil ? nil : (text(try? rebuiltReader.project(named: d.project!, rebuiltTxn)) ?? "undecodable \(hex(rebuilt!))")
+            // As stored: a record that decodes but cannot be right is shown, not called undecodable.
+            func decoded(_ v: [UInt8]) -> ProjectRecord? { v.withUnsafeBytes { try? ProjectRecord(decoding: $0, at: "") } }
+            d.live = live.map { text(decoded($0)) ?? "undecodable \(hex($0))" }
+            d.rebuilt = rebuilt.map { text(decoded($0)) ?? "undecodable \(hex($0))" }
         case "devices" where key.count == 8:
             let o = u32(key, 4)
             d.subject = "device \(deviceID(pid!, o, liveTxn, rebuiltTxn)) (ordinal \(o))"
@@ -133,7 +135,7 @@ struct DifferenceDescriber {
         if let n = projectNames[pid] { return n }
         for (t, txn) in [(tables.live, 0), (tables.rebuilt, 1)] {
             let reader = ProjectionReader(tables: t)
-            let list = txn == 0 ? (try? reader.projects(l)) : (try? reader.projects(r))
+            let list = txn == 0 ? (try? reader.projects(l, checked: false)) : (try? reader.projects(r, checked: false))
             for (name, record) in list ?? [] where projectNames[record.id] == nil { projectNames[record.id] = name }
         }
         return projectNames[pid]

@@ -134,7 +134,7 @@ public enum Replay {
         try store.requireLog()
         let snapshot = try snapshot(of: store)
         let through = try resolve(point, in: store, snapshot: snapshot)
-        let mapSize = store.environment.info().usedBytes * 2 + (256 << 20)
+        let mapSize = min(store.environment.info().usedBytes, 1 << 50) * 2 + (256 << 20)
         let builder: ProjectionBuilder
         if let snapshot {
             builder = try ProjectionBuilder(continuing: snapshot, creating: directory, writesLog: options.includeLog, mapSize: mapSize,

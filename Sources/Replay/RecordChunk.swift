@@ -56,16 +56,28 @@ struct LogVerifier: Sendable {
         if issues.count < maxIssues { issues.append(issue) }
     }
 
-    /// Checks one record's frame, place and link; returns whether to try decoding it.
-    mutating func check(_ sequence: UInt64, _ bytes: UnsafeRawBufferPointer) {
+    /// Checks one entry of the log walk: its place (gaps, keys out of order), its
+    /// frame and its link. A key out of order never stops the checking: the walk
+    /// takes the record due under a damaged key for that record (its checksum and
+    /// link are checked, and the chain goes on), and a stray key is reported and passed.
+    mutating func check(_ entry: LogEntry) {
+        let sequence = entry.sequence
+        if entry.kind == .stray {
+            report(LogIssue(sequence: entry.key ?? sequence, kind: .misplaced, message: entry.problem ?? "a key out of order"))
+            return
+        }
         checked += 1
         var chainVerifiable = true
         if let previous = previousSequence {
-            if sequence != previous + 1 {
+            if sequence > previous &+ 1 {
                 report(LogIssue(sequence: sequence, kind: .gap,
                                 message: "sequences \(previous + 1)…\(sequence - 1) are missing (the chain cannot be checked across the gap)",
                                 missing: previous + 1...sequence - 1))
                 chainVerifiable = false
+            } else if sequence <= previous {
+                // (The walk never goes back; a verifier handed a record again says so rather than trap.)
+                report(LogIssue(sequence: sequence, kind: .misplaced, message: "record \(sequence) comes after record \(previous)"))
+                return
             }
         } else if sequence != 1 {
             report(LogIssue(sequence: sequence, kind: .missingStart,
@@ -73,7 +85,11 @@ struct LogVerifier: Sendable {
                             missing: 1...sequence - 1))
             chainVerifiable = false
         }
+        if entry.kind == .misplaced, let problem = entry.problem {
+            report(LogIssue(sequence: sequence, kind: .misplaced, message: problem))
+        }
         previousSequence = sequence
+        let bytes = entry.bytes
         do {
             if chainVerifiable {
                 link = try RecordCodec.verifyLink(of: bytes, key: sequence, previous: link)
@@ -123,24 +139,31 @@ struct LogReader {
         chunk.hintEnds.reserveCapacity(chunk.records.capacity)
         chunk.hints.reserveCapacity(chunk.records.capacity * 4)
         if keepRaw { chunk.ends.reserveCapacity(chunk.records.capacity) }
-        var expected = from
-        try log.forEachEncoded(from: from, through: through, txn) { seq, bytes in
+        var visited = 0
+        try log.walk(from: from, through: through, txn) { entry in
+            visited += 1
+            if verifier.verifies { verifier.check(entry) }
+            // A stray key is no record of the sequence: the verifier reports it, the fold passes it.
+            if entry.kind == .stray { return visited < limit }
+            let seq = entry.sequence
             chunk.lastRead = seq
-            if verifier.verifies { verifier.check(seq, bytes) }
             if chunk.stop == nil {
-                if seq != expected {
-                    chunk.stop = LogIssue(sequence: expected, kind: expected == 1 ? .missingStart : .gap,
-                                          message: "record \(expected) is missing (the next record is \(seq))",
-                                          missing: expected...seq - 1)
-                } else {
+                switch entry.kind {
+                case .afterGap(let missing):
+                    chunk.stop = LogIssue(sequence: missing.lowerBound, kind: missing.lowerBound == 1 ? .missingStart : .gap,
+                                          message: entry.problem ?? "record \(missing.lowerBound) is missing", missing: missing)
+                case .misplaced:
+                    // The record is there, under a damaged key: a rebuild does not take it on trust.
+                    chunk.stop = LogIssue(sequence: seq, kind: .misplaced, message: entry.problem ?? "record \(seq) is under another key")
+                default:
                     do {
-                        let record = try RecordCodec.decode(bytes, key: seq)
+                        let record = try RecordCodec.decode(entry.bytes, key: seq)
                         if verifier.verifies { verifier.checkTime(record) }
                         chunk.records.append(record)
                         ProjectionWriter.FoldHints.append(record.event.body, to: &chunk.hints)
                         chunk.hintEnds.append(chunk.hints.count)
                         if keepRaw {
-                            chunk.raw.append(contentsOf: bytes)
+                            chunk.raw.append(contentsOf: entry.bytes)
                             chunk.ends.append(chunk.raw.count)
                         }
                     } catch let e as RecordCorruption {
@@ -148,8 +171,7 @@ struct LogReader {
                     }
                 }
             }
-            expected = seq + 1
-            return seq - from + 1 < UInt64(limit)
+            return visited < limit
         }
         return chunk
     }

@@ -95,6 +95,53 @@ public struct EventLog: Sendable {
         }
     }
 
+    /// Walks the log in key order from `from`, taking every entry for what it
+    /// is (`LogEntry`): the records due, in sequence, and whatever a damaged key
+    /// put in their way. Stops after the last record at or before `through`, at
+    /// the log's end, or when `body` returns false. Keys are read as stored, so a
+    /// damaged one never stops the walk early nor sends it back: the cursor only
+    /// moves forward, and the sequence due only grows. The bytes are borrowed.
+    public func walk(from: UInt64 = 1, through: UInt64 = .max, _ txn: borrowing Transaction,
+                     _ body: (LogEntry) throws -> Bool) throws {
+        guard from <= through else { return }
+        try txn.withCursor(database) { cursor in
+            var due = from
+            var entry = try cursor.seek(atLeast: Self.key(from))
+            while let (rawKey, value) = entry {
+                let key = rawKey.count == 8 ? rawKey.loadBigEndian(at: 0, as: UInt64.self) : nil
+                let stated = RecordCodec.statedSequence(of: value)
+                var next: Cursor.Entry?? = nil  // fetched when the entry needs its successor to be judged
+                let found: LogEntry
+                if key == due {
+                    found = LogEntry(sequence: due, key: key, stated: stated, kind: .inOrder, bytes: value)
+                } else if stated == due {
+                    // The record due, under a key that is not its own (the key is damaged).
+                    found = LogEntry(sequence: due, key: key, stated: stated, kind: .misplaced, bytes: value)
+                } else {
+                    // A key past the one due: the next record (sequences missing before it)
+                    // unless the key after it is smaller, which makes it one out of order.
+                    let following = try cursor.next()
+                    next = .some(following)
+                    let followingKey = following.flatMap { $0.key.count == 8 ? $0.key.loadBigEndian(at: 0, as: UInt64.self) : nil }
+                    if let key, key > due, !(followingKey.map { $0 >= due && $0 < key } ?? false) {
+                        if key > through { return }
+                        found = LogEntry(sequence: key, key: key, stated: stated, kind: .afterGap(due...key - 1), bytes: value)
+                    } else {
+                        found = LogEntry(sequence: due, key: key, stated: stated, kind: .stray, bytes: value)
+                    }
+                }
+                if found.kind != .stray {
+                    if found.sequence > through { return }
+                    guard found.sequence < .max else { _ = try body(found); return }
+                    due = found.sequence + 1
+                }
+                if try !body(found) { return }
+                if found.kind != .stray, found.sequence == through { return }
+                entry = try next ?? cursor.next()
+            }
+        }
+    }
+
     /// Decoded records from `from` through `through`, until `body` returns false.
     public func forEach(from: UInt64 = 0, through: UInt64 = .max, _ txn: borrowing Transaction,
                         _ body: (LogRecord) throws -> Bool) throws {
@@ -129,5 +176,49 @@ public struct EventLog: Sendable {
             throw RecordCorruption(sequence: sequence, offset: 0, reason: "missing record: the log has a gap")
         }
         return try RecordCodec.timestamp(of: bytes, key: sequence)
+    }
+}
+
+/// One entry of the log as `EventLog.walk` finds it in key order.
+public struct LogEntry {
+    public enum Kind: Sendable, Equatable {
+        /// Under its own sequence, right after the record before it.
+        case inOrder
+        /// Under its own sequence, after sequences no key holds (`missing`).
+        case afterGap(ClosedRange<UInt64>)
+        /// The record due (its bytes say so), under a key that is not its
+        /// sequence: the key is damaged. `sequence` is the one due.
+        case misplaced
+        /// A key out of order whose record does not say it is the one due: not
+        /// taken as a record of the walk. `sequence` is the one still due.
+        case stray
+    }
+    /// The sequence the walk takes this entry for (see `Kind`).
+    public var sequence: UInt64
+    /// The key as stored; nil when it is not 8 bytes.
+    public var key: UInt64?
+    /// The sequence the record's bytes state, unchecked (nil when they cannot say).
+    public var stated: UInt64?
+    public var kind: Kind
+    /// The record's bytes, borrowed until the transaction ends.
+    public var bytes: UnsafeRawBufferPointer
+
+    /// The key as text: its number, or its size when it is not 8 bytes.
+    public var keyText: String { key.map { "\($0)" } ?? "of another size than 8 bytes" }
+
+    /// What is wrong with this entry, when it is not in order: a sentence naming
+    /// the key and the sequence the record states.
+    public var problem: String? {
+        switch kind {
+        case .inOrder:
+            return nil
+        case .afterGap(let missing):
+            return missing.count == 1 ? "record \(missing.lowerBound) is missing (the next key is \(sequence))"
+                : "records \(missing.lowerBound)…\(missing.upperBound) are missing (the next key is \(sequence))"
+        case .misplaced:
+            return "the record in the place of \(sequence) says it is \(sequence) but is stored under key \(keyText): the key is damaged"
+        case .stray:
+            return "key \(keyText) is out of order (record \(sequence) is due) and its record says " + (stated.map { "sequence \($0)" } ?? "no sequence it could have")
+        }
     }
 }

@@ -135,6 +135,15 @@ public enum RecordCodec {
         }
     }
 
+    /// The sequence a record's bytes say it has, unchecked (no checksum, no
+    /// decoding): where a walk of the log meets a key out of place, whether the
+    /// record there is the one due under a damaged key. nil when too short or of
+    /// an unknown version.
+    public static func statedSequence(of bytes: UnsafeRawBufferPointer) -> UInt64? {
+        guard bytes.count >= minimumV1Size, bytes[0] == currentVersion || bytes[0] == legacyVersion else { return nil }
+        return bytes.loadBigEndian(at: 2, as: UInt64.self)
+    }
+
     /// The chain link stored in a record (after its checksum and version are
     /// checked), or nil for an unchained version 1 record.
     public static func storedLink(of bytes: UnsafeRawBufferPointer, key: UInt64) throws -> ChainHash? {

@@ -71,14 +71,20 @@ final class CommitWriter: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Takes no more commands, lets the thread commit what is queued, and waits for it.
-    func stop() {
+    /// Takes no more commands, lets the thread commit what is queued, and waits for
+    /// it — at most `timeout` seconds when given. Returns false when the thread was
+    /// still committing then (a transaction that does not end: another process holds
+    /// LMDB's write lock); it goes on, and answers its callers when it ends.
+    @discardableResult
+    func stop(timeout: Double? = nil) -> Bool {
         condition.lock()
         let running = stopping ? nil : thread
         stopping = true
         condition.signal()
         condition.unlock()
-        if let running, Thread.current !== running { finished.wait() }
+        guard let running, Thread.current !== running else { return true }
+        guard let timeout else { finished.wait(); return true }
+        return finished.wait(timeout: .now() + timeout) == .success
     }
 
     private func run() {

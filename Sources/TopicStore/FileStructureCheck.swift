@@ -1,4 +1,5 @@
 import LMDB
+import SubscriptionLog
 
 extension TopicStore {
     /// Walks the data.mdb of the store in `directory` (its active generation) page
@@ -26,5 +27,18 @@ extension TopicStore {
             throw StoreError.notADatabase(path: path, reason: "data.mdb is empty (0 bytes): a store cut to nothing, or never written")
         }
         return try environment.checkStructure(maxIssues: maxIssues)
+    }
+}
+
+extension TopicStore {
+    /// Whether the only damage `file` found is log keys out of order in leaf pages that
+    /// are otherwise whole (and the log's counts, which the walk then cannot match): key
+    /// bytes that LMDB compares but never follows. The log and the projections can still
+    /// be read through LMDB, and the log verifier locates each such record by its key and
+    /// its own sequence, and goes on checking the records after it.
+    public static func onlyLogKeysAreOutOfOrder(_ file: FileStructure) -> Bool {
+        file.issueCount == file.issues.count
+            && file.issues.contains { $0.kind == .keyOrder }
+            && file.issues.allSatisfy { $0.table == EventLog.databaseName && ($0.kind == .keyOrder || $0.kind == .counts) }
     }
 }

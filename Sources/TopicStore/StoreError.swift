@@ -20,6 +20,9 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     /// The log's last record is damaged: the next record must extend its chain
     /// link, which cannot be trusted, so no event is accepted.
     case corruptHead(path: String, sequence: UInt64, reason: String)
+    /// The store's file is damaged where a command needed it: `what` names the
+    /// table and key (`projects/alpha`, `meta/appliedSeq`) or the file (`data.mdb`).
+    case damaged(path: String, what: String, reason: String)
     /// The store holds projections and no log (`replay --projections-only`): nothing
     /// to audit, export or show history from, and no log to append to.
     case projectionsOnly(path: String, sequence: UInt64)
@@ -37,6 +40,9 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
             return "the last log record of \(path), seq \(seq), is damaged (\(reason)): no new event can be chained onto it, "
                 + "so the store takes none; topicstore audit --data \(path) reports it (to keep the records before it: "
                 + "topicstore export --to-seq \(seq - 1), then import that into a new store)"
+        case .damaged(let path, let what, let reason):
+            return "the store at \(path) is damaged: \(what): \(reason); topicstore audit --data \(path) locates the damage "
+                + "(restore the store from a backup, or replay its log into a new directory)"
         case .projectionsOnly(let path, let seq):
             return "\(path) holds projections only (as of seq \(seq)) and no log, as replay --projections-only writes them: "
                 + "audience, topics and device read it, but there is no log to audit, export, replay or show history from, "

@@ -103,6 +103,11 @@ final class Generation: Sendable {
                 reason: "data.mdb is empty (0 bytes): a store cut to nothing, or never written; it is not read, nor made a new store")
         }
         try env.checkReaders()
+        // A file that holds a store must have all of its tables, and its schema version:
+        // one missing is damage (its record in the table of tables, or the meta table),
+        // never a reason to create a fresh one over the store (a writer would stamp a new
+        // schema version, or start an empty `projects`, and take writes on top).
+        if env.info().lastTransactionID > 0 { try Self.checkTables(env, directory: directory) }
         // A writer creates the tables of a new store, but never in someone else's
         // LMDB file: one that holds data and no log was not written by topicstore
         // (compaction would otherwise have folded it into a new generation and removed it).
@@ -131,6 +136,48 @@ final class Generation: Sendable {
         // The writer's device_id and token indexes are read from the device records now, not at the first command.
         if !options.readOnly && options.preparesWriter {
             try Self.whileOpening(env) { try env.read { txn in try projectionWriter.prepare(txn, alongside: env) } }
+        }
+    }
+
+    /// Throws `StoreError.damaged` when the file holds a store — records in its log
+    /// or in any projection table — but not all of its tables, or no schema version
+    /// in `meta`. A file with none of them, or with them all empty (a creation that
+    /// stopped before its first record), is left to the checks after (another
+    /// program's file, a store to make).
+    static func checkTables(_ env: Environment, directory: String) throws {
+        let names = [EventLog.databaseName] + ProjectionTables.names
+        var present: [Database] = [], missing: [String] = []
+        for name in names {
+            do {
+                present.append(try whileOpening(env) { try env.openDatabases([name], create: false)[0] })
+            } catch LMDBError.notFound {
+                missing.append(name)
+            }
+        }
+        guard !present.isEmpty else { return }
+        let held: [(name: String, entries: Int)] = try whileOpening(env) {
+            try env.read { txn in
+                try present.map { db in
+                    do { return (db.name, try txn.statistics(db).entries) } catch is DamagedTableRecord { return (db.name, 1) }
+                }
+            }
+        }
+        let holding = held.filter { $0.entries > 0 }
+        guard !holding.isEmpty else { return }
+        let holds = holding.first { $0.name == EventLog.databaseName }.map { "its log holds \($0.entries) records" }
+            ?? "entries in " + holding.map(\.name).joined(separator: ", ")
+        if !missing.isEmpty {
+            throw StoreError.damaged(path: directory, what: "data.mdb's table of tables",
+                                     reason: "the file holds a topicstore store (\(holds)) but not its table(s) \(missing.joined(separator: ", ")): "
+                                        + "their records in the table of tables are damaged; no table is created over them")
+        }
+        let meta = present[names.firstIndex(of: "meta")!]
+        let version = try whileOpening(env) { try env.read { txn in try txn.get(meta, ProjectionTables.schemaVersionKey).map(Array.init) } }
+        if version?.count != 4 {
+            throw StoreError.damaged(path: directory, what: "meta/schemaVersion",
+                                     reason: "the file holds a topicstore store (\(holds)) but its meta table "
+                                        + (version == nil ? "has no schema version" : "holds a schema version of \(version!.count) bytes")
+                                        + ": the meta table is damaged; no new one is stamped over it")
         }
     }
 

@@ -21,6 +21,9 @@ public struct StoreStatistics: Sendable {
         public var name: String
         public var entries: Int
         public var bytes: Int
+        /// Why the table's record in the table of tables cannot be right (its counts are
+        /// then 0), or nil.
+        public var damage: String? = nil
     }
     public var schemaVersion: UInt32
     public var topicLayout: ProjectionTables.TopicLayout
@@ -52,8 +55,12 @@ extension TopicStore {
             }
             var summaries: [StoreStatistics.TableSummary] = []
             for db in [log.database] + tables.all {
-                let s = try txn.statistics(db)
-                summaries.append(.init(name: db.name, entries: s.entries, bytes: s.bytes))
+                do {
+                    let s = try txn.statistics(db)
+                    summaries.append(.init(name: db.name, entries: s.entries, bytes: s.bytes))
+                } catch let e as DamagedTableRecord {
+                    summaries.append(.init(name: db.name, entries: 0, bytes: 0, damage: e.reason))
+                }
             }
             return StoreStatistics(schemaVersion: try tables.storedSchemaVersion(txn) ?? 0, topicLayout: try tables.topicLayout(txn),
                                    firstSequence: bounds?.first, lastSequence: bounds?.last ?? 0,

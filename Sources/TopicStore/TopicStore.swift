@@ -197,6 +197,17 @@ public final class TopicStore: Sendable {
         state.withLock { $0 = nil }
     }
 
+    /// `close()`, waiting at most `seconds` for the writer to commit what it holds.
+    /// Returns false when it had not finished by then (its transaction does not end:
+    /// another process holds LMDB's write lock, say): the store is closed to new
+    /// commands all the same, and the writer answers its callers if it ever ends.
+    /// For a process about to exit, which must not wait for ever.
+    public func close(waitingAtMost seconds: Double) -> Bool {
+        let finished = writer?.stop(timeout: max(0, seconds)) ?? true
+        state.withLock { $0 = nil }
+        return finished
+    }
+
     // MARK: Reading
 
     /// Runs `body` in one read transaction: one consistent snapshot of the

@@ -1,5 +1,6 @@
 import Foundation
 import LMDB
+import Replay
 import TopicStore
 
 /// Every subcommand, in the order `topicstore --help` lists them.
@@ -44,8 +45,11 @@ guard let command = commands.first(where: { $0.spec.name == name }) else {
     exit(ExitCode.usage.rawValue)
 }
 let code: ExitCode
+/// The store the command was given (for messages about its damage).
+var dataDirectory = "./data"
 do {
     let arguments = try Arguments(Array(argv.dropFirst()), spec: command.spec, takesOperands: command.takesOperands)
+    dataDirectory = arguments.dataDirectory
     if arguments.has("help") {
         print(command.spec.helpText)
         code = .success
@@ -59,13 +63,24 @@ do {
     Console.printError(error.description)
     switch error {
     case .notADatabase, .unsupportedSchema: code = .notADatabase
-    case .corruptHead: code = .verificationFailed
+    case .corruptHead, .damaged: code = .verificationFailed
     default: code = .failure
     }
 } catch let error as TruncatedDataFile {
     // A store's file cut short is corruption, found before it could kill the process.
     Console.printError(error.description)
     code = .verificationFailed
+} catch let error as DamagedMetaPage {
+    // So is a meta page naming more pages than a file can hold.
+    Console.printError(error.description)
+    code = .verificationFailed
+} catch let error as ReplayError {
+    Console.printError(error.description)
+    switch error {
+    // The log is damaged where it was read (a record, a key, a gap): corruption, as audit says it.
+    case .cannotFold, .damagedRecord, .damagedLog: code = .verificationFailed
+    default: code = .failure
+    }
 } catch let error as CocoaError {
     // Foundation's file errors print as an NSError dump; say what failed, and where.
     let path = error.filePath ?? error.userInfo[NSFilePathErrorKey] as? String
@@ -75,8 +90,15 @@ do {
     Console.printError([error.localizedDescription, underlying, path.map { "(\($0))" }].compactMap { $0 }.joined(separator: " "))
     code = .failure
 } catch {
-    Console.printError("\(error)")
-    code = .failure
+    if let damage = TopicStore.damage(in: error, directory: dataDirectory) {
+        // A damaged file met on the way (a projection value, LMDB's MDB_CORRUPTED, MDB_PAGE_NOTFOUND,
+        // MDB_BAD_TXN): corruption, exit 4, with where to look, rather than a bare error and exit 1.
+        Console.printError(damage.description)
+        code = .verificationFailed
+    } else {
+        Console.printError("\(error)")
+        code = .failure
+    }
 }
 fflush(nil)
 exit(code.rawValue)

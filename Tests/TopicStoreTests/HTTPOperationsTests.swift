@@ -2,6 +2,7 @@ import Foundation
 import LMDB
 import MPushAPI
 import SubscriptionLog
+import Synchronization
 import Testing
 import TopicStore
 
@@ -85,6 +86,47 @@ struct HTTPOperationsTests {
         #expect(health.object?["status"] as? String == "corrupt" && health.object?["sequence"] as? Int == 3, "\(health.text)")
         let error = health.object?["error"] as? String ?? ""
         #expect(error.contains("checksum"), "\(health.text)")
+    }
+
+    /// meta/appliedSeq damaged (in a corruption review, a bit of its key): every write
+    /// failed with a bare 500 "Server Error." while /healthz said ok.
+    @Test func damagedAppliedSequenceIsNamedByHealthAndWrites() throws {
+        let t = try HTTPTestServer()
+        for i in 0..<3 {
+            #expect(try t.send("POST", "/api/register", key: t.clientKey, json: #"{"device_id":"A\#(i)","topics":["a"]}"#).status == 200)
+        }
+        _ = try t.store.environment.write { txn in try txn.delete(t.store.tables.meta, Array("appliedSeq".utf8)) }
+        let before = try t.send("GET", "/healthz")
+        #expect(before.status == 503 && before.object?["status"] as? String == "corrupt", "\(before.status) \(before.text)")
+        #expect(before.object?["damaged"] as? String == "meta/appliedSeq", "\(before.text)")
+        let write = try t.send("POST", "/api/register", key: t.clientKey, json: #"{"device_id":"A9","topics":["a"]}"#)
+        #expect(write.status == 503, "\(write.status) \(write.text)")
+        #expect(write.object?["damaged"] as? String == "meta/appliedSeq", "\(write.text)")
+        let health = try t.send("GET", "/healthz")
+        #expect(health.status == 503 && health.object?["status"] as? String == "corrupt", "\(health.status) \(health.text)")
+        let error = health.object?["error"] as? String ?? ""
+        #expect(error.contains("the log ends at seq 3"), "\(health.text)")
+    }
+
+    /// A projection value the writer reads for a command, damaged: the commit fails on it.
+    /// /healthz said ok while every such write was a bare 500.
+    @Test func aDamagedProjectionOnTheWritePathIsNamedByHealthAndWrites() throws {
+        let t = try HTTPTestServer()
+        #expect(try t.send("POST", "/api/register", key: t.clientKey, json: #"{"device_id":"P1","topics":["a"]}"#).status == 200)
+        #expect(try t.send("GET", "/healthz").status == 200)
+        // demo's record: an id this store never gave out.
+        try t.store.environment.write { txn in
+            let key = Array("demo".utf8)
+            var bytes = Array(try #require(try txn.get(t.store.tables.projects, key)))
+            bytes[0] = 0x7F
+            try txn.put(t.store.tables.projects, key, bytes)
+        }
+        let write = try t.send("POST", "/api/register", key: t.clientKey, json: #"{"device_id":"P2","topics":["a"]}"#)
+        #expect(write.status == 503, "\(write.status) \(write.text)")
+        #expect(write.object?["damaged"] as? String == "projects/demo", "\(write.text)")
+        let health = try t.send("GET", "/healthz")
+        #expect(health.status == 503 && health.object?["status"] as? String == "corrupt", "\(health.status) \(health.text)")
+        #expect(health.object?["damaged"] as? String == "projects/demo" && health.object?["failedCommits"] as? Int == 1, "\(health.text)")
     }
 
     @Test func oneAccessLogLinePerRequest() throws {
@@ -285,6 +327,46 @@ struct HTTPOperationsTests {
             return try store.reader.device(p.id, deviceID: "term", txn)?.topics
         }
         #expect(found == ["a"])
+    }
+
+    /// A writer that cannot finish (here another process holds LMDB's write lock;
+    /// in a corruption review, a damaged project record had it grow a cache for
+    /// ever): SIGTERM waited for it past any timeout and had to be SIGKILLed. The
+    /// command waiting is answered 503 at the shutdown timeout and serve exits.
+    @Test func sigtermEndsWithinTheShutdownTimeoutWhileTheWriterIsStuck() throws {
+        let dir = HTTPTestDirectory()
+        let config = dir.path + "/serve.json"
+        try #"{"shutdownTimeoutSeconds": 1}"#.write(toFile: config, atomically: true, encoding: .utf8)
+        let data = dir.path + "/data"
+        let serve = try ServeProcess(data: data, extra: ["--config", config])
+        let key = try #require(serve.clientKey)
+        let holder = try Environment(path: data, options: Environment.Options())
+        let holding = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            try? holder.write { _ in
+                holding.signal()
+                _ = release.wait(timeout: .now() + 60)
+            }
+        }
+        holding.wait()
+        defer { release.signal() }
+        let answer = Mutex<RawResponse?>(nil)
+        let answered = DispatchSemaphore(value: 0)
+        let port = serve.port
+        Thread.detachNewThread {
+            let r = try? RawHTTPClient(port: port).request("POST", "/api/register", headers: [("Content-Type", "application/json"), ("X-MPush-Token", key)],
+                                                            text: #"{"device_id":"stuck","topics":["a"]}"#)
+            answer.withLock { $0 = r }
+            answered.signal()
+        }
+        usleep(500_000)
+        let started = Date()
+        serve.signal(SIGTERM)
+        let status = serve.wait(timeout: 10)
+        #expect(status != nil, "serve still running 10 s after SIGTERM")
+        #expect(Date().timeIntervalSince(started) < 6, "\(Date().timeIntervalSince(started)) s")
+        #expect(answered.wait(timeout: .now() + 5) == .success)
+        #expect(answer.withLock { $0?.status } == 503, "the command waiting is answered")
     }
 
     @Test func sigkillRightAfter200LosesNothing() throws {

@@ -15,8 +15,9 @@ enum ExportCommand: Command {
         details: """
         `topicstore import --data NEW FILE` rebuilds the same store from a full export (same
         sequences, times, chain head and projections); `topicstore load` applies the lines
-        as new commands instead. A record that does not decode stops the export (exit 1) after
-        the lines before it; the message gives the --to-seq and --from-seq that export around it.
+        as new commands instead. A record that does not decode, a record missing (a gap) or a
+        key out of order stops the export (exit 4) after the lines before it; the message gives
+        the --to-seq and --from-seq that export around it.
         On a compacted log, the export starts after the compaction horizon (standard error says
         so); a --from-seq or --to-seq at or before the horizon is an error (exit 1) naming it:
         those events are in the compaction archive, if one was kept.

@@ -29,6 +29,8 @@ enum ServeCommand: Command {
         The server keeps a copy of the device records in memory for streaming recipients (about
         the size of the `devices` table, which `topicstore stats` lists), read when it starts.
         SIGTERM or SIGINT: stop accepting, finish and commit the requests in progress, close the store.
+        A request still waiting for its commit after shutdownTimeoutSeconds (config file, default 10)
+        is answered 503, and a writer still committing as long again is not waited for (exit 1).
         Prints `listening on http://HOST:PORT` on standard output once it accepts connections.
         If another process already listens on HOST:PORT, exits 1 with "Address already in use".
         Before it opens the store, data.mdb is walked page by page as `topicstore audit` does first
@@ -140,8 +142,15 @@ enum ServeCommand: Command {
         Console.printError("shutting down: finishing \(server.activeRequests) request(s) in progress")
         server.shutdown()
         worker?.stop()
-        store.close()
         sources.forEach { $0.cancel() }
+        // The HTTP requests are all answered by now (503 for one still waiting at the timeout);
+        // the writer gets as long again to commit what it holds, and is not waited for past it.
+        guard store.close(waitingAtMost: configuration.shutdownTimeout) else {
+            Console.printError("stopped without the writer: its commit did not end within \(configuration.shutdownTimeout) s "
+                + "(shutdownTimeoutSeconds); the commands it held were answered 503 and may or may not be committed; "
+                + "every command answered 200 is committed")
+            return .failure
+        }
         Console.printError("stopped; every acknowledged command is committed")
         return .success
     }

@@ -33,7 +33,9 @@ enum StatsCommand: Command {
                 "fileBytes": fileBytes, "usedBytes": stats.usedBytes, "mapBytes": stats.mapSize,
                 "projects": stats.projects.map { ["name": $0.name, "devices": $0.devices, "topics": $0.topics,
                                                   "liveTokens": $0.liveTokens] },
-                "tables": Dictionary(uniqueKeysWithValues: stats.tables.map { ($0.name, ["entries": $0.entries, "bytes": $0.bytes]) }),
+                "tables": Dictionary(uniqueKeysWithValues: stats.tables.map { t -> (String, [String: Any]) in
+                    (t.name, t.damage.map { ["damaged": $0] } ?? ["entries": t.entries, "bytes": t.bytes])
+                }),
             ])
         } else {
             print("schema \(stats.schemaVersion), \(stats.topicLayout) topic layout")
@@ -47,7 +49,21 @@ enum StatsCommand: Command {
             for p in stats.projects {
                 print("project \(p.name): \(p.devices) devices, \(p.liveTokens) live tokens, \(p.topics) topics")
             }
-            for t in stats.tables { print("  table \(t.name): \(t.entries) entries, \(t.bytes) bytes") }
+            for t in stats.tables {
+                if let damage = t.damage {
+                    print("  table \(t.name): damaged: \(damage)")
+                } else {
+                    print("  table \(t.name): \(t.entries) entries, \(t.bytes) bytes")
+                }
+            }
+        }
+        // A damaged record of the table of tables: the counts listed cannot be trusted, nor the file.
+        let damaged = stats.tables.filter { $0.damage != nil }
+        if !damaged.isEmpty {
+            Console.printError("\(store.environmentDirectory)/data.mdb is damaged: the record of table(s) "
+                + damaged.map(\.name).joined(separator: ", ") + " in its table of tables holds counts no store could have; "
+                + "topicstore audit --data \(arguments.dataDirectory) locates the damage")
+            return .verificationFailed
         }
         return .success
     }

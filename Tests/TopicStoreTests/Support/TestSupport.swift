@@ -158,7 +158,8 @@ extension RunsTopicstore {
         let e = err.fileHandleForReading.readDataToEndOfFile()
         wrote.wait()
         process.waitUntilExit()
-        return Run(status: process.terminationStatus, stdout: String(decoding: o, as: UTF8.self),
-                   stderr: String(decoding: e, as: UTF8.self))
+        // Killed by a signal: 128 + its number, as a shell says it (SIGILL is 4, which is also "verification failed").
+        let status = process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+        return Run(status: status, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
     }
 }
