@@ -14,18 +14,7 @@ extension TopicStore {
         var options = Environment.Options()
         options.readOnly = true
         options.maxDatabases = 32
-        let environment: Environment
-        do {
-            environment = try Environment(path: path, options: options)
-        } catch LMDBError.invalid {
-            throw StoreError.notADatabase(path: path, reason: "data.mdb is not an LMDB file")
-        } catch LMDBError.versionMismatch {
-            throw StoreError.notADatabase(path: path, reason: "data.mdb was written by an incompatible LMDB")
-        } catch LMDBError.alreadyOpen {
-            throw StoreError.alreadyOpen(path: path)
-        } catch is EmptyDataFile {
-            throw StoreError.notADatabase(path: path, reason: "data.mdb is empty (0 bytes): a store cut to nothing, or never written")
-        }
+        let environment = try Generation.openEnvironment(path, options)
         return try environment.checkStructure(maxIssues: maxIssues)
     }
 }

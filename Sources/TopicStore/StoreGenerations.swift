@@ -81,17 +81,10 @@ final class Generation: Sendable {
     nonisolated(unsafe) let projectionWriter: ProjectionWriter
     var auxiliary: [String: Database] { auxiliaryTables.withLock { $0 } }
 
-    init(name: String, directory: String, options: TopicStore.Options, auxiliary: [String]) throws {
-        self.name = name
-        self.directory = directory
-        var envOptions = Environment.Options()
-        envOptions.mapSize = options.initialMapSize
-        envOptions.readOnly = options.readOnly
-        envOptions.noSync = options.durability == .noSync
-        envOptions.maxDatabases = 32
-        let env: Environment
+    /// The environment in `directory`, LMDB's refusals told as a store's.
+    static func openEnvironment(_ directory: String, _ options: Environment.Options) throws -> Environment {
         do {
-            env = try Environment(path: directory, options: envOptions)
+            return try Environment(path: directory, options: options)
         } catch LMDBError.invalid {
             throw StoreError.notADatabase(path: directory, reason: "data.mdb is not an LMDB file")
         } catch LMDBError.versionMismatch {
@@ -102,6 +95,17 @@ final class Generation: Sendable {
             throw StoreError.notADatabase(path: directory,
                 reason: "data.mdb is empty (0 bytes): a store cut to nothing, or never written; it is not read, nor made a new store")
         }
+    }
+
+    init(name: String, directory: String, options: TopicStore.Options, auxiliary: [String]) throws {
+        self.name = name
+        self.directory = directory
+        var envOptions = Environment.Options()
+        envOptions.mapSize = options.initialMapSize
+        envOptions.readOnly = options.readOnly
+        envOptions.noSync = options.durability == .noSync
+        envOptions.maxDatabases = 32
+        let env = try Self.openEnvironment(directory, envOptions)
         try env.checkReaders()
         // A file that holds a store must have all of its tables, and its schema version:
         // one missing is damage (its record in the table of tables, or the meta table),
