@@ -39,6 +39,21 @@ import Testing
         return responses
     }
 
+    /// `run` on a thread of its own, so a run that never ends fails the test instead of hanging it:
+    /// nil when it has not returned within `seconds` (the thread is left behind).
+    static func run(within seconds: Double, _ engine: HTTP2Engine, _ requests: [HTTP2Engine.Request],
+                    attempts: Int = 1) -> [Int: HTTP2Engine.Response]? {
+        final class Box: @unchecked Sendable {
+            let engine: HTTP2Engine, requests: [HTTP2Engine.Request], attempts: Int
+            var result: [Int: HTTP2Engine.Response]?
+            let done = DispatchSemaphore(value: 0)
+            init(_ e: HTTP2Engine, _ r: [HTTP2Engine.Request], _ a: Int) { engine = e; requests = r; attempts = a }
+        }
+        let box = Box(engine, requests, attempts)
+        Thread { box.result = HTTP2EngineTests.run(box.engine, box.requests, attempts: box.attempts); box.done.signal() }.start()
+        return box.done.wait(timeout: .now() + seconds) == .success ? box.result : nil
+    }
+
     @Test func answersStatusesBodiesAndRetryAfter() throws {
         let fake = try FakePushServer(log: false)
         let engine = HTTP2Engine(caFile: fake.caFile, connectionsPerHost: 2)
@@ -155,6 +170,39 @@ import Testing
         #expect(Date().timeIntervalSince(start) < 2.5)
         #expect(r[0]?.status == 0 && r[0]?.error?.contains("timeout") == true, "\(r[0]?.error ?? "nil")")
         #expect(r[1]?.status == 0)
+    }
+
+    /// A server that completes TLS (ALPN h2) and then says nothing, not even its SETTINGS: the
+    /// connection is given the connecting-and-TLS limit (here the 1 s request timeout, at most
+    /// 10 s) to send them, then fails its pushes like a connection that could not be made.
+    @Test func failsAConnectionThatNeverSendsSettings() throws {
+        let fake = try FakePushServer(log: false, extraArguments: ["--no-settings"])
+        let engine = HTTP2Engine(caFile: fake.caFile, connectionsPerHost: 2, timeoutSeconds: 1)
+        let start = Date()
+        let r = try #require(Self.run(within: 8, engine, try Self.apnsRequests(fake, tokens: ["ok1", "ok2", "ok3"])),
+                             "the run never ended: the pushes wait for SETTINGS forever")
+        #expect(Date().timeIntervalSince(start) < 4)
+        #expect(r.count == 3)
+        for (_, response) in r {
+            #expect(response.status == 0 && response.error?.contains("SETTINGS") == true, "\(response.error ?? "nil")")
+        }
+    }
+
+    /// A server whose SETTINGS allow no stream at all (SETTINGS_MAX_CONCURRENT_STREAMS 0, never
+    /// raised): a push waiting for a stream fails as a timeout once the host has allowed none
+    /// for the request timeout (keepsToTheServersStreamLimit: waiting while others are answered is fine).
+    @Test func failsPushesWhenTheServerAllowsNoStream() throws {
+        let fake = try FakePushServer(log: false, extraArguments: ["--max-streams", "0"])
+        let engine = HTTP2Engine(caFile: fake.caFile, connectionsPerHost: 1, timeoutSeconds: 1)
+        let start = Date()
+        let r = try #require(Self.run(within: 8, engine, try Self.apnsRequests(fake, tokens: ["ok1", "ok2", "ok3"])),
+                             "the run never ended: the pushes wait for a stream forever")
+        #expect(Date().timeIntervalSince(start) < 4)
+        #expect(r.count == 3)
+        for (_, response) in r {
+            #expect(response.status == 0 && response.error?.contains("timeout") == true, "\(response.error ?? "nil")")
+            #expect(APNsProvider.classify(response) == .retry(after: nil, reason: "transport: \(response.error ?? "")"))
+        }
     }
 
     @Test func failsFastWhenNothingListens() throws {
