@@ -197,10 +197,12 @@ public final class DeliveryWorker: @unchecked Sendable {
         var fcmHeaders: HTTP2Engine.Headers?
         var apnsAuthError: String?
         var fcmAuthError: String?
-        if let apns {
+        // Authentication only for a platform the batch has devices of: an FCM token exchange
+        // that hangs must not hold a batch of iOS devices.
+        if let apns, targets.contains(where: { $0.platform == .ios }) {
             do { apnsHeaders = try apns.headers(for: content) } catch { apnsAuthError = "APNs authentication: \(error)" }
         }
-        if let fcm {
+        if let fcm, targets.contains(where: { $0.platform == .android }) {
             do { fcmHeaders = try fcm.headers() } catch { fcmAuthError = "\(error)" }
         }
         let ttl = content.expirationAt.map { $0 - Int64(Date().timeIntervalSince1970) }

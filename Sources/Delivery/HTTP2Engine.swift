@@ -185,6 +185,8 @@ final class HTTP2Engine {
         /// The server's first SETTINGS frame arrived.
         var settled = false
         let openedAt: Double
+        /// When a stream last started here (0: never).
+        var lastStart = 0.0
         var out: UnsafeMutablePointer<UInt8>
         var outCapacity = 256 << 10
         var outStart = 0
@@ -209,6 +211,8 @@ final class HTTP2Engine {
     private var connections: [Connection] = []
     /// Why the last connection to an endpoint failed before it was up, and until when that answers its requests.
     private var connectFailures: [Endpoint: (reason: String, until: Double)] = [:]
+    /// Why connections failed before they were up since the run loop last looked, per endpoint.
+    private var unsettledFailures: [Endpoint: String] = [:]
     /// Slots whose stream closed, in order, for the run loop to complete.
     private var finished: [Int] = []
     private let readBuffer = UnsafeMutablePointer<UInt8>.allocate(capacity: 64 << 10)
@@ -288,16 +292,48 @@ final class HTTP2Engine {
 
     // MARK: Running requests
 
+    /// Requests for one endpoint that no connection can take yet (none has sent its SETTINGS, or
+    /// every stream allowed is in use), oldest first, with when each began to wait.
+    private struct WaitQueue {
+        private var items: [(request: Request, since: Double)] = []
+        private var head = 0
+        var first: (request: Request, since: Double)? { head < items.count ? items[head] : nil }
+        mutating func append(_ request: Request, since: Double) { items.append((request, since)) }
+        mutating func removeFirst() {
+            head += 1
+            if head == items.count { items.removeAll(keepingCapacity: true); head = 0 }
+            else if head > 1024 && head * 2 > items.count { items.removeFirst(head); head = 0 }
+        }
+    }
+
     /// Runs requests from `next` (nil when there are no more) with at most
-    /// `maxInFlight` streams at once. `gate` says how long to wait before the
-    /// next new request may start (0: now) — the rate limit. `completion` gets
-    /// every response and may ask for a retry after a delay.
+    /// `maxInFlight` at once: streams sent, and requests waiting in the engine for a stream.
+    /// `gate` says how long to wait before the next new request may start (0: now) — the rate
+    /// limit. `completion` gets every response and may ask for a retry after a delay.
+    ///
+    /// A request waits in the engine while no connection to its host can take it: until a
+    /// connection's SETTINGS arrive (a connection gets the connecting-and-TLS limit for them,
+    /// then fails like one that could not be made), or a stream is free. Its request timeout
+    /// starts when it is sent; waiting, it fails as a timeout only when the host has let no
+    /// new stream start for as long as the request timeout (a server that allows none).
     func run(maxInFlight: Int, next: () -> Request?, gate: () -> Double, completion: (Request, Response) -> Next) {
-        var inFlight = 0
+        var active = 0
+        var waiting: [Endpoint: WaitQueue] = [:]
+        var waitingCount = 0
         var ready: [Request] = []
         var delayed: [(due: Double, request: Request)] = []
         var exhausted = false
         var lastTimeoutCheck = Self.seconds()
+
+        func complete(_ request: Request, _ response: Response) {
+            completed += 1
+            switch completion(request, response) {
+            case .done: break
+            case .retry(let again, let delay): delayed.append((Self.seconds() + delay, again))
+            }
+        }
+        func failure(_ reason: String) -> Response { Response(status: 0, body: [], retryAfter: nil, error: reason) }
+
         // Notice connections the server closed while they were idle, before reusing them.
         if !connections.isEmpty { pump(timeoutMs: 0) }
         while true {
@@ -308,33 +344,49 @@ final class HTTP2Engine {
                 delayed = keep
             }
             var gateWait = 0.0
-            starting: while inFlight < maxInFlight {
+            // The waiting requests first, oldest first per host, as far as streams are free.
+            if waitingCount > 0 {
+                waitingHosts: for endpoint in Array(waiting.keys) {
+                    while let w = waiting[endpoint]?.first {
+                        switch placement(for: endpoint, now: now) {
+                        case .on(let c):
+                            let wait = gate()
+                            if wait > 0 { gateWait = wait; break waitingHosts }
+                            waiting[endpoint]!.removeFirst()
+                            waitingCount -= 1
+                            start(w.request, on: c, now: now)
+                            active += 1
+                        case .wait:
+                            continue waitingHosts
+                        case .fail(let reason):
+                            waiting[endpoint]!.removeFirst()
+                            waitingCount -= 1
+                            complete(w.request, failure(reason))
+                        }
+                    }
+                }
+            }
+            starting: while gateWait == 0 && active + waitingCount < maxInFlight {
                 var request: Request?
                 if let r = ready.popLast() { request = r } else if !exhausted {
                     request = next()
                     if request == nil { exhausted = true }
                 }
                 guard let r = request else { break }
-                let connection: Connection
                 switch placement(for: r.headers.endpoint, now: now) {
-                case .on(let c): connection = c
+                case .on(let connection):
+                    let wait = gate()
+                    if wait > 0 { ready.append(r); gateWait = wait; break starting }
+                    start(r, on: connection, now: now)
+                    active += 1
                 case .wait:
-                    ready.append(r)
-                    break starting
+                    waiting[r.headers.endpoint, default: WaitQueue()].append(r, since: now)
+                    waitingCount += 1
                 case .fail(let reason):
-                    completed += 1
-                    switch completion(r, Response(status: 0, body: [], retryAfter: nil, error: reason)) {
-                    case .done: break
-                    case .retry(let again, let delay): delayed.append((now + delay, again))
-                    }
-                    continue starting
+                    complete(r, failure(reason))
                 }
-                let wait = gate()
-                if wait > 0 { ready.append(r); gateWait = wait; break }
-                start(r, on: connection, now: now)
-                inFlight += 1
             }
-            if inFlight == 0 && ready.isEmpty && delayed.isEmpty && exhausted { return }
+            if active == 0 && waitingCount == 0 && ready.isEmpty && delayed.isEmpty && exhausted { return }
 
             if finished.isEmpty {
                 var timeoutMs = 100.0
@@ -346,6 +398,33 @@ final class HTTP2Engine {
             if now - lastTimeoutCheck >= 0.1 {
                 lastTimeoutCheck = now
                 expire(now: now)
+                // A waiting request fails as a timeout when its host, with a connection up, let no
+                // stream start for the request timeout (while none is up, the connecting limit rules).
+                if waitingCount > 0 {
+                    for endpoint in Array(waiting.keys) {
+                        let up = connections.lazy.filter { $0.endpoint == endpoint && $0.state == .open && $0.settled }
+                        guard !up.isEmpty else { continue }
+                        let progress = up.map(\.lastStart).max() ?? 0
+                        while let w = waiting[endpoint]?.first, now - max(w.since, progress) > timeout {
+                            waiting[endpoint]!.removeFirst()
+                            waitingCount -= 1
+                            complete(w.request, failure("timeout after \(timeout) s: \(endpoint.authority) allowed no stream"))
+                        }
+                    }
+                }
+            }
+            // A connection that failed before it was up fails the requests waiting for its host
+            // (unless another connection there is up): they back off and try again.
+            if !unsettledFailures.isEmpty {
+                for (endpoint, reason) in unsettledFailures where waiting[endpoint]?.first != nil {
+                    guard !connections.contains(where: { $0.endpoint == endpoint && $0.state == .open && $0.settled }) else { continue }
+                    while let w = waiting[endpoint]?.first {
+                        waiting[endpoint]!.removeFirst()
+                        waitingCount -= 1
+                        complete(w.request, failure(reason))
+                    }
+                }
+                unsettledFailures.removeAll()
             }
             while !finished.isEmpty {
                 let batch = finished
@@ -356,12 +435,8 @@ final class HTTP2Engine {
                                             retryAfter: slot.retryAfter, error: slot.error, sentAtMillis: slot.sentAtMillis)
                     let request = slot.request!
                     release(index)
-                    inFlight -= 1
-                    completed += 1
-                    switch completion(request, response) {
-                    case .done: break
-                    case .retry(let r, let delay): delayed.append((Self.seconds() + delay, r))
-                    }
+                    active -= 1
+                    complete(request, response)
                 }
             }
         }
@@ -498,13 +573,16 @@ final class HTTP2Engine {
         }
         slot.streamID = id
         connection.streams += 1
+        connection.lastStart = now
     }
 
     /// Requests past their deadline are reset (their stream closes with "timeout"); a
-    /// connection that has not finished its handshake in time is dropped with its requests.
+    /// connection that has not finished its handshake, or not sent its SETTINGS, in the
+    /// connecting-and-TLS limit is dropped with its requests.
     private func expire(now: Double) {
-        for c in connections where c.state == .connecting || c.state == .handshaking {
-            if now - c.openedAt > connectTimeout { fail(c, "connection to \(c.endpoint.authority) timed out") }
+        for c in connections where c.state != .closed && !c.settled && now - c.openedAt > connectTimeout {
+            fail(c, c.state == .open ? "\(c.endpoint.authority) sent no HTTP/2 SETTINGS within \(connectTimeout) s"
+                                     : "connection to \(c.endpoint.authority) timed out")
         }
         for slot in slots where slot.active && slot.deadline < now {
             guard let c = slot.connection, c.state != .closed else { continue }
@@ -726,7 +804,10 @@ final class HTTP2Engine {
     private func fail(_ c: Connection, _ reason: String) {
         guard c.state != .closed else { return }
         c.state = .closed
-        if !c.settled { connectFailures[c.endpoint] = (reason, Self.seconds() + 0.25) }
+        if !c.settled {
+            connectFailures[c.endpoint] = (reason, Self.seconds() + 0.25)
+            unsettledFailures[c.endpoint] = reason
+        }
         for (i, slot) in slots.enumerated() where slot.active && slot.connection === c {
             if slot.error == nil { slot.error = reason }
             slot.connection = nil

@@ -101,6 +101,8 @@ final class FCMProvider {
     let sendPath: HTTP2Engine.SharedBody
     let tokenURI: String
     let caFile: String?
+    /// The token exchange's limit: the request timeout.
+    let timeout: Double
     private let key: SigningKey
     private var access: (token: String, expiresAt: Double)?
     static let scope = "https://www.googleapis.com/auth/firebase.messaging"
@@ -115,6 +117,7 @@ final class FCMProvider {
         sendPath = HTTP2Engine.SharedBody(base + "/v1/projects/\(credentials.projectID)/messages:send")
         tokenURI = configuration.fcmTokenURI ?? credentials.tokenURI
         caFile = configuration.caFile
+        timeout = configuration.requestTimeoutSeconds
         key = try SigningKey(pem: credentials.privateKeyPEM)
     }
 
@@ -125,7 +128,8 @@ final class FCMProvider {
         let assertion = try JWT.serviceAccount(key: key, keyID: credentials.privateKeyID, clientEmail: credentials.clientEmail,
                                                tokenURI: tokenURI, scope: Self.scope, issuedAt: Int64(now))
         let form = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=" + assertion
-        let r = HTTPFetch.post(url: tokenURI, headers: ["content-type: application/x-www-form-urlencoded"], body: Array(form.utf8), caFile: caFile)
+        let r = HTTPFetch.post(url: tokenURI, headers: ["content-type: application/x-www-form-urlencoded"], body: Array(form.utf8),
+                               caFile: caFile, timeoutSeconds: timeout)
         guard r.status == 200, let json = try? JSONParser.parse(r.body), let token = json["access_token"]?.stringValue else {
             throw CredentialError("the FCM token exchange at \(tokenURI) failed: \(r.error ?? "HTTP \(r.status) \(String(decoding: r.body.prefix(200), as: UTF8.self))")")
         }

@@ -1,0 +1,57 @@
+import Delivery
+import Foundation
+import Notifications
+import Projections
+import SubscriptionLog
+import Testing
+import TopicStore
+
+/// Providers that misbehave: one that never lets a push through, a token endpoint that fails
+/// for a moment, streams refused. Every notification still ends, with the reason it failed.
+@Suite(.serialized) struct SendFailureTests {
+    /// A server with `devices` (device id, token, platform) on topic `t`, credentials for the fake.
+    static func server(_ fake: FakePushServer, devices: [(String, String, Platform)]) throws -> (HTTPTestServer, CredentialStore) {
+        let server = try HTTPTestServer()
+        var events: [Event] = []
+        for (id, token, platform) in devices {
+            events.append(Event(project: "demo", body: .token(deviceID: id, token: token, platform: platform)))
+            events.append(Event(project: "demo", body: .register(deviceID: id, topics: [TopicSpec(code: "t")])))
+        }
+        for r in server.store.submitAndWait(events) { _ = try r.get() }
+        let (apnsCredentials, fcmCredentials) = try fake.credentials()
+        let credentials = try CredentialStore(store: server.store)
+        try credentials.setAPNs(apnsCredentials, project: "demo")
+        try credentials.setFCM(fcmCredentials, project: "demo")
+        return (server, credentials)
+    }
+
+    static func send(_ server: HTTPTestServer, _ body: String = "hi") throws -> String {
+        let accepted = try server.send("POST", "/api/send", key: server.serverKey, json: #"{"topics":["t"],"payload":{"body":"\#(body)"}}"#)
+        return try #require(accepted.object?["notificationId"] as? String, "\(accepted.text)")
+    }
+
+    /// A provider that completes TLS and never sends its SETTINGS: each attempt gives up after the
+    /// connecting limit, the push backs off and finally fails with the reason, and the queue moves on.
+    @Test func aProviderThatNeverLetsAPushThroughFailsItAndTheQueueMovesOn() throws {
+        let fake = try FakePushServer(extraArguments: ["--no-settings"])
+        let (server, credentials) = try Self.server(fake, devices: [("i1", "ok-ios-1", .ios)])
+        defer { server.stop() }
+        var configuration = fake.deliveryConfiguration()
+        configuration.requestTimeoutSeconds = 1
+        configuration.maxAttempts = 2
+        let worker = DeliveryWorker(queue: server.server.sendQueue, credentials: credentials, configuration: configuration, log: { _ in })
+        worker.start()
+        defer { worker.stop() }
+        let first = try Self.send(server, "first")
+        let second = try Self.send(server, "second")
+        // (Recorded before the worker is stopped: a worker that never finishes its batch never stops.)
+        let completed = try? waitForCompletion(port: server.port, key: server.serverKey, id: first, timeout: 15)
+        let status = try #require(completed, "the first notification never completed")
+        #expect(status["failedCount"] as? Int == 1 && status["sentCount"] as? Int == 0)
+        let reason = (status["failures"] as? [String: Int] ?? [:]).keys.first ?? ""
+        #expect(reason.contains("sent no HTTP/2 SETTINGS") && reason.hasSuffix("after 2 attempts"), "\(reason)")
+        // The next notification is not stuck behind it.
+        let next = try waitForCompletion(port: server.port, key: server.serverKey, id: second, timeout: 15)
+        #expect(next["failedCount"] as? Int == 1)
+    }
+}
