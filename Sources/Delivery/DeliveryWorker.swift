@@ -21,6 +21,9 @@ public final class DeliveryWorker: @unchecked Sendable {
     public let queue: SendQueue
     public let credentials: CredentialStore
     public let configuration: DeliveryConfiguration
+    /// Refusals a push may meet on connections that answered nothing (a provider that takes
+    /// no stream) before it fails: refused streams were never processed, so they use no attempt.
+    public static let maxRefusals = 10
     private let log: @Sendable (String) -> Void
     private let stopping = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)

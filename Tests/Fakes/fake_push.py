@@ -22,7 +22,8 @@ Every request is appended to --log as one JSON line (unless --no-log).
 --close-after N closes a connection after N answers, without GOAWAY.
 --plain speaks HTTP/2 without TLS (prior knowledge), for http:// URLs.
 --no-settings completes TLS (ALPN h2) and then sends nothing, not even its SETTINGS (a stuck provider).
---refuse-all answers every request with RST_STREAM REFUSED_STREAM (a provider that takes nothing).
+--refuse-all answers every request with RST_STREAM REFUSED_STREAM (a provider that takes nothing),
+  logged with status 0.
 --token-fail N answers the first N token exchanges (POST /token) 503 (a transient OAuth2 outage).
 
 --workers N runs N processes that each accept on the same port (SO_REUSEPORT: the kernel spreads
@@ -214,6 +215,9 @@ class H2Protocol(asyncio.Protocol):
             if isinstance(ev, h2.events.RequestReceived):
                 if self.state.args.refuse_all:
                     self.conn.reset_stream(ev.stream_id, error_code=h2.errors.ErrorCodes.REFUSED_STREAM)
+                    if self.state.log:
+                        self.state.log.write(json.dumps({"path": dict(ev.headers).get(":path"), "status": 0, "t": time.time(),
+                                                         "headers": {}, "body": "", "response": "REFUSED_STREAM"}) + "\n")
                     continue
                 self.streams[ev.stream_id] = (dict(ev.headers), bytearray())
             elif isinstance(ev, h2.events.DataReceived):

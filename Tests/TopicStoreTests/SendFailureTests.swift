@@ -54,4 +54,46 @@ import TopicStore
         let next = try waitForCompletion(port: server.port, key: server.serverKey, id: second, timeout: 15)
         #expect(next["failedCount"] as? Int == 1)
     }
+
+    /// GOAWAY after every 2 answers: the streams above its last stream id were never processed
+    /// by the provider, so retrying them on a new connection uses up no attempt. Every push is
+    /// answered exactly once (busy ones 429 then 200), with 2 attempts allowed.
+    @Test func streamsRefusedByGoawayAreRetriedWithoutUsingAttempts() throws {
+        let fake = try FakePushServer(extraArguments: ["--goaway-after", "2"])
+        let tokens = (0..<40).map { $0 % 10 == 0 ? "busy-ios-\($0)" : "ok-ios-\($0)" }
+        let (server, credentials) = try Self.server(fake, devices: tokens.enumerated().map { ("d\($0)", $1, .ios) })
+        defer { server.stop() }
+        var configuration = fake.deliveryConfiguration()
+        configuration.maxAttempts = 2
+        configuration.connectionsPerHost = 1
+        let worker = DeliveryWorker(queue: server.server.sendQueue, credentials: credentials, configuration: configuration, log: { _ in })
+        worker.start()
+        defer { worker.stop() }
+        let id = try Self.send(server)
+        let status = try waitForCompletion(port: server.port, key: server.serverKey, id: id, timeout: 30)
+        #expect(status["sentCount"] as? Int == 40, "\(status["failures"] ?? "")")
+        let answers = Dictionary(grouping: fake.requests(), by: { String($0.path.dropFirst("/3/device/".count)) }).mapValues { $0.map(\.status) }
+        for t in tokens { #expect(answers[t] == (t.hasPrefix("busy") ? [429, 200] : [200]), "\(t): \(answers[t] ?? [])") }
+    }
+
+    /// A provider that refuses every stream (RST_STREAM REFUSED_STREAM, nothing ever answered):
+    /// the refusals are not attempts, but they are bounded — the push ends, failed with the
+    /// refusal as its reason (the last error), after the refusal cap.
+    @Test func aProviderThatRefusesEveryStreamStillEnds() throws {
+        let fake = try FakePushServer(extraArguments: ["--refuse-all"])
+        let (server, credentials) = try Self.server(fake, devices: [("i1", "ok-ios-1", .ios)])
+        defer { server.stop() }
+        var configuration = fake.deliveryConfiguration()
+        configuration.maxAttempts = 2
+        configuration.retryMaxSeconds = 0.1
+        let worker = DeliveryWorker(queue: server.server.sendQueue, credentials: credentials, configuration: configuration, log: { _ in })
+        worker.start()
+        defer { worker.stop() }
+        let id = try Self.send(server)
+        let status = try waitForCompletion(port: server.port, key: server.serverKey, id: id, timeout: 30)
+        #expect(status["failedCount"] as? Int == 1)
+        let reason = (status["failures"] as? [String: Int] ?? [:]).keys.first ?? ""
+        #expect(reason.contains("refused") && reason.hasSuffix("after \(DeliveryWorker.maxRefusals) refusals"), "\(reason)")
+        #expect(fake.requests().count == DeliveryWorker.maxRefusals)
+    }
 }
