@@ -278,6 +278,16 @@ public final class DeliveryWorker: @unchecked Sendable {
                 let backoff = min(configuration.retryMaxSeconds, configuration.retryBaseSeconds * pow(2, Double(req.attempt)))
                 let delay = after.map { min($0, configuration.retryMaxSeconds) } ?? backoff * Double.random(in: 0.5...1.0)
                 return .retry(again, delay: delay)
+            case .refused(let reason, let afterAnswers):
+                // Not an attempt: the provider never saw it. On a connection that answered others it
+                // goes again at once (on a new connection); where nothing is answered, refusals back
+                // off and are capped, so a provider that refuses everything still ends.
+                var again = req
+                guard !afterAnswers else { return .retry(again, delay: 0) }
+                again.refusals += 1
+                guard again.refusals < Self.maxRefusals else { result.fail("\(reason) after \(again.refusals) refusals"); return .done }
+                let backoff = min(configuration.retryMaxSeconds, configuration.retryBaseSeconds * pow(2, Double(again.refusals - 1)))
+                return .retry(again, delay: backoff * Double.random(in: 0.5...1.0))
             case .reauthenticate(let reason):
                 guard req.attempt + 1 < maxAttempts else { result.fail(reason); return .done }
                 var again = req

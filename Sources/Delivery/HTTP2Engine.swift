@@ -109,6 +109,8 @@ final class HTTP2Engine {
         /// The caller's index for this request.
         var tag: Int
         var attempt = 0
+        /// Times this request was refused where nothing was answered (the caller's count).
+        var refusals = 0
     }
 
     struct Response {
@@ -121,6 +123,12 @@ final class HTTP2Engine {
         /// When this attempt was handed to the connection (ms since 1970; 0 when it never was):
         /// the time a rejection without a provider timestamp is dated.
         var sentAtMillis: Int64 = 0
+        /// The server did not process the request (RST_STREAM REFUSED_STREAM, or a stream above
+        /// the last stream id of its GOAWAY): safe to send again, and no answer from the provider.
+        var refused = false
+        /// When refused: the connection had answered other requests before (the server works
+        /// there, it only would not take this one), rather than none at all.
+        var refusedAfterAnswers = false
     }
 
     /// What to do after a response: nothing more, or try again after `delay` seconds.
@@ -140,6 +148,8 @@ final class HTTP2Engine {
         var deadline = 0.0
         var resetAt = 0.0
         var sentAtMillis: Int64 = 0
+        var refused = false
+        var refusedAfterAnswers = false
         var active = false
         // What nghttp2 reads while the request is sent.
         var nva: UnsafeMutablePointer<nghttp2_nv>
@@ -181,6 +191,8 @@ final class HTTP2Engine {
         var state = State.connecting
         var wantWrite = false
         var streams = 0
+        /// Streams the server answered here.
+        var answered = 0
         var goaway = false
         /// The server's first SETTINGS frame arrived.
         var settled = false
@@ -432,7 +444,8 @@ final class HTTP2Engine {
                 for index in batch {
                     let slot = slots[index]
                     let response = Response(status: slot.error == nil ? slot.status : 0, body: slot.body,
-                                            retryAfter: slot.retryAfter, error: slot.error, sentAtMillis: slot.sentAtMillis)
+                                            retryAfter: slot.retryAfter, error: slot.error, sentAtMillis: slot.sentAtMillis,
+                                            refused: slot.refused, refusedAfterAnswers: slot.refusedAfterAnswers)
                     let request = slot.request!
                     release(index)
                     active -= 1
@@ -507,6 +520,8 @@ final class HTTP2Engine {
         slot.error = nil
         slot.deadline = now + timeout
         slot.resetAt = 0
+        slot.refused = false
+        slot.refusedAfterAnswers = false
         slot.sentAtMillis = Self.wallMillis()
         slot.active = true
 
@@ -861,10 +876,15 @@ final class HTTP2Engine {
             guard let user else { return 0 }
             let c = Unmanaged<Connection>.fromOpaque(user).takeUnretainedValue()
             guard c.state != .closed, let (index, slot) = c.engine.slot(c, stream) else { return 0 }
-            if errorCode != NGHTTP2_NO_ERROR.rawValue || slot.status == 0, slot.error == nil {
-                slot.error = errorCode == NGHTTP2_REFUSED_STREAM.rawValue
-                    ? "stream refused by \(c.endpoint.authority) (GOAWAY)"
-                    : "stream closed: \(String(cString: nghttp2_http2_strerror(errorCode)))"
+            if errorCode == NGHTTP2_REFUSED_STREAM.rawValue && slot.error == nil {
+                // Never processed: closed by the server's RST_STREAM, or above its GOAWAY's last stream id.
+                slot.error = "stream refused by \(c.endpoint.authority)"
+                slot.refused = true
+                slot.refusedAfterAnswers = c.answered > 0
+            } else if errorCode != NGHTTP2_NO_ERROR.rawValue || slot.status == 0, slot.error == nil {
+                slot.error = "stream closed: \(String(cString: nghttp2_http2_strerror(errorCode)))"
+            } else if slot.error == nil {
+                c.answered += 1
             }
             slot.active = false
             slot.connection = nil

@@ -8,6 +8,10 @@ enum PushOutcome: Equatable {
     case rejected(at: Int64, reason: String)
     /// 429, 5xx or a transport error: try again (after Retry-After seconds when given).
     case retry(after: Double?, reason: String)
+    /// The provider never processed the push (a refused stream): send it again, no attempt used.
+    /// `afterAnswers`: the connection had answered others (the provider works, it is cycling
+    /// connections); otherwise it is one refusal where nothing is answered, and those are capped.
+    case refused(reason: String, afterAnswers: Bool)
     /// The provider token / access token was refused: get a new one and try again.
     case reauthenticate(reason: String)
     case failed(reason: String)
@@ -18,6 +22,12 @@ extension HTTP2Engine.Response {
     /// not when the answer came back. A device that registers its token again while the answer
     /// is on its way registered it after the rejection, and stays live (the fold's rule).
     var rejectionTime: Int64 { sentAtMillis > 0 ? sentAtMillis : HTTP2Engine.wallMillis() }
+}
+
+/// A response without a status: a refused stream, or a transport error to retry.
+func transportOutcome(_ r: HTTP2Engine.Response) -> PushOutcome {
+    let reason = "transport: \(r.error ?? "no response")"
+    return r.refused ? .refused(reason: reason, afterAnswers: r.refusedAfterAnswers) : .retry(after: nil, reason: reason)
 }
 
 /// Retry-After: seconds, or an HTTP date.
@@ -72,7 +82,7 @@ final class APNsProvider {
     }
 
     static func classify(_ r: HTTP2Engine.Response) -> PushOutcome {
-        if r.status == 0 { return .retry(after: nil, reason: "transport: \(r.error ?? "no response")") }
+        if r.status == 0 { return transportOutcome(r) }
         if r.status == 200 { return .sent }
         let json = try? JSONParser.parse(r.body)
         let reason = json?["reason"]?.stringValue ?? "HTTP \(r.status)"
@@ -144,7 +154,7 @@ final class FCMProvider {
     }
 
     static func classify(_ r: HTTP2Engine.Response) -> PushOutcome {
-        if r.status == 0 { return .retry(after: nil, reason: "transport: \(r.error ?? "no response")") }
+        if r.status == 0 { return transportOutcome(r) }
         if r.status == 200 { return .sent }
         let json = try? JSONParser.parse(r.body)
         let error = json?["error"]
