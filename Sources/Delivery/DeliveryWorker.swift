@@ -26,6 +26,7 @@ public final class DeliveryWorker: @unchecked Sendable {
     public static let maxRefusals = 10
     private let log: @Sendable (String) -> Void
     private let stopping = Atomic<Bool>(false)
+    private let stopSignal = StopSignal()
     private let finished = DispatchSemaphore(value: 0)
     private var thread: Thread?
 
@@ -62,6 +63,7 @@ public final class DeliveryWorker: @unchecked Sendable {
     /// Stops after the batch in progress (its progress is committed first).
     public func stop() {
         guard thread != nil, !stopping.exchange(true, ordering: .sequentiallyConsistent) else { return }
+        stopSignal.raise()
         queue.wake()
         finished.wait()
     }
@@ -206,7 +208,7 @@ public final class DeliveryWorker: @unchecked Sendable {
             do { apnsHeaders = try apns.headers(for: content) } catch { apnsAuthError = "APNs authentication: \(error)" }
         }
         if let fcm, targets.contains(where: { $0.platform == .android }) {
-            do { fcmHeaders = try fcm.headers() } catch { fcmAuthError = "\(error)" }
+            do { fcmHeaders = try headers(fcm) } catch { fcmAuthError = "\(error)" }
         }
         let ttl = content.expirationAt.map { $0 - Int64(Date().timeIntervalSince1970) }
         var reauthenticated: Set<Platform> = []
@@ -275,9 +277,7 @@ public final class DeliveryWorker: @unchecked Sendable {
                 guard req.attempt + 1 < maxAttempts else { result.fail("\(reason) after \(maxAttempts) attempts"); return .done }
                 var again = req
                 again.attempt += 1
-                let backoff = min(configuration.retryMaxSeconds, configuration.retryBaseSeconds * pow(2, Double(req.attempt)))
-                let delay = after.map { min($0, configuration.retryMaxSeconds) } ?? backoff * Double.random(in: 0.5...1.0)
-                return .retry(again, delay: delay)
+                return .retry(again, delay: delay(retry: req.attempt, after: after))
             case .refused(let reason, let afterAnswers):
                 // Not an attempt: the provider never saw it. On a connection that answered others it
                 // goes again at once (on a new connection); where nothing is answered, refusals back
@@ -286,8 +286,7 @@ public final class DeliveryWorker: @unchecked Sendable {
                 guard !afterAnswers else { return .retry(again, delay: 0) }
                 again.refusals += 1
                 guard again.refusals < Self.maxRefusals else { result.fail("\(reason) after \(again.refusals) refusals"); return .done }
-                let backoff = min(configuration.retryMaxSeconds, configuration.retryBaseSeconds * pow(2, Double(again.refusals - 1)))
-                return .retry(again, delay: backoff * Double.random(in: 0.5...1.0))
+                return .retry(again, delay: delay(retry: again.refusals - 1, after: nil))
             case .reauthenticate(let reason):
                 guard req.attempt + 1 < maxAttempts else { result.fail(reason); return .done }
                 var again = req
@@ -295,7 +294,14 @@ public final class DeliveryWorker: @unchecked Sendable {
                 if !reauthenticated.contains(target.platform) {
                     reauthenticated.insert(target.platform)
                     if target.platform == .ios { apnsHeaders = try? apns?.headers(for: content, force: true) }
-                    else { fcmHeaders = try? fcm?.headers(force: true) }
+                    else if let fcm {
+                        do { fcmHeaders = try headers(fcm, force: true) } catch {
+                            fcmHeaders = nil
+                            fcmAuthError = "\(error)"
+                            result.fail(fcmAuthError!)
+                            return .done
+                        }
+                    }
                 }
                 guard let h = target.platform == .ios ? apnsHeaders : fcmHeaders else { result.fail(reason); return .done }
                 again.headers = h
@@ -305,12 +311,54 @@ public final class DeliveryWorker: @unchecked Sendable {
         return result
     }
 
+    /// How long to wait before retry number `n + 1` (n from 0): the provider's Retry-After when
+    /// it gave one, else exponential backoff from `retryBaseSeconds` with jitter, at most `retryMaxSeconds`.
+    private func delay(retry n: Int, after: Double?) -> Double {
+        if let after { return min(after, configuration.retryMaxSeconds) }
+        let backoff = min(configuration.retryMaxSeconds, configuration.retryBaseSeconds * pow(2, Double(n)))
+        return backoff * Double.random(in: 0.5...1.0)
+    }
+
+    /// FCM request headers with an access token. The token exchange is tried again like a push:
+    /// on a transport error, 429 or 5xx, with the same backoff (Retry-After honoured), `maxAttempts`
+    /// tries in all; a refusal of the credentials fails at once. A stop cuts the wait short.
+    private func headers(_ fcm: FCMProvider, force: Bool = false) throws -> HTTP2Engine.Headers {
+        var attempt = 0
+        while true {
+            do { return try fcm.headers(force: force) } catch let error as TokenExchangeError where error.retryable {
+                attempt += 1
+                guard attempt < configuration.maxAttempts else { throw CredentialError("\(error) after \(attempt) attempts") }
+                guard stopSignal.sleep(delay(retry: attempt - 1, after: error.retryAfter)) else { throw error }
+            }
+        }
+    }
+
     private func rateBucket(_ project: String) -> TokenBucket? {
         guard configuration.ratePerSecond > 0 else { return nil }
         if let b = buckets[project] { return b }
         let b = TokenBucket(rate: configuration.ratePerSecond, burst: max(1, configuration.rateBurst))
         buckets[project] = b
         return b
+    }
+}
+
+/// Raised once, when the worker is asked to stop: `sleep` wakes at once then.
+final class StopSignal: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var raised = false
+    func raise() {
+        condition.lock()
+        raised = true
+        condition.broadcast()
+        condition.unlock()
+    }
+    /// Sleeps `seconds`; false (at once) when the stop was raised.
+    func sleep(_ seconds: Double) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        let deadline = Date().addingTimeInterval(seconds)
+        while !raised { if !condition.wait(until: deadline) { break } }
+        return !raised
     }
 }
 

@@ -9,16 +9,29 @@ enum HTTPFetch {
         var status: Int
         var body: [UInt8]
         var error: String?
+        /// The Retry-After header, when the server sent one.
+        var retryAfter: String?
     }
 
     private static let globalInit: Bool = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK }()
 
-    private final class Sink { var body: [UInt8] = [] }
+    private final class Sink { var body: [UInt8] = []; var retryAfter: String? }
 
     private static let onData: topicstore_curl_data_cb = { data, size, count, user in
         let n = size * count
         guard let user, let data else { return n }
         Unmanaged<Sink>.fromOpaque(user).takeUnretainedValue().body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: n))
+        return n
+    }
+
+    private static let onHeader: topicstore_curl_data_cb = { data, size, count, user in
+        let n = size * count
+        guard let user, let data else { return n }
+        let line = String(decoding: UnsafeRawBufferPointer(start: data, count: n), as: UTF8.self)
+        if line.lowercased().hasPrefix("retry-after:") {
+            Unmanaged<Sink>.fromOpaque(user).takeUnretainedValue().retryAfter =
+                String(line.dropFirst("retry-after:".count)).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
         return n
     }
 
@@ -36,6 +49,8 @@ enum HTTPFetch {
         _ = topicstore_easy_long(easy, CURLOPT_TIMEOUT_MS, Int(timeoutSeconds * 1000))
         _ = topicstore_easy_callback(easy, CURLOPT_WRITEFUNCTION, onData)
         _ = topicstore_easy_ptr(easy, CURLOPT_WRITEDATA, Unmanaged.passUnretained(sink).toOpaque())
+        _ = topicstore_easy_callback(easy, CURLOPT_HEADERFUNCTION, onHeader)
+        _ = topicstore_easy_ptr(easy, CURLOPT_HEADERDATA, Unmanaged.passUnretained(sink).toOpaque())
         if let caFile { _ = caFile.withCString { topicstore_easy_ptr(easy, CURLOPT_CAINFO, $0) } }
         _ = topicstore_easy_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
         _ = topicstore_easy_ptr(easy, CURLOPT_COPYPOSTFIELDS, body)
@@ -43,6 +58,6 @@ enum HTTPFetch {
         var status = 0
         _ = topicstore_easy_info_long(easy, CURLINFO_RESPONSE_CODE, &status)
         return Response(status: result == CURLE_OK ? status : 0, body: sink.body,
-                        error: result == CURLE_OK ? nil : String(cString: curl_easy_strerror(result)))
+                        error: result == CURLE_OK ? nil : String(cString: curl_easy_strerror(result)), retryAfter: sink.retryAfter)
     }
 }

@@ -102,6 +102,15 @@ final class APNsProvider {
     }
 }
 
+/// The OAuth2 token exchange failed. `retryable`: a transport error, 429 or 5xx — worth trying
+/// again like a push (after `retryAfter` seconds when the endpoint said so); else the
+/// credentials themselves were refused.
+struct TokenExchangeError: Error, CustomStringConvertible {
+    var description: String
+    var retryable: Bool
+    var retryAfter: Double?
+}
+
 /// FCM HTTP v1 with a service account: RS256 assertion → OAuth2 access token.
 final class FCMProvider {
     let credentials: FCMCredentials
@@ -141,7 +150,9 @@ final class FCMProvider {
         let r = HTTPFetch.post(url: tokenURI, headers: ["content-type: application/x-www-form-urlencoded"], body: Array(form.utf8),
                                caFile: caFile, timeoutSeconds: timeout)
         guard r.status == 200, let json = try? JSONParser.parse(r.body), let token = json["access_token"]?.stringValue else {
-            throw CredentialError("the FCM token exchange at \(tokenURI) failed: \(r.error ?? "HTTP \(r.status) \(String(decoding: r.body.prefix(200), as: UTF8.self))")")
+            throw TokenExchangeError(
+                description: "the FCM token exchange at \(tokenURI) failed: \(r.error ?? "HTTP \(r.status) \(String(decoding: r.body.prefix(200), as: UTF8.self))")",
+                retryable: r.status == 0 || r.status == 429 || (500...599).contains(r.status), retryAfter: retryAfter(r.retryAfter))
         }
         let lifetime = Double(json["expires_in"]?.integer() ?? 3600)
         access = (token, now + lifetime)
