@@ -328,7 +328,9 @@ final class HTTP2Engine {
     /// then fails like one that could not be made), or a stream is free. Its request timeout
     /// starts when it is sent; waiting, it fails as a timeout only when the host has let no
     /// new stream start for as long as the request timeout (a server that allows none).
-    func run(maxInFlight: Int, next: () -> Request?, gate: () -> Double, completion: (Request, Response) -> Next) {
+    @discardableResult
+    func run(maxInFlight: Int, next: () -> Request?, gate: () -> Double, stopAt: () -> Double? = { nil },
+             completion: (Request, Response) -> Next) -> Bool {
         var active = 0
         var waiting: [Endpoint: WaitQueue] = [:]
         var waitingCount = 0
@@ -398,7 +400,7 @@ final class HTTP2Engine {
                     complete(r, failure(reason))
                 }
             }
-            if active == 0 && waitingCount == 0 && ready.isEmpty && delayed.isEmpty && exhausted { return }
+            if active == 0 && waitingCount == 0 && ready.isEmpty && delayed.isEmpty && exhausted { return true }
 
             if finished.isEmpty {
                 var timeoutMs = 100.0

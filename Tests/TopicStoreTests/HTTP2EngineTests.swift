@@ -205,6 +205,51 @@ import Testing
         }
     }
 
+    /// Asked to stop, a run starts nothing more and lets the streams in flight finish within the
+    /// grace: one push at a time, answered after 0.4 s, stop asked after 0.1 s with 3 s of grace —
+    /// the first push is answered, the other two are never sent, and the run says it did not finish.
+    @Test func stopsStartingNewPushesAndLetsTheInFlightOnesFinish() throws {
+        let fake = try FakePushServer(delayMs: 400)
+        let engine = HTTP2Engine(caFile: fake.caFile, connectionsPerHost: 1)
+        let requests = try Self.apnsRequests(fake, tokens: ["ok1", "ok2", "ok3"])
+        let start = HTTP2Engine.seconds()
+        var index = 0
+        var answered: [Int: Int] = [:]
+        let finished = engine.run(maxInFlight: 1, next: {
+            defer { index += 1 }
+            return index < requests.count ? requests[index] : nil
+        }, gate: { 0 }, stopAt: { HTTP2Engine.seconds() - start > 0.1 ? start + 3 : nil }, completion: { request, response in
+            answered[request.tag] = response.status
+            return .done
+        })
+        #expect(!finished)
+        #expect(HTTP2Engine.seconds() - start < 1.5)
+        #expect(answered == [0: 200])
+        #expect(fake.requests().map(\.path) == ["/3/device/ok1"])
+    }
+
+    /// Streams still unanswered when the grace is over are given up: not completed (the caller
+    /// pushes them again another time), and nothing is retried after the stop.
+    @Test func givesUpTheStreamsInFlightWhenTheGraceIsOver() throws {
+        let fake = try FakePushServer(delayMs: 5000, log: false)
+        let engine = HTTP2Engine(caFile: fake.caFile, connectionsPerHost: 1)
+        let requests = try Self.apnsRequests(fake, tokens: ["ok1", "ok2"])
+        let start = HTTP2Engine.seconds()
+        var index = 0
+        var completions = 0
+        let finished = engine.run(maxInFlight: 10, next: {
+            defer { index += 1 }
+            return index < requests.count ? requests[index] : nil
+        }, gate: { 0 }, stopAt: { HTTP2Engine.seconds() - start > 0.1 ? start + 0.6 : nil }, completion: { _, _ in
+            completions += 1
+            return .done
+        })
+        #expect(!finished)
+        let elapsed = HTTP2Engine.seconds() - start
+        #expect(elapsed >= 0.55 && elapsed < 1.5, "\(elapsed) s")
+        #expect(completions == 0)
+    }
+
     @Test func failsFastWhenNothingListens() throws {
         // A port with no server: connection refused, reported per request, and the run ends.
         let fake = try FakePushServer(log: false)
