@@ -328,6 +328,12 @@ final class HTTP2Engine {
     /// then fails like one that could not be made), or a stream is free. Its request timeout
     /// starts when it is sent; waiting, it fails as a timeout only when the host has let no
     /// new stream start for as long as the request timeout (a server that allows none).
+    ///
+    /// Once `stopAt` gives a time (monotonic seconds, as `seconds()`), nothing more starts: the
+    /// requests not yet sent and the retries asked for are dropped, the streams in flight get
+    /// until that time to be answered (and completed as usual), and those still open then are
+    /// given up — their connections closed, their requests not completed. Returns true when
+    /// `next` ran dry and every request was completed, false when a stop ended the run first.
     @discardableResult
     func run(maxInFlight: Int, next: () -> Request?, gate: () -> Double, stopAt: () -> Double? = { nil },
              completion: (Request, Response) -> Next) -> Bool {
@@ -338,12 +344,13 @@ final class HTTP2Engine {
         var delayed: [(due: Double, request: Request)] = []
         var exhausted = false
         var lastTimeoutCheck = Self.seconds()
+        var stopDeadline: Double?
 
         func complete(_ request: Request, _ response: Response) {
             completed += 1
             switch completion(request, response) {
             case .done: break
-            case .retry(let again, let delay): delayed.append((Self.seconds() + delay, again))
+            case .retry(let again, let delay): if stopDeadline == nil { delayed.append((Self.seconds() + delay, again)) }
             }
         }
         func failure(_ reason: String) -> Response { Response(status: 0, body: [], retryAfter: nil, error: reason) }
@@ -352,14 +359,29 @@ final class HTTP2Engine {
         if !connections.isEmpty { pump(timeoutMs: 0) }
         while true {
             var now = Self.seconds()
-            if !delayed.isEmpty {
+            if stopDeadline == nil, let deadline = stopAt() {
+                stopDeadline = deadline
+                ready.removeAll()
+                delayed.removeAll()
+                waiting.removeAll()
+                waitingCount = 0
+                exhausted = true
+            }
+            if let deadline = stopDeadline {
+                if active == 0 { return false }
+                if now >= deadline {
+                    abandonStreams()
+                    return false
+                }
+            }
+            if stopDeadline == nil && !delayed.isEmpty {
                 var keep: [(due: Double, request: Request)] = []
                 for d in delayed { if d.due <= now { ready.append(d.request) } else { keep.append(d) } }
                 delayed = keep
             }
             var gateWait = 0.0
             // The waiting requests first, oldest first per host, as far as streams are free.
-            if waitingCount > 0 {
+            if waitingCount > 0 && stopDeadline == nil {
                 waitingHosts: for endpoint in Array(waiting.keys) {
                     while let w = waiting[endpoint]?.first {
                         switch placement(for: endpoint, now: now) {
@@ -380,7 +402,7 @@ final class HTTP2Engine {
                     }
                 }
             }
-            starting: while gateWait == 0 && active + waitingCount < maxInFlight {
+            starting: while stopDeadline == nil && gateWait == 0 && active + waitingCount < maxInFlight {
                 var request: Request?
                 if let r = ready.popLast() { request = r } else if !exhausted {
                     request = next()
@@ -406,6 +428,7 @@ final class HTTP2Engine {
                 var timeoutMs = 100.0
                 if gateWait > 0 { timeoutMs = min(timeoutMs, gateWait * 1000) }
                 if let soonest = delayed.map(\.due).min() { timeoutMs = min(timeoutMs, max(0, (soonest - Self.seconds()) * 1000)) }
+                if let deadline = stopDeadline { timeoutMs = min(timeoutMs, max(0, (deadline - Self.seconds()) * 1000)) }
                 pump(timeoutMs: Int32(timeoutMs.rounded(.up)))
             }
             now = Self.seconds()
@@ -455,6 +478,14 @@ final class HTTP2Engine {
                 }
             }
         }
+    }
+
+    /// Closes every connection with a stream open; their requests are released uncompleted.
+    private func abandonStreams() {
+        for slot in slots where slot.active { if let c = slot.connection { fail(c, "stopped") } }
+        for index in finished { release(index) }
+        finished.removeAll()
+        connections.removeAll { $0.state == .closed }
     }
 
     /// The connection a new request to `endpoint` goes on: the least busy one with a free

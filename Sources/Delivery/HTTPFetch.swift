@@ -35,7 +35,10 @@ enum HTTPFetch {
         return n
     }
 
-    static func post(url: String, headers: [String], body: [UInt8], caFile: String?, timeoutSeconds: Double = 30) -> Response {
+    /// POSTs `body`; `abort` is asked every 0.1 s while the transfer runs, and true ends it at
+    /// once (status 0, "aborted") — a stopping server does not wait out the timeout.
+    static func post(url: String, headers: [String], body: [UInt8], caFile: String?, timeoutSeconds: Double = 30,
+                     abort: () -> Bool = { false }) -> Response {
         _ = globalInit
         guard let easy = curl_easy_init() else { return Response(status: 0, body: [], error: "curl_easy_init failed") }
         defer { curl_easy_cleanup(easy) }
@@ -54,7 +57,23 @@ enum HTTPFetch {
         if let caFile { _ = caFile.withCString { topicstore_easy_ptr(easy, CURLOPT_CAINFO, $0) } }
         _ = topicstore_easy_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
         _ = topicstore_easy_ptr(easy, CURLOPT_COPYPOSTFIELDS, body)
-        let result = curl_easy_perform(easy)
+        // The multi interface, one handle: the same transfer as curl_easy_perform, in steps that can be abandoned.
+        guard let multi = curl_multi_init() else { return Response(status: 0, body: [], error: "curl_multi_init failed") }
+        defer { curl_multi_cleanup(multi) }
+        curl_multi_add_handle(multi, easy)
+        defer { curl_multi_remove_handle(multi, easy) }
+        var result = CURLE_OK
+        var running: Int32 = 1
+        transfer: while true {
+            if curl_multi_perform(multi, &running) != CURLM_OK { result = CURLE_FAILED_INIT; break }
+            var queued: Int32 = 0
+            while let message = curl_multi_info_read(multi, &queued) {
+                if message.pointee.msg == CURLMSG_DONE { result = message.pointee.data.result; break transfer }
+            }
+            if running == 0 { break }
+            if abort() { return Response(status: 0, body: [], error: "aborted: the server is stopping") }
+            _ = curl_multi_poll(multi, nil, 0, 100, nil)
+        }
         var status = 0
         _ = topicstore_easy_info_long(easy, CURLINFO_RESPONSE_CODE, &status)
         return Response(status: result == CURLE_OK ? status : 0, body: sink.body,

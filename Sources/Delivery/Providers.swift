@@ -141,14 +141,14 @@ final class FCMProvider {
     }
 
     /// The cached access token, exchanged again five minutes before it expires (or when forced).
-    func accessToken(force: Bool = false) throws -> String {
+    func accessToken(force: Bool = false, abort: () -> Bool = { false }) throws -> String {
         let now = Date().timeIntervalSince1970
         if !force, let a = access, now < a.expiresAt - 300 { return a.token }
         let assertion = try JWT.serviceAccount(key: key, keyID: credentials.privateKeyID, clientEmail: credentials.clientEmail,
                                                tokenURI: tokenURI, scope: Self.scope, issuedAt: Int64(now))
         let form = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=" + assertion
         let r = HTTPFetch.post(url: tokenURI, headers: ["content-type: application/x-www-form-urlencoded"], body: Array(form.utf8),
-                               caFile: caFile, timeoutSeconds: timeout)
+                               caFile: caFile, timeoutSeconds: timeout, abort: abort)
         guard r.status == 200, let json = try? JSONParser.parse(r.body), let token = json["access_token"]?.stringValue else {
             throw TokenExchangeError(
                 description: "the FCM token exchange at \(tokenURI) failed: \(r.error ?? "HTTP \(r.status) \(String(decoding: r.body.prefix(200), as: UTF8.self))")",
@@ -159,8 +159,8 @@ final class FCMProvider {
         return token
     }
 
-    func headers(force: Bool = false) throws -> HTTP2Engine.Headers {
-        HTTP2Engine.Headers(endpoint: endpoint, fields: [("authorization", "Bearer \(try accessToken(force: force))"),
+    func headers(force: Bool = false, abort: () -> Bool = { false }) throws -> HTTP2Engine.Headers {
+        HTTP2Engine.Headers(endpoint: endpoint, fields: [("authorization", "Bearer \(try accessToken(force: force, abort: abort))"),
                                                          ("content-type", "application/json; charset=utf-8")])
     }
 

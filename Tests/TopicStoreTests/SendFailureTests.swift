@@ -132,4 +132,25 @@ import TopicStore
         #expect(failures.count == 1 && failures.keys.allSatisfy { $0.contains("HTTP 503") && $0.hasSuffix("after 3 attempts") }, "\(failures)")
         #expect(fake.requests().filter { $0.path == "/token" }.count == 3)
     }
+
+    /// A stop while the FCM token exchange hangs (the endpoint never answers): the exchange is
+    /// abandoned at once rather than after its 20 s limit, and the Android device is not counted
+    /// failed — it is left to the next start.
+    @Test func aStopCutsAHangingTokenExchangeShort() throws {
+        let fake = try FakePushServer(extraArguments: ["--no-settings"])
+        let (server, credentials) = try Self.server(fake, devices: [("a1", "ok-and-1", .android)])
+        defer { server.stop() }
+        var configuration = fake.deliveryConfiguration()
+        configuration.requestTimeoutSeconds = 20
+        let worker = DeliveryWorker(queue: server.server.sendQueue, credentials: credentials, configuration: configuration, log: { _ in })
+        worker.start()
+        let id = try Self.send(server)
+        usleep(500_000)
+        let start = Date()
+        worker.stop(grace: 0.5)
+        #expect(Date().timeIntervalSince(start) < 3, "stopped after \(Date().timeIntervalSince(start)) s")
+        let status = try server.send("GET", "/api/notifications/\(id)", key: server.serverKey).object ?? [:]
+        #expect(status["status"] as? String == "processing")
+        #expect(status["sentCount"] as? Int == 0 && status["failedCount"] as? Int == 0, "\(status)")
+    }
 }

@@ -29,6 +29,8 @@ enum ServeCommand: Command {
         The server keeps a copy of the device records in memory for streaming recipients (about
         the size of the `devices` table, which `topicstore stats` lists), read when it starts.
         SIGTERM or SIGINT: stop accepting, finish and commit the requests in progress, close the store.
+        Delivery starts no new push or retry; pushes in flight get shutdownTimeoutSeconds (default
+        10) to be answered, and the devices not finished are pushed after the next start.
         Prints `listening on http://HOST:PORT` on standard output once it accepts connections.
         If another process already listens on HOST:PORT, exits 1 with "Address already in use".
         Before it opens the store, data.mdb is walked page by page as `topicstore audit` does first
@@ -138,8 +140,12 @@ enum ServeCommand: Command {
 
         stopRequested.wait()
         Console.printError("shutting down: finishing \(server.activeRequests) request(s) in progress")
+        // Both within shutdownTimeoutSeconds, side by side: the worker starts no new push, attempt
+        // or backoff, gives the pushes in flight until then and commits what is finished (the rest
+        // is pushed after the next start), while the HTTP server drains its requests.
+        worker?.beginStop(grace: configuration.shutdownTimeout)
         server.shutdown()
-        worker?.stop()
+        worker?.stop(grace: configuration.shutdownTimeout)
         store.close()
         sources.forEach { $0.cancel() }
         Console.printError("stopped; every acknowledged command is committed")
