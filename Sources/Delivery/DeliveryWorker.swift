@@ -42,6 +42,9 @@ public final class DeliveryWorker: @unchecked Sendable {
     private var apns: [String: APNsProvider] = [:]
     private var fcm: [String: FCMProvider] = [:]
     private var buckets: [String: TokenBucket] = [:]
+    /// Tests: runs after a batch's rejections are committed, before its cursor is; throwing
+    /// there is a crash at that moment (the batch is read again from the durable record).
+    var beforeCursorCommit: (() throws -> Void)?
 
     public init(queue: SendQueue, credentials: CredentialStore, configuration: DeliveryConfiguration,
                 log: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }) {
@@ -162,6 +165,7 @@ public final class DeliveryWorker: @unchecked Sendable {
                     }
                 }
             }
+            try beforeCursorCommit?()
             record = try queue.update(id: id) { r in
                 r.sentCount += result.sent
                 r.failedCount += result.failed

@@ -1,5 +1,5 @@
 import AccessControl
-import Delivery
+@testable import Delivery
 import Foundation
 import SubscriptionLog
 import Testing
@@ -134,5 +134,44 @@ import TopicStore
         #expect(pushes == ["/3/device/ok-ios-0": 1, "/3/device/down-ios-1": 3, "/3/device/ok-ios-2": 2], "\(pushes)")
         second.signal(SIGTERM)
         #expect(second.wait() == 0)
+    }
+
+    /// A crash after a batch's rejections are committed and before its cursor is: the batch is
+    /// read again, its rejected device is no longer live — and must still count as the rejection
+    /// it was (reason and rejectedTokens), not as "token no longer live", nor be pushed again.
+    @Test func aCrashBetweenTheRejectionsAndTheCursorStillCountsThem() throws {
+        let fake = try FakePushServer()
+        let server = try HTTPTestServer()
+        defer { server.stop() }
+        var events: [Event] = []
+        for (i, token) in ["gone-ios-1", "ok-ios-2"].enumerated() {
+            events.append(Event(project: "demo", body: .token(deviceID: "x\(i)", token: token, platform: .ios)))
+            events.append(Event(project: "demo", body: .register(deviceID: "x\(i)", topics: [TopicSpec(code: "x")])))
+        }
+        for r in server.store.submitAndWait(events) { _ = try r.get() }
+        let (a, f) = try fake.credentials()
+        let credentials = try CredentialStore(store: server.store)
+        try credentials.setAPNs(a, project: "demo")
+        try credentials.setFCM(f, project: "demo")
+        var configuration = fake.deliveryConfiguration()
+        configuration.batchSize = 10
+        struct Crash: Error {}
+        let worker = DeliveryWorker(queue: server.server.sendQueue, credentials: credentials, configuration: configuration, log: { _ in })
+        var crashes = 0
+        worker.beforeCursorCommit = {
+            crashes += 1
+            if crashes == 1 { throw Crash() }
+        }
+        worker.start()
+        defer { worker.stop() }
+        let accepted = try server.send("POST", "/api/send", key: server.serverKey, json: #"{"topics":["x"],"payload":{"body":"hi"}}"#)
+        let id = try #require(accepted.object?["notificationId"] as? String)
+        let status = try waitForCompletion(port: server.port, key: server.serverKey, id: id, timeout: 20)
+        #expect(crashes == 2)
+        #expect(status["sentCount"] as? Int == 1 && status["failedCount"] as? Int == 1)
+        #expect(status["failures"] as? [String: Int] == ["Unregistered": 1], "\(status["failures"] ?? "")")
+        #expect(status["rejectedTokens"] as? Int == 1)
+        let pushes = Dictionary(grouping: fake.requests(), by: \.path).mapValues(\.count)
+        #expect(pushes == ["/3/device/gone-ios-1": 1, "/3/device/ok-ios-2": 2], "\(pushes)")
     }
 }
