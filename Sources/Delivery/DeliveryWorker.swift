@@ -145,7 +145,8 @@ public final class DeliveryWorker: @unchecked Sendable {
                 return false
             }
             let outcome = try sendBatch(id: id, project: record.project, projectID: pinned.projectID, ordinals: ordinals,
-                                        content: content, apnsBody: apnsBody, fcmData: fcmData, apns: apnsProvider, fcm: fcmProvider)
+                                        recorded: record.batchRejections, content: content, apnsBody: apnsBody, fcmData: fcmData,
+                                        apns: apnsProvider, fcm: fcmProvider)
             // Stopped mid-batch, only the devices finished from the batch's start on are committed:
             // the cursor stops at the first one not finished, which is pushed again after a restart.
             let done = outcome.finishedPrefix
@@ -153,8 +154,12 @@ public final class DeliveryWorker: @unchecked Sendable {
             if !whole && done == 0 { break }
             let result = outcome.summary(first: done)
             // Rejections first (durable), then the cursor: a crash between the two re-sends the batch, never skips it.
-            var rejectedCount = 0
+            // They are recorded with the notification before they are submitted, so the batch read
+            // again after such a crash counts its rejected devices as the rejections they were.
+            var rejectedCount = result.rejectedBefore
             if !result.rejections.isEmpty {
+                let recorded = result.rejections.map { BatchRejection(ordinal: $0.ordinal, token: $0.token, reason: $0.reason) }
+                record = try queue.update(id: id) { $0.batchRejections += recorded }
                 let events = result.rejections.map {
                     Event(project: record.project, body: .tokenRejected(token: $0.token, rejectedAt: $0.at, reason: $0.reason))
                 }
@@ -173,6 +178,7 @@ public final class DeliveryWorker: @unchecked Sendable {
                 r.rejectedTokens += rejectedCount
                 r.cursor = whole ? next : ordinals[done]
                 if whole && (next == nil || ordinals.isEmpty) { r.cursor = nil; r.status = .completed }
+                if let c = r.cursor { r.batchRejections.removeAll { $0.ordinal < c } } else { r.batchRejections = [] }
             }
         }
     }
@@ -195,12 +201,15 @@ public final class DeliveryWorker: @unchecked Sendable {
 
     // MARK: One batch
 
-    struct Rejection { var token: String; var at: Int64; var reason: String }
+    struct Rejection { var ordinal: UInt32; var token: String; var at: Int64; var reason: String }
     struct BatchResult {
         var sent = 0
         var failed = 0
         var failures: [String: Int] = [:]
+        /// To submit as token-rejected events.
         var rejections: [Rejection] = []
+        /// Rejections already submitted before a crash (recorded in the notification), counted again here.
+        var rejectedBefore = 0
     }
 
     /// What became of each device of a batch, by its position in the batch: not finished yet,
@@ -211,7 +220,13 @@ public final class DeliveryWorker: @unchecked Sendable {
         private var reasons: [String] = []
         private var reasonCodes: [String: UInt32] = [:]
         private var rejections: [Int: Rejection] = [:]
+        private var rejectedBefore: Set<Int> = []
         init(count: Int) { codes = Array(repeating: 0, count: count) }
+        /// A device this batch rejected before a crash: its event is in the log already.
+        mutating func rejectedBefore(_ position: Int, _ reason: String) {
+            fail(position, reason)
+            rejectedBefore.insert(position)
+        }
         mutating func sent(_ position: Int) { codes[position] = 1 }
         mutating func fail(_ position: Int, _ reason: String) {
             if let c = reasonCodes[reason] { codes[position] = c; return }
@@ -235,23 +250,30 @@ public final class DeliveryWorker: @unchecked Sendable {
             }
             for (i, k) in perReason.enumerated() where k > 0 { r.failures[reasons[i], default: 0] += k; r.failed += k }
             r.rejections = rejections.filter { $0.key < n }.sorted { $0.key < $1.key }.map(\.value)
+            r.rejectedBefore = rejectedBefore.count { $0 < n }
             return r
         }
     }
 
     private struct Target { var platform: Platform; var token: String; var position: Int }
 
-    private func sendBatch(id: String, project: String, projectID: UInt32, ordinals: [UInt32], content: NotificationContent,
+    private func sendBatch(id: String, project: String, projectID: UInt32, ordinals: [UInt32], recorded: [BatchRejection],
+                           content: NotificationContent,
                            apnsBody: HTTP2Engine.SharedBody, fcmData: [UInt8], apns: APNsProvider?, fcm: FCMProvider?) throws -> BatchOutcome {
         var result = BatchOutcome(count: ordinals.count)
         // Tokens from one fresh snapshot: a device whose token died or moved since the audience was pinned is not pushed.
         let reader = queue.store.reader
         var targets: [Target] = []
         targets.reserveCapacity(ordinals.count)
+        // A device this batch rejected before a crash is still that rejection (when its token is still the one rejected).
+        let earlier = Dictionary(recorded.map { ($0.ordinal, $0) }, uniquingKeysWith: { $1 })
         try queue.store.read { txn in
             for (position, o) in ordinals.enumerated() {
-                if let d = try reader.deviceRecord(projectID, ordinal: o, txn), d.state == .live, let t = d.token, let p = d.platform {
+                let d = try reader.deviceRecord(projectID, ordinal: o, txn)
+                if let d, d.state == .live, let t = d.token, let p = d.platform {
                     targets.append(Target(platform: p, token: t, position: position))
+                } else if let d, d.state == .rejected, let e = earlier[o], d.token == e.token {
+                    result.rejectedBefore(position, e.reason)
                 } else {
                     result.fail(position, "token no longer live")
                 }
@@ -334,7 +356,7 @@ public final class DeliveryWorker: @unchecked Sendable {
                 }
                 return .done
             case .rejected(let at, let reason):
-                result.reject(position, Rejection(token: target.token, at: at, reason: reason))
+                result.reject(position, Rejection(ordinal: ordinals[position], token: target.token, at: at, reason: reason))
                 return .done
             case .failed(let reason):
                 result.fail(position, reason)
