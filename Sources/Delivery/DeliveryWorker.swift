@@ -16,7 +16,8 @@ import TopicStore
 /// events (durable), then commit the new cursor and counts in one write
 /// transaction. A process killed mid-batch resumes at the last committed cursor:
 /// every device gets at least one push, and only the devices of the batch in
-/// flight can get a second one.
+/// flight can get a second one. A stopped worker commits the devices finished
+/// from the batch's start on and leaves the cursor at the first one not finished.
 public final class DeliveryWorker: @unchecked Sendable {
     public let queue: SendQueue
     public let credentials: CredentialStore
@@ -285,9 +286,9 @@ public final class DeliveryWorker: @unchecked Sendable {
         var fcmHeaders: HTTP2Engine.Headers?
         var apnsAuthError: String?
         var fcmAuthError: String?
+        if isStopping { return result }
         // Authentication only for a platform the batch has devices of: an FCM token exchange
         // that hangs must not hold a batch of iOS devices.
-        if isStopping { return result }
         if let apns, targets.contains(where: { $0.platform == .ios }) {
             do { apnsHeaders = try apns.headers(for: content) } catch { apnsAuthError = "APNs authentication: \(error)" }
         }
