@@ -16,13 +16,20 @@ import TopicStore
 /// events (durable), then commit the new cursor and counts in one write
 /// transaction. A process killed mid-batch resumes at the last committed cursor:
 /// every device gets at least one push, and only the devices of the batch in
-/// flight can get a second one.
+/// flight can get a second one. A stopped worker commits the devices finished
+/// from the batch's start on and leaves the cursor at the first one not finished.
 public final class DeliveryWorker: @unchecked Sendable {
     public let queue: SendQueue
     public let credentials: CredentialStore
     public let configuration: DeliveryConfiguration
+    /// Refusals a push may meet on connections that answered nothing (a provider that takes
+    /// no stream) before it fails: refused streams were never processed, so they use no attempt.
+    public static let maxRefusals = 10
     private let log: @Sendable (String) -> Void
     private let stopping = Atomic<Bool>(false)
+    private let stopSignal = StopSignal()
+    /// When the pushes in flight are given up (monotonic seconds), once a stop was asked.
+    private let stopDeadline = Mutex<Double?>(nil)
     private let finished = DispatchSemaphore(value: 0)
     private var thread: Thread?
 
@@ -36,6 +43,9 @@ public final class DeliveryWorker: @unchecked Sendable {
     private var apns: [String: APNsProvider] = [:]
     private var fcm: [String: FCMProvider] = [:]
     private var buckets: [String: TokenBucket] = [:]
+    /// Tests: runs after a batch's rejections are committed, before its cursor is; throwing
+    /// there is a crash at that moment (the batch is read again from the durable record).
+    var beforeCursorCommit: (() throws -> Void)?
 
     public init(queue: SendQueue, credentials: CredentialStore, configuration: DeliveryConfiguration,
                 log: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }) {
@@ -56,12 +66,27 @@ public final class DeliveryWorker: @unchecked Sendable {
         t.start()
     }
 
-    /// Stops after the batch in progress (its progress is committed first).
-    public func stop() {
-        guard thread != nil, !stopping.exchange(true, ordering: .sequentiallyConsistent) else { return }
+    /// Asks the worker to stop, and returns at once: no new push, attempt, backoff or token
+    /// exchange starts; the pushes in flight get `grace` seconds to be answered. What is finished
+    /// is then committed — the cursor moves no further than the first device of the batch not
+    /// finished, so that device and the ones after it are pushed again after the next start.
+    public func beginStop(grace: Double = 10) {
+        stopDeadline.withLock { if $0 == nil { $0 = HTTP2Engine.seconds() + max(0, grace) } }
+        guard !stopping.exchange(true, ordering: .sequentiallyConsistent) else { return }
+        stopSignal.raise()
         queue.wake()
-        finished.wait()
     }
+
+    /// Stops as `beginStop` does and waits until the worker has committed and ended
+    /// (about `grace` seconds at most: the streams still open then are given up).
+    public func stop(grace: Double = 10) {
+        beginStop(grace: grace)
+        guard thread != nil else { return }
+        finished.wait()
+        finished.signal()  // for anyone else waiting
+    }
+
+    private var isStopping: Bool { stopping.load(ordering: .relaxed) }
 
     public func firstPushTime(of id: String) -> UInt64? { firstPush.withLock { $0[id] } }
     public var lastErrorMessage: String? { lastError.withLock { $0 } }
@@ -120,11 +145,22 @@ public final class DeliveryWorker: @unchecked Sendable {
                 if batch.count > configuration.batchSize { next = batch[configuration.batchSize] }
                 return false
             }
-            let result = try sendBatch(id: id, project: record.project, projectID: pinned.projectID, ordinals: ordinals,
-                                       content: content, apnsBody: apnsBody, fcmData: fcmData, apns: apnsProvider, fcm: fcmProvider)
+            let outcome = try sendBatch(id: id, project: record.project, projectID: pinned.projectID, ordinals: ordinals,
+                                        recorded: record.batchRejections, content: content, apnsBody: apnsBody, fcmData: fcmData,
+                                        apns: apnsProvider, fcm: fcmProvider)
+            // Stopped mid-batch, only the devices finished from the batch's start on are committed:
+            // the cursor stops at the first one not finished, which is pushed again after a restart.
+            let done = outcome.finishedPrefix
+            let whole = done == ordinals.count
+            if !whole && done == 0 { break }
+            let result = outcome.summary(first: done)
             // Rejections first (durable), then the cursor: a crash between the two re-sends the batch, never skips it.
-            var rejectedCount = 0
+            // They are recorded with the notification before they are submitted, so the batch read
+            // again after such a crash counts its rejected devices as the rejections they were.
+            var rejectedCount = result.rejectedBefore
             if !result.rejections.isEmpty {
+                let recorded = result.rejections.map { BatchRejection(ordinal: $0.ordinal, token: $0.token, reason: $0.reason) }
+                record = try queue.update(id: id) { $0.batchRejections += recorded }
                 let events = result.rejections.map {
                     Event(project: record.project, body: .tokenRejected(token: $0.token, rejectedAt: $0.at, reason: $0.reason))
                 }
@@ -135,13 +171,15 @@ public final class DeliveryWorker: @unchecked Sendable {
                     }
                 }
             }
+            try beforeCursorCommit?()
             record = try queue.update(id: id) { r in
                 r.sentCount += result.sent
                 r.failedCount += result.failed
                 for (reason, n) in result.failures { r.failures[reason, default: 0] += n }
                 r.rejectedTokens += rejectedCount
-                r.cursor = next
-                if next == nil || ordinals.isEmpty { r.cursor = nil; r.status = .completed }
+                r.cursor = whole ? next : ordinals[done]
+                if whole && (next == nil || ordinals.isEmpty) { r.cursor = nil; r.status = .completed }
+                if let c = r.cursor { r.batchRejections.removeAll { $0.ordinal < c } } else { r.batchRejections = [] }
             }
         }
     }
@@ -164,30 +202,81 @@ public final class DeliveryWorker: @unchecked Sendable {
 
     // MARK: One batch
 
-    struct Rejection { var token: String; var at: Int64; var reason: String }
+    struct Rejection { var ordinal: UInt32; var token: String; var at: Int64; var reason: String }
     struct BatchResult {
         var sent = 0
         var failed = 0
         var failures: [String: Int] = [:]
+        /// To submit as token-rejected events.
         var rejections: [Rejection] = []
-        mutating func fail(_ reason: String) { failed += 1; failures[reason, default: 0] += 1 }
+        /// Rejections already submitted before a crash (recorded in the notification), counted again here.
+        var rejectedBefore = 0
     }
 
-    private struct Target { var platform: Platform; var token: String }
+    /// What became of each device of a batch, by its position in the batch: not finished yet,
+    /// sent, or failed with a reason (a rejection also keeps its token-rejected event).
+    struct BatchOutcome {
+        /// 0: not finished, 1: sent, n ≥ 2: failed with `reasons[n - 2]`.
+        private var codes: [UInt32]
+        private var reasons: [String] = []
+        private var reasonCodes: [String: UInt32] = [:]
+        private var rejections: [Int: Rejection] = [:]
+        private var rejectedBefore: Set<Int> = []
+        init(count: Int) { codes = Array(repeating: 0, count: count) }
+        /// A device this batch rejected before a crash: its event is in the log already.
+        mutating func rejectedBefore(_ position: Int, _ reason: String) {
+            fail(position, reason)
+            rejectedBefore.insert(position)
+        }
+        mutating func sent(_ position: Int) { codes[position] = 1 }
+        mutating func fail(_ position: Int, _ reason: String) {
+            if let c = reasonCodes[reason] { codes[position] = c; return }
+            reasons.append(reason)
+            let c = UInt32(reasons.count + 1)
+            reasonCodes[reason] = c
+            codes[position] = c
+        }
+        mutating func reject(_ position: Int, _ rejection: Rejection) {
+            fail(position, rejection.reason)
+            rejections[position] = rejection
+        }
+        /// How many devices from the start of the batch are finished: the cursor may pass these, no more.
+        var finishedPrefix: Int { codes.firstIndex(of: 0) ?? codes.count }
+        /// The counts and rejections of the first `n` devices.
+        func summary(first n: Int) -> BatchResult {
+            var r = BatchResult()
+            var perReason = [Int](repeating: 0, count: reasons.count)
+            for c in codes[..<n] {
+                if c == 1 { r.sent += 1 } else if c >= 2 { perReason[Int(c) - 2] += 1 }
+            }
+            for (i, k) in perReason.enumerated() where k > 0 { r.failures[reasons[i], default: 0] += k; r.failed += k }
+            r.rejections = rejections.filter { $0.key < n }.sorted { $0.key < $1.key }.map(\.value)
+            r.rejectedBefore = rejectedBefore.count { $0 < n }
+            return r
+        }
+    }
 
-    private func sendBatch(id: String, project: String, projectID: UInt32, ordinals: [UInt32], content: NotificationContent,
-                           apnsBody: HTTP2Engine.SharedBody, fcmData: [UInt8], apns: APNsProvider?, fcm: FCMProvider?) throws -> BatchResult {
-        var result = BatchResult()
+    private struct Target { var platform: Platform; var token: String; var position: Int }
+
+    private func sendBatch(id: String, project: String, projectID: UInt32, ordinals: [UInt32], recorded: [BatchRejection],
+                           content: NotificationContent,
+                           apnsBody: HTTP2Engine.SharedBody, fcmData: [UInt8], apns: APNsProvider?, fcm: FCMProvider?) throws -> BatchOutcome {
+        var result = BatchOutcome(count: ordinals.count)
         // Tokens from one fresh snapshot: a device whose token died or moved since the audience was pinned is not pushed.
         let reader = queue.store.reader
         var targets: [Target] = []
         targets.reserveCapacity(ordinals.count)
+        // A device this batch rejected before a crash is still that rejection (when its token is still the one rejected).
+        let earlier = Dictionary(recorded.map { ($0.ordinal, $0) }, uniquingKeysWith: { $1 })
         try queue.store.read { txn in
-            for o in ordinals {
-                if let d = try reader.deviceRecord(projectID, ordinal: o, txn), d.state == .live, let t = d.token, let p = d.platform {
-                    targets.append(Target(platform: p, token: t))
+            for (position, o) in ordinals.enumerated() {
+                let d = try reader.deviceRecord(projectID, ordinal: o, txn)
+                if let d, d.state == .live, let t = d.token, let p = d.platform {
+                    targets.append(Target(platform: p, token: t, position: position))
+                } else if let d, d.state == .rejected, let e = earlier[o], d.token == e.token {
+                    result.rejectedBefore(position, e.reason)
                 } else {
-                    result.fail("token no longer live")
+                    result.fail(position, "token no longer live")
                 }
             }
         }
@@ -197,12 +286,17 @@ public final class DeliveryWorker: @unchecked Sendable {
         var fcmHeaders: HTTP2Engine.Headers?
         var apnsAuthError: String?
         var fcmAuthError: String?
-        if let apns {
+        if isStopping { return result }
+        // Authentication only for a platform the batch has devices of: an FCM token exchange
+        // that hangs must not hold a batch of iOS devices.
+        if let apns, targets.contains(where: { $0.platform == .ios }) {
             do { apnsHeaders = try apns.headers(for: content) } catch { apnsAuthError = "APNs authentication: \(error)" }
         }
-        if let fcm {
-            do { fcmHeaders = try fcm.headers() } catch { fcmAuthError = "\(error)" }
+        if let fcm, targets.contains(where: { $0.platform == .android }) {
+            do { fcmHeaders = try headers(fcm) } catch { fcmAuthError = "\(error)" }
         }
+        // A token exchange cut short by a stop is no reason to fail anyone: they are pushed after the restart.
+        if isStopping { return result }
         let ttl = content.expirationAt.map { $0 - Int64(Date().timeIntervalSince1970) }
         var reauthenticated: Set<Platform> = []
         var index = 0
@@ -240,17 +334,20 @@ public final class DeliveryWorker: @unchecked Sendable {
                 let p = targets[i].platform
                 let reason = p == .ios ? (apnsAuthError ?? "no APNs credentials for project \(project)")
                                        : (fcmAuthError ?? "no FCM credentials for project \(project)")
-                result.fail(reason)
+                result.fail(targets[i].position, reason)
             }
             return nil
         }, gate: {
             bucket?.take() ?? 0
+        }, stopAt: {
+            isStopping ? stopDeadline.withLock { $0 } : nil
         }, completion: { req, response in
             let target = targets[req.tag]
+            let position = target.position
             let outcome = target.platform == .ios ? APNsProvider.classify(response) : FCMProvider.classify(response)
             switch outcome {
             case .sent:
-                result.sent += 1
+                result.sent(position)
                 pushesSent.wrappingAdd(1, ordering: .relaxed)
                 // The lock and the String-keyed lookup once per batch, not once per push.
                 if !firstRecorded {
@@ -260,34 +357,72 @@ public final class DeliveryWorker: @unchecked Sendable {
                 }
                 return .done
             case .rejected(let at, let reason):
-                result.rejections.append(Rejection(token: target.token, at: at, reason: reason))
-                result.fail(reason)
+                result.reject(position, Rejection(ordinal: ordinals[position], token: target.token, at: at, reason: reason))
                 return .done
             case .failed(let reason):
-                result.fail(reason)
+                result.fail(position, reason)
                 return .done
             case .retry(let after, let reason):
-                guard req.attempt + 1 < maxAttempts else { result.fail("\(reason) after \(maxAttempts) attempts"); return .done }
+                guard req.attempt + 1 < maxAttempts else { result.fail(position, "\(reason) after \(maxAttempts) attempts"); return .done }
                 var again = req
                 again.attempt += 1
-                let backoff = min(configuration.retryMaxSeconds, configuration.retryBaseSeconds * pow(2, Double(req.attempt)))
-                let delay = after.map { min($0, configuration.retryMaxSeconds) } ?? backoff * Double.random(in: 0.5...1.0)
-                return .retry(again, delay: delay)
+                return .retry(again, delay: delay(retry: req.attempt, after: after))
+            case .refused(let reason, let afterAnswers):
+                // Not an attempt: the provider never saw it. On a connection that answered others it
+                // goes again at once (on a new connection); where nothing is answered, refusals back
+                // off and are capped, so a provider that refuses everything still ends.
+                var again = req
+                guard !afterAnswers else { return .retry(again, delay: 0) }
+                again.refusals += 1
+                guard again.refusals < Self.maxRefusals else { result.fail(position, "\(reason) after \(again.refusals) refusals"); return .done }
+                return .retry(again, delay: delay(retry: again.refusals - 1, after: nil))
             case .reauthenticate(let reason):
-                guard req.attempt + 1 < maxAttempts else { result.fail(reason); return .done }
+                guard req.attempt + 1 < maxAttempts else { result.fail(position, reason); return .done }
                 var again = req
                 again.attempt += 1
                 if !reauthenticated.contains(target.platform) {
                     reauthenticated.insert(target.platform)
-                    if target.platform == .ios { apnsHeaders = try? apns?.headers(for: content, force: true) }
-                    else { fcmHeaders = try? fcm?.headers(force: true) }
+                    do {
+                        if target.platform == .ios { apnsHeaders = try apns?.headers(for: content, force: true) }
+                        else if let fcm { fcmHeaders = try headers(fcm, force: true) }
+                    } catch {
+                        // Stopping: not a failure, the retry is dropped and the device pushed after the restart.
+                        if isStopping { return .retry(again, delay: 0) }
+                        if target.platform == .ios { apnsHeaders = nil; apnsAuthError = "APNs authentication: \(error)" }
+                        else { fcmHeaders = nil; fcmAuthError = "\(error)" }
+                    }
                 }
-                guard let h = target.platform == .ios ? apnsHeaders : fcmHeaders else { result.fail(reason); return .done }
+                guard let h = target.platform == .ios ? apnsHeaders : fcmHeaders else {
+                    result.fail(position, (target.platform == .ios ? apnsAuthError : fcmAuthError) ?? reason)
+                    return .done
+                }
                 again.headers = h
                 return .retry(again, delay: 0)
             }
         })
         return result
+    }
+
+    /// How long to wait before retry number `n + 1` (n from 0): the provider's Retry-After when
+    /// it gave one, else exponential backoff from `retryBaseSeconds` with jitter, at most `retryMaxSeconds`.
+    private func delay(retry n: Int, after: Double?) -> Double {
+        if let after { return min(after, configuration.retryMaxSeconds) }
+        let backoff = min(configuration.retryMaxSeconds, configuration.retryBaseSeconds * pow(2, Double(n)))
+        return backoff * Double.random(in: 0.5...1.0)
+    }
+
+    /// FCM request headers with an access token. The token exchange is tried again like a push:
+    /// on a transport error, 429 or 5xx, with the same backoff (Retry-After honoured), `maxAttempts`
+    /// tries in all; a refusal of the credentials fails at once. A stop cuts the wait short.
+    private func headers(_ fcm: FCMProvider, force: Bool = false) throws -> HTTP2Engine.Headers {
+        var attempt = 0
+        while true {
+            do { return try fcm.headers(force: force, abort: { isStopping }) } catch let error as TokenExchangeError where error.retryable {
+                attempt += 1
+                guard attempt < configuration.maxAttempts else { throw CredentialError("\(error) after \(attempt) attempts") }
+                guard stopSignal.sleep(delay(retry: attempt - 1, after: error.retryAfter)) else { throw error }
+            }
+        }
     }
 
     private func rateBucket(_ project: String) -> TokenBucket? {
@@ -296,6 +431,26 @@ public final class DeliveryWorker: @unchecked Sendable {
         let b = TokenBucket(rate: configuration.ratePerSecond, burst: max(1, configuration.rateBurst))
         buckets[project] = b
         return b
+    }
+}
+
+/// Raised once, when the worker is asked to stop: `sleep` wakes at once then.
+final class StopSignal: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var raised = false
+    func raise() {
+        condition.lock()
+        raised = true
+        condition.broadcast()
+        condition.unlock()
+    }
+    /// Sleeps `seconds`; false (at once) when the stop was raised.
+    func sleep(_ seconds: Double) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        let deadline = Date().addingTimeInterval(seconds)
+        while !raised { if !condition.wait(until: deadline) { break } }
+        return !raised
     }
 }
 

@@ -109,6 +109,8 @@ final class HTTP2Engine {
         /// The caller's index for this request.
         var tag: Int
         var attempt = 0
+        /// Times this request was refused where nothing was answered (the caller's count).
+        var refusals = 0
     }
 
     struct Response {
@@ -121,6 +123,12 @@ final class HTTP2Engine {
         /// When this attempt was handed to the connection (ms since 1970; 0 when it never was):
         /// the time a rejection without a provider timestamp is dated.
         var sentAtMillis: Int64 = 0
+        /// The server did not process the request (RST_STREAM REFUSED_STREAM, or a stream above
+        /// the last stream id of its GOAWAY): safe to send again, and no answer from the provider.
+        var refused = false
+        /// When refused: the connection had answered other requests before (the server works
+        /// there, it only would not take this one), rather than none at all.
+        var refusedAfterAnswers = false
     }
 
     /// What to do after a response: nothing more, or try again after `delay` seconds.
@@ -140,6 +148,8 @@ final class HTTP2Engine {
         var deadline = 0.0
         var resetAt = 0.0
         var sentAtMillis: Int64 = 0
+        var refused = false
+        var refusedAfterAnswers = false
         var active = false
         // What nghttp2 reads while the request is sent.
         var nva: UnsafeMutablePointer<nghttp2_nv>
@@ -181,10 +191,14 @@ final class HTTP2Engine {
         var state = State.connecting
         var wantWrite = false
         var streams = 0
+        /// Streams the server answered here.
+        var answered = 0
         var goaway = false
         /// The server's first SETTINGS frame arrived.
         var settled = false
         let openedAt: Double
+        /// When a stream last started here (0: never).
+        var lastStart = 0.0
         var out: UnsafeMutablePointer<UInt8>
         var outCapacity = 256 << 10
         var outStart = 0
@@ -209,6 +223,8 @@ final class HTTP2Engine {
     private var connections: [Connection] = []
     /// Why the last connection to an endpoint failed before it was up, and until when that answers its requests.
     private var connectFailures: [Endpoint: (reason: String, until: Double)] = [:]
+    /// Why connections failed before they were up since the run loop last looked, per endpoint.
+    private var unsettledFailures: [Endpoint: String] = [:]
     /// Slots whose stream closed, in order, for the run loop to complete.
     private var finished: [Int] = []
     private let readBuffer = UnsafeMutablePointer<UInt8>.allocate(capacity: 64 << 10)
@@ -288,64 +304,164 @@ final class HTTP2Engine {
 
     // MARK: Running requests
 
+    /// Requests for one endpoint that no connection can take yet (none has sent its SETTINGS, or
+    /// every stream allowed is in use), oldest first, with when each began to wait.
+    private struct WaitQueue {
+        private var items: [(request: Request, since: Double)] = []
+        private var head = 0
+        var first: (request: Request, since: Double)? { head < items.count ? items[head] : nil }
+        mutating func append(_ request: Request, since: Double) { items.append((request, since)) }
+        mutating func removeFirst() {
+            head += 1
+            if head == items.count { items.removeAll(keepingCapacity: true); head = 0 }
+            else if head > 1024 && head * 2 > items.count { items.removeFirst(head); head = 0 }
+        }
+    }
+
     /// Runs requests from `next` (nil when there are no more) with at most
-    /// `maxInFlight` streams at once. `gate` says how long to wait before the
-    /// next new request may start (0: now) — the rate limit. `completion` gets
-    /// every response and may ask for a retry after a delay.
-    func run(maxInFlight: Int, next: () -> Request?, gate: () -> Double, completion: (Request, Response) -> Next) {
-        var inFlight = 0
+    /// `maxInFlight` at once: streams sent, and requests waiting in the engine for a stream.
+    /// `gate` says how long to wait before the next new request may start (0: now) — the rate
+    /// limit. `completion` gets every response and may ask for a retry after a delay.
+    ///
+    /// A request waits in the engine while no connection to its host can take it: until a
+    /// connection's SETTINGS arrive (a connection gets the connecting-and-TLS limit for them,
+    /// then fails like one that could not be made), or a stream is free. Its request timeout
+    /// starts when it is sent; waiting, it fails as a timeout only when the host has let no
+    /// new stream start for as long as the request timeout (a server that allows none).
+    ///
+    /// Once `stopAt` gives a time (monotonic seconds, as `seconds()`), nothing more starts: the
+    /// requests not yet sent and the retries asked for are dropped, the streams in flight get
+    /// until that time to be answered (and completed as usual), and those still open then are
+    /// given up — their connections closed, their requests not completed. Returns true when
+    /// `next` ran dry and every request was completed, false when a stop ended the run first.
+    @discardableResult
+    func run(maxInFlight: Int, next: () -> Request?, gate: () -> Double, stopAt: () -> Double? = { nil },
+             completion: (Request, Response) -> Next) -> Bool {
+        var active = 0
+        var waiting: [Endpoint: WaitQueue] = [:]
+        var waitingCount = 0
         var ready: [Request] = []
         var delayed: [(due: Double, request: Request)] = []
         var exhausted = false
         var lastTimeoutCheck = Self.seconds()
+        var stopDeadline: Double?
+
+        func complete(_ request: Request, _ response: Response) {
+            completed += 1
+            switch completion(request, response) {
+            case .done: break
+            case .retry(let again, let delay): if stopDeadline == nil { delayed.append((Self.seconds() + delay, again)) }
+            }
+        }
+        func failure(_ reason: String) -> Response { Response(status: 0, body: [], retryAfter: nil, error: reason) }
+
         // Notice connections the server closed while they were idle, before reusing them.
         if !connections.isEmpty { pump(timeoutMs: 0) }
         while true {
             var now = Self.seconds()
-            if !delayed.isEmpty {
+            if stopDeadline == nil, let deadline = stopAt() {
+                stopDeadline = deadline
+                ready.removeAll()
+                delayed.removeAll()
+                waiting.removeAll()
+                waitingCount = 0
+                exhausted = true
+            }
+            if let deadline = stopDeadline {
+                if active == 0 { return false }
+                if now >= deadline {
+                    abandonStreams()
+                    return false
+                }
+            }
+            if stopDeadline == nil && !delayed.isEmpty {
                 var keep: [(due: Double, request: Request)] = []
                 for d in delayed { if d.due <= now { ready.append(d.request) } else { keep.append(d) } }
                 delayed = keep
             }
             var gateWait = 0.0
-            starting: while inFlight < maxInFlight {
+            // The waiting requests first, oldest first per host, as far as streams are free.
+            if waitingCount > 0 && stopDeadline == nil {
+                waitingHosts: for endpoint in Array(waiting.keys) {
+                    while let w = waiting[endpoint]?.first {
+                        switch placement(for: endpoint, now: now) {
+                        case .on(let c):
+                            let wait = gate()
+                            if wait > 0 { gateWait = wait; break waitingHosts }
+                            waiting[endpoint]!.removeFirst()
+                            waitingCount -= 1
+                            start(w.request, on: c, now: now)
+                            active += 1
+                        case .wait:
+                            continue waitingHosts
+                        case .fail(let reason):
+                            waiting[endpoint]!.removeFirst()
+                            waitingCount -= 1
+                            complete(w.request, failure(reason))
+                        }
+                    }
+                }
+            }
+            starting: while stopDeadline == nil && gateWait == 0 && active + waitingCount < maxInFlight {
                 var request: Request?
                 if let r = ready.popLast() { request = r } else if !exhausted {
                     request = next()
                     if request == nil { exhausted = true }
                 }
                 guard let r = request else { break }
-                let connection: Connection
                 switch placement(for: r.headers.endpoint, now: now) {
-                case .on(let c): connection = c
+                case .on(let connection):
+                    let wait = gate()
+                    if wait > 0 { ready.append(r); gateWait = wait; break starting }
+                    start(r, on: connection, now: now)
+                    active += 1
                 case .wait:
-                    ready.append(r)
-                    break starting
+                    waiting[r.headers.endpoint, default: WaitQueue()].append(r, since: now)
+                    waitingCount += 1
                 case .fail(let reason):
-                    completed += 1
-                    switch completion(r, Response(status: 0, body: [], retryAfter: nil, error: reason)) {
-                    case .done: break
-                    case .retry(let again, let delay): delayed.append((now + delay, again))
-                    }
-                    continue starting
+                    complete(r, failure(reason))
                 }
-                let wait = gate()
-                if wait > 0 { ready.append(r); gateWait = wait; break }
-                start(r, on: connection, now: now)
-                inFlight += 1
             }
-            if inFlight == 0 && ready.isEmpty && delayed.isEmpty && exhausted { return }
+            if active == 0 && waitingCount == 0 && ready.isEmpty && delayed.isEmpty && exhausted { return true }
 
             if finished.isEmpty {
                 var timeoutMs = 100.0
                 if gateWait > 0 { timeoutMs = min(timeoutMs, gateWait * 1000) }
                 if let soonest = delayed.map(\.due).min() { timeoutMs = min(timeoutMs, max(0, (soonest - Self.seconds()) * 1000)) }
+                if let deadline = stopDeadline { timeoutMs = min(timeoutMs, max(0, (deadline - Self.seconds()) * 1000)) }
                 pump(timeoutMs: Int32(timeoutMs.rounded(.up)))
             }
             now = Self.seconds()
             if now - lastTimeoutCheck >= 0.1 {
                 lastTimeoutCheck = now
                 expire(now: now)
+                // A waiting request fails as a timeout when its host, with a connection up, let no
+                // stream start for the request timeout (while none is up, the connecting limit rules).
+                if waitingCount > 0 {
+                    for endpoint in Array(waiting.keys) {
+                        let up = connections.lazy.filter { $0.endpoint == endpoint && $0.state == .open && $0.settled }
+                        guard !up.isEmpty else { continue }
+                        let progress = up.map(\.lastStart).max() ?? 0
+                        while let w = waiting[endpoint]?.first, now - max(w.since, progress) > timeout {
+                            waiting[endpoint]!.removeFirst()
+                            waitingCount -= 1
+                            complete(w.request, failure("timeout after \(timeout) s: \(endpoint.authority) allowed no stream"))
+                        }
+                    }
+                }
+            }
+            // A connection that failed before it was up fails the requests waiting for its host
+            // (unless another connection there is up): they back off and try again.
+            if !unsettledFailures.isEmpty {
+                for (endpoint, reason) in unsettledFailures where waiting[endpoint]?.first != nil {
+                    guard !connections.contains(where: { $0.endpoint == endpoint && $0.state == .open && $0.settled }) else { continue }
+                    while let w = waiting[endpoint]?.first {
+                        waiting[endpoint]!.removeFirst()
+                        waitingCount -= 1
+                        complete(w.request, failure(reason))
+                    }
+                }
+                unsettledFailures.removeAll()
             }
             while !finished.isEmpty {
                 let batch = finished
@@ -353,18 +469,23 @@ final class HTTP2Engine {
                 for index in batch {
                     let slot = slots[index]
                     let response = Response(status: slot.error == nil ? slot.status : 0, body: slot.body,
-                                            retryAfter: slot.retryAfter, error: slot.error, sentAtMillis: slot.sentAtMillis)
+                                            retryAfter: slot.retryAfter, error: slot.error, sentAtMillis: slot.sentAtMillis,
+                                            refused: slot.refused, refusedAfterAnswers: slot.refusedAfterAnswers)
                     let request = slot.request!
                     release(index)
-                    inFlight -= 1
-                    completed += 1
-                    switch completion(request, response) {
-                    case .done: break
-                    case .retry(let r, let delay): delayed.append((Self.seconds() + delay, r))
-                    }
+                    active -= 1
+                    complete(request, response)
                 }
             }
         }
+    }
+
+    /// Closes every connection with a stream open; their requests are released uncompleted.
+    private func abandonStreams() {
+        for slot in slots where slot.active { if let c = slot.connection { fail(c, "stopped") } }
+        for index in finished { release(index) }
+        finished.removeAll()
+        connections.removeAll { $0.state == .closed }
     }
 
     /// The connection a new request to `endpoint` goes on: the least busy one with a free
@@ -432,6 +553,8 @@ final class HTTP2Engine {
         slot.error = nil
         slot.deadline = now + timeout
         slot.resetAt = 0
+        slot.refused = false
+        slot.refusedAfterAnswers = false
         slot.sentAtMillis = Self.wallMillis()
         slot.active = true
 
@@ -498,13 +621,16 @@ final class HTTP2Engine {
         }
         slot.streamID = id
         connection.streams += 1
+        connection.lastStart = now
     }
 
     /// Requests past their deadline are reset (their stream closes with "timeout"); a
-    /// connection that has not finished its handshake in time is dropped with its requests.
+    /// connection that has not finished its handshake, or not sent its SETTINGS, in the
+    /// connecting-and-TLS limit is dropped with its requests.
     private func expire(now: Double) {
-        for c in connections where c.state == .connecting || c.state == .handshaking {
-            if now - c.openedAt > connectTimeout { fail(c, "connection to \(c.endpoint.authority) timed out") }
+        for c in connections where c.state != .closed && !c.settled && now - c.openedAt > connectTimeout {
+            fail(c, c.state == .open ? "\(c.endpoint.authority) sent no HTTP/2 SETTINGS within \(connectTimeout) s"
+                                     : "connection to \(c.endpoint.authority) timed out")
         }
         for slot in slots where slot.active && slot.deadline < now {
             guard let c = slot.connection, c.state != .closed else { continue }
@@ -726,7 +852,10 @@ final class HTTP2Engine {
     private func fail(_ c: Connection, _ reason: String) {
         guard c.state != .closed else { return }
         c.state = .closed
-        if !c.settled { connectFailures[c.endpoint] = (reason, Self.seconds() + 0.25) }
+        if !c.settled {
+            connectFailures[c.endpoint] = (reason, Self.seconds() + 0.25)
+            unsettledFailures[c.endpoint] = reason
+        }
         for (i, slot) in slots.enumerated() where slot.active && slot.connection === c {
             if slot.error == nil { slot.error = reason }
             slot.connection = nil
@@ -780,10 +909,15 @@ final class HTTP2Engine {
             guard let user else { return 0 }
             let c = Unmanaged<Connection>.fromOpaque(user).takeUnretainedValue()
             guard c.state != .closed, let (index, slot) = c.engine.slot(c, stream) else { return 0 }
-            if errorCode != NGHTTP2_NO_ERROR.rawValue || slot.status == 0, slot.error == nil {
-                slot.error = errorCode == NGHTTP2_REFUSED_STREAM.rawValue
-                    ? "stream refused by \(c.endpoint.authority) (GOAWAY)"
-                    : "stream closed: \(String(cString: nghttp2_http2_strerror(errorCode)))"
+            if errorCode == NGHTTP2_REFUSED_STREAM.rawValue && slot.error == nil {
+                // Never processed: closed by the server's RST_STREAM, or above its GOAWAY's last stream id.
+                slot.error = "stream refused by \(c.endpoint.authority)"
+                slot.refused = true
+                slot.refusedAfterAnswers = c.answered > 0
+            } else if errorCode != NGHTTP2_NO_ERROR.rawValue || slot.status == 0, slot.error == nil {
+                slot.error = "stream closed: \(String(cString: nghttp2_http2_strerror(errorCode)))"
+            } else if slot.error == nil {
+                c.answered += 1
             }
             slot.active = false
             slot.connection = nil

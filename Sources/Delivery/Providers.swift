@@ -8,6 +8,10 @@ enum PushOutcome: Equatable {
     case rejected(at: Int64, reason: String)
     /// 429, 5xx or a transport error: try again (after Retry-After seconds when given).
     case retry(after: Double?, reason: String)
+    /// The provider never processed the push (a refused stream): send it again, no attempt used.
+    /// `afterAnswers`: the connection had answered others (the provider works, it is cycling
+    /// connections); otherwise it is one refusal where nothing is answered, and those are capped.
+    case refused(reason: String, afterAnswers: Bool)
     /// The provider token / access token was refused: get a new one and try again.
     case reauthenticate(reason: String)
     case failed(reason: String)
@@ -18,6 +22,12 @@ extension HTTP2Engine.Response {
     /// not when the answer came back. A device that registers its token again while the answer
     /// is on its way registered it after the rejection, and stays live (the fold's rule).
     var rejectionTime: Int64 { sentAtMillis > 0 ? sentAtMillis : HTTP2Engine.wallMillis() }
+}
+
+/// A response without a status: a refused stream, or a transport error to retry.
+func transportOutcome(_ r: HTTP2Engine.Response) -> PushOutcome {
+    let reason = "transport: \(r.error ?? "no response")"
+    return r.refused ? .refused(reason: reason, afterAnswers: r.refusedAfterAnswers) : .retry(after: nil, reason: reason)
 }
 
 /// Retry-After: seconds, or an HTTP date.
@@ -72,7 +82,7 @@ final class APNsProvider {
     }
 
     static func classify(_ r: HTTP2Engine.Response) -> PushOutcome {
-        if r.status == 0 { return .retry(after: nil, reason: "transport: \(r.error ?? "no response")") }
+        if r.status == 0 { return transportOutcome(r) }
         if r.status == 200 { return .sent }
         let json = try? JSONParser.parse(r.body)
         let reason = json?["reason"]?.stringValue ?? "HTTP \(r.status)"
@@ -92,6 +102,15 @@ final class APNsProvider {
     }
 }
 
+/// The OAuth2 token exchange failed. `retryable`: a transport error, 429 or 5xx — worth trying
+/// again like a push (after `retryAfter` seconds when the endpoint said so); else the
+/// credentials themselves were refused.
+struct TokenExchangeError: Error, CustomStringConvertible {
+    var description: String
+    var retryable: Bool
+    var retryAfter: Double?
+}
+
 /// FCM HTTP v1 with a service account: RS256 assertion → OAuth2 access token.
 final class FCMProvider {
     let credentials: FCMCredentials
@@ -101,6 +120,8 @@ final class FCMProvider {
     let sendPath: HTTP2Engine.SharedBody
     let tokenURI: String
     let caFile: String?
+    /// The token exchange's limit: the request timeout.
+    let timeout: Double
     private let key: SigningKey
     private var access: (token: String, expiresAt: Double)?
     static let scope = "https://www.googleapis.com/auth/firebase.messaging"
@@ -115,32 +136,36 @@ final class FCMProvider {
         sendPath = HTTP2Engine.SharedBody(base + "/v1/projects/\(credentials.projectID)/messages:send")
         tokenURI = configuration.fcmTokenURI ?? credentials.tokenURI
         caFile = configuration.caFile
+        timeout = configuration.requestTimeoutSeconds
         key = try SigningKey(pem: credentials.privateKeyPEM)
     }
 
     /// The cached access token, exchanged again five minutes before it expires (or when forced).
-    func accessToken(force: Bool = false) throws -> String {
+    func accessToken(force: Bool = false, abort: () -> Bool = { false }) throws -> String {
         let now = Date().timeIntervalSince1970
         if !force, let a = access, now < a.expiresAt - 300 { return a.token }
         let assertion = try JWT.serviceAccount(key: key, keyID: credentials.privateKeyID, clientEmail: credentials.clientEmail,
                                                tokenURI: tokenURI, scope: Self.scope, issuedAt: Int64(now))
         let form = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=" + assertion
-        let r = HTTPFetch.post(url: tokenURI, headers: ["content-type: application/x-www-form-urlencoded"], body: Array(form.utf8), caFile: caFile)
+        let r = HTTPFetch.post(url: tokenURI, headers: ["content-type: application/x-www-form-urlencoded"], body: Array(form.utf8),
+                               caFile: caFile, timeoutSeconds: timeout, abort: abort)
         guard r.status == 200, let json = try? JSONParser.parse(r.body), let token = json["access_token"]?.stringValue else {
-            throw CredentialError("the FCM token exchange at \(tokenURI) failed: \(r.error ?? "HTTP \(r.status) \(String(decoding: r.body.prefix(200), as: UTF8.self))")")
+            throw TokenExchangeError(
+                description: "the FCM token exchange at \(tokenURI) failed: \(r.error ?? "HTTP \(r.status) \(String(decoding: r.body.prefix(200), as: UTF8.self))")",
+                retryable: r.status == 0 || r.status == 429 || (500...599).contains(r.status), retryAfter: retryAfter(r.retryAfter))
         }
         let lifetime = Double(json["expires_in"]?.integer() ?? 3600)
         access = (token, now + lifetime)
         return token
     }
 
-    func headers(force: Bool = false) throws -> HTTP2Engine.Headers {
-        HTTP2Engine.Headers(endpoint: endpoint, fields: [("authorization", "Bearer \(try accessToken(force: force))"),
+    func headers(force: Bool = false, abort: () -> Bool = { false }) throws -> HTTP2Engine.Headers {
+        HTTP2Engine.Headers(endpoint: endpoint, fields: [("authorization", "Bearer \(try accessToken(force: force, abort: abort))"),
                                                          ("content-type", "application/json; charset=utf-8")])
     }
 
     static func classify(_ r: HTTP2Engine.Response) -> PushOutcome {
-        if r.status == 0 { return .retry(after: nil, reason: "transport: \(r.error ?? "no response")") }
+        if r.status == 0 { return transportOutcome(r) }
         if r.status == 200 { return .sent }
         let json = try? JSONParser.parse(r.body)
         let error = json?["error"]

@@ -28,6 +28,10 @@ public struct NotificationRecord: Sendable, Equatable {
     public var cursor: UInt32?
     public var failures: [String: Int] = [:]
     public var rejectedTokens = 0
+    /// The rejections of the batch in flight, recorded before their token-rejected events are
+    /// submitted and cleared with the cursor that ends the batch: after a crash between the two,
+    /// the batch read again counts these devices (no longer live) as the rejections they were.
+    public var batchRejections: [BatchRejection] = []
     public var opens = 0
     public var buttonOpens: [String: Int] = [:]
 
@@ -70,6 +74,12 @@ public struct NotificationRecord: Sendable, Equatable {
             JSONMember("rejectedTokens", Self.num(rejectedTokens)),
             JSONMember("opens", Self.num(opens)), JSONMember("buttonOpens", Self.counts(buttonOpens)),
         ]
+        if !batchRejections.isEmpty {
+            m.append(JSONMember("batchRejections", .array(batchRejections.map {
+                .object([JSONMember("ordinal", Self.num($0.ordinal)), JSONMember("token", .string($0.token)),
+                         JSONMember("reason", .string($0.reason))])
+            })))
+        }
         m.append(JSONMember("version", .number("1")))
         return .object(m)
     }
@@ -113,6 +123,14 @@ public struct NotificationRecord: Sendable, Equatable {
         cursor = v["cursor"]?.integer().map { UInt32(truncatingIfNeeded: $0) }
         failures = countMap("failures")
         rejectedTokens = Int(v["rejectedTokens"]?.integer() ?? 0)
+        if case .array(let items)? = v["batchRejections"] {
+            for item in items {
+                guard let o = item["ordinal"]?.integer(), let t = item["token"]?.stringValue, let r = item["reason"]?.stringValue else {
+                    throw NotificationCorruption(place: place, reason: "batchRejections entry incomplete")
+                }
+                batchRejections.append(BatchRejection(ordinal: UInt32(truncatingIfNeeded: o), token: t, reason: r))
+            }
+        }
         opens = Int(v["opens"]?.integer() ?? 0)
         buttonOpens = countMap("buttonOpens")
     }
@@ -141,6 +159,18 @@ public struct NotificationRecord: Sendable, Equatable {
             JSONMember("opens", Self.num(opens)), JSONMember("buttonOpens", Self.counts(buttonOpens)),
         ]
         return .object(m)
+    }
+}
+
+/// A device of the batch in flight whose token the provider rejected.
+public struct BatchRejection: Sendable, Equatable {
+    public var ordinal: UInt32
+    public var token: String
+    public var reason: String
+    public init(ordinal: UInt32, token: String, reason: String) {
+        self.ordinal = ordinal
+        self.token = token
+        self.reason = reason
     }
 }
 

@@ -21,6 +21,10 @@ Every request is appended to --log as one JSON line (unless --no-log).
 --goaway-after N answers N requests per connection, then sends GOAWAY and closes it.
 --close-after N closes a connection after N answers, without GOAWAY.
 --plain speaks HTTP/2 without TLS (prior knowledge), for http:// URLs.
+--no-settings completes TLS (ALPN h2) and then sends nothing, not even its SETTINGS (a stuck provider).
+--refuse-all answers every request with RST_STREAM REFUSED_STREAM (a provider that takes nothing),
+  logged with status 0.
+--token-fail N answers the first N token exchanges (POST /token) 503 (a transient OAuth2 outage).
 
 --workers N runs N processes that each accept on the same port (SO_REUSEPORT: the kernel spreads
 connections over them), for benchmarks; an access token issued by one worker is good at every
@@ -29,7 +33,7 @@ and /stats are per worker, so the tests use one worker.
 """
 import argparse, asyncio, base64, hashlib, hmac, json, os, secrets, signal, socket, ssl, sys, time, itertools
 
-import h2.config, h2.connection, h2.events, h2.settings
+import h2.config, h2.connection, h2.errors, h2.events, h2.settings
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
@@ -98,6 +102,10 @@ class State:
             return 200, [], json.dumps({"requests": self.requests, "byStatus": self.by_status,
                                         "tokenExchanges": self.token_exchanges}).encode()
         if path == "/token" and method == "POST":
+            if self.args.token_fail > 0:
+                self.args.token_fail -= 1
+                self.token_exchanges += 1
+                return 503, [], b'{"error":"temporarily_unavailable"}'
             form = dict(p.split("=", 1) for p in body.decode().split("&") if "=" in p)
             claims = self.verify_jwt(form.get("assertion", ""), self.fcm_key, "RS256") if self.fcm_key else None
             if form.get("grant_type") != "urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer" or not claims \
@@ -166,6 +174,15 @@ class State:
         return 200, [], b'{"name":"projects/fake/messages/%d"}' % next(self.counter)
 
 
+class SilentProtocol(asyncio.Protocol):
+    """--no-settings: the TLS handshake (ALPN h2) completes, then nothing is ever sent."""
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data):
+        pass
+
+
 class H2Protocol(asyncio.Protocol):
     def __init__(self, state):
         self.state = state
@@ -196,6 +213,12 @@ class H2Protocol(asyncio.Protocol):
             return
         for ev in events:
             if isinstance(ev, h2.events.RequestReceived):
+                if self.state.args.refuse_all:
+                    self.conn.reset_stream(ev.stream_id, error_code=h2.errors.ErrorCodes.REFUSED_STREAM)
+                    if self.state.log:
+                        self.state.log.write(json.dumps({"path": dict(ev.headers).get(":path"), "status": 0, "t": time.time(),
+                                                         "headers": {}, "body": "", "response": "REFUSED_STREAM"}) + "\n")
+                    continue
                 self.streams[ev.stream_id] = (dict(ev.headers), bytearray())
             elif isinstance(ev, h2.events.DataReceived):
                 s = self.streams.get(ev.stream_id)
@@ -203,7 +226,7 @@ class H2Protocol(asyncio.Protocol):
                     s[1].extend(ev.data)
                 self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
             elif isinstance(ev, h2.events.StreamEnded):
-                if not self.closing:
+                if not self.closing and ev.stream_id in self.streams:
                     self.respond(ev.stream_id)
                     self.answered += 1
                     if self.state.args.close_after and self.answered >= self.state.args.close_after:
@@ -270,6 +293,9 @@ def parse_args():
     p.add_argument("--max-streams", type=int, default=1000, help="SETTINGS_MAX_CONCURRENT_STREAMS announced")
     p.add_argument("--close-after", type=int, default=0, help="close a connection (no GOAWAY) after N answers (0: never)")
     p.add_argument("--goaway-after", type=int, default=0, help="send GOAWAY and close a connection after N answers (0: never)")
+    p.add_argument("--no-settings", action="store_true", help="complete TLS, then send nothing (no SETTINGS)")
+    p.add_argument("--refuse-all", action="store_true", help="refuse every stream (RST_STREAM REFUSED_STREAM)")
+    p.add_argument("--token-fail", type=int, default=0, help="answer the first N token exchanges 503")
     args = p.parse_args()
     args.secret = secrets.token_bytes(32)
     return args
@@ -290,7 +316,7 @@ async def serve(args, sock, announce):
     ctx.set_alpn_protocols(["h2"])
     state = State(args)
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: H2Protocol(state), sock=sock, ssl=None if args.plain else ctx, backlog=1024)
+    server = await loop.create_server((lambda: SilentProtocol()) if args.no_settings else (lambda: H2Protocol(state)), sock=sock, ssl=None if args.plain else ctx, backlog=1024)
     if announce:
         print("listening %d" % sock.getsockname()[1], flush=True)
     # Stops by itself when its parent goes away (stdin closes).

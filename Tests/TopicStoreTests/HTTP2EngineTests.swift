@@ -39,6 +39,21 @@ import Testing
         return responses
     }
 
+    /// `run` on a thread of its own, so a run that never ends fails the test instead of hanging it:
+    /// nil when it has not returned within `seconds` (the thread is left behind).
+    static func run(within seconds: Double, _ engine: HTTP2Engine, _ requests: [HTTP2Engine.Request],
+                    attempts: Int = 1) -> [Int: HTTP2Engine.Response]? {
+        final class Box: @unchecked Sendable {
+            let engine: HTTP2Engine, requests: [HTTP2Engine.Request], attempts: Int
+            var result: [Int: HTTP2Engine.Response]?
+            let done = DispatchSemaphore(value: 0)
+            init(_ e: HTTP2Engine, _ r: [HTTP2Engine.Request], _ a: Int) { engine = e; requests = r; attempts = a }
+        }
+        let box = Box(engine, requests, attempts)
+        Thread { box.result = HTTP2EngineTests.run(box.engine, box.requests, attempts: box.attempts); box.done.signal() }.start()
+        return box.done.wait(timeout: .now() + seconds) == .success ? box.result : nil
+    }
+
     @Test func answersStatusesBodiesAndRetryAfter() throws {
         let fake = try FakePushServer(log: false)
         let engine = HTTP2Engine(caFile: fake.caFile, connectionsPerHost: 2)
@@ -155,6 +170,84 @@ import Testing
         #expect(Date().timeIntervalSince(start) < 2.5)
         #expect(r[0]?.status == 0 && r[0]?.error?.contains("timeout") == true, "\(r[0]?.error ?? "nil")")
         #expect(r[1]?.status == 0)
+    }
+
+    /// A server that completes TLS (ALPN h2) and then says nothing, not even its SETTINGS: the
+    /// connection is given the connecting-and-TLS limit (here the 1 s request timeout, at most
+    /// 10 s) to send them, then fails its pushes like a connection that could not be made.
+    @Test func failsAConnectionThatNeverSendsSettings() throws {
+        let fake = try FakePushServer(log: false, extraArguments: ["--no-settings"])
+        let engine = HTTP2Engine(caFile: fake.caFile, connectionsPerHost: 2, timeoutSeconds: 1)
+        let start = Date()
+        let r = try #require(Self.run(within: 8, engine, try Self.apnsRequests(fake, tokens: ["ok1", "ok2", "ok3"])),
+                             "the run never ended: the pushes wait for SETTINGS forever")
+        #expect(Date().timeIntervalSince(start) < 4)
+        #expect(r.count == 3)
+        for (_, response) in r {
+            #expect(response.status == 0 && response.error?.contains("SETTINGS") == true, "\(response.error ?? "nil")")
+        }
+    }
+
+    /// A server whose SETTINGS allow no stream at all (SETTINGS_MAX_CONCURRENT_STREAMS 0, never
+    /// raised): a push waiting for a stream fails as a timeout once the host has allowed none
+    /// for the request timeout (keepsToTheServersStreamLimit: waiting while others are answered is fine).
+    @Test func failsPushesWhenTheServerAllowsNoStream() throws {
+        let fake = try FakePushServer(log: false, extraArguments: ["--max-streams", "0"])
+        let engine = HTTP2Engine(caFile: fake.caFile, connectionsPerHost: 1, timeoutSeconds: 1)
+        let start = Date()
+        let r = try #require(Self.run(within: 8, engine, try Self.apnsRequests(fake, tokens: ["ok1", "ok2", "ok3"])),
+                             "the run never ended: the pushes wait for a stream forever")
+        #expect(Date().timeIntervalSince(start) < 4)
+        #expect(r.count == 3)
+        for (_, response) in r {
+            #expect(response.status == 0 && response.error?.contains("timeout") == true, "\(response.error ?? "nil")")
+            #expect(APNsProvider.classify(response) == .retry(after: nil, reason: "transport: \(response.error ?? "")"))
+        }
+    }
+
+    /// Asked to stop, a run starts nothing more and lets the streams in flight finish within the
+    /// grace: one push at a time, answered after 0.4 s, stop asked after 0.1 s with 3 s of grace —
+    /// the first push is answered, the other two are never sent, and the run says it did not finish.
+    @Test func stopsStartingNewPushesAndLetsTheInFlightOnesFinish() throws {
+        let fake = try FakePushServer(delayMs: 400)
+        let engine = HTTP2Engine(caFile: fake.caFile, connectionsPerHost: 1)
+        let requests = try Self.apnsRequests(fake, tokens: ["ok1", "ok2", "ok3"])
+        let start = HTTP2Engine.seconds()
+        var index = 0
+        var answered: [Int: Int] = [:]
+        let finished = engine.run(maxInFlight: 1, next: {
+            defer { index += 1 }
+            return index < requests.count ? requests[index] : nil
+        }, gate: { 0 }, stopAt: { HTTP2Engine.seconds() - start > 0.1 ? start + 3 : nil }, completion: { request, response in
+            answered[request.tag] = response.status
+            return .done
+        })
+        #expect(!finished)
+        #expect(HTTP2Engine.seconds() - start < 1.5)
+        #expect(answered == [0: 200])
+        #expect(fake.requests().map(\.path) == ["/3/device/ok1"])
+    }
+
+    /// Streams still unanswered when the grace is over are given up: not completed (the caller
+    /// pushes them again another time), and nothing is retried after the stop.
+    @Test func givesUpTheStreamsInFlightWhenTheGraceIsOver() throws {
+        let fake = try FakePushServer(delayMs: 5000, log: false)
+        let engine = HTTP2Engine(caFile: fake.caFile, connectionsPerHost: 1)
+        let requests = try Self.apnsRequests(fake, tokens: ["ok1", "ok2"])
+        let start = HTTP2Engine.seconds()
+        var index = 0
+        var completions = 0
+        let finished = engine.run(maxInFlight: 10, next: {
+            defer { index += 1 }
+            return index < requests.count ? requests[index] : nil
+        }, gate: { 0 }, stopAt: { HTTP2Engine.seconds() - start > 0.1 ? start + 0.6 : nil }, completion: { _, _ in
+            completions += 1
+            return .done
+        })
+        #expect(!finished)
+        let elapsed = HTTP2Engine.seconds() - start
+        #expect(elapsed >= 0.55 && elapsed < 1.5, "\(elapsed) s")
+        #expect(completions == 0)
     }
 
     @Test func failsFastWhenNothingListens() throws {

@@ -1,5 +1,5 @@
 import AccessControl
-import Delivery
+@testable import Delivery
 import Foundation
 import SubscriptionLog
 import Testing
@@ -75,5 +75,103 @@ import TopicStore
         #expect(pushedBeforeRestart < requests.count)
         second.signal(SIGTERM)
         #expect(second.wait() == 0)
+    }
+
+    /// SIGTERM while a push backs off before its next attempt (20 s): the server starts no new
+    /// attempt, commits what is finished and exits within shutdownTimeoutSeconds. The cursor
+    /// stops at the first device not finished, so after a restart that device and those after
+    /// it are pushed again (ok-ios-2 twice: within the batch in flight), the ones before it not,
+    /// and the counts count each device once.
+    @Test func sigtermDuringBackoffStopsWithinTheShutdownTimeout() throws {
+        let fake = try FakePushServer()
+        let directory = HTTPTestDirectory()
+        let serverKey: String
+        let tokens = ["ok-ios-0", "down-ios-1", "ok-ios-2"]
+        do {
+            let store = try TopicStore(directory: directory.path)
+            let access = try AccessControl(store: store)
+            serverKey = try #require(try access.bootstrap(project: "demo")).server
+            var events: [Event] = []
+            for (i, token) in tokens.enumerated() {
+                events.append(Event(project: "demo", body: .token(deviceID: "d\(i)", token: token, platform: .ios)))
+                events.append(Event(project: "demo", body: .register(deviceID: "d\(i)", topics: [TopicSpec(code: "all")])))
+            }
+            for r in store.submitAndWait(events) { _ = try r.get() }
+            let (a, f) = try fake.credentials()
+            let credentials = try CredentialStore(store: store)
+            try credentials.setAPNs(a, project: "demo")
+            try credentials.setFCM(f, project: "demo")
+            store.close()
+        }
+        func config(_ name: String, _ delivery: [String: Any]) throws -> String {
+            var d: [String: Any] = ["apnsSandboxURL": fake.url, "apnsProductionURL": fake.url, "fcmURL": fake.url, "caFile": fake.caFile]
+            d.merge(delivery) { $1 }
+            let path = directory.path + "/" + name
+            try JSONSerialization.data(withJSONObject: ["delivery": d, "shutdownTimeoutSeconds": 2]).write(to: URL(fileURLWithPath: path))
+            return path
+        }
+        let slow = try config("slow.json", ["maxAttempts": 6, "retryBaseSeconds": 20, "retryMaxSeconds": 60])
+        let first = try ServeProcess(data: directory.path, extra: ["--config", slow])
+        let accepted = try RawHTTPClient(port: first.port).request("POST", "/api/send", headers: [("X-MPush-Token", serverKey), ("Content-Type", "application/json")],
+                                                                    text: #"{"topics":["all"],"payload":{"body":"stop"}}"#)
+        let id = try #require(accepted.object?["notificationId"] as? String, "\(accepted.text)")
+        let deadline = Date().addingTimeInterval(10)
+        while fake.requests().count < 3 && Date() < deadline { usleep(20_000) }
+        #expect(fake.requests().count == 3)
+        let stopAsked = Date()
+        first.signal(SIGTERM)
+        let exit = first.wait(timeout: 8)
+        #expect(exit == 0, "serve had not exited \(Date().timeIntervalSince(stopAsked)) s after SIGTERM")
+        #expect(Date().timeIntervalSince(stopAsked) < 5)
+        if exit == nil { first.signal(SIGKILL); _ = first.wait() }
+
+        let quick = try config("quick.json", ["maxAttempts": 2, "retryBaseSeconds": 0.05])
+        let second = try ServeProcess(data: directory.path, extra: ["--config", quick])
+        let status = try waitForCompletion(port: second.port, key: serverKey, id: id, timeout: 20)
+        #expect(status["sentCount"] as? Int == 2 && status["failedCount"] as? Int == 1, "\(status)")
+        #expect(status["failures"] as? [String: Int] == ["500 InternalServerError after 2 attempts": 1])
+        let pushes = Dictionary(grouping: fake.requests(), by: \.path).mapValues(\.count)
+        #expect(pushes == ["/3/device/ok-ios-0": 1, "/3/device/down-ios-1": 3, "/3/device/ok-ios-2": 2], "\(pushes)")
+        second.signal(SIGTERM)
+        #expect(second.wait() == 0)
+    }
+
+    /// A crash after a batch's rejections are committed and before its cursor is: the batch is
+    /// read again, its rejected device is no longer live — and must still count as the rejection
+    /// it was (reason and rejectedTokens), not as "token no longer live", nor be pushed again.
+    @Test func aCrashBetweenTheRejectionsAndTheCursorStillCountsThem() throws {
+        let fake = try FakePushServer()
+        let server = try HTTPTestServer()
+        defer { server.stop() }
+        var events: [Event] = []
+        for (i, token) in ["gone-ios-1", "ok-ios-2"].enumerated() {
+            events.append(Event(project: "demo", body: .token(deviceID: "x\(i)", token: token, platform: .ios)))
+            events.append(Event(project: "demo", body: .register(deviceID: "x\(i)", topics: [TopicSpec(code: "x")])))
+        }
+        for r in server.store.submitAndWait(events) { _ = try r.get() }
+        let (a, f) = try fake.credentials()
+        let credentials = try CredentialStore(store: server.store)
+        try credentials.setAPNs(a, project: "demo")
+        try credentials.setFCM(f, project: "demo")
+        var configuration = fake.deliveryConfiguration()
+        configuration.batchSize = 10
+        struct Crash: Error {}
+        let worker = DeliveryWorker(queue: server.server.sendQueue, credentials: credentials, configuration: configuration, log: { _ in })
+        var crashes = 0
+        worker.beforeCursorCommit = {
+            crashes += 1
+            if crashes == 1 { throw Crash() }
+        }
+        worker.start()
+        defer { worker.stop() }
+        let accepted = try server.send("POST", "/api/send", key: server.serverKey, json: #"{"topics":["x"],"payload":{"body":"hi"}}"#)
+        let id = try #require(accepted.object?["notificationId"] as? String)
+        let status = try waitForCompletion(port: server.port, key: server.serverKey, id: id, timeout: 20)
+        #expect(crashes == 2)
+        #expect(status["sentCount"] as? Int == 1 && status["failedCount"] as? Int == 1)
+        #expect(status["failures"] as? [String: Int] == ["Unregistered": 1], "\(status["failures"] ?? "")")
+        #expect(status["rejectedTokens"] as? Int == 1)
+        let pushes = Dictionary(grouping: fake.requests(), by: \.path).mapValues(\.count)
+        #expect(pushes == ["/3/device/gone-ios-1": 1, "/3/device/ok-ios-2": 2], "\(pushes)")
     }
 }

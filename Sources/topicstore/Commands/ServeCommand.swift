@@ -31,6 +31,8 @@ enum ServeCommand: Command {
         SIGTERM or SIGINT: stop accepting, finish and commit the requests in progress, close the store.
         A request still waiting for its commit after shutdownTimeoutSeconds (config file, default 10)
         is answered 503, and a writer still committing as long again is not waited for (exit 1).
+        Delivery starts no new push or retry; pushes in flight get shutdownTimeoutSeconds to be
+        answered, and the devices not finished are pushed after the next start.
         Prints `listening on http://HOST:PORT` on standard output once it accepts connections.
         If another process already listens on HOST:PORT, exits 1 with "Address already in use".
         Before it opens the store, data.mdb is walked page by page as `topicstore audit` does first
@@ -140,8 +142,12 @@ enum ServeCommand: Command {
 
         stopRequested.wait()
         Console.printError("shutting down: finishing \(server.activeRequests) request(s) in progress")
+        // Both within shutdownTimeoutSeconds, side by side: the worker starts no new push, attempt
+        // or backoff, gives the pushes in flight until then and commits what is finished (the rest
+        // is pushed after the next start), while the HTTP server drains its requests.
+        worker?.beginStop(grace: configuration.shutdownTimeout)
         server.shutdown()
-        worker?.stop()
+        worker?.stop(grace: configuration.shutdownTimeout)
         sources.forEach { $0.cancel() }
         // The HTTP requests are all answered by now (503 for one still waiting at the timeout);
         // the writer gets as long again to commit what it holds, and is not waited for past it.
