@@ -97,10 +97,10 @@ import TopicStore
         #expect(fake.requests().count == DeliveryWorker.maxRefusals)
     }
 
-    /// The OAuth2 token endpoint answers 503 twice: the exchange is tried again with the
-    /// pushes' backoff (within maxAttempts), and the Android devices get their push.
-    @Test func aTransientTokenEndpointFailureIsRetried() throws {
-        let fake = try FakePushServer(extraArguments: ["--token-fail", "2"])
+    /// One send to two Android devices and an iPhone, delivered with maxAttempts 3 while the
+    /// fake's OAuth2 token endpoint answers 503 to its first `tokenFailures` exchanges.
+    static func sendToTwoAndroidsAndAnIPhone(tokenFailures: Int) throws -> (FakePushServer, [String: Any]) {
+        let fake = try FakePushServer(extraArguments: ["--token-fail", "\(tokenFailures)"])
         let (server, credentials) = try Self.server(fake, devices: [("a1", "ok-and-1", .android), ("a2", "ok-and-2", .android),
                                                                     ("i1", "ok-ios-1", .ios)])
         defer { server.stop() }
@@ -109,7 +109,13 @@ import TopicStore
         let worker = DeliveryWorker(queue: server.server.sendQueue, credentials: credentials, configuration: configuration, log: { _ in })
         worker.start()
         defer { worker.stop() }
-        let status = try waitForCompletion(port: server.port, key: server.serverKey, id: try Self.send(server), timeout: 30)
+        return (fake, try waitForCompletion(port: server.port, key: server.serverKey, id: try Self.send(server), timeout: 30))
+    }
+
+    /// The OAuth2 token endpoint answers 503 twice: the exchange is tried again with the
+    /// pushes' backoff (within maxAttempts), and the Android devices get their push.
+    @Test func aTransientTokenEndpointFailureIsRetried() throws {
+        let (fake, status) = try Self.sendToTwoAndroidsAndAnIPhone(tokenFailures: 2)
         #expect(status["sentCount"] as? Int == 3, "\(status["failures"] ?? "")")
         #expect(fake.requests().filter { $0.path == "/token" }.map(\.status) == [503, 503, 200])
     }
@@ -117,16 +123,7 @@ import TopicStore
     /// A token endpoint that stays down: maxAttempts exchanges, then the Android devices fail
     /// with its answer as the reason; the iOS device is not held back.
     @Test func aTokenEndpointThatStaysDownFailsAndroidAfterMaxAttempts() throws {
-        let fake = try FakePushServer(extraArguments: ["--token-fail", "100"])
-        let (server, credentials) = try Self.server(fake, devices: [("a1", "ok-and-1", .android), ("a2", "ok-and-2", .android),
-                                                                    ("i1", "ok-ios-1", .ios)])
-        defer { server.stop() }
-        var configuration = fake.deliveryConfiguration()
-        configuration.maxAttempts = 3
-        let worker = DeliveryWorker(queue: server.server.sendQueue, credentials: credentials, configuration: configuration, log: { _ in })
-        worker.start()
-        defer { worker.stop() }
-        let status = try waitForCompletion(port: server.port, key: server.serverKey, id: try Self.send(server), timeout: 30)
+        let (fake, status) = try Self.sendToTwoAndroidsAndAnIPhone(tokenFailures: 100)
         #expect(status["sentCount"] as? Int == 1 && status["failedCount"] as? Int == 2)
         let failures = status["failures"] as? [String: Int] ?? [:]
         #expect(failures.count == 1 && failures.keys.allSatisfy { $0.contains("HTTP 503") && $0.hasSuffix("after 3 attempts") }, "\(failures)")
