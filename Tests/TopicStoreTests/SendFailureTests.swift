@@ -25,6 +25,13 @@ import TopicStore
         return (server, credentials)
     }
 
+    /// A delivery worker for `server`'s queue, started (the caller stops it).
+    static func startedWorker(_ server: HTTPTestServer, _ credentials: CredentialStore, _ configuration: DeliveryConfiguration) -> DeliveryWorker {
+        let worker = DeliveryWorker(queue: server.server.sendQueue, credentials: credentials, configuration: configuration, log: { _ in })
+        worker.start()
+        return worker
+    }
+
     static func send(_ server: HTTPTestServer, _ body: String = "hi") throws -> String {
         let accepted = try server.send("POST", "/api/send", key: server.serverKey, json: #"{"topics":["t"],"payload":{"body":"\#(body)"}}"#)
         return try #require(accepted.object?["notificationId"] as? String, "\(accepted.text)")
@@ -39,8 +46,7 @@ import TopicStore
         var configuration = fake.deliveryConfiguration()
         configuration.requestTimeoutSeconds = 1
         configuration.maxAttempts = 2
-        let worker = DeliveryWorker(queue: server.server.sendQueue, credentials: credentials, configuration: configuration, log: { _ in })
-        worker.start()
+        let worker = Self.startedWorker(server, credentials, configuration)
         defer { worker.stop() }
         let first = try Self.send(server, "first")
         let second = try Self.send(server, "second")
@@ -66,8 +72,7 @@ import TopicStore
         var configuration = fake.deliveryConfiguration()
         configuration.maxAttempts = 2
         configuration.connectionsPerHost = 1
-        let worker = DeliveryWorker(queue: server.server.sendQueue, credentials: credentials, configuration: configuration, log: { _ in })
-        worker.start()
+        let worker = Self.startedWorker(server, credentials, configuration)
         defer { worker.stop() }
         let id = try Self.send(server)
         let status = try waitForCompletion(port: server.port, key: server.serverKey, id: id, timeout: 30)
@@ -86,8 +91,7 @@ import TopicStore
         var configuration = fake.deliveryConfiguration()
         configuration.maxAttempts = 2
         configuration.retryMaxSeconds = 0.1
-        let worker = DeliveryWorker(queue: server.server.sendQueue, credentials: credentials, configuration: configuration, log: { _ in })
-        worker.start()
+        let worker = Self.startedWorker(server, credentials, configuration)
         defer { worker.stop() }
         let id = try Self.send(server)
         let status = try waitForCompletion(port: server.port, key: server.serverKey, id: id, timeout: 30)
@@ -106,8 +110,7 @@ import TopicStore
         defer { server.stop() }
         var configuration = fake.deliveryConfiguration()
         configuration.maxAttempts = 3
-        let worker = DeliveryWorker(queue: server.server.sendQueue, credentials: credentials, configuration: configuration, log: { _ in })
-        worker.start()
+        let worker = Self.startedWorker(server, credentials, configuration)
         defer { worker.stop() }
         return (fake, try waitForCompletion(port: server.port, key: server.serverKey, id: try Self.send(server), timeout: 30))
     }
@@ -139,8 +142,7 @@ import TopicStore
         defer { server.stop() }
         var configuration = fake.deliveryConfiguration()
         configuration.requestTimeoutSeconds = 20
-        let worker = DeliveryWorker(queue: server.server.sendQueue, credentials: credentials, configuration: configuration, log: { _ in })
-        worker.start()
+        let worker = Self.startedWorker(server, credentials, configuration)
         let id = try Self.send(server)
         usleep(500_000)
         let start = Date()

@@ -8,28 +8,32 @@ import TopicStore
 /// kill -9 of `topicstore serve` in the middle of a send: the restarted server
 /// resumes from the durable cursor and completes; repeats stay within one batch.
 @Suite(.serialized) struct SendRestartTests {
+    /// A closed store in `directory`: the demo project's keys (the server key is returned),
+    /// device d<i> with token i on topic `all`, and the fake's APNs and FCM credentials.
+    static func makeStore(_ directory: String, _ fake: FakePushServer, tokens: [(String, Platform)]) throws -> String {
+        let store = try TopicStore(directory: directory)
+        defer { store.close() }
+        let serverKey = try #require(try AccessControl(store: store).bootstrap(project: "demo")).server
+        var events: [Event] = []
+        for (i, (token, platform)) in tokens.enumerated() {
+            events.append(Event(project: "demo", body: .token(deviceID: "d\(i)", token: token, platform: platform)))
+            events.append(Event(project: "demo", body: .register(deviceID: "d\(i)", topics: [TopicSpec(code: "all")])))
+        }
+        for r in store.submitAndWait(events) { _ = try r.get() }
+        let (a, f) = try fake.credentials()
+        let credentials = try CredentialStore(store: store)
+        try credentials.setAPNs(a, project: "demo")
+        try credentials.setFCM(f, project: "demo")
+        return serverKey
+    }
+
     @Test func killedServerResumesAndCompletes() throws {
         let fake = try FakePushServer(delayMs: 10)
         let directory = HTTPTestDirectory()
         let devices = 3000, batch = 100
-        let serverKey: String
-        do {
-            let store = try TopicStore(directory: directory.path)
-            let access = try AccessControl(store: store)
-            serverKey = try #require(try access.bootstrap(project: "demo")).server
-            var events: [Event] = []
-            for i in 0..<devices {
-                let ios = i % 2 == 0
-                events.append(Event(project: "demo", body: .token(deviceID: "d\(i)", token: "ok-\(ios ? "ios" : "and")-\(i)", platform: ios ? .ios : .android)))
-                events.append(Event(project: "demo", body: .register(deviceID: "d\(i)", topics: [TopicSpec(code: "all")])))
-            }
-            for r in store.submitAndWait(events) { _ = try r.get() }
-            let (a, f) = try fake.credentials()
-            let credentials = try CredentialStore(store: store)
-            try credentials.setAPNs(a, project: "demo")
-            try credentials.setFCM(f, project: "demo")
-            store.close()
-        }
+        let serverKey = try Self.makeStore(directory.path, fake, tokens: (0..<devices).map { i in
+            i % 2 == 0 ? ("ok-ios-\(i)", .ios) : ("ok-and-\(i)", .android)
+        })
         let config = directory.path + "/serve.json"
         let delivery: [String: Any] = ["apnsSandboxURL": fake.url, "apnsProductionURL": fake.url, "fcmURL": fake.url, "caFile": fake.caFile,
                                        "batchSize": batch, "maxInFlight": 10, "retryBaseSeconds": 0.05]
@@ -85,24 +89,7 @@ import TopicStore
     @Test func sigtermDuringBackoffStopsWithinTheShutdownTimeout() throws {
         let fake = try FakePushServer()
         let directory = HTTPTestDirectory()
-        let serverKey: String
-        let tokens = ["ok-ios-0", "down-ios-1", "ok-ios-2"]
-        do {
-            let store = try TopicStore(directory: directory.path)
-            let access = try AccessControl(store: store)
-            serverKey = try #require(try access.bootstrap(project: "demo")).server
-            var events: [Event] = []
-            for (i, token) in tokens.enumerated() {
-                events.append(Event(project: "demo", body: .token(deviceID: "d\(i)", token: token, platform: .ios)))
-                events.append(Event(project: "demo", body: .register(deviceID: "d\(i)", topics: [TopicSpec(code: "all")])))
-            }
-            for r in store.submitAndWait(events) { _ = try r.get() }
-            let (a, f) = try fake.credentials()
-            let credentials = try CredentialStore(store: store)
-            try credentials.setAPNs(a, project: "demo")
-            try credentials.setFCM(f, project: "demo")
-            store.close()
-        }
+        let serverKey = try Self.makeStore(directory.path, fake, tokens: ["ok-ios-0", "down-ios-1", "ok-ios-2"].map { ($0, .ios) })
         func config(_ name: String, _ delivery: [String: Any]) throws -> String {
             var d: [String: Any] = ["apnsSandboxURL": fake.url, "apnsProductionURL": fake.url, "fcmURL": fake.url, "caFile": fake.caFile]
             d.merge(delivery) { $1 }
@@ -141,18 +128,8 @@ import TopicStore
     /// it was (reason and rejectedTokens), not as "token no longer live", nor be pushed again.
     @Test func aCrashBetweenTheRejectionsAndTheCursorStillCountsThem() throws {
         let fake = try FakePushServer()
-        let server = try HTTPTestServer()
+        let (server, credentials) = try SendFailureTests.server(fake, devices: [("x0", "gone-ios-1", .ios), ("x1", "ok-ios-2", .ios)])
         defer { server.stop() }
-        var events: [Event] = []
-        for (i, token) in ["gone-ios-1", "ok-ios-2"].enumerated() {
-            events.append(Event(project: "demo", body: .token(deviceID: "x\(i)", token: token, platform: .ios)))
-            events.append(Event(project: "demo", body: .register(deviceID: "x\(i)", topics: [TopicSpec(code: "x")])))
-        }
-        for r in server.store.submitAndWait(events) { _ = try r.get() }
-        let (a, f) = try fake.credentials()
-        let credentials = try CredentialStore(store: server.store)
-        try credentials.setAPNs(a, project: "demo")
-        try credentials.setFCM(f, project: "demo")
         var configuration = fake.deliveryConfiguration()
         configuration.batchSize = 10
         struct Crash: Error {}
@@ -164,7 +141,7 @@ import TopicStore
         }
         worker.start()
         defer { worker.stop() }
-        let accepted = try server.send("POST", "/api/send", key: server.serverKey, json: #"{"topics":["x"],"payload":{"body":"hi"}}"#)
+        let accepted = try server.send("POST", "/api/send", key: server.serverKey, json: #"{"topics":["t"],"payload":{"body":"hi"}}"#)
         let id = try #require(accepted.object?["notificationId"] as? String)
         let status = try waitForCompletion(port: server.port, key: server.serverKey, id: id, timeout: 20)
         #expect(crashes == 2)
