@@ -182,10 +182,28 @@ public final class AccessControl: Sendable {
         let hash = KeyHash(key: key)
         let now = DispatchTime.now().uptimeNanoseconds
         if let cached = cache.lookup(hash, now: now) { return cached }
+        let directory = store.directory
         let credential = try store.readAuxiliary { txn, tables -> Credential? in
             guard let db = tables[Self.keysTable], let v = try txn.get(db, hash.bytes) else { return nil }
-            let info = try AccessCodec.decodeKey(id: hash.id, v)
-            return info.isActive ? Credential(project: info.project, kind: info.kind, keyID: info.id) : nil
+            // A stored key that does not decode, or that names a project the projects table
+            // lacks (projects are never removed), is damage: the server says so (503) rather
+            // than trust it or answer 500.
+            let info: KeyInfo
+            do { info = try AccessCodec.decodeKey(id: hash.id, v) } catch {
+                throw StoreError.damaged(path: directory, what: "\(Self.keysTable)/\(hash.id)",
+                                         reason: "the key's record does not decode (\(v.count) bytes)")
+            }
+            guard info.isActive else { return nil }
+            let name = Array(info.project.utf8)
+            guard let projects = tables[Self.projectsTable], let p = try txn.get(projects, name) else {
+                throw StoreError.damaged(path: directory, what: "\(Self.keysTable)/\(hash.id)",
+                                         reason: "its project '\(AccessCodec.printable(name))' does not exist in \(Self.projectsTable)")
+            }
+            if (try? AccessCodec.decodeProject(name: info.project, p)) == nil {
+                throw StoreError.damaged(path: directory, what: "\(Self.projectsTable)/\(AccessCodec.printable(name))",
+                                         reason: "the project's record does not decode (\(p.count) bytes)")
+            }
+            return Credential(project: info.project, kind: info.kind, keyID: info.id)
         }
         cache.store(hash, credential, now: now)
         return credential

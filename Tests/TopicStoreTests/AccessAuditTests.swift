@@ -58,5 +58,23 @@ import TopicStore
         let issues = (object["access"] as? [String: Any])?["issues"] as? [[String: Any]] ?? []
         #expect(issues.contains { $0["table"] as? String == "access_keys" && $0["key"] as? String == renamedID }, "\(issues)")
         #expect(object["ok"] as? Bool == false)
+
+        // serve on the same file: neither key is trusted; each request gets 503 naming the
+        // damaged key (it answered the renamed key for project 'alVha', and 500 for the other).
+        let server = try ServeProcess(data: data)
+        var answers = ""
+        for key in [Self.clientKey, Self.serverKey] {
+            let response = try RawHTTPClient(port: server.port).request("GET", "/v1/topics", headers: [("X-MPush-Token", key)])
+            #expect(response.status == 503, "\(response.status) \(response.text)")
+            answers += response.text
+        }
+        #expect(answers.contains("access_keys/\(renamedID)") && answers.contains("access_keys/\(garbledID)"), "\(answers)")
+        let renamedResponse = try RawHTTPClient(port: server.port).request("POST", "/api/unregister-all", headers: [
+            ("X-MPush-Token", Self.clientKey), ("Content-Type", "application/json")], text: #"{"device_id":"a1"}"#)
+        #expect(renamedResponse.status == 503, "\(renamedResponse.status) \(renamedResponse.text)")
+        server.signal(SIGTERM)
+        #expect(server.wait() == 0)
+        let device = try topicstore(["device", "--data", data, "--project", "alpha", "a1", "--json"])
+        #expect(device.status == 0 && device.stdout.contains("\"t1\""), "the refused command changed nothing: \(device.stdout)")
     }
 }

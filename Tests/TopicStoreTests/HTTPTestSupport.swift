@@ -234,7 +234,10 @@ final class ServeProcess: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(20)
         while !text.contains("listening on") || !text.hasSuffix("\n") {
             let chunk = handle.availableData
-            if chunk.isEmpty { throw RawHTTPError(description: "serve exited before listening: \(text)") }
+            if chunk.isEmpty {
+                let stderr = String(decoding: stderrPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                throw RawHTTPError(description: "serve exited before listening: \(text) \(stderr)")
+            }
             text += String(decoding: chunk, as: UTF8.self)
             if Date() > deadline { throw RawHTTPError(description: "serve did not start: \(text)") }
         }

@@ -95,6 +95,12 @@ enum ServeCommand: Command {
                           + "topicstore project add \(name) && topicstore key add --project \(name) --kind server")
                 }
             }
+        } else if case let damaged = try access.check().issues, !damaged.isEmpty {
+            // Serve the rest: a request with a damaged key (or a key of a damaged project) gets 503 naming it.
+            for issue in damaged {
+                Console.printError("warning: damaged access record \(issue); requests that need it are refused (503)")
+            }
+            Console.printError("warning: topicstore audit --data \(configuration.dataDirectory) reports the same")
         } else {
             // A project whose every key is revoked gets 401 for every request: say so at start.
             let keys = try access.keys(project: nil)
