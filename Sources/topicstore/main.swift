@@ -44,6 +44,7 @@ guard let command = commands.first(where: { $0.spec.name == name }) else {
     Console.printError("unknown command '\(name)'\n\n" + mainUsage())
     exit(ExitCode.usage.rawValue)
 }
+if command.stopsOnSignal { StopSignals.block() }
 let code: ExitCode
 /// The store the command was given (for messages about its damage).
 var dataDirectory = "./data"

@@ -121,9 +121,13 @@ protocol Command {
     /// none, and an operand given to them is a usage error (exit 2). The
     /// commands that take some say so in Operands.swift.
     static var takesOperands: Bool { get }
+    /// Whether the command takes SIGTERM and SIGINT as a request to stop
+    /// (`StopSignals`): `main` blocks them before it runs.
+    static var stopsOnSignal: Bool { get }
     static func run(_ arguments: Arguments) throws -> ExitCode
 }
 
 extension Command {
     static var takesOperands: Bool { false }
+    static var stopsOnSignal: Bool { false }
 }

@@ -6,6 +6,7 @@ import TopicStore
 
 /// `topicstore load`: bulk-applies commands given as JSON Lines.
 enum LoadCommand: Command {
+    static let stopsOnSignal = true
     static let spec = CommandSpec(
         name: "load",
         summary: "apply commands given as JSON Lines (a file, or - for standard input)",
@@ -60,15 +61,8 @@ enum LoadCommand: Command {
 
         // SIGTERM/SIGINT: stop reading at the next line and finish as at the end of the input.
         let signalled = Atomic<Int32>(0)
-        signal(SIGTERM, SIG_IGN)
-        signal(SIGINT, SIG_IGN)
-        let signalSources = [SIGTERM, SIGINT].map { sig -> DispatchSourceSignal in
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler { _ = signalled.compareExchange(expected: 0, desired: sig, ordering: .relaxed) }
-            source.resume()
-            return source
-        }
-        defer { signalSources.forEach { $0.cancel() } }
+        // (Blocked since main started this command, so one sent while the store was opening counts too.)
+        StopSignals.wait { sig in _ = signalled.compareExchange(expected: 0, desired: sig, ordering: .relaxed) }
         reader.shouldStop = { signalled.load(ordering: .relaxed) != 0 }
 
         let stopOnError = arguments.has("stop-on-error")

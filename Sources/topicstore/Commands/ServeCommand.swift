@@ -8,6 +8,7 @@ import TopicStore
 
 /// `topicstore serve`: the MPush-compatible HTTP API over the store.
 enum ServeCommand: Command {
+    static let stopsOnSignal = true
     static let spec = CommandSpec(
         name: "serve",
         summary: "serve the MPush-compatible HTTP API (membership for apps, audiences for send services)",
@@ -110,17 +111,10 @@ enum ServeCommand: Command {
             }
         }
 
-        // Signals are taken by a dispatch source, never by the default handler.
-        signal(SIGTERM, SIG_IGN)
-        signal(SIGINT, SIG_IGN)
+        // SIGTERM and SIGINT are blocked since main started this command: one sent while the
+        // store was opening waits here, pending, and stops the server as soon as it listens.
         let stopRequested = DispatchSemaphore(value: 0)
-        let signalQueue = DispatchQueue(label: "topicstore.serve.signals")
-        let sources = [SIGTERM, SIGINT].map { sig -> DispatchSourceSignal in
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: signalQueue)
-            source.setEventHandler { stopRequested.signal() }
-            source.resume()
-            return source
-        }
+        StopSignals.wait { _ in stopRequested.signal() }
 
         let server: MPushServer
         let worker: DeliveryWorker?
@@ -154,7 +148,6 @@ enum ServeCommand: Command {
         worker?.beginStop(grace: configuration.shutdownTimeout)
         server.shutdown()
         worker?.stop(grace: configuration.shutdownTimeout)
-        sources.forEach { $0.cancel() }
         // The HTTP requests are all answered by now (503 for one still waiting at the timeout);
         // the writer gets as long again to commit what it holds, and is not waited for past it.
         guard store.close(waitingAtMost: configuration.shutdownTimeout) else {
