@@ -11,6 +11,10 @@ import SubscriptionLog
 /// the item's index (`0.timestamp`), however many items there are.
 enum FeedbackRequest {
     static let maxItems = 1000
+    /// How far after the server's clock a provider's time may be (clock skew). A rejection
+    /// dated later stands against every registration of its token until then, so one from the
+    /// future — a time in seconds taken for milliseconds, a bad clock — is refused.
+    static let maxSkewMilliseconds: Int64 = 3_600_000
 
     static func events(_ request: HTTPRequest, project: String) throws -> [Event] {
         let (items, isArray) = try RequestBody.objectOrArray(request)
@@ -46,7 +50,14 @@ enum FeedbackRequest {
             errors.append(ValidationError(field: timeField,
                 message: "The \(timeField) field is required (the provider's time in milliseconds since 1970)."))
         case let value?:
-            if let ms = milliseconds(value), Limits.rejectedAtRange.contains(ms) { at = ms } else {
+            if let ms = milliseconds(value), Limits.rejectedAtRange.contains(ms) {
+                at = ms
+                let now = Int64(Date().timeIntervalSince1970 * 1000)
+                if ms > now + maxSkewMilliseconds {
+                    errors.append(ValidationError(field: timeField,
+                        message: "The \(timeField) is \((ms - now) / 1000) s after the server's clock: a provider's time may be at most an hour ahead."))
+                }
+            } else {
                 errors.append(ValidationError(field: timeField,
                     message: "The \(timeField) must be the provider's time in milliseconds (or seconds) since 1970, between the years 2000 and 2200."))
             }

@@ -16,6 +16,10 @@ public enum Fold {
             // A new device's record is written once, below, with its token.
             let (ordinal, created) = try deviceOrdinal(pid, deviceID, &project, writer, txn, writesRecord: false)
             var device = created ? DeviceRecord(deviceID: deviceID) : try writer.device(pid, ordinal, txn)
+            // The same token again, registered no later than a provider's rejection of it (a provider
+            // clock ahead of ours): the rejection stands, as it does when the two arrive the other way
+            // round. Only a registration after the rejection's time revives the token.
+            if device.token == token, device.platform == platform, let rejected = device.rejectedAt, record.timestamp <= rejected { break }
             // A token that moves here from another device is taken from it:
             // no duplicate deliveries after a reinstall.
             if let holder = try writer.ordinal(pid, token: token, txn), holder != ordinal {

@@ -1,3 +1,4 @@
+import Foundation
 import Projections
 import SubscriptionLog
 import Testing
@@ -48,9 +49,31 @@ import TopicStore
         #expect(try device("D")?.record.state == .rejected)
         #expect(try counts("news").withoutToken == 1)
         // The app registers the same token again after the rejection: it is live again.
+        usleep(5_000)  // (the store's clock past the rejection's time)
         try send(.token(deviceID: "D", token: "T", platform: .android))
         #expect(try device("D")?.record.state == .live)
         #expect(try counts("news").android == 1)
+    }
+
+    /// A review found the answer depending on arrival order when a provider's clock runs ahead:
+    /// rejection then re-registration left the device live, re-registration then rejection left it
+    /// rejected. A registration no later than the rejection's time does not revive the token.
+    @Test func aRejectionDatedAfterARegistrationOfTheSameTokenStandsInEitherOrder() throws {
+        let first = try send(.token(deviceID: "D", token: "T", platform: .ios))
+        let ahead = first.timestamp + 600_000  // the provider's clock ten minutes ahead
+        try send(.tokenRejected(token: "T", rejectedAt: ahead, reason: "Unregistered"))
+        try send(.token(deviceID: "D", token: "T", platform: .ios))
+        #expect(try device("D")?.record.state == .rejected)
+        try send(.tokenRejected(token: "T", rejectedAt: ahead, reason: "Unregistered"))  // a retry
+        #expect(try device("D")?.record.state == .rejected)
+        try send(.token(deviceID: "E", token: "U", platform: .ios))
+        try send(.token(deviceID: "E", token: "U", platform: .ios))
+        try send(.tokenRejected(token: "U", rejectedAt: ahead, reason: "Unregistered"))
+        #expect(try device("E")?.record.state == .rejected)
+        // Another token, or the same one for another platform, is a new registration: live.
+        try send(.token(deviceID: "D", token: "T2", platform: .ios))
+        try send(.token(deviceID: "E", token: "U", platform: .android))
+        #expect(try device("D")?.record.state == .live && device("E")?.record.state == .live)
     }
 
     @Test func topicsAreCreatedWithDefaultsAndTitlesCanChange() throws {

@@ -194,6 +194,13 @@ struct HTTPSendServiceTests {
             #expect(Array(e.keys) == ["timestamp"], "\(bad): \(e)")
             #expect(e["timestamp"]?.allSatisfy { $0.contains("timestamp") && !$0.contains(" at ") } == true, "\(bad): \(e)")
         }
+        // A provider's time more than an hour after the server's clock (a review sent one for the
+        // year 2200: it would have stood against every registration of the token until then).
+        let later = Int64(Date().timeIntervalSince1970 * 1000) + 2 * 3_600_000
+        for ahead in ["\(later)", "7258118399999"] {
+            let e = try fields(#"{"provider":"apns","token":"x","timestamp":\#(ahead)}"#)
+            #expect(e["timestamp"]?.first?.contains("after the server's clock") == true, "\(e)")
+        }
         // `at` (the log's name, accepted as an alias) is named as sent.
         #expect(Array(try fields(#"{"token":"x","at":1}"#).keys) == ["at"])
         // An array names its items by index, even an array of one.

@@ -35,6 +35,8 @@ struct SubscriptionModel {
         switch record.event.body {
         case .token(let id, let token, let platform):
             var d = p.devices[id] ?? Device()
+            // Registered again no later than the provider rejected it: still rejected.
+            if d.token == token, d.platform == platform, let r = d.rejectedAt, record.timestamp <= r { break }
             if let holder = p.tokenHolder[token], holder != id {
                 p.devices[holder]!.token = nil
                 p.devices[holder]!.rejectedAt = nil
