@@ -104,10 +104,10 @@ public enum EventJSON {
     }
 
     /// `topics` as the SDKs send it: an array of objects `{code, title?, single?}`
-    /// or of plain codes, or a string that contains such a JSON array. In a command an
-    /// empty or blank title is no title, as MPush reads it (Laravel's TrimStrings and
-    /// ConvertEmptyStringsToNull): a new topic is titled with its code, an existing one
-    /// keeps its title. A logged record keeps the title it holds.
+    /// or of plain codes, or a string that contains such a JSON array. In a command a
+    /// title is trimmed and an empty or blank one is no title, as MPush reads it (Laravel's
+    /// TrimStrings and ConvertEmptyStringsToNull): a new topic is titled with its code, an
+    /// existing one keeps its title. A logged record keeps the title it holds.
     public static func topicSpecs(_ value: Any?, rules: Validation.Rules = .command, into errors: inout [ValidationError]) -> [TopicSpec]? {
         var value = value
         if let text = value as? String {
@@ -137,7 +137,7 @@ public enum EventJSON {
                 }
                 var title: String? = nil
                 if let t = object["title"], !(t is NSNull) {
-                    if let t = t as? String { title = rules == .command && Validation.isBlank(t) ? nil : t } else {
+                    if let t = t as? String { title = rules == .command ? Validation.trimmed(t) : t } else {
                         errors.append(ValidationError(field: "topics.\(i).title", message: "The title must be a string."))
                     }
                 }

@@ -133,14 +133,25 @@ public enum Validation {
     /// width space, U+200E left-to-right mark, U+FEFF byte order mark. Most strings answer
     /// at their first character.
     public static func isBlank(_ s: String) -> Bool {
-        for scalar in s.unicodeScalars {
-            switch scalar.value {
-            case 0x20, 0x09...0x0D, 0x200B, 0x200E, 0xFEFF: continue
-            case 0x21...0x7E: return false
-            default: if !scalar.properties.isWhitespace { return false }
-            }
+        s.unicodeScalars.allSatisfy(isTrimmed)
+    }
+
+    /// `s` without the leading and trailing characters `isBlank` counts as blank, as
+    /// TrimStrings leaves it; nil when nothing is left (ConvertEmptyStringsToNull).
+    public static func trimmed(_ s: String) -> String? {
+        let scalars = s.unicodeScalars
+        guard let first = scalars.firstIndex(where: { !isTrimmed($0) }),
+              let last = scalars.lastIndex(where: { !isTrimmed($0) }) else { return nil }
+        if first == scalars.startIndex && last == scalars.index(before: scalars.endIndex) { return s }
+        return String(scalars[first...last])
+    }
+
+    private static func isTrimmed(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x20, 0x09...0x0D, 0x200B, 0x200E, 0xFEFF: return true
+        case 0x21...0x7E: return false
+        default: return scalar.properties.isWhitespace
         }
-        return true
     }
 
     /// Whether `s` holds a control character (C0, DEL, C1), checking bytes

@@ -127,8 +127,9 @@ struct HTTPMembershipTests {
         }
     }
 
-    /// MPush is a Laravel app (TrimStrings, ConvertEmptyStringsToNull): an empty or blank title is
-    /// no title, so a new topic is titled with its code and an existing one keeps its title.
+    /// MPush is a Laravel app (TrimStrings, ConvertEmptyStringsToNull): a title is trimmed, and an
+    /// empty or blank one is no title, so a new topic is titled with its code and an existing one
+    /// keeps its title.
     @Test func aBlankTitleIsNoTitle() throws {
         let t = try HTTPTestServer()
         let c = try t.client()
@@ -140,7 +141,7 @@ struct HTTPMembershipTests {
         expectSuccess(try c.request("POST", "/api/register", headers: h, text: #"{"device_id":"P5","topics":[{"code":"p7","title":""}]}"#))
         expectSuccess(try c.request("POST", "/api/register", headers: h, text: #"{"device_id":"P5","topics":[{"code":"p10","title":" Padded "}]}"#))
         let all = try titles(t)
-        #expect(all.mapValues { $0.title } == ["p5": "p5", "p6": "p6", "p7": "Seven", "p8": "p8", "p9": "p9", "p10": " Padded "])
+        #expect(all.mapValues { $0.title } == ["p5": "p5", "p6": "p6", "p7": "Seven", "p8": "p8", "p9": "p9", "p10": "Padded"])
     }
 
     /// A device id of nothing but whitespace is no device id; one with content is kept exactly
