@@ -86,7 +86,8 @@ enum RequestBody {
             throw Problem(response: APIResponse.message(400, "The request body is not valid UTF-8."))
         }
         do {
-            return try JSONSerialization.jsonObject(with: Data(body), options: [])
+            // Fragments too: `42` or `null` is valid JSON, refused below as not an object.
+            return try JSONSerialization.jsonObject(with: Data(body), options: [.fragmentsAllowed])
         } catch {
             throw Problem(response: APIResponse.message(400, "The request body is not valid JSON."))
         }

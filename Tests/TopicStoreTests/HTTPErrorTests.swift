@@ -97,6 +97,12 @@ struct HTTPErrorTests {
                               [0x7B, 0x22, 0x64, 0xFF, 0xFE, 0x22, 0x3A, 0x31, 0x7D]] { // not UTF-8
             expectJSONError(try c.request("POST", "/api/register", headers: h, body: body), 400)
         }
+        // Valid JSON that is not an object is named as such, not as invalid JSON.
+        for body in ["null", #""str""#, "42", "[1,2]"] {
+            let r = try c.request("POST", "/api/register", headers: h, text: body)
+            expectJSONError(r, 400)
+            #expect(r.text.contains("must be a JSON object"), "\(body): \(r.text)")
+        }
         // Not UTF-8 in a form body either.
         expectJSONError(try c.request("POST", "/api/register",
                                       headers: [("Content-Type", "application/x-www-form-urlencoded"), ("X-MPush-Token", t.clientKey)],
