@@ -93,7 +93,7 @@ import Testing
         #expect(page.status == 0 && json(page.stdout)["next"] as? String == "all", "\(page.stdout)")
         #expect((json(page.stdout)["topics"] as? [[String: Any]])?.map { $0["code"] as? String } == ["all"])
         let rest = try topicstore(["topics", "--data", data, "--project", "demo", "--after", "all"])
-        #expect(rest.status == 0 && rest.stdout.contains("1 topics in demo") && rest.stdout.contains("news  1 subscribers"), "\(rest.stdout)")
+        #expect(rest.status == 0 && rest.stdout.contains("1 topic in demo") && rest.stdout.contains("news  1 subscriber "), "\(rest.stdout)")
         #expect(!rest.stdout.contains("more topics follow"))
         let text = try topicstore(["topics", "--data", data, "--project", "demo", "--limit", "1"])
         #expect(text.stdout.hasSuffix("more topics follow: --after all\n"), "\(text.stdout)")

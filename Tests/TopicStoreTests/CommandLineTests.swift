@@ -135,8 +135,8 @@ import Testing
         #expect(text.status == 0)
         let lines = text.stdout.split(separator: "\n", omittingEmptySubsequences: false)
         #expect(lines.count == 4, "\(lines)")  // the heading, two topics, and the end of the last line
-        #expect(lines[1] == #"  t1  1 subscribers  "a\u0000b\nc\r\td \"q\" \\ \u007f\u0085\u2028é""#, "\(lines)")
-        #expect(lines[2] == #"  t2  1 subscribers  "t2""#)
+        #expect(lines[1] == #"  t1  1 subscriber  "a\u0000b\nc\r\td \"q\" \\ \u007f\u0085\u2028é""#, "\(lines)")
+        #expect(lines[2] == #"  t2  1 subscriber  "t2""#)
         let listed = json(try topicstore(["topics", "--data", dir.path, "--project", "demo", "--json"]).stdout)["topics"] as? [[String: Any]]
         #expect(listed?.first?["title"] as? String == "a\u{0}b\nc\r\td \"q\" \\ \u{7f}\u{85}\u{2028}é")
     }

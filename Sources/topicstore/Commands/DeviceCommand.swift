@@ -33,9 +33,10 @@ enum DeviceCommand: Command {
             return .failure
         }
         let r = info.record
+        let topics = info.topics.sorted()  // as GET /v1/devices/{id} lists them
         if arguments.json {
             var object: [String: Any] = ["project": project, "device_id": r.deviceID, "state": r.state.rawValue,
-                                         "topics": info.topics, "asOfSeq": asOf]
+                                         "topics": topics, "asOfSeq": asOf]
             object["token"] = r.token ?? NSNullValue.null
             object["platform"] = r.platform.map { "\($0)" } ?? NSNullValue.null
             if let at = r.rejectedAt { object["rejectedAt"] = at }
@@ -46,7 +47,7 @@ enum DeviceCommand: Command {
             print("  platform: \(r.platform.map { "\($0)" } ?? "-")")
             print("  token:    \(r.token ?? "-")")
             if let at = r.rejectedAt { print("  rejected at: \(at) (provider time, ms)") }
-            print("  topics:   \(info.topics.isEmpty ? "-" : info.topics.joined(separator: ", "))")
+            print("  topics:   \(topics.isEmpty ? "-" : topics.joined(separator: ", "))")
         }
         return .success
     }

@@ -52,10 +52,10 @@ enum TopicsCommand: Command {
             FileHandle.standardOutput.write(Data(json + [0x0A]))
         } else {
             let sorted = topics.sorted { $0.record.code < $1.record.code }
-            print("\(sorted.count) topics in \(project) as of seq \(asOf)")
+            print("\(sorted.count) topic\(sorted.count == 1 ? "" : "s") in \(project) as of seq \(asOf)")
             for t in sorted {
                 // Codes are plain ASCII; a title may hold anything, a newline or a NUL included.
-                print("  \(t.record.code)  \(t.record.subscribers) subscribers  \(Console.quoted(t.record.title))\(t.record.single ? "  single" : "")")
+                print("  \(t.record.code)  \(t.record.subscribers) subscriber\(t.record.subscribers == 1 ? "" : "s")  \(Console.quoted(t.record.title))\(t.record.single ? "  single" : "")")
             }
             if let next = page.next { print("more topics follow: --after \(next)") }
         }
