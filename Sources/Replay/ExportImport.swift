@@ -25,6 +25,14 @@ public enum Export {
         var summary = Summary(records: 0)
         var next = max(from, 1)
         let total = end >= next ? end - next + 1 : 0
+        // The chain is followed from the record before the first exported one (or from the start or
+        // the compaction snapshot): a record altered with its checksum recomputed stops the export.
+        var chain = ChainCheck(after: try store.read { txn -> ChainHash? in
+            let first = try log.sequenceRange(txn)?.lowerBound ?? 1
+            if next > first { return try log.link(before: next, txn) }
+            return first == 1 ? .genesis : nil
+        })
+        if next <= end, chain.link == nil, let snapshot = (try? Replay.snapshot(of: store)) ?? nil { chain = ChainCheck(after: snapshot.head.hash) }
         while next <= end {
             var lines: [String] = []
             lines.reserveCapacity(recordsPerReadTransaction)
@@ -36,6 +44,7 @@ public enum Export {
                         // A record missing or a key out of order stops the export where it is,
                         // as a damaged record does (it used to end there, silently, with exit 0).
                         guard entry.kind == .inOrder else { damage = LogIssue(entry); return false }
+                        try chain.check(entry.bytes, key: entry.sequence)
                         lines.append(EventJSON.line(try RecordCodec.decode(entry.bytes, key: entry.sequence)))
                         last = entry.sequence
                         return lines.count < recordsPerReadTransaction

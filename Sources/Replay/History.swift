@@ -279,6 +279,9 @@ public enum History {
         let end = bounds.upperBound
         var next = bounds.lowerBound
         var last: UInt64 = 0
+        // Every record's link is followed, other projects' too: an answer never comes from a
+        // record altered with its checksum recomputed (the scan throws at it, as at a bad checksum).
+        var chain = ChainCheck(after: next == 1 ? .genesis : try Replay.snapshot(of: store)?.head.hash)
         // Bounded transactions: at most this many records decoded, or four times as many skipped.
         let limit = recordsPerReadTransaction
         while next <= end {
@@ -289,6 +292,7 @@ public enum History {
                     // A record missing or a key out of order: the history would be wrong from there on.
                     guard entry.kind == .inOrder else { throw ReplayError.damagedLog(LogIssue(entry), exportFrom: nil, through: nil) }
                     let seq = entry.sequence, bytes = entry.bytes
+                    try chain.check(bytes, key: seq)
                     last = seq
                     scanned += 1
                     // version ‖ type ‖ seq ‖ ts ‖ u16 length ‖ project: skip other projects undecoded.

@@ -181,6 +181,22 @@ struct HashChainTests {
         #expect(report.differences.contains { $0.table == "topic_codes" && $0.project == "alpha" && $0.subject == "topic nexs" && $0.live == nil })
         #expect(report.differences.contains { $0.table == "topics" && $0.project == "alpha" && $0.subject == "topic news (id 16)"
             && ($0.live ?? "").hasPrefix("code news,") && ($0.rebuilt ?? "").hasPrefix("code nexs,") })
+
+        // replay, history and export follow the chain too: a review found each answering from the
+        // forged record with exit 0 (replay's output then failed its own audit).
+        do {
+            try Replay.rebuild(from: store, to: .end, into: dir.sub("as-of"))
+            Issue.record("replay folded the forged record")
+        } catch ReplayError.cannotFold(let issue) {
+            #expect(issue.sequence == 2 && issue.kind == .chain, "\(issue)")
+        }
+        #expect(throws: RecordCorruption.self) { try History.device("d1", project: "alpha", in: store) }
+        #expect(throws: RecordCorruption.self) { try History.topic("news", project: "alpha", in: store) }
+        var exported = 0
+        #expect(throws: ReplayError.self) { try Export.lines(from: store) { _ in exported += 1 } }
+        #expect(exported == 1, "the record before it is exported, the forged one is not")
+        // A range that starts after it follows the chain from the record before the range.
+        #expect(try Export.lines(from: store, from: 3) { _ in }.records == 51)
     }
 
     @Test("a record rewritten with a recomputed link breaks the next link; the last one is caught by the anchored head")

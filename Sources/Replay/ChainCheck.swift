@@ -1,0 +1,32 @@
+import SubscriptionLog
+
+/// Follows the hash chain over records read in order, so that the commands
+/// that read the log without a full audit (`replay`, `history`, `export`)
+/// refuse a record altered with its checksum recomputed, as `audit` does,
+/// instead of answering from it.
+///
+/// A version 1 record carries no link: the chain is taken up again, unverified,
+/// at the next record's stored link (as the audit reports such records
+/// `unchained` and goes on).
+struct ChainCheck: Sendable {
+    /// The link the next record must extend; nil when it is not known.
+    private(set) var link: ChainHash?
+
+    /// Starting at the log's first record (`ChainHash.genesis`), at a compaction
+    /// snapshot's head, or at a record's stored link.
+    init(after link: ChainHash?) { self.link = link }
+
+    /// Checks the record under `key` and moves on to its link; a broken link is
+    /// thrown as a `RecordCorruption` of kind `.chain` naming the sequence.
+    mutating func check(_ bytes: UnsafeRawBufferPointer, key: UInt64) throws {
+        guard let previous = link else {
+            link = try RecordCodec.storedLink(of: bytes, key: key)
+            return
+        }
+        do {
+            link = try RecordCodec.verifyLink(of: bytes, key: key, previous: previous)
+        } catch let e as RecordCorruption where e.kind == .unchained {
+            link = nil
+        }
+    }
+}
