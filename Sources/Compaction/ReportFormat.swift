@@ -69,7 +69,8 @@ public enum CompactionReportFormat {
                      + (r.garbageSkipped > 0 ? " (\(r.garbageSkipped) changed since the scan and were kept)" : "")
                      + (r.garbageTransactions > 0 ? String(format: "; %d write transaction(s), the longest %.0f ms", r.garbageTransactions, r.garbageLongestSeconds * 1000) : ""))
         if !r.leftoversRemoved.isEmpty {
-            lines.append("leftovers of an interrupted run \(r.dryRun ? "found" : "removed"): \(r.leftoversRemoved.count)")
+            lines.append("leftovers of an interrupted run \(r.dryRun ? "found" : "removed"): \(r.leftoversRemoved.count) ("
+                         + r.leftoversRemoved.joined(separator: ", ") + ")")
         }
         if !r.dryRun {
             lines.append("file: \(bytes(r.databaseBytesBefore)) → \(bytes(r.databaseBytesAfter)) (generation \(name(r.generationBefore)) → \(name(r.generationAfter)))"

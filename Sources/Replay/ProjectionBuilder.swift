@@ -252,6 +252,8 @@ final class ProjectionBuilder {
 public enum ReplayError: Error, Sendable, CustomStringConvertible {
     case outputNotEmpty(String, String)
     case sameDirectory(String)
+    /// The output lies inside the store directory, which compaction manages.
+    case insideStore(String, store: String)
     case beyondLog(requested: UInt64, last: UInt64)
     case cannotFold(LogIssue)
     case invalidInput(sequence: UInt64, String)
@@ -274,6 +276,9 @@ public enum ReplayError: Error, Sendable, CustomStringConvertible {
         switch self {
         case .outputNotEmpty(let dir, let why): return "refusing to write into \(dir): \(why) (give a new or empty directory)"
         case .sameDirectory(let dir): return "the output \(dir) is the store being read; replay never writes into it"
+        case .insideStore(let dir, let store):
+            return "the output \(dir) is inside the store directory \(store), which compaction manages (it removes generations "
+                + "and snapshots it did not make there): give a directory outside it"
         case .beyondLog(let r, let last): return "sequence \(r) is beyond the log, which ends at \(last)"
         case .cannotFold(let issue): return "cannot rebuild past \(issue)"
         case .invalidInput(let seq, let why): return "record \(seq): \(why)"

@@ -131,6 +131,8 @@ public enum Replay {
                                progress: ((ReplayProgress) -> Void)? = nil) throws -> Report {
         let started = Date()
         if samePath(directory, store.directory) { throw ReplayError.sameDirectory(directory) }
+        // A review's as-of stores under the store directory were removed, unnamed, by the next compaction.
+        if isInside(directory, store.directory) { throw ReplayError.insideStore(directory, store: store.directory) }
         try store.requireLog()
         let snapshot = try snapshot(of: store)
         let through = try resolve(point, in: store, snapshot: snapshot)
@@ -221,9 +223,24 @@ public enum Replay {
     }
 
     static func samePath(_ a: String, _ b: String) -> Bool {
-        func canonical(_ p: String) -> String {
-            URL(fileURLWithPath: p).standardizedFileURL.resolvingSymlinksInPath().path
+        canonical(a) == canonical(b)
+    }
+
+    /// Whether `path` lies below `root` (both with symbolic links resolved; `path`
+    /// need not exist yet: its nearest existing ancestor is resolved).
+    static func isInside(_ path: String, _ root: String) -> Bool {
+        var existing = URL(fileURLWithPath: path).standardizedFileURL
+        var rest: [String] = []
+        while !FileManager.default.fileExists(atPath: existing.path), existing.path != "/" {
+            rest.insert(existing.lastPathComponent, at: 0)
+            existing.deleteLastPathComponent()
         }
-        return canonical(a) == canonical(b)
+        let resolved = ([canonical(existing.path)] + rest).joined(separator: "/")
+        let r = canonical(root)
+        return resolved.hasPrefix(r == "/" ? r : r + "/")
+    }
+
+    private static func canonical(_ p: String) -> String {
+        URL(fileURLWithPath: p).standardizedFileURL.resolvingSymlinksInPath().path
     }
 }

@@ -128,6 +128,18 @@ struct ReplayTests {
         try FileManager.default.createDirectory(atPath: dir.sub("busy"), withIntermediateDirectories: true)
         _ = FileManager.default.createFile(atPath: dir.sub("busy") + "/notes.txt", contents: Data("x".utf8))
         #expect(throws: ReplayError.self) { try Replay.rebuild(from: store, to: .end, into: dir.sub("busy")) }
+        // Inside the store directory (compaction would remove it), by any path to it.
+        try FileManager.default.createSymbolicLink(atPath: dir.sub("link"), withDestinationPath: dir.sub("live"))
+        for inside in [dir.sub("live") + "/snapshots/1", dir.sub("live") + "/g000002", dir.sub("link") + "/as-of/deeper",
+                       dir.sub("busy") + "/../live/x"] {
+            do {
+                try Replay.rebuild(from: store, to: .end, into: inside)
+                Issue.record("replay wrote into \(inside)")
+            } catch ReplayError.insideStore {
+            }
+            #expect(!FileManager.default.fileExists(atPath: inside), "\(inside)")
+        }
+        #expect(try Replay.rebuild(from: store, to: .end, into: dir.sub("livery")).through == 1, "a sibling whose name starts alike")
         #expect(replayDumpDifferences(before, try replayDumpTables(store)).isEmpty)
         // Before the first event: an empty store.
         let empty = try Replay.rebuild(from: store, to: .sequence(0), into: dir.sub("empty"))
