@@ -125,14 +125,37 @@ public enum Replay {
     /// source store is only read, in bounded read transactions. A compacted
     /// store is replayed from its snapshot; with `includeLog` the output gets a
     /// copy of the snapshot too, so it is a complete (compacted) store itself.
+    ///
+    /// A rebuild that fails (a damaged record, a full disk) removes what it wrote:
+    /// a review found a store "at seq N−1" left behind by a replay that stopped
+    /// at record N, easy to take for the store asked for.
     @discardableResult
     public static func rebuild(from store: TopicStore, to point: Point, into directory: String,
                                options: Options = Options(),
                                progress: ((ReplayProgress) -> Void)? = nil) throws -> Report {
-        let started = Date()
         if samePath(directory, store.directory) { throw ReplayError.sameDirectory(directory) }
         // A review's as-of stores under the store directory were removed, unnamed, by the next compaction.
         if isInside(directory, store.directory) { throw ReplayError.insideStore(directory, store: store.directory) }
+        let existed = FileManager.default.fileExists(atPath: directory)
+        let before = Set((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
+        do {
+            return try rebuildOnce(from: store, to: point, into: directory, options: options, progress: progress)
+        } catch {
+            // (The output's environment is closed by now: the builder was local to rebuildOnce.)
+            if !existed {
+                try? FileManager.default.removeItem(atPath: directory)
+            } else {
+                for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where !before.contains(name) {
+                    try? FileManager.default.removeItem(atPath: directory + "/" + name)
+                }
+            }
+            throw error
+        }
+    }
+
+    private static func rebuildOnce(from store: TopicStore, to point: Point, into directory: String,
+                                    options: Options, progress: ((ReplayProgress) -> Void)?) throws -> Report {
+        let started = Date()
         try store.requireLog()
         let snapshot = try snapshot(of: store)
         let through = try resolve(point, in: store, snapshot: snapshot)

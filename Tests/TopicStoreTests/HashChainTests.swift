@@ -190,6 +190,10 @@ struct HashChainTests {
         } catch ReplayError.cannotFold(let issue) {
             #expect(issue.sequence == 2 && issue.kind == .chain, "\(issue)")
         }
+        #expect(!FileManager.default.fileExists(atPath: dir.sub("as-of")), "a failed replay leaves no store behind")
+        try FileManager.default.createDirectory(atPath: dir.sub("empty-out"), withIntermediateDirectories: true)
+        #expect(throws: ReplayError.self) { try Replay.rebuild(from: store, to: .end, into: dir.sub("empty-out")) }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.sub("empty-out")) == [], "an empty --out is left empty")
         #expect(throws: RecordCorruption.self) { try History.device("d1", project: "alpha", in: store) }
         #expect(throws: RecordCorruption.self) { try History.topic("news", project: "alpha", in: store) }
         var exported = 0
