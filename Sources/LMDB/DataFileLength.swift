@@ -59,6 +59,24 @@ public struct DamagedMetaPage: Error, Sendable, CustomStringConvertible {
     }
 }
 
+/// A data.mdb with one valid meta page and one that is not (a bad magic number,
+/// version or page size): LMDB refuses the whole file as "not an LMDB file"
+/// (MDB_INVALID), but it is one, damaged. The environment says so, and where.
+public struct InvalidMetaPage: Error, Sendable, CustomStringConvertible {
+    /// The file (`DIR/data.mdb`).
+    public let file: String
+    /// The page that is not a valid meta page (0 or 1), and its offset in the file.
+    public let page: Int
+    public let offset: Int
+    /// The transaction the other, valid meta page holds.
+    public let otherTransactionID: Int
+
+    public var description: String {
+        "\(file) is damaged: meta page \(page) (bytes \(offset)…) is not a valid LMDB meta page (magic, version or page size), "
+            + "while meta page \(1 - page) is (transaction \(otherTransactionID)); LMDB refuses the file. Restore the store from a backup"
+    }
+}
+
 extension Environment {
     /// The most bytes a store's pages may take: the address space LMDB maps them into
     /// (x86-64 and arm64 give a process 2^47 or 2^48 bytes). A meta page naming more is damaged.
@@ -175,6 +193,27 @@ enum DataFile {
         guard fstat(fd, &st) == 0, let meta = meta(fd, page: 0, pageSize: 0), Int(st.st_size) < 2 * meta.pageSize else { return nil }
         return TruncatedDataFile(file: path, size: Int(st.st_size), needed: max(2, meta.lastPage + 1) * meta.pageSize,
                                  pageSize: meta.pageSize, transactionID: meta.transactionID)
+    }
+
+    /// The file at `path` when LMDB refused it as invalid and exactly one of its two
+    /// meta pages is valid: a damaged LMDB file rather than another kind of file.
+    static func invalidMetaPage(_ path: String) -> InvalidMetaPage? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        // Page 0's meta is at a fixed offset; page 1's is one page further, and the page
+        // size is the valid one's (tried at every size LMDB allows when page 0 is the bad one).
+        if let first = meta(fd, page: 0, pageSize: 0) {
+            guard meta(fd, page: 1, pageSize: first.pageSize) == nil else { return nil }
+            return InvalidMetaPage(file: path, page: 1, offset: first.pageSize, otherTransactionID: first.transactionID)
+        }
+        for shift in 9...16 {
+            let size = 1 << shift
+            if let second = meta(fd, page: 1, pageSize: size), second.pageSize == size {
+                return InvalidMetaPage(file: path, page: 0, offset: 0, otherTransactionID: second.transactionID)
+            }
+        }
+        return nil
     }
 
     /// The file at `path` when its newer meta page names a last page past what a

@@ -96,6 +96,7 @@ public final class Environment: @unchecked Sendable {
             if !dataExisted, stat(dataPath, &made) == 0, made.st_size < 2 * 4096 { unlink(dataPath) }
             if createdLock, access(dataPath, F_OK) != 0 { unlink(path + "/lock.mdb") }
             if dataExisted, opened == MDB_INVALID, let cut = DataFile.truncatedMetaPages(dataPath) { throw cut }
+            if dataExisted, opened == MDB_INVALID, let damaged = DataFile.invalidMetaPage(dataPath) { throw damaged }
             if dataExisted, let damaged = DataFile.impossibleMeta(dataPath) { throw damaged }
             throw Self.openError(path, code: LMDBError(rawValue: opened), readOnly: options.readOnly)
         }

@@ -116,7 +116,7 @@ final class Generation: Sendable {
         // LMDB file: one that holds data and no log was not written by topicstore
         // (compaction would otherwise have folded it into a new generation and removed it).
         if !options.readOnly, env.info().lastTransactionID > 0, (try? EventLog.open(in: env, create: false)) == nil {
-            throw StoreError.notADatabase(path: directory, reason: "data.mdb is an LMDB database that topicstore did not write (it has no log)")
+            throw Self.notAStore(env, directory, "data.mdb is an LMDB database that topicstore did not write (it has no log)")
         }
         environment = env
         do {
@@ -124,7 +124,7 @@ final class Generation: Sendable {
                 (try EventLog.open(in: env, create: !options.readOnly), try ProjectionTables.open(in: env, create: !options.readOnly))
             }
         } catch LMDBError.notFound {
-            throw StoreError.notADatabase(path: directory, reason: "it has no topicstore tables")
+            throw Self.notAStore(env, directory, "it has no topicstore tables")
         }
         let tables = self.tables
         projectionWriter = ProjectionWriter(tables: tables,
@@ -141,6 +141,18 @@ final class Generation: Sendable {
         if !options.readOnly && options.preparesWriter {
             try Self.whileOpening(env) { try env.read { txn in try projectionWriter.prepare(txn, alongside: env) } }
         }
+    }
+
+    /// A file LMDB opens but in which no store's tables are found: another program's
+    /// LMDB file — or a store whose tree of tables cannot be reached (a review flipped
+    /// the root page number in a meta page, and every command said "not a topicstore
+    /// database"). The page walk tells them apart; it runs only on this refusal.
+    static func notAStore(_ env: Environment, _ directory: String, _ reason: String) -> StoreError {
+        guard env.info().lastTransactionID > 0, let file = try? env.checkStructure(maxIssues: 3), !file.isSound else {
+            return .notADatabase(path: directory, reason: reason)
+        }
+        let more = file.issueCount > 1 ? " (and \(file.issueCount - 1) more)" : ""
+        return .damaged(path: directory, what: "data.mdb", reason: "\(file.issues[0])\(more); no store's tables can be reached")
     }
 
     /// Throws `StoreError.damaged` when the file holds a store — records in its log

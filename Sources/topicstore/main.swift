@@ -75,6 +75,10 @@ do {
     // So is a meta page naming more pages than a file can hold.
     Console.printError(error.description)
     code = .verificationFailed
+} catch let error as InvalidMetaPage {
+    // And one meta page LMDB cannot read beside a valid one: LMDB calls the file not its own.
+    Console.printError(error.description)
+    code = .verificationFailed
 } catch let error as ReplayError {
     Console.printError(error.description)
     switch error {

@@ -39,6 +39,49 @@ import TopicStore
         #expect(serve.status == 4, "serve: \(String(describing: serve.status)): \(serve.stderr.prefix(400))")
     }
 
+    /// One flipped bit in a meta page's magic number: LMDB refuses the whole file as not
+    /// its own (MDB_INVALID), and every command said "not a topicstore database" (exit 3),
+    /// `audit` included. An auditor review found it; it is damage, exit 4, the page named.
+    @Test(arguments: [0, 1])
+    func aMetaPageLMDBCannotReadIsDamageNotAnotherKindOfFile(page: Int) throws {
+        let dir = TemporaryDirectory("header")
+        let store = try makeStore(dir)
+        let damaged = try DataFileImage.copy(store, dir, "magic")
+        let image = try DataFileImage(damaged)
+        let at = page * DataFileImage.pageSize + 16
+        try DataFileImage.write(damaged, at: at, [image.bytes[at] ^ 0x20])
+        let before = try Data(contentsOf: URL(fileURLWithPath: damaged + "/data.mdb"))
+        for command in [["stats"], ["audit"], ["audit", "--file-only"], ["load", "-"]] {
+            let run = try topicstore(command + ["--data", damaged], stdin: "")
+            #expect(run.status == 4, "\(command): exit \(run.status): \(run.stderr.prefix(400))")
+            #expect(run.stderr.contains("meta page \(page)") && run.stderr.contains("damaged"), "\(command): \(run.stderr.prefix(400))")
+        }
+        let serve = try runWithDeadline(["serve", "--data", damaged, "--listen", "127.0.0.1:0", "--quiet"], seconds: 20)
+        #expect(serve.status == 4, "serve: \(String(describing: serve.status)): \(serve.stderr.prefix(400))")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: damaged + "/data.mdb")) == before, "the file was written to")
+    }
+
+    /// The newest meta page's root of the table of tables pointing at another page (here a
+    /// page of the log): LMDB opens the file and finds none of the store's tables, and the
+    /// commands said "not a topicstore database" (exit 3). The page walk tells it is damage.
+    @Test func aMetaPageWhoseRootMissesTheTablesIsDamage() throws {
+        let dir = TemporaryDirectory("header")
+        let store = try makeStore(dir)
+        let damaged = try DataFileImage.copy(store, dir, "root")
+        let image = try DataFileImage(damaged)
+        let rootAt = image.newestMeta * DataFileImage.pageSize + 16 + 72 + 40
+        let logPage = try #require(try image.entries("log").first?.page)
+        #expect(logPage != image.word(rootAt, UInt64.self))
+        try DataFileImage.write(damaged, at: rootAt, withUnsafeBytes(of: UInt64(logPage).littleEndian) { Array($0) })
+        let before = try Data(contentsOf: URL(fileURLWithPath: damaged + "/data.mdb"))
+        for command in [["stats"], ["load", "-"], ["project", "add", "other"], ["audit"]] {
+            let run = try topicstore(command + ["--data", damaged], stdin: "")
+            #expect(run.status == 4, "\(command): exit \(run.status): \(run.stderr.prefix(400))")
+            #expect((run.stderr + run.stdout).contains(command[0] == "audit" ? "page" : "damaged"), "\(command): \(run.stdout.prefix(400)) \(run.stderr.prefix(400))")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: damaged + "/data.mdb")) == before, "the file was written to")
+    }
+
     /// The leaf page count in the table of tables' record of `postings` (its top byte).
     @Test func aTableRecordWithAbsurdCountsIsReportedByStats() throws {
         let dir = TemporaryDirectory("header")
