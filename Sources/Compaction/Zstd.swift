@@ -147,6 +147,14 @@ public final class MaybeCompressedInput {
     private var sniffed = false
     private var chunk = [UInt8](repeating: 0, count: 1 << 20)
     public private(set) var isCompressed = false
+    /// Bytes read from the file so far (compressed bytes for compressed input).
+    public private(set) var bytesRead = 0
+    /// The file's size when it is a regular file (not standard input or a pipe).
+    public var fileSize: Int? {
+        var st = stat()
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return Int(st.st_size)
+    }
 
     /// Opens `path`, or standard input for "-".
     public init(path: String) throws {
@@ -169,6 +177,7 @@ public final class MaybeCompressedInput {
                 if errno == EINTR { continue }
                 throw ZstdError("read failed: \(String(cString: strerror(errno)))")
             }
+            if sniffed, n > 0 { bytesRead += n }
             if !sniffed {
                 // Make sure at least the four magic bytes are seen before deciding.
                 while n > 0 && n < 4 {
@@ -178,6 +187,7 @@ public final class MaybeCompressedInput {
                     n += m
                 }
                 sniffed = true
+                if n > 0 { bytesRead += n }
                 if n >= 4 && ZstdFormat.hasMagic(chunk[0..<4]) {
                     decompressor = try ZstdDecompressor()
                     isCompressed = true

@@ -333,4 +333,25 @@ import TopicStore
         let json = try Self.onATerminal("\(binary) history --data \(data) --project demo --topic news --json > \(dir.sub("out.json"))")
         #expect(json.isEmpty, "\(json.debugDescription)")
     }
+
+    /// `load` and `import` show how much of their file is read (the docs said `import` did;
+    /// an auditor review found no bar), and stay quiet with --json.
+    @Test("load and import draw a bar of the bytes read on a terminal",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script")))
+    func loadAndImportProgress() throws {
+        let dir = TemporaryDirectory("load-progress")
+        let binary = BuiltProducts.executable("topicstore")
+        let lines = (0..<20_000).map { #"{"project":"demo","type":"token","device_id":"d\#($0)","token":"t\#($0)","platform":"ios"}"# }
+        try (lines.joined(separator: "\n") + "\n").write(toFile: dir.sub("in.jsonl"), atomically: true, encoding: .utf8)
+        let load = try Self.onATerminal("\(binary) load --data \(dir.sub("a")) \(dir.sub("in.jsonl"))")
+        #expect(load.contains("load ") && load.contains(" bytes/s ETA"), "\(load.suffix(300).debugDescription)")
+        #expect(!load.contains("0 bytes/s ETA 0:00"), "no rate before there is one to measure")
+        let export = try Self.onATerminal("\(binary) export --data \(dir.sub("a")) > \(dir.sub("out.jsonl"))")
+        #expect(export.contains("export"))
+        let importing = try Self.onATerminal("\(binary) import --data \(dir.sub("b")) \(dir.sub("out.jsonl"))")
+        #expect(importing.contains("import ") && importing.contains(" bytes/s ETA"), "\(importing.suffix(300).debugDescription)")
+        #expect(importing.contains("imported 20000 records"))
+        let quiet = try Self.onATerminal("\(binary) import --json --data \(dir.sub("c")) \(dir.sub("out.jsonl"))")
+        #expect(!quiet.contains("ETA"), "\(quiet.debugDescription)")
+    }
 }

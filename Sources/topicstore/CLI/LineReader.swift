@@ -29,6 +29,13 @@ final class LineReader {
     /// Whether the input is zstd-compressed (known once the first line was read).
     var isCompressed: Bool { input.isCompressed }
 
+    /// Bytes of the file read so far, and its size: nil for standard input or a pipe.
+    var position: (read: UInt64, size: UInt64)? {
+        guard !isStandardInput, let size = fileSize else { return nil }
+        return (UInt64(min(input.bytesRead, size)), UInt64(size))
+    }
+    private lazy var fileSize: Int? = input.fileSize
+
     func next() -> [UInt8]? {
         while true {
             if let nl = buffer[start...].firstIndex(of: 0x0A) {

@@ -24,15 +24,27 @@ final class ProgressBar {
         let width = 30
         let filled = Int(fraction * Double(width))
         let elapsed = now.timeIntervalSince(phaseStart)
-        let rate = elapsed > 0 ? Double(p.done) / elapsed : 0
+        // A rate (and an ETA) only once there is something to measure: the first draw said "0 events/s ETA 0:00".
+        let measured = elapsed >= 0.5 && p.done > 0
+        let rate = measured ? Double(p.done) / elapsed : 0
         let eta = rate > 0 && p.total > p.done ? Double(p.total - p.done) / rate : 0
-        let unit = p.phase == "compare" ? "entries" : (p.phase == "output" ? "lines" : "events")
+        let unit = Self.unit(of: p.phase)
         let line = String(format: "%@ [%@%@] %3d%% %@/%@ %@ %@/s ETA %@", p.phase.padding(toLength: 8, withPad: " ", startingAt: 0),
                           String(repeating: "#", count: filled), String(repeating: ".", count: width - filled),
-                          Int(fraction * 100), Self.short(Double(p.done)), Self.short(Double(p.total)), Self.short(rate), unit,
-                          Self.clock(eta))
+                          Int(fraction * 100), Self.short(Double(p.done)), Self.short(Double(p.total)),
+                          measured ? Self.short(rate) : "-", unit, measured ? Self.clock(eta) : "-:--")
         FileHandle.standardError.write(Data(("\r\u{1B}[K" + line).utf8))
         drawn = true
+    }
+
+    /// What a phase counts: `import` and `load` count bytes of their input file.
+    static func unit(of phase: String) -> String {
+        switch phase {
+        case "compare": return "entries"
+        case "output": return "lines"
+        case "import", "load": return "bytes"
+        default: return "events"
+        }
     }
 
     /// Clears the bar so the result prints on a clean line.

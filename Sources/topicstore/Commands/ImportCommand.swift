@@ -32,23 +32,29 @@ enum ImportCommand: Command {
         let started = Date()
         let importer = try Importer(creating: arguments.dataDirectory, memoryBudget: ReplayCommand.memoryBudget(arguments))
         var lineNumber = 0
+        let bar = ProgressBar(arguments: arguments)
+        defer { bar.finish() }
         do {
             while let line = reader.next() {
                 lineNumber += 1
+                if lineNumber % 4096 == 0, let at = reader.position { bar.update(ReplayProgress(phase: "import", done: at.read, total: at.size)) }
                 if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
                 try importer.add(try Importer.record(fromLine: String(decoding: line, as: UTF8.self), lineNumber: lineNumber))
             }
             if let failure = reader.failure {
+                bar.finish()
                 _ = try? importer.finish()
                 Console.printError("after line \(lineNumber): \(failure)")
                 return .invalidInput
             }
         } catch let error as ReplayError {
+            bar.finish()
             _ = try? importer.finish()
             if case .invalidLine = error { Console.printError(error.description) } else { Console.printError("line \(lineNumber): \(error)") }
             return .invalidInput
         }
         let head = try importer.finish()
+        bar.finish()
         let seconds = Date().timeIntervalSince(started)
         let matches = expected == nil || expected == head
         if arguments.json {

@@ -1,5 +1,6 @@
 import EventJSON
 import Foundation
+import Replay
 import Synchronization
 import SubscriptionLog
 import TopicStore
@@ -125,8 +126,11 @@ enum LoadCommand: Command {
             batchLines.removeAll(keepingCapacity: true)
         }
 
+        // On a terminal, from a file: how much of it is read (a line's error clears the bar first).
+        let bar = ProgressBar(arguments: arguments)
         while storeFailure == nil, signalled.load(ordering: .relaxed) == 0, let line = reader.next() {
             lineNumber += 1
+            if lineNumber % 4096 == 0, let at = reader.position { bar.update(ReplayProgress(phase: "load", done: at.read, total: at.size)) }
             if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
             do {
                 let text = String(decoding: line, as: UTF8.self)
@@ -141,6 +145,7 @@ enum LoadCommand: Command {
                         let what = lineTime > storeTime ? "a line before it" : "the store's last time"
                         invalid += 1
                         stopped = true
+                        bar.finish()
                         Console.printError("""
                             line \(lineNumber): ts \(TimeText.iso(time)) is before \(what), \(TimeText.iso(max(storeTime, lineTime))): stopped
                               times in the log never go back, so this line would get a later time, and a rejection after it
@@ -156,6 +161,7 @@ enum LoadCommand: Command {
                 batchLines.append(lineNumber)
             } catch {
                 invalid += 1
+                bar.finish()
                 Console.printError("line \(lineNumber): \(error)")
                 if stopOnError { stopped = true; break }
                 continue
@@ -164,6 +170,7 @@ enum LoadCommand: Command {
         }
         if storeFailure == nil { flush() }
         settle()
+        bar.finish()
         if let failure = reader.failure {
             Console.printError("after line \(lineNumber): \(failure)")
             invalid += 1
