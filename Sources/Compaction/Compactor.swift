@@ -615,6 +615,7 @@ enum Snapshots {
         try? FileManager.default.removeItem(atPath: packed)
         var options = Replay.Options()
         options.includeLog = false
+        options.writesInsideStore = true  // snapshots/ is compaction's own
         let report = try Replay.rebuild(from: store, to: .sequence(head.sequence), into: tmp, options: options, progress: progress)
         guard report.through == head.sequence else {
             throw CompactionError.internalState("the snapshot rebuild stopped at \(report.through), not \(head.sequence)")

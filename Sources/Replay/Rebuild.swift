@@ -43,6 +43,9 @@ public enum Replay {
         /// build holds more than this many bytes (roughly). nil: write through
         /// to LMDB at every commit (slower; kept to compare the two).
         public var memoryBudget: Int? = defaultMemoryBudget
+        /// Whether the output may lie inside the source's store directory: only
+        /// for compaction, which writes its snapshot there and manages it.
+        public var writesInsideStore = false
         /// A third of the machine's memory, at most 8 GiB: 10M devices fit in one round.
         public static var defaultMemoryBudget: Int { ProjectionBuilder.defaultMemoryBudget }
         public init() {}
@@ -135,7 +138,7 @@ public enum Replay {
                                progress: ((ReplayProgress) -> Void)? = nil) throws -> Report {
         if samePath(directory, store.directory) { throw ReplayError.sameDirectory(directory) }
         // A review's as-of stores under the store directory were removed, unnamed, by the next compaction.
-        if isInside(directory, store.directory) { throw ReplayError.insideStore(directory, store: store.directory) }
+        if !options.writesInsideStore, isInside(directory, store.directory) { throw ReplayError.insideStore(directory, store: store.directory) }
         let existed = FileManager.default.fileExists(atPath: directory)
         let before = Set((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
         do {

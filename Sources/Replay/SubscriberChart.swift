@@ -25,17 +25,17 @@ public enum SubscriberChart {
         let yTop = Double(niceCeiling(maxCount))
         let yStep = max(1, Int(yTop) / 5)
         let yTicks = (0...5).map { $0 * yStep }.filter { Double($0) <= yTop }
-        let spanDays = Double(t1 - t0) / 86_400_000
-        let xTicks = (0...4).map { i in t0 + (t1 - t0) * Int64(i) / 4 }
-        let xLabels = xTicks.map { timeLabel($0, spanDays: spanDays) }
+        let (xTicks, xLabels) = timeTicks(from: t0, to: t1)
 
         // Margins from the labels: the y title (rotated, one line high), then
         // the y tick labels right-aligned against the axis; on the right, half
         // the last x tick label (it is centred on the axis' end).
         let yTitleX = edge + ascent(fontSize)
         let yLabelsWidth = yTicks.map { textWidth(grouped($0), fontSize) }.max() ?? 0
-        let left = max(yTitleX + descent(fontSize) + gap + yLabelsWidth + gap, textWidth(xLabels[0], fontSize) / 2 + edge)
-        let right = max(20.0, textWidth(xLabels[4], fontSize) / 2 + edge)
+        // (A tick may sit at either end: room for half the widest label on both sides.)
+        let xLabelsWidth = xLabels.map { textWidth($0, fontSize) }.max() ?? 0
+        let left = max(yTitleX + descent(fontSize) + gap + yLabelsWidth + gap, xLabelsWidth / 2 + edge)
+        let right = max(20.0, xLabelsWidth / 2 + edge)
         let top = 40.0, bottom = 60.0
         let w = Double(width) - left - right, h = Double(height) - top - bottom
         func x(_ t: Int64) -> Double { left + Double(t - t0) / Double(t1 - t0) * w }
@@ -83,7 +83,7 @@ public enum SubscriberChart {
             svg += "<line x1=\"\(fmt(left - 5))\" y1=\"\(fmt(py))\" x2=\"\(fmt(left + w))\" y2=\"\(fmt(py))\" stroke=\"\(i == 0 ? "black" : "#ddd")\"/>\n"
             svg += "<text x=\"\(fmt(left - gap))\" y=\"\(fmt(py + 4))\" text-anchor=\"end\">\(grouped(n))</text>\n"
         }
-        // X ticks: five times.
+        // X ticks: round times (midnights, whole hours, minutes…), each labelled exactly.
         for (t, label) in zip(xTicks, xLabels) {
             let px = x(t)
             svg += "<line x1=\"\(fmt(px))\" y1=\"\(fmt(top + h))\" x2=\"\(fmt(px))\" y2=\"\(fmt(top + h + 5))\" stroke=\"black\"/>\n"
@@ -114,11 +114,36 @@ public enum SubscriberChart {
             .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
 
-    /// yyyy-MM-dd over two days or more, MM-dd HH:mm over an hour, else HH:mm:ss.SSS (UTC).
-    static func timeLabel(_ ms: Int64, spanDays: Double) -> String {
+    /// Steps between x ticks, in milliseconds: the smallest that gives at most seven ticks is taken.
+    static let tickSteps: [Int64] = [1, 2, 5, 10, 20, 50, 100, 200, 500,
+                                     1_000, 2_000, 5_000, 10_000, 15_000, 30_000,
+                                     60_000, 120_000, 300_000, 600_000, 900_000, 1_800_000,
+                                     3_600_000, 7_200_000, 10_800_000, 21_600_000, 43_200_000,
+                                     86_400_000, 2 * 86_400_000, 7 * 86_400_000, 14 * 86_400_000, 28 * 86_400_000,
+                                     91 * 86_400_000, 364 * 86_400_000, 728 * 86_400_000, 1820 * 86_400_000]
+
+    /// Ticks on round times within `t0...t1` (UTC: multiples of the step since 1970, so a day
+    /// step ticks at midnights), at most seven, and their labels. An auditor review found five
+    /// evenly spaced instants labelled by date alone: "10-02" stood at 13:22 and 10-03 was missing.
+    static func timeTicks(from t0: Int64, to t1: Int64) -> ([Int64], [String]) {
+        let step = tickSteps.first { (t1 - t0) / $0 < 7 } ?? (t1 - t0) / 6 + 1
+        var first = t0 / step * step
+        if first < t0 { first += step }
+        var ticks: [Int64] = []
+        var t = first
+        while t <= t1 { ticks.append(t); t += step }
+        return (ticks, ticks.map { timeLabel($0, step: step, span: t1 - t0) })
+    }
+
+    /// A tick's label, as precise as its step: yyyy-MM-dd for whole days, then MM-dd HH:mm
+    /// (HH:mm within a day) for minutes, HH:mm:ss for seconds, HH:mm:ss.SSS below (UTC).
+    static func timeLabel(_ ms: Int64, step: Int64, span: Int64) -> String {
         let iso = Array(TimeText.iso(ms).utf8)  // YYYY-MM-DDTHH:MM:SS.mmmZ
         func part(_ r: Range<Int>) -> String { String(decoding: iso[r], as: UTF8.self) }
-        return spanDays >= 2 ? part(0..<10) : (spanDays * 24 >= 1 ? part(5..<10) + " " + part(11..<16) : part(11..<23))
+        if step % 86_400_000 == 0 { return part(0..<10) }
+        if step % 60_000 == 0 { return span >= 86_400_000 ? part(5..<10) + " " + part(11..<16) : part(11..<16) }
+        if step % 1_000 == 0 { return part(11..<19) }
+        return part(11..<23)
     }
 
     /// `n` with thousands separated by commas: 1,000,000.

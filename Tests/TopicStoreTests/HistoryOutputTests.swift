@@ -285,6 +285,23 @@ import TopicStore
                                  asOfSeq: UInt64(counts.count), asOfTime: t0 + span, horizon: nil)
     }
 
+    /// An auditor review found five evenly spaced instants labelled with their date alone: the
+    /// "2026-10-02" tick stood at 13:22 and 10-03 was missing. Ticks now sit on round times
+    /// (midnights, whole hours…), each labelled with what it is.
+    @Test("x ticks sit on round UTC times and say exactly which", arguments: [
+        (Int64(1_790_830_000_000), Int64(6 * 86_400_000 + 3_600_000), ["2026-10-02", "2026-10-03", "2026-10-04", "2026-10-05", "2026-10-06", "2026-10-07"]),
+        (Int64(1_790_830_000_000), Int64(3 * 3_600_000), ["05:00", "05:30", "06:00", "06:30", "07:00", "07:30"]),
+        (Int64(1_790_830_000_000), Int64(40_000), ["04:46:40", "04:46:50", "04:47:00", "04:47:10", "04:47:20"]),
+        (Int64(1_790_830_000_000), Int64(36 * 3_600_000), ["10-01 06:00", "10-01 12:00", "10-01 18:00", "10-02 00:00", "10-02 06:00", "10-02 12:00"]),
+    ])
+    func chartTimeTicks(start: Int64, span: Int64, labels: [String]) {
+        let (ticks, text) = SubscriberChart.timeTicks(from: start, to: start + span)
+        #expect(text == labels, "\(TimeText.iso(start)) + \(span) ms")
+        #expect(ticks.count <= 7 && ticks.allSatisfy { $0 >= start && $0 <= start + span })
+        // Each label is the tick's own time, cut to the precision of the step.
+        for (t, label) in zip(ticks, text) { #expect(TimeText.iso(t).contains(label.replacingOccurrences(of: " ", with: "T")), "\(label) at \(TimeText.iso(t))") }
+    }
+
     @Test("chart labels stay inside the picture and the y title clears the tick labels, however wide they are",
           arguments: [(1_000_000, Int64(1_800_000)), (7, Int64(40_000)), (123_456_789, Int64(3 * 86_400_000)), (45_000, Int64(7_200_000))])
     func chartLayout(top: Int, span: Int64) {
