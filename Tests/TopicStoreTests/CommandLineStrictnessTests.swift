@@ -82,6 +82,18 @@ import Testing
         #expect(all.stderr.contains("compacted at seq 2: exporting from seq 3"), "\(all.stderr)")
         let after = try topicstore(["export", "--data", data, "--from-seq", "3"])
         #expect(after.status == 0 && after.stdout.contains("\"seq\":4") && after.stderr.isEmpty, "\(after.stderr)")
+        // Past the log's end is an error, as for replay (an auditor review got an empty export with
+        // exit 0, and a --to-seq silently cut); so are sequence 0 and a signed number.
+        for range in [["--from-seq", "5"], ["--to-seq", "5"], ["--from-seq", "3", "--to-seq", "9"]] {
+            let r = try topicstore(["export", "--data", data] + range)
+            #expect(r.status == 1 && r.stdout.isEmpty && r.stderr.contains("beyond the log, which ends at 4"), "\(range): \(r.status) \(r.stderr)")
+        }
+        for (range, message) in [(["--to-seq", "0"], "--to-seq 0: the log's sequences start at 1"), (["--from-seq", "+3"], "--from-seq must be a sequence number"),
+                                 (["--from-seq", "4", "--to-seq", "3"], "--from-seq 4 is after --to-seq 3")] {
+            let r = try topicstore(["export", "--data", data] + range)
+            #expect(r.status == 2 && r.stderr.contains(message), "\(range): \(r.status) \(r.stderr)")
+        }
+        #expect(try topicstore(["replay", "--data", data, "--to-seq", "+4", "--out", dir.sub("plus")]).status == 2)
     }
 
     // MARK: topics in pages

@@ -87,6 +87,15 @@ struct Arguments {
     var dataDirectory: String { value("data") ?? "./data" }
     var json: Bool { has("json") }
 
+    /// A log sequence number: decimal digits only (`+5` was taken for 5 while `--at +…` was refused).
+    func sequence(_ name: String) throws(UsageError) -> UInt64? {
+        guard let text = value(name) else { return nil }
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = UInt64(text) else {
+            throw UsageError(description: "--\(name) must be a sequence number, not '\(text)'")
+        }
+        return n
+    }
+
     func integer(_ name: String) throws(UsageError) -> Int? {
         guard let text = value(name) else { return nil }
         guard let n = Int(text) else { throw UsageError(description: "--\(name) must be an integer, not '\(text)'") }

@@ -10,7 +10,7 @@ enum ExportCommand: Command {
         usage: "export [--data DIR] [--from-seq N] [--to-seq M]",
         options: [
             .init(name: "from-seq", value: "N", help: "first sequence (default the log's first: 1, or after the compaction horizon)"),
-            .init(name: "to-seq", value: "M", help: "last sequence (default the end of the log)"),
+            .init(name: "to-seq", value: "M", help: "last sequence (default the end of the log; past it is an error, exit 1)"),
         ],
         details: """
         `topicstore import --data NEW FILE` rebuilds the same store from a full export (same
@@ -24,16 +24,14 @@ enum ExportCommand: Command {
         """)
 
     static func run(_ arguments: Arguments) throws -> ExitCode {
-        func sequence(_ name: String) throws -> UInt64? {
-            guard let text = arguments.value(name) else { return nil }
-            guard let n = UInt64(text) else { throw UsageError(description: "--\(name) must be a sequence number, not '\(text)'") }
-            return n
+        let askedFrom = try arguments.sequence("from-seq")
+        let askedThrough = try arguments.sequence("to-seq")
+        for (name, n) in [("from-seq", askedFrom), ("to-seq", askedThrough)] where n == 0 {
+            throw UsageError(description: "--\(name) 0: the log's sequences start at 1")
         }
-        let askedFrom = try sequence("from-seq")
-        let askedThrough = try sequence("to-seq")
         var from = askedFrom ?? 1
         let through = askedThrough ?? .max
-        guard from <= through else { throw UsageError(description: "--from-seq is after --to-seq") }
+        guard from <= through else { throw UsageError(description: "--from-seq \(from) is after --to-seq \(through)") }
         var readOnly = TopicStore.Options()
         readOnly.readOnly = true
         let store = try TopicStore(directory: arguments.dataDirectory, options: readOnly)
@@ -56,6 +54,9 @@ enum ExportCommand: Command {
                 Console.printError("the log was compacted at seq \(horizon): exporting from seq \(horizon + 1) (the events before are in the compaction archive, if one was kept)")
             }
         }
+        // Past the log's end is an error, as for replay: an empty or shorter export would read as "no more events".
+        let last = try store.read { txn in try store.log.bounds(txn)?.last } ?? horizon
+        for case let n? in [askedFrom, askedThrough] where n > last { throw ReplayError.beyondLog(requested: n, last: last) }
         let bar = ProgressBar(arguments: arguments)
         let out = OutputBuffer()
         let newline: [UInt8] = [0x0A]

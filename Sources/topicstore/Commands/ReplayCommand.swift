@@ -64,9 +64,8 @@ enum ReplayCommand: Command {
         }
         guard let out = arguments.value("out") else { throw UsageError(description: "--out DIR is required") }
         let point: Replay.Point
-        switch (arguments.value("to-seq"), arguments.value("at")) {
-        case (let seq?, nil):
-            guard let n = UInt64(seq) else { throw UsageError(description: "--to-seq must be a sequence number, not '\(seq)'") }
+        switch (try arguments.sequence("to-seq"), arguments.value("at")) {
+        case (let n?, nil):
             point = .sequence(n)
         case (nil, let time?):
             point = .time(try TimeArgument.milliseconds(time, option: "at"))
