@@ -29,6 +29,10 @@ public final class HTTPServer: Sendable {
         public var threading = Threading.threadPerConnection
         /// Largest request body read, in bytes; a larger one gets 413.
         public var bodyLimit = 1 << 20
+        /// Largest body over `bodyLimit` read (and dropped) before its 413 is sent, so that a
+        /// client writing all of it before reading sees the answer; a larger one is refused at
+        /// its headers and the connection closed.
+        public var drainLimit = 16 << 20
         public var connectionLimit = 1024
         /// Seconds an idle connection is kept.
         public var connectionTimeout = 60
@@ -332,7 +336,15 @@ final class ServerCore: @unchecked Sendable {
             if let text = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length"),
                let declared = Int(String(cString: text)), declared > configuration.bodyLimit {
                 state.tooLarge = true
-                return respond(connection, state, configuration.errorResponse(413), close: true)
+                // A client that sends its whole body before it reads (Python's http.client) saw the
+                // connection closed under it and never the 413: a body up to `drainLimit` is read and
+                // dropped first, unless the client waits for 100-continue; a bigger one is refused now.
+                let waitsForContinue = MHD_lookup_connection_value(connection, .HEADER_KIND, "Expect")
+                    .map { String(cString: $0).lowercased().contains("100-continue") } ?? false
+                if declared > configuration.drainLimit || waitsForContinue {
+                    return respond(connection, state, configuration.errorResponse(413), close: true)
+                }
+                return .YES
             }
             if let refusal = configuration.refusalBeforeBody,
                let expect = MHD_lookup_connection_value(connection, .HEADER_KIND, "Expect"),

@@ -198,6 +198,16 @@ struct HTTPErrorTests {
         chunked += "0\r\n\r\n"
         try c.send(raw: Array(chunked.utf8))
         expectJSONError(try c.readResponse(), 413)
+        // A client that writes a large body whole before it reads (Python's http.client): the body
+        // is read and dropped, then the 413 comes (a wire review got a broken pipe, never the 413).
+        let whole = try t.client()
+        let body = [UInt8](repeating: 0x20, count: 12 << 20)
+        let eager = try whole.request("POST", "/api/register", headers: [("Content-Type", "application/json"), ("X-MPush-Token", t.clientKey)], body: body)
+        expectJSONError(eager, 413)
+        // One that waits for 100-continue is answered at once, before any of its body.
+        let waiting = try t.client()
+        try waiting.send(raw: Array("POST /api/register HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-MPush-Token: \(t.clientKey)\r\nContent-Length: \(4 << 20)\r\nExpect: 100-continue\r\n\r\n".utf8))
+        expectJSONError(try waiting.readResponse(), 413)
         // Under the limit still works.
         let ok = try t.send("POST", "/api/register", key: t.clientKey, json: #"{"device_id":"D1","topics":["a"]}"#)
         #expect(ok.status == 200)
