@@ -54,9 +54,23 @@ struct LogVerifier: Sendable {
         self.link = link
     }
 
+    /// The last issue reported (kept past `maxIssues` too).
+    private(set) var lastIssue: LogIssue?
+
     mutating func report(_ issue: LogIssue) {
         issueCount += 1
+        lastIssue = issue
         if issues.count < maxIssues { issues.append(issue) }
+    }
+
+    /// A record whose frame and link check out but whose fields do not decode (a
+    /// sequence inside it that is not its key's, say, with the CRC recomputed): an
+    /// issue of its own, unless `check` already reported this record as undecodable.
+    mutating func noteUndecodable(_ corruption: RecordCorruption) {
+        let issue = LogIssue(corruption)
+        guard issue.kind == .undecodable else { return }
+        if let last = lastIssue, last.sequence == issue.sequence, last.kind == .undecodable { return }
+        report(issue)
     }
 
     /// Checks one entry of the log walk: its place (gaps, keys out of order), its
@@ -150,6 +164,10 @@ struct LogReader {
             if entry.kind == .stray { return visited < limit }
             let seq = entry.sequence
             chunk.lastRead = seq
+            if chunk.stop != nil, verifier.verifies, entry.kind == .inOrder {
+                // Past where the fold stopped, an audit still decodes each record, to report those whose fields are wrong.
+                do { _ = try RecordCodec.decode(entry.bytes, key: seq) } catch let e as RecordCorruption { verifier.noteUndecodable(e) }
+            }
             if chunk.stop == nil {
                 switch entry.kind {
                 case .afterGap(let missing):
@@ -172,6 +190,7 @@ struct LogReader {
                         }
                     } catch let e as RecordCorruption {
                         chunk.stop = LogIssue(e)
+                        if verifier.verifies { verifier.noteUndecodable(e) }
                     }
                 }
             }

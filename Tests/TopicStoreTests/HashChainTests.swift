@@ -203,6 +203,29 @@ struct HashChainTests {
         #expect(try Export.lines(from: store, from: 3) { _ in }.records == 51)
     }
 
+    /// An auditor review changed the sequence inside a record (CRC recomputed): the audit named
+    /// only the broken link; that the record names another sequence showed only in the projections line.
+    @Test("a record that names another sequence than its key is reported as such, beside its broken link")
+    func recordNamingAnotherSequence() throws {
+        let dir = ReplayTempDir("renumber")
+        let store = try TopicStore(directory: dir.sub("live"))
+        try Self.fill(store, count: 40)
+        for seq: UInt64 in [12, 30] {
+            var bytes = try Self.rawRecord(store, seq)
+            bytes.replaceSubrange(2..<10, with: withUnsafeBytes(of: (seq + 1).bigEndian) { Array($0) })
+            let crc = CRC32C.checksum(Array(bytes[0..<(bytes.count - 4)]))
+            bytes.replaceSubrange((bytes.count - 4)..., with: withUnsafeBytes(of: crc.bigEndian) { Array($0) })
+            try Self.overwrite(store, seq, bytes)
+        }
+        let report = try Audit.run(store)
+        #expect(!report.isClean)
+        for seq: UInt64 in [12, 30] {
+            #expect(report.logIssues.contains { $0.sequence == seq && $0.kind == .chain }, "\(report.logIssues)")
+            #expect(report.logIssues.contains { $0.sequence == seq && $0.kind == .undecodable && $0.message.contains("record says sequence \(seq + 1)") },
+                    "\(report.logIssues)")
+        }
+    }
+
     @Test("a record rewritten with a recomputed link breaks the next link; the last one is caught by the anchored head")
     func rewrittenWithRecomputedLink() throws {
         let dir = ReplayTempDir("relink")
