@@ -78,7 +78,15 @@ public enum EventJSON {
     /// seconds is refused rather than read as January 1970), nil when the line has none.
     public static func timedEvent(fromLine line: some StringProtocol, defaultProject: String? = nil)
         throws(InvalidCommand) -> (event: Event, timestamp: Int64?) {
+        let (event, timestamp, _) = try exportedEvent(fromLine: line, defaultProject: defaultProject)
+        return (event, timestamp)
+    }
+
+    /// `timedEvent` and the line's `seq`, when it has one (a line of `topicstore export`).
+    public static func exportedEvent(fromLine line: some StringProtocol, defaultProject: String? = nil)
+        throws(InvalidCommand) -> (event: Event, timestamp: Int64?, sequence: UInt64?) {
         let dict = try object(fromLine: line)
+        let sequence = dict["seq"].flatMap(int64).flatMap { $0 > 0 ? UInt64($0) : nil }
         var timestamp: Int64?
         if let value = dict["ts"] {
             guard let ts = int64(value), Limits.rejectedAtRange.contains(ts) else {
@@ -87,7 +95,7 @@ public enum EventJSON {
             }
             timestamp = ts
         }
-        return (try event(from: dict, defaultProject: defaultProject), timestamp)
+        return (try event(from: dict, defaultProject: defaultProject), timestamp, sequence)
     }
 
     private static func object(fromLine line: some StringProtocol) throws(InvalidCommand) -> [String: Any] {

@@ -96,6 +96,21 @@ import Testing
         #expect(try topicstore(["replay", "--data", data, "--to-seq", "+4", "--out", dir.sub("plus")]).status == 2)
     }
 
+    /// An auditor review loaded a slice of an export into an empty store and got the slice's effects
+    /// alone, without a word: load now says what it does with such lines (it still does it).
+    @Test func loadingASliceOfAnExportSaysWhatItIs() throws {
+        let dir = TemporaryDirectory("export-slice")
+        let data = try loadedStore(dir, [#"{"project":"demo","type":"token","device_id":"D1","token":"t1","platform":"ios"}"#,
+                                         #"{"project":"demo","type":"register","device_id":"D1","topics":["news"]}"#,
+                                         #"{"project":"demo","type":"unregister","device_id":"D1","topics":["news"]}"#].joined(separator: "\n") + "\n")
+        let slice = try topicstore(["export", "--data", data, "--from-seq", "2"])
+        let partial = try topicstore(["load", "--data", dir.sub("partial"), "-"], stdin: slice.stdout)
+        #expect(partial.status == 0 && partial.stderr.contains("note: line 1 is record 2 of an export, and this store's next sequence is 1"), "\(partial.stderr)")
+        let whole = try topicstore(["export", "--data", data])
+        let full = try topicstore(["load", "--data", dir.sub("full"), "-"], stdin: whole.stdout)
+        #expect(full.status == 0 && !full.stderr.contains("note:"), "\(full.stderr)")
+    }
+
     // MARK: topics in pages
 
     @Test func topicsPageByPrefixAfterAndLimit() throws {

@@ -70,6 +70,10 @@ enum LoadCommand: Command {
         let retime = arguments.has("retime")
         // A line's ts must not be before the log's last time, nor before an earlier line's.
         let storeTime = try store.read { txn in try store.log.bounds(txn)?.lastTimestamp } ?? 0
+        let nextSequence = try store.read { txn in
+            try store.log.bounds(txn)?.last ?? store.tables.compactedChainHead(txn)?.sequence ?? 0
+        } + 1
+        var warnedAboutExport = false
         var lineTime: Int64 = 0
         /// Records committed with a later time than their line's ts (--retime, or
         /// another process committing meanwhile).
@@ -134,7 +138,19 @@ enum LoadCommand: Command {
             if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
             do {
                 let text = String(decoding: line, as: UTF8.self)
-                let (event, time) = try EventJSON.timedEvent(fromLine: text, defaultProject: arguments.value("project"))
+                let (event, time, exportedSeq) = try EventJSON.exportedEvent(fromLine: text, defaultProject: arguments.value("project"))
+                if let exportedSeq, !warnedAboutExport {
+                    warnedAboutExport = true
+                    // A slice of an export loads as new commands: the store then holds only the slice's effects.
+                    if exportedSeq != nextSequence {
+                        bar.finish()
+                        Console.printError("""
+                            note: line \(lineNumber) is record \(exportedSeq) of an export, and this store's next sequence is \(nextSequence): load applies \
+                            the lines as new commands, so the store will hold the effects of these records alone, not the state as of \
+                            seq \(exportedSeq - 1) and after. To rebuild a store exactly, topicstore import a full export into a new directory.
+                            """)
+                    }
+                }
                 if let time {
                     let now = Int64(Date().timeIntervalSince1970 * 1000)
                     if time > now + 60_000 {
