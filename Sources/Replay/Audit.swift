@@ -226,6 +226,10 @@ public enum Audit {
                             var chunk = try LogReader.read(log: store.log, from: builder.appliedSequence + 1, through: s,
                                                            limit: options.recordsPerReadTransaction, keepRaw: false,
                                                            verifier: &verifier, txn)
+                            if chunk.lastRead == 0 && chunk.stop == nil {
+                                stop = missingRecords(through: s)
+                                return .compared(lastKey: nil, done: true)
+                            }
                             if let st = chunk.stop { stop = st; chunk.records = chunk.records.filter { $0.sequence < st.sequence } }
                             try builder.apply(chunk)
                             try builder.writeProjections()
@@ -268,11 +272,29 @@ public enum Audit {
             let reader = LogReader(store: store, recordsPerTransaction: options.recordsPerReadTransaction)
             while builder.appliedSequence < target {
                 var chunk = try reader.read(from: builder.appliedSequence + 1, through: target, keepRaw: false, verifier: &verifier)
+                if chunk.lastRead == 0 && chunk.stop == nil { stop = missingRecords(through: target); break }
                 if let st = chunk.stop { stop = st; chunk.records = chunk.records.filter { $0.sequence < st.sequence } }
                 try builder.apply(chunk)
-                if stop != nil || chunk.lastRead == 0 { break }
+                if stop != nil { break }
             }
             try builder.writeProjections()
+        }
+
+        /// The live projections are at `applied`, but the log has no record after the rebuild's
+        /// last one: those records are missing (a store whose log ends early, or a compaction
+        /// snapshot audited as a store). Catching up with them looped for ever once more than
+        /// a read transaction's worth were missing, and compared, reporting every entry, below.
+        func missingRecords(through applied: UInt64) -> LogIssue {
+            let first = builder.appliedSequence + 1
+            let what = first == applied ? "record \(first) is" : "records \(first)…\(applied) are"
+            if first == 1 {
+                return LogIssue(sequence: 1, kind: .missingStart,
+                                message: "the projections are at seq \(applied) but the log holds none of their records: \(what) missing and there is "
+                                    + "no snapshot to start from (a compaction snapshot is projections only: audit the store it belongs to)",
+                                missing: first...applied)
+            }
+            return LogIssue(sequence: first, kind: .gap, message: "the projections are at seq \(applied) but the log ends at seq \(first - 1): \(what) missing",
+                            missing: first...applied)
         }
 
         /// Compares up to `entriesPerComparison` entries after `after` (exclusive).
