@@ -66,6 +66,7 @@ public enum Audit {
         // The keys alone: a damaged last record is for the verifier to report, located, like any other.
         let range = try store.read { txn in try log.sequenceRange(txn) }
         let madeScratch = try makeScratchDirectory(options.scratchDirectory)
+        removeAbandonedScratch(in: options.scratchDirectory)
         // Made here: removed once empty, after the rebuild's directory (the defer below runs first).
         defer { if madeScratch { rmdir(options.scratchDirectory) } }
         let scratch = (options.scratchDirectory as NSString)
@@ -131,6 +132,19 @@ public enum Audit {
         report.compareSeconds = Date().timeIntervalSince(started) - rebuildSeconds
         report.seconds = Date().timeIntervalSince(started)
         return report
+    }
+
+    /// Removes the rebuilds of audits that were killed (their process is gone): each
+    /// left a `topicstore-audit-PID-…` directory as large as the projections.
+    static func removeAbandonedScratch(in directory: String) {
+        let fm = FileManager.default
+        for name in (try? fm.contentsOfDirectory(atPath: directory)) ?? [] where name.hasPrefix("topicstore-audit-") {
+            let parts = name.split(separator: "-")
+            guard parts.count >= 4, let pid = Int32(parts[2]), pid > 0, pid != getpid() else { continue }
+            if kill(pid, 0) != 0 && errno == ESRCH {
+                try? fm.removeItem(atPath: (directory as NSString).appendingPathComponent(name))
+            }
+        }
     }
 
     /// Makes the scratch directory if it does not exist, as one new directory in an

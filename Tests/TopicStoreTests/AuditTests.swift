@@ -25,6 +25,27 @@ struct AuditTests {
         #expect(report.entriesCompared == entries)
     }
 
+    /// An operator review found a killed audit's rebuild left in the temporary directory each time.
+    @Test("an audit removes the rebuilds of killed audits, and only theirs")
+    func abandonedScratch() throws {
+        let dir = ReplayTempDir("scratch")
+        let store = try TopicStore(directory: dir.sub("live"))
+        try HashChainTests.fill(store, count: 20, seed: 5)
+        let scratch = dir.sub("scratch")
+        let gone = Process()
+        gone.executableURL = URL(fileURLWithPath: "/bin/true")
+        try gone.run()
+        gone.waitUntilExit()
+        let dead = scratch + "/topicstore-audit-\(gone.processIdentifier)-DEADBEEF", alive = scratch + "/topicstore-audit-1-0000ABCD"
+        let other = scratch + "/something-else"
+        for d in [dead, alive, other] { try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true) }
+        var options = Audit.Options()
+        options.scratchDirectory = scratch
+        #expect(try Audit.run(store, options: options).isClean)
+        #expect(!FileManager.default.fileExists(atPath: dead))
+        #expect(FileManager.default.fileExists(atPath: alive) && FileManager.default.fileExists(atPath: other))
+    }
+
     @Test("tampered projections are reported entry by entry: project, topic or device, both sides")
     func tamperedProjections() throws {
         let dir = ReplayTempDir("tamper")
