@@ -96,6 +96,30 @@ import Testing
         #expect(try topicstore(["replay", "--data", data, "--to-seq", "+4", "--out", dir.sub("plus")]).status == 2)
     }
 
+    /// An operator review found a failed import's partial store left behind: it audited clean
+    /// (as of its last good line) and the retry was refused ("it holds data.mdb").
+    @Test func aFailedImportLeavesNothingAndCanBeRetried() throws {
+        let dir = TemporaryDirectory("import-fails")
+        let lines = (0..<50).map { #"{"project":"demo","type":"register","device_id":"d\#($0)","topics":["all"]}"# }
+        let data = try loadedStore(dir, lines.joined(separator: "\n") + "\n")
+        let export = try topicstore(["export", "--data", data])
+        var exported = export.stdout.split(separator: "\n").map(String.init)
+        let good = exported.joined(separator: "\n") + "\n"
+        exported[30] = #"{"seq":31,"broken"#
+        let broken = exported.joined(separator: "\n") + "\n"
+        let fresh = dir.sub("fresh")
+        let failed = try topicstore(["import", "--data", fresh, "-"], stdin: broken)
+        #expect(failed.status == 5 && failed.stderr.contains("line 31") && failed.stderr.contains("nothing imported"), "\(failed.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: fresh))
+        // An empty directory given: left empty.
+        let empty = dir.sub("empty")
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        #expect(try topicstore(["import", "--data", empty, "-"], stdin: broken).status == 5)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: empty) == [])
+        let retried = try topicstore(["import", "--data", empty, "-"], stdin: good)
+        #expect(retried.status == 0 && retried.stdout.contains("imported 50 records"), "\(retried.stderr)")
+    }
+
     /// An auditor review loaded a slice of an export into an empty store and got the slice's effects
     /// alone, without a word: load now says what it does with such lines (it still does it).
     @Test func loadingASliceOfAnExportSaysWhatItIs() throws {

@@ -18,7 +18,8 @@ enum ImportCommand: Command {
         DIR must be new or empty. Lines must come from `topicstore export` from sequence 1,
         gap-free, times never going back. zstd-compressed exports and archives (*.jsonl.zst)
         are decompressed as they stream. The first bad line stops the import (exit 5) and
-        the partial store is left for inspection. For plain commands use `topicstore load`.
+        nothing is left in DIR (a partial store would audit clean, as of its last line,
+        and refuse the next import). For plain commands use `topicstore load`.
         """)
 
     static func run(_ arguments: Arguments) throws -> ExitCode {
@@ -30,7 +31,18 @@ enum ImportCommand: Command {
         }
         let reader = try LineReader(path: arguments.positionals[0])
         let started = Date()
-        let importer = try Importer(creating: arguments.dataDirectory, memoryBudget: ReplayCommand.memoryBudget(arguments))
+        let directory = arguments.dataDirectory
+        let existed = FileManager.default.fileExists(atPath: directory)
+        let before = Set((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
+        let importer = try Importer(creating: directory, memoryBudget: ReplayCommand.memoryBudget(arguments))
+        /// Removes what the import wrote (its environment closed first), so no partial store is left.
+        func discard() {
+            _ = try? importer.finish()
+            if !existed { try? FileManager.default.removeItem(atPath: directory); return }
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where !before.contains(name) {
+                try? FileManager.default.removeItem(atPath: directory + "/" + name)
+            }
+        }
         var lineNumber = 0
         let bar = ProgressBar(arguments: arguments)
         defer { bar.finish() }
@@ -43,17 +55,23 @@ enum ImportCommand: Command {
             }
             if let failure = reader.failure {
                 bar.finish()
-                _ = try? importer.finish()
-                Console.printError("after line \(lineNumber): \(failure)")
+                discard()
+                Console.printError("after line \(lineNumber): \(failure) (nothing imported: \(directory) is left as it was)")
                 return .invalidInput
             }
         } catch let error as ReplayError {
             bar.finish()
-            _ = try? importer.finish()
-            if case .invalidLine = error { Console.printError(error.description) } else { Console.printError("line \(lineNumber): \(error)") }
+            discard()
+            let text = { if case .invalidLine = error { return error.description } else { return "line \(lineNumber): \(error)" } }()
+            Console.printError(text + " (nothing imported: \(directory) is left as it was)")
             return .invalidInput
+        } catch {
+            bar.finish()
+            discard()
+            throw error
         }
-        let head = try importer.finish()
+        let head: ChainHead?
+        do { head = try importer.finish() } catch { discard(); throw error }
         bar.finish()
         let seconds = Date().timeIntervalSince(started)
         let matches = expected == nil || expected == head
