@@ -119,8 +119,9 @@ public struct SpacePlan: Sendable, Hashable {
             } else if newFile {
                 what.append("a copy of the file, \(b(copyBytes))")
             }
+            what.append(what.isEmpty ? "a margin" : "and a margin")
             parts.append("it needs about \(b(needed)) free in the filesystem of \(directory) at its peak ("
-                         + what.joined(separator: ", ") + ", and a margin), and \(b(available)) is free")
+                         + what.joined(separator: ", ") + "), and \(b(available)) is free")
         }
         if let need = archiveNeeded, let have = archiveAvailable, need > have, let fs = archiveFilesystem {
             parts.append("the archive needs about \(b(need)) free in the filesystem of \(fs), and \(b(have)) is free")

@@ -19,6 +19,7 @@ let commands: [any Command.Type] = [
     HistoryCommand.self,
     ExportCommand.self,
     ImportCommand.self,
+    BackupCommand.self,
     CompactCommand.self,
     BenchCommand.self,
     BenchSendCommand.self,
