@@ -71,11 +71,22 @@ public struct ServerConfiguration: Sendable {
 
     /// Reads a JSON config file over the defaults.
     public mutating func load(file path: String) throws {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            throw Invalid(description: "cannot read config file \(path): it does not exist")
+        }
+        guard !isDirectory.boolValue else { throw Invalid(description: "cannot read config file \(path): it is a directory") }
         let data: Data
         do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
-            throw Invalid(description: "cannot read config file \(path): \(error.localizedDescription)")
+            throw Invalid(description: "cannot read config file \(path): \(String(cString: strerror(errno)))")
         }
-        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+        let parsed: Any
+        do { parsed = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]) } catch {
+            // Foundation's message names the character where the JSON goes wrong.
+            let detail = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String
+            throw Invalid(description: "config file \(path) is not valid JSON" + (detail.map { ": \($0)" } ?? ""))
+        }
+        guard let object = parsed as? [String: Any] else {
             throw Invalid(description: "config file \(path) is not a JSON object")
         }
         let known: Set<String> = ["listen", "data", "threads", "connectionLimit", "connectionTimeoutSeconds", "bodyLimitBytes", "rateLimit",

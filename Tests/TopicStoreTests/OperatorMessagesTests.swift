@@ -135,6 +135,21 @@ import TopicStore
         #expect(try configError(config) == message)
     }
 
+    /// An operator review got "is not a JSON object" for every syntax error, and
+    /// "NSCocoaErrorDomain error 256" for a directory.
+    @Test func configFilesThatCannotBeReadSayWhy() throws {
+        let bad = try #require(try configError(#"{"threads": 2, "listen": }"#))
+        #expect(bad.contains("is not valid JSON") && bad.contains("character 25"), "\(bad)")
+        #expect(try configError("[1]")?.contains("is not a JSON object") == true)
+        let dir = TemporaryDirectory("cfg-dir")
+        var configuration = ServerConfiguration()
+        for (path, why) in [(dir.path, "it is a directory"), (dir.sub("none.json"), "it does not exist")] {
+            do { try configuration.load(file: path); Issue.record("\(path) loaded") } catch {
+                #expect("\(error)" == "cannot read config file \(path): \(why)")
+            }
+        }
+    }
+
     @Test func configRangesAreInclusiveAsDocumented() throws {
         for ok in [#"{"keyCacheSeconds": 1}"#, #"{"keyCacheSeconds": 0}"#, #"{"bodyLimitBytes": 2147483647}"#,
                    #"{"delivery": {"batchSize": 1, "maxInFlight": 100000, "connectionsPerHost": 64, "maxAttempts": 20}}"#,
