@@ -16,10 +16,6 @@ public enum Fold {
             // A new device's record is written once, below, with its token.
             let (ordinal, created) = try deviceOrdinal(pid, deviceID, &project, writer, txn, writesRecord: false)
             var device = created ? DeviceRecord(deviceID: deviceID) : try writer.device(pid, ordinal, txn)
-            // The same token again, registered no later than a provider's rejection of it (a provider
-            // clock ahead of ours): the rejection stands, as it does when the two arrive the other way
-            // round. Only a registration after the rejection's time revives the token.
-            if device.token == token, device.platform == platform, let rejected = device.rejectedAt, record.timestamp <= rejected { break }
             // A token that moves here from another device is taken from it:
             // no duplicate deliveries after a reinstall.
             if let holder = try writer.ordinal(pid, token: token, txn), holder != ordinal {
@@ -117,9 +113,13 @@ public enum Fold {
             writer.unindexToken(pid, token, ordinal: ordinal)
             try writer.put(device: device, pid, ordinal, txn)
 
-        case .tokenRejected(let token, let rejectedAt, _):
+        case .tokenRejected(let token, let providerTime, _):
             guard let ordinal = try writer.ordinal(pid, token: token, txn) else { break }
             var device = try writer.device(pid, ordinal, txn)
+            // The provider's time, but never later than the store's when the rejection was logged: a
+            // provider clock ahead of ours would otherwise date it after registrations that came later
+            // (a review found the answer then depending on which of the two arrived first).
+            let rejectedAt = min(providerTime, record.timestamp)
             // Never drop a token that was registered again after the rejection.
             guard device.token == token, device.rejectedAt == nil, device.tokenTime <= rejectedAt else { break }
             if let p = device.platform { try writer.setBit(pid, ProjectionTables.BuiltIn.live(p), ordinal, false, txn) }

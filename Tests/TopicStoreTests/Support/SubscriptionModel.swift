@@ -35,8 +35,6 @@ struct SubscriptionModel {
         switch record.event.body {
         case .token(let id, let token, let platform):
             var d = p.devices[id] ?? Device()
-            // Registered again no later than the provider rejected it: still rejected.
-            if d.token == token, d.platform == platform, let r = d.rejectedAt, record.timestamp <= r { break }
             if let holder = p.tokenHolder[token], holder != id {
                 p.devices[holder]!.token = nil
                 p.devices[holder]!.rejectedAt = nil
@@ -76,7 +74,8 @@ struct SubscriptionModel {
                 p.devices[holder] = d
                 p.tokenHolder[token] = nil
             }
-        case .tokenRejected(let token, let at, _):
+        case .tokenRejected(let token, let providerTime, _):
+            let at = min(providerTime, record.timestamp)  // never later than the store's clock
             if let holder = p.tokenHolder[token], var d = p.devices[holder], d.rejectedAt == nil, d.tokenTime <= at {
                 d.rejectedAt = at
                 p.devices[holder] = d
