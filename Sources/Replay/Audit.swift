@@ -62,6 +62,7 @@ public enum Audit {
                            progress: ((ReplayProgress) -> Void)? = nil) throws -> Report {
         let started = Date()
         try store.requireLog()
+        let generation = store.generation
         let log = store.log
         // The keys alone: a damaged last record is for the verifier to report, located, like any other.
         let range = try store.read { txn in try log.sequenceRange(txn) }
@@ -125,6 +126,9 @@ public enum Audit {
         }
         if let expected = options.expectedHead {
             try checkAnchor(expected, store: store, snapshot: snapshot, verifier: &verifier)
+        }
+        if verifier.issues.contains(where: { $0.kind == .gap || $0.kind == .missingStart }) || report.foldStop.map({ $0.kind == .gap }) == true {
+            try ReplayError.checkNotCompacted(store, since: generation)
         }
         report.recordsChecked = verifier.checked
         report.logIssues = verifier.issues

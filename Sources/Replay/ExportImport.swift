@@ -25,6 +25,7 @@ public enum Export {
         var summary = Summary(records: 0)
         var next = max(from, 1)
         let total = end >= next ? end - next + 1 : 0
+        let generation = store.generation
         // The chain is followed from the record before the first exported one (or from the start or
         // the compaction snapshot): a record altered with its checksum recomputed stops the export.
         var chain = ChainCheck(after: try store.read { txn -> ChainHash? in
@@ -62,6 +63,7 @@ public enum Export {
             }
             if let damage {
                 for line in lines { try body(line) }
+                try ReplayError.checkNotCompacted(store, since: generation)
                 throw ReplayError.damagedLog(damage, exportFrom: max(from, 1), through: end)
             }
             if summary.firstSequence == nil { summary.firstSequence = last - UInt64(lines.count) + 1 }

@@ -279,6 +279,7 @@ public enum History {
         let end = bounds.upperBound
         var next = bounds.lowerBound
         var last: UInt64 = 0
+        let generation = store.generation
         // Every record's link is followed, other projects' too: an answer never comes from a
         // record altered with its checksum recomputed (the scan throws at it, as at a bad checksum).
         var chain = ChainCheck(after: next == 1 ? .genesis : try Replay.snapshot(of: store)?.head.hash)
@@ -287,7 +288,7 @@ public enum History {
         while next <= end {
             var records: [LogRecord] = []
             var scanned = 0
-            try store.read { txn in
+            do { try store.read { txn in
                 try log.walk(from: next, through: end, txn) { entry in
                     // A record missing or a key out of order: the history would be wrong from there on.
                     guard entry.kind == .inOrder else { throw ReplayError.damagedLog(LogIssue(entry), exportFrom: nil, through: nil) }
@@ -303,8 +304,12 @@ public enum History {
                     }
                     return records.count < limit && scanned < 4 * limit
                 }
+            } } catch ReplayError.damagedLog(let issue, _, _) {
+                try ReplayError.checkNotCompacted(store, since: generation)
+                throw ReplayError.damagedLog(issue, exportFrom: nil, through: nil)
             }
             if scanned == 0 {
+                try ReplayError.checkNotCompacted(store, since: generation)
                 // Keys up to the log's last one, but none from `next` on that reads as a record due.
                 throw ReplayError.damagedLog(LogIssue(sequence: next, kind: .gap, message: "records \(next)…\(end) are missing (the log's last key is \(end))",
                                                       missing: next...end), exportFrom: nil, through: nil)

@@ -271,6 +271,9 @@ public enum ReplayError: Error, Sendable, CustomStringConvertible {
     case damagedLog(LogIssue, exportFrom: UInt64?, through: UInt64?)
     case badSnapshot(String, String)
     case io(String)
+    /// A compaction switched the store to a new generation while a long read ran, removing
+    /// records it had not read yet: not damage (the run is to be repeated).
+    case compactedMeanwhile(store: String, from: String, to: String)
 
     public var description: String {
         switch self {
@@ -309,6 +312,9 @@ public enum ReplayError: Error, Sendable, CustomStringConvertible {
                 + " (topicstore audit locates every damaged record)"
         case .badSnapshot(let dir, let why): return "the snapshot \(dir) cannot be used: \(why)"
         case .io(let why): return why
+        case .compactedMeanwhile(let store, let from, let to):
+            return "a compaction switched \(store) from generation \(from.isEmpty ? "(none)" : from) to \(to) while this ran, removing records "
+                + "it had not read yet (they are in that compaction's archive, if one was kept): nothing is damaged; run it again"
         }
     }
 }

@@ -201,6 +201,7 @@ public enum Replay {
                      verifier: LogVerifier, options: Options, phase: String,
                      progress: ((ReplayProgress) -> Void)?, events: inout UInt64) throws -> (LogVerifier, LogIssue?) {
         let start = builder.appliedSequence + 1
+        let generation = store.generation
         let pipeline = ChunkPipeline(store: store, from: start, through: through,
                                      recordsPerTransaction: options.recordsPerReadTransaction,
                                      keepRaw: builder.writesLog, verifier: verifier, stopAtFault: !verifier.verifies)
@@ -244,6 +245,7 @@ public enum Replay {
             stop = LogIssue(sequence: builder.appliedSequence + 1, kind: .gap,
                             message: "record \(builder.appliedSequence + 1) is missing")
         }
+        if let stop, stop.kind == .gap || stop.kind == .missingStart { try ReplayError.checkNotCompacted(store, since: generation) }
         if let stop, !verifier.verifies { throw ReplayError.cannotFold(stop) }
         return (verified, stop)
     }
@@ -268,5 +270,17 @@ public enum Replay {
 
     private static func canonical(_ p: String) -> String {
         URL(fileURLWithPath: p).standardizedFileURL.resolvingSymlinksInPath().path
+    }
+}
+
+extension ReplayError {
+    /// Throws `compactedMeanwhile` when `store` is no longer on `generation`: a gap met by
+    /// a long read is then a compaction's doing, not damage (a review got "gap … exit 4"
+    /// from an export and an audit that ran across a nightly compaction).
+    static func checkNotCompacted(_ store: TopicStore, since generation: String) throws {
+        let now = (try? TopicStore.activeGeneration(in: store.directory)) ?? store.generation
+        if now != generation || store.generation != generation {
+            throw ReplayError.compactedMeanwhile(store: store.directory, from: generation, to: now)
+        }
     }
 }
