@@ -28,11 +28,10 @@ public enum Backup {
         let started = Date()
         if Replay.samePath(directory, store.directory) { throw ReplayError.sameDirectory(directory) }
         if Replay.isInside(directory, store.directory) { throw ReplayError.insideStore(directory, store: store.directory) }
-        let fm = FileManager.default
-        let existed = fm.fileExists(atPath: directory)
-        if existed, let names = try? fm.contentsOfDirectory(atPath: directory), !names.isEmpty {
+        if let names = try? FileManager.default.contentsOfDirectory(atPath: directory), !names.isEmpty {
             throw ReplayError.outputNotEmpty(directory, "it holds \(names.sorted().prefix(3).joined(separator: ", "))")
         }
+        let output = OutputDirectory(directory)
         do {
             let generation = try store.copyCurrentGeneration(into: directory)
             var readOnly = TopicStore.Options()
@@ -59,11 +58,7 @@ public enum Backup {
             return Report(directory: directory, generation: generation, head: head, snapshotHorizon: horizon > 0 ? horizon : nil,
                           bytes: size(of: directory), seconds: Date().timeIntervalSince(started), pagesChecked: file.lastPage + 1)
         } catch {
-            if !existed {
-                try? fm.removeItem(atPath: directory)
-            } else {
-                for name in (try? fm.contentsOfDirectory(atPath: directory)) ?? [] { try? fm.removeItem(atPath: directory + "/" + name) }
-            }
+            output.discardWritten()
             throw error
         }
     }

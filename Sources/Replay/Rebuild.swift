@@ -139,19 +139,11 @@ public enum Replay {
         if samePath(directory, store.directory) { throw ReplayError.sameDirectory(directory) }
         // A review's as-of stores under the store directory were removed, unnamed, by the next compaction.
         if !options.writesInsideStore, isInside(directory, store.directory) { throw ReplayError.insideStore(directory, store: store.directory) }
-        let existed = FileManager.default.fileExists(atPath: directory)
-        let before = Set((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
+        let output = OutputDirectory(directory)
         do {
             return try rebuildOnce(from: store, to: point, into: directory, options: options, progress: progress)
         } catch {
-            // (The output's environment is closed by now: the builder was local to rebuildOnce.)
-            if !existed {
-                try? FileManager.default.removeItem(atPath: directory)
-            } else {
-                for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where !before.contains(name) {
-                    try? FileManager.default.removeItem(atPath: directory + "/" + name)
-                }
-            }
+            output.discardWritten()  // (the output's environment is closed by now: the builder was local to rebuildOnce)
             throw error
         }
     }

@@ -12,6 +12,12 @@ import TopicStore
         return try loadedStore(dir, lines.joined(separator: "\n") + "\n")
     }
 
+    func openReadOnly(_ data: String) throws -> TopicStore {
+        var readOnly = TopicStore.Options()
+        readOnly.readOnly = true
+        return try TopicStore(directory: data, options: readOnly)
+    }
+
     func compact(_ data: String) throws {
         let run = try topicstore(["compact", "--data", data, "--retain", "0"])
         #expect(run.status == 0, "\(run.stderr)")
@@ -20,9 +26,7 @@ import TopicStore
     @Test func anExportAcrossACompactionSaysSo() throws {
         let dir = TemporaryDirectory("compacted-meanwhile")
         let data = try store(dir)
-        var readOnly = TopicStore.Options()
-        readOnly.readOnly = true
-        let store = try TopicStore(directory: data, options: readOnly)
+        let store = try openReadOnly(data)
         defer { store.close() }
         var lines = 0, compacted = false
         do {
@@ -39,9 +43,7 @@ import TopicStore
     @Test func anAuditAcrossACompactionSaysSo() throws {
         let dir = TemporaryDirectory("compacted-meanwhile")
         let data = try store(dir)
-        var readOnly = TopicStore.Options()
-        readOnly.readOnly = true
-        let store = try TopicStore(directory: data, options: readOnly)
+        let store = try openReadOnly(data)
         defer { store.close() }
         var options = Audit.Options()
         options.recordsPerReadTransaction = 500

@@ -32,16 +32,12 @@ enum ImportCommand: Command {
         let reader = try LineReader(path: arguments.positionals[0])
         let started = Date()
         let directory = arguments.dataDirectory
-        let existed = FileManager.default.fileExists(atPath: directory)
-        let before = Set((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
+        let output = OutputDirectory(directory)
         let importer = try Importer(creating: directory, memoryBudget: ReplayCommand.memoryBudget(arguments))
         /// Removes what the import wrote (its environment closed first), so no partial store is left.
         func discard() {
             _ = try? importer.finish()
-            if !existed { try? FileManager.default.removeItem(atPath: directory); return }
-            for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where !before.contains(name) {
-                try? FileManager.default.removeItem(atPath: directory + "/" + name)
-            }
+            output.discardWritten()
         }
         var lineNumber = 0
         let bar = ProgressBar(arguments: arguments)
