@@ -77,6 +77,19 @@ final class Metrics: @unchecked Sendable {
         if commits.batchesBySize.isEmpty { out += "topicstore_commit_batch_size_bucket{le=\"+Inf\"} 0\n" }
         out += "topicstore_commit_batch_size_sum \(commits.commands)\n"
         out += "topicstore_commit_batch_size_count \(commits.batches)\n"
+        out += "# HELP topicstore_commit_duration_seconds Time of one group commit: fold, log append and fsync.\n"
+        out += "# TYPE topicstore_commit_duration_seconds histogram\n"
+        cumulative = 0
+        for (i, n) in commits.batchesByDuration.enumerated() {
+            cumulative += n
+            let bound = i < CommitCounters.durationBounds.count ? "\(CommitCounters.durationBounds[i])" : "+Inf"
+            out += "topicstore_commit_duration_seconds_bucket{le=\"\(bound)\"} \(cumulative)\n"
+        }
+        out += "topicstore_commit_duration_seconds_sum \(commits.durationSeconds)\n"
+        out += "topicstore_commit_duration_seconds_count \(commits.batches)\n"
+        out += "# HELP topicstore_commit_failures_total Group commits that failed as a whole (a full disk, damage); their commands got 503.\n"
+        out += "# TYPE topicstore_commit_failures_total counter\n"
+        out += "topicstore_commit_failures_total \(commits.failedBatches)\n"
 
         let info = store.environment.info()
         let lastSequence = (try? store.read { txn in try store.tables.appliedSequence(txn) }) ?? 0

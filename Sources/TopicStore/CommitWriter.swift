@@ -26,10 +26,19 @@ final class CommitWriter: @unchecked Sendable {
     /// Committed batches by size: bucket i counts batches of at most 2^i commands.
     private var sizeBuckets = [Int](repeating: 0, count: 14)
 
-    /// Batches and commands committed so far, and batch counts by size (for metrics).
+    private var failedBatches = 0
+    private var durationBuckets = [Int](repeating: 0, count: CommitCounters.durationBounds.count + 1)
+    private var durationSeconds = 0.0
+
+    /// Batches and commands committed so far, batch counts by size and by duration, and
+    /// failed batches (for metrics).
     var counters: CommitCounters {
         condition.lock(); defer { condition.unlock() }
-        return CommitCounters(batches: batches, commands: committed, batchesBySize: sizeBuckets)
+        var c = CommitCounters(batches: batches, commands: committed, batchesBySize: sizeBuckets)
+        c.failedBatches = failedBatches
+        c.batchesByDuration = durationBuckets
+        c.durationSeconds = durationSeconds
+        return c
     }
 
     init(maxBatch: Int) { self.maxBatch = maxBatch }
@@ -113,16 +122,23 @@ final class CommitWriter: @unchecked Sendable {
                 for p in batch { p.done(.failure(StoreError.closed)) }
                 continue
             }
+            let started = DispatchTime.now().uptimeNanoseconds
             let result = store.commit(batch)
+            let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
             switch result {
             case .success(let results):
                 condition.lock()
+                durationBuckets[CommitCounters.durationBounds.firstIndex { seconds <= $0 } ?? CommitCounters.durationBounds.count] += 1
+                durationSeconds += seconds
                 batches += 1
                 committed += results.count(where: { if case .success = $0 { true } else { false } })
                 sizeBuckets[min(sizeBuckets.count - 1, Int.bitWidth - (batch.count - 1).leadingZeroBitCount)] += 1
                 condition.unlock()
                 for (p, r) in zip(batch, results) { p.done(r) }
             case .failure(let error):
+                condition.lock()
+                failedBatches += 1
+                condition.unlock()
                 for p in batch { p.done(.failure(error)) }
             }
         }

@@ -580,6 +580,19 @@ public struct CommitCounters: Sendable, Hashable {
     public var batches: Int
     public var commands: Int
     public var batchesBySize: [Int]
+    /// Group commits that failed as a whole (a full disk, damage): their commands were refused.
+    public var failedBatches = 0
+    /// Committed batches by duration (fold, append and sync): bucket i counts those of at most
+    /// `durationBounds[i]` seconds that no smaller bound holds; the last counts the rest.
+    public var batchesByDuration: [Int] = Array(repeating: 0, count: durationBounds.count + 1)
+    public var durationSeconds = 0.0
+    public static let durationBounds: [Double] = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
+
+    public init(batches: Int, commands: Int, batchesBySize: [Int]) {
+        self.batches = batches
+        self.commands = commands
+        self.batchesBySize = batchesBySize
+    }
 }
 
 /// Result slots filled from the writer thread, read once everything is in.

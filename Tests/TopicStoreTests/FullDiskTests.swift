@@ -105,6 +105,10 @@ struct FullDiskTests: RunsTopicstore {
         #expect(full.text.contains("disk is full"), "\(full.text)")
         let health = try RawHTTPClient(port: serve.port).request("GET", "/healthz")
         #expect(health.status == 503 && health.text.contains("\"status\":\"failing\""), "\(health.status) \(health.text)")
+        // /metrics counts the failed commits too (an operator review found it had nothing to alert on).
+        let metrics = try RawHTTPClient(port: serve.port).request("GET", "/metrics").text
+        let failures = metrics.split(separator: "\n").first { $0.hasPrefix("topicstore_commit_failures_total ") }
+        #expect(failures.flatMap { Int($0.split(separator: " ")[1]) }.map { $0 >= 1 } == true, "\(failures ?? "none")")
         #expect(fs.resize(megabytes: 64))
         let again = try RawHTTPClient(port: serve.port).request("POST", "/api/register", headers: [("X-MPush-Token", key), ("Content-Type", "application/json")],
                                                                text: #"{"device_id":"after","topics":["all"]}"#)

@@ -35,6 +35,10 @@ struct HTTPOperationsTests {
                          "topicstore_commit_batch_size_sum 2",
                          "topicstore_commit_batch_size_count 2",
                          "topicstore_commit_batch_size_bucket{le=\"1\"} 2",
+                         "# TYPE topicstore_commit_duration_seconds histogram",
+                         "topicstore_commit_duration_seconds_bucket{le=\"+Inf\"} 2",
+                         "topicstore_commit_duration_seconds_count 2",
+                         "topicstore_commit_failures_total 0",
                          "topicstore_log_last_sequence 2",
                          "topicstore_recipient_cache_sequence 2",
                          "topicstore_map_size_bytes \(t.store.environment.info().mapSize)"] {
