@@ -96,6 +96,19 @@ import Testing
         #expect(try topicstore(["replay", "--data", data, "--to-seq", "+4", "--out", dir.sub("plus")]).status == 2)
     }
 
+    /// A compaction refused because another one holds the store has its own exit code (7), so a
+    /// cron wrapper tells it from a failure (an operator review found both exit 1).
+    @Test func compactBusyHasItsOwnExitCode() throws {
+        let dir = TemporaryDirectory("compact-busy")
+        let data = try loadedStore(dir, #"{"project":"demo","type":"register","device_id":"d1","topics":["all"]}"# + "\n")
+        let fd = open(data, O_RDONLY | O_DIRECTORY)
+        #expect(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0, "the lock another compaction would hold")
+        let busy = try topicstore(["compact", "--data", data, "--retain", "0"])
+        #expect(busy.status == 7 && busy.stderr.contains("another compaction is running") && busy.stderr.contains("nothing was done"), "\(busy.status) \(busy.stderr)")
+        close(fd)
+        #expect(try topicstore(["compact", "--data", data, "--retain", "0"]).status == 0)
+    }
+
     /// An operator review found a failed import's partial store left behind: it audited clean
     /// (as of its last good line) and the retry was refused ("it holds data.mdb").
     @Test func aFailedImportLeavesNothingAndCanBeRetried() throws {

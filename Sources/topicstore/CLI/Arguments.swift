@@ -112,13 +112,15 @@ enum ExitCode: Int32 {
     case verificationFailed = 4
     case invalidInput = 5
     case interrupted = 6
+    case busy = 7
 
     static let documentation = """
     exit codes: 0 success; 1 error while running; 2 bad usage (an unknown option, a missing
     or malformed value, an unexpected argument); 3 the directory is not a topicstore
     database (missing, empty, or not written by topicstore); 4 verification found
     differences or corruption; 5 invalid input (for example bad lines given to load);
-    6 stopped by SIGTERM or SIGINT after committing what it had read (load)
+    6 stopped by SIGTERM or SIGINT after committing what it had read (load); 7 busy:
+    another compaction is running on the store (compact; nothing was done, try later)
     """
 }
 

@@ -100,6 +100,11 @@ enum CompactCommand: Command {
         let report: Compactor.Report
         do {
             report = try Compactor.run(directory: arguments.dataDirectory, options: options, progress: bar.update)
+        } catch CompactionError.busy(let directory) {
+            // Its own code, so a cron wrapper tells "another run has it" from a failure.
+            bar.finish()
+            Console.printError(CompactionError.busy(directory).description + ": nothing was done")
+            return .busy
         } catch {
             bar.finish()
             throw error
