@@ -26,14 +26,11 @@ public enum Export {
         var next = max(from, 1)
         let total = end >= next ? end - next + 1 : 0
         let generation = store.generation
-        // The chain is followed from the record before the first exported one (or from the start or
-        // the compaction snapshot): a record altered with its checksum recomputed stops the export.
-        var chain = ChainCheck(after: try store.read { txn -> ChainHash? in
-            let first = try log.sequenceRange(txn)?.lowerBound ?? 1
-            if next > first { return try log.link(before: next, txn) }
-            return first == 1 ? .genesis : nil
-        })
-        if next <= end, chain.link == nil, let snapshot = (try? Replay.snapshot(of: store)) ?? nil { chain = ChainCheck(after: snapshot.head.hash) }
+        // The chain is followed from the record before the first exported one (or from the log's
+        // start): a record altered with its checksum recomputed stops the export.
+        let first = try store.read { txn in try log.sequenceRange(txn)?.lowerBound } ?? 1
+        var chain = ChainCheck(after: next > first ? try store.read { txn in try log.link(before: next, txn) }
+                                                   : try Replay.chainStart(of: store))
         while next <= end {
             var lines: [String] = []
             lines.reserveCapacity(recordsPerReadTransaction)

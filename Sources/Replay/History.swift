@@ -282,7 +282,7 @@ public enum History {
         let generation = store.generation
         // Every record's link is followed, other projects' too: an answer never comes from a
         // record altered with its checksum recomputed (the scan throws at it, as at a bad checksum).
-        var chain = ChainCheck(after: next == 1 ? .genesis : try Replay.snapshot(of: store)?.head.hash)
+        var chain = ChainCheck(after: try Replay.chainStart(of: store))
         // Bounded transactions: at most this many records decoded, or four times as many skipped.
         let limit = recordsPerReadTransaction
         while next <= end {

@@ -78,17 +78,31 @@ public enum Replay {
     /// the horizon writes one — is empty; its horizon is then the compaction
     /// head its projections carry in `meta` (`compactedHead`).
     public static func snapshot(of store: TopicStore) throws -> Snapshot? {
-        let log = store.log, tables = store.tables
-        let horizon: UInt64 = try store.read { txn in
-            if let first = try log.sequenceRange(txn)?.lowerBound { return first - 1 }
-            return try tables.compactedChainHead(txn)?.sequence ?? 0
-        }
+        let horizon = try horizon(of: store)
         guard horizon > 0 else { return nil }
         let root = root(of: store)
         guard let snapshot = try Snapshot.find(inStore: root, horizon: horizon) else {
             throw ReplayError.missingSnapshot(horizon: horizon, directory: Snapshot.directory(inStore: root, horizon: horizon))
         }
         return snapshot
+    }
+
+    /// The sequence the store's log continues after: 0 when it starts at 1 (or is empty and
+    /// was never compacted), else the compaction horizon (for an empty compacted log, the
+    /// compaction head its projections carry in `meta`).
+    public static func horizon(of store: TopicStore) throws -> UInt64 {
+        let log = store.log, tables = store.tables
+        return try store.read { txn in
+            if let first = try log.sequenceRange(txn)?.lowerBound { return first - 1 }
+            return try tables.compactedChainHead(txn)?.sequence ?? 0
+        }
+    }
+
+    /// The link the log's first record extends: genesis, or the head of the compaction
+    /// snapshot the log continues from (nil when that snapshot is missing: the chain is
+    /// then taken up, unverified, at the first record's stored link).
+    static func chainStart(of store: TopicStore) throws -> ChainHash? {
+        try horizon(of: store) == 0 ? .genesis : (try? snapshot(of: store))??.head.hash
     }
 
     /// The sequence `point` names in `store`'s log. A compacted log can be

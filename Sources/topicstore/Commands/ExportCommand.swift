@@ -37,10 +37,7 @@ enum ExportCommand: Command {
         let store = try TopicStore(directory: arguments.dataDirectory, options: readOnly)
         // A compacted log starts after its horizon: asking for what is before it is an
         // error (an empty export would read as "no events"), not asking starts after it.
-        let horizon: UInt64 = try store.read { txn in
-            if let first = try store.log.bounds(txn)?.first { return first - 1 }
-            return try store.tables.compactedChainHead(txn)?.sequence ?? 0
-        }
+        let horizon = try Replay.horizon(of: store)
         if horizon > 0 {
             let time = (try? Replay.snapshot(of: store))??.timestamp
             if let asked = askedFrom, asked <= horizon {

@@ -70,9 +70,7 @@ enum LoadCommand: Command {
         let retime = arguments.has("retime")
         // A line's ts must not be before the log's last time, nor before an earlier line's.
         let storeTime = try store.read { txn in try store.log.bounds(txn)?.lastTimestamp } ?? 0
-        let nextSequence = try store.read { txn in
-            try store.log.bounds(txn)?.last ?? store.tables.compactedChainHead(txn)?.sequence ?? 0
-        } + 1
+        let nextSequence = try store.read { txn in try store.tables.appliedSequence(txn) } + 1
         var warnedAboutExport = false
         var lineTime: Int64 = 0
         /// Records committed with a later time than their line's ts (--retime, or
