@@ -75,6 +75,9 @@ public struct ProjectionTables: Sendable {
     static let nextProjectKey = Array("nextProject".utf8)
     static let writerStampKey = Array("stamp".utf8)
     static let topicLayoutKey = Array("topicLayout".utf8)
+    /// The key a compaction sets in a generation's `meta` when it retires it (the value names
+    /// the generation that replaced it): bookkeeping, which no fold writes.
+    public static let retiredToKey = Array("retiredTo".utf8)
 
     /// Opens the tables; with `create`, creates missing ones, stamps the
     /// schema version, and brings an older store to version 3.

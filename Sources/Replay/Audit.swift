@@ -359,7 +359,9 @@ public enum Audit {
                 }
             }
             entriesCompared += compared
-            for f in found {
+            // A generation that a compaction retired while the audit read it (it stays on it)
+            // carries the retirement mark in `meta`, which no fold writes.
+            for f in found where !(liveDB.name == "meta" && f.rebuilt == nil && f.key == ProjectionTables.retiredToKey) {
                 differenceCount += 1
                 if differences.count < options.maxReported {
                     differences.append(describer.describe(table: liveDB.name, key: f.key, live: f.live, rebuilt: f.rebuilt,

@@ -43,6 +43,7 @@ public enum Backup {
             }()
             if horizon > 0 {
                 guard let snapshot = try Snapshot.find(inStore: store.directory, horizon: horizon) else {
+                    try ReplayError.checkStillCurrent(store, since: generation)  // a compaction switched since the copy
                     throw ReplayError.missingSnapshot(horizon: horizon, directory: Snapshot.directory(inStore: store.directory, horizon: horizon))
                 }
                 try snapshot.copy(toDirectory: Snapshot.directory(inStore: directory, horizon: horizon))

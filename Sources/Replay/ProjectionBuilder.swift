@@ -313,8 +313,8 @@ public enum ReplayError: Error, Sendable, CustomStringConvertible {
         case .badSnapshot(let dir, let why): return "the snapshot \(dir) cannot be used: \(why)"
         case .io(let why): return why
         case .compactedMeanwhile(let store, let from, let to):
-            return "a compaction switched \(store) from generation \(from.isEmpty ? "(none)" : from) to \(to) while this ran, removing records "
-                + "it had not read yet (they are in that compaction's archive, if one was kept): nothing is damaged; run it again"
+            return "a compaction switched \(store) from generation \(from.isEmpty ? "(none)" : from) to \(to) while this ran, removing what "
+                + "it had not read yet (records are in that compaction's archive, if one was kept): nothing is damaged; run it again"
         }
     }
 }

@@ -82,6 +82,9 @@ public enum Replay {
         guard horizon > 0 else { return nil }
         let root = root(of: store)
         guard let snapshot = try Snapshot.find(inStore: root, horizon: horizon) else {
+            // A compaction that switched generations since the store was opened removes the
+            // snapshot the old generation's log continues from.
+            try ReplayError.checkStillCurrent(store, since: store.generation)
             throw ReplayError.missingSnapshot(horizon: horizon, directory: Snapshot.directory(inStore: root, horizon: horizon))
         }
         return snapshot
@@ -282,8 +285,17 @@ public enum Replay {
 extension ReplayError {
     /// Throws `compactedMeanwhile` when `store` is no longer on `generation`: a gap met by
     /// a long read is then a compaction's doing, not damage (a review got "gap … exit 4"
-    /// from an export and an audit that ran across a nightly compaction).
+    /// from an export and an audit that ran across a nightly compaction). A store that
+    /// stays on its generation (`TopicStore.Options.staysOnGeneration`, as the CLI opens
+    /// it) reads one log to its end whatever a compaction does: a gap there is damage.
     static func checkNotCompacted(_ store: TopicStore, since generation: String) throws {
+        guard !store.staysOnGeneration else { return }
+        try checkStillCurrent(store, since: generation)
+    }
+
+    /// Throws `compactedMeanwhile` when the store directory's current generation is no
+    /// longer `generation`, or `store` moved on from it.
+    static func checkStillCurrent(_ store: TopicStore, since generation: String) throws {
         let now = (try? TopicStore.activeGeneration(in: store.directory)) ?? store.generation
         if now != generation || store.generation != generation {
             throw ReplayError.compactedMeanwhile(store: store.directory, from: generation, to: now)

@@ -68,7 +68,7 @@ extension TopicStore {
 final class Generation: Sendable {
     struct Retired: Error {}
 
-    static let retiredKey = Array("retiredTo".utf8)
+    static let retiredKey = ProjectionTables.retiredToKey
 
     let name: String
     let directory: String

@@ -45,7 +45,23 @@ public final class TopicStore: Sendable {
         /// keeps decoded between batches (a quarter as many posting chunks)
         /// before it starts its caches afresh: memory against re-reading.
         public var writerCacheEntries = 200_000
+        /// Read-only: keep reading the generation opened here when a compaction
+        /// retires it, instead of moving to the new one at the next transaction.
+        /// One long read (an export, an audit, a replay, a history) then sees one
+        /// log to its end: the new generation has dropped the prefix the read may
+        /// still be in. The retired files stay readable while the store is open,
+        /// though the compaction removes them; their space comes back at `close()`.
+        public var staysOnGeneration = false
         public init() {}
+
+        /// Read-only, staying on the generation it opens: for one long read of the log
+        /// (export, audit, history, replay) beside a nightly compaction.
+        public static var longRead: Options {
+            var o = Options()
+            o.readOnly = true
+            o.staysOnGeneration = true
+            return o
+        }
     }
 
     /// The store directory (its generations live inside it).
@@ -72,6 +88,8 @@ public final class TopicStore: Sendable {
     public var environmentDirectory: String { current.directory }
     /// The current generation's name ("" when data.mdb sits in the store directory itself).
     public var generation: String { current.name }
+    /// Opened with `Options.staysOnGeneration`: a compaction's switch does not move this store.
+    public var staysOnGeneration: Bool { options.readOnly && options.staysOnGeneration }
 
     /// The open generation. Using a store's tables after `close()` is a
     /// programming error; reads and writes check and throw `StoreError.closed`.
@@ -245,7 +263,7 @@ public final class TopicStore: Sendable {
             do {
                 return try mapLock.withReadLock {
                     try g.environment.read { txn in
-                        if try g.isRetired(txn) { throw Generation.Retired() }
+                        if !staysOnGeneration, try g.isRetired(txn) { throw Generation.Retired() }
                         return try body(txn, g)
                     }
                 }

@@ -33,8 +33,6 @@ enum AuditCommand: Command {
         """)
 
     static func run(_ arguments: Arguments) throws -> ExitCode {
-        var readOnly = TopicStore.Options()
-        readOnly.readOnly = true
         var options = Audit.Options()
         if let text = arguments.value("expect-head") {
             guard let head = ChainHead(parsing: text) else { throw UsageError(description: "--expect-head must be SEQ:HEX (64 hex digits)") }
@@ -76,7 +74,7 @@ enum AuditCommand: Command {
             }
             return .success
         }
-        let store = try TopicStore(directory: arguments.dataDirectory, options: readOnly)
+        let store = try TopicStore(directory: arguments.dataDirectory, options: .longRead)
         let bar = ProgressBar(arguments: arguments)
         let report = try Audit.run(store, options: options, progress: bar.update)
         bar.finish()

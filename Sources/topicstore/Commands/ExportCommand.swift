@@ -32,9 +32,7 @@ enum ExportCommand: Command {
         var from = askedFrom ?? 1
         let through = askedThrough ?? .max
         guard from <= through else { throw UsageError(description: "--from-seq \(from) is after --to-seq \(through)") }
-        var readOnly = TopicStore.Options()
-        readOnly.readOnly = true
-        let store = try TopicStore(directory: arguments.dataDirectory, options: readOnly)
+        let store = try TopicStore(directory: arguments.dataDirectory, options: .longRead)
         // A compacted log starts after its horizon: asking for what is before it is an
         // error (an empty export would read as "no events"), not asking starts after it.
         let horizon = try Replay.horizon(of: store)

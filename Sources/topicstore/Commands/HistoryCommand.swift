@@ -29,18 +29,16 @@ enum HistoryCommand: Command {
     static func run(_ arguments: Arguments) throws -> ExitCode {
         guard let project = arguments.value("project") else { throw UsageError(description: "--project is required") }
         if arguments.json && arguments.has("csv") { throw UsageError(description: "give --json or --csv, not both") }
-        var readOnly = TopicStore.Options()
-        readOnly.readOnly = true
         let bar = ProgressBar(arguments: arguments)
         switch (arguments.value("device"), arguments.value("topic")) {
         case (let device?, nil):
             if arguments.value("svg") != nil { throw UsageError(description: "--svg draws a topic's subscribers: use it with --topic") }
-            let store = try TopicStore(directory: arguments.dataDirectory, options: readOnly)
+            let store = try TopicStore(directory: arguments.dataDirectory, options: .longRead)
             let timeline = try History.device(device, project: project, in: store, progress: bar.update)
             let known = try knowsProject(project, store, bar)
             printDevice(timeline, known: known, arguments, ListingProgress(bar, lines: timeline.entries.count))
         case (nil, let code?):
-            let store = try TopicStore(directory: arguments.dataDirectory, options: readOnly)
+            let store = try TopicStore(directory: arguments.dataDirectory, options: .longRead)
             let flow = try History.topic(code, project: project, in: store, progress: bar.update)
             let known = try knowsProject(project, store, bar)
             if let file = arguments.value("svg") {

@@ -41,8 +41,6 @@ enum ReplayCommand: Command {
     }
 
     static func run(_ arguments: Arguments) throws -> ExitCode {
-        var readOnly = TopicStore.Options()
-        readOnly.readOnly = true
         if arguments.has("benchmark") {
             if let n = try arguments.integer("generate") {
                 guard n > 0 else { throw UsageError(description: "--generate must be positive") }
@@ -52,7 +50,7 @@ enum ReplayCommand: Command {
                 bar.finish()
                 if !arguments.json { print(String(format: "generated %llu events for %d devices in %.1f s", events, n, Date().timeIntervalSince(started))) }
             }
-            let store = try TopicStore(directory: arguments.dataDirectory, options: readOnly)
+            let store = try TopicStore(directory: arguments.dataDirectory, options: .longRead)
             let r = try ReplayBenchmark.run(store: store, memoryBudget: try memoryBudget(arguments))
             if arguments.json {
                 Console.printJSON(["events": r.events, "rebuildSeconds": r.rebuildSeconds, "writeSeconds": r.writeSeconds, "eventsPerSecond": r.eventsPerSecond,
@@ -72,7 +70,7 @@ enum ReplayCommand: Command {
         default:
             throw UsageError(description: "give one of --to-seq N or --at TIME")
         }
-        let store = try TopicStore(directory: arguments.dataDirectory, options: readOnly)
+        let store = try TopicStore(directory: arguments.dataDirectory, options: .longRead)
         var options = Replay.Options()
         options.includeLog = !arguments.has("projections-only")
         options.memoryBudget = try memoryBudget(arguments)
