@@ -136,6 +136,11 @@ public final class DeliveryWorker: @unchecked Sendable {
         let apnsProvider = try provider(apnsFor: record.project)
         let fcmProvider = try provider(fcmFor: record.project)
 
+        var pushed = PushedTokens()
+        // A device whose token changed since this time may hold a token pushed for another device
+        // of the audience (its token moved during the send). Five minutes before the send was
+        // queued: the audience was read before `createdAt`, and a commit can take a while.
+        let changedSince = record.createdAt - 300_000
         while let cursor = record.cursor, !stopping.load(ordering: .relaxed) {
             // The next batch of ordinals, and where the one after it starts.
             var ordinals: [UInt32] = []
@@ -147,7 +152,7 @@ public final class DeliveryWorker: @unchecked Sendable {
             }
             let outcome = try sendBatch(id: id, project: record.project, projectID: pinned.projectID, ordinals: ordinals,
                                         recorded: record.batchRejections, content: content, apnsBody: apnsBody, fcmData: fcmData,
-                                        apns: apnsProvider, fcm: fcmProvider)
+                                        apns: apnsProvider, fcm: fcmProvider, pushed: &pushed, changedSince: changedSince)
             // Stopped mid-batch, only the devices finished from the batch's start on are committed:
             // the cursor stops at the first one not finished, which is pushed again after a restart.
             let done = outcome.finishedPrefix
@@ -258,9 +263,13 @@ public final class DeliveryWorker: @unchecked Sendable {
 
     private struct Target { var platform: Platform; var token: String; var position: Int }
 
+    /// The failure of a device whose token this notification already pushed for another device.
+    static let pushedForAnotherDevice = "token already pushed for another device"
+
     private func sendBatch(id: String, project: String, projectID: UInt32, ordinals: [UInt32], recorded: [BatchRejection],
                            content: NotificationContent,
-                           apnsBody: HTTP2Engine.SharedBody, fcmData: [UInt8], apns: APNsProvider?, fcm: FCMProvider?) throws -> BatchOutcome {
+                           apnsBody: HTTP2Engine.SharedBody, fcmData: [UInt8], apns: APNsProvider?, fcm: FCMProvider?,
+                           pushed: inout PushedTokens, changedSince: Int64) throws -> BatchOutcome {
         var result = BatchOutcome(count: ordinals.count)
         // Tokens from one fresh snapshot: a device whose token died or moved since the audience was pinned is not pushed.
         let reader = queue.store.reader
@@ -272,7 +281,11 @@ public final class DeliveryWorker: @unchecked Sendable {
             for (position, o) in ordinals.enumerated() {
                 let d = try reader.deviceRecord(projectID, ordinal: o, txn)
                 if let d, d.state == .live, let t = d.token, let p = d.platform {
-                    targets.append(Target(platform: p, token: t, position: position))
+                    if d.tokenTime >= changedSince, pushed.contains(t) {
+                        result.fail(position, Self.pushedForAnotherDevice)
+                    } else {
+                        targets.append(Target(platform: p, token: t, position: position))
+                    }
                 } else if let d, d.state == .rejected, let e = earlier[o], d.token == e.token {
                     result.rejectedBefore(position, e.reason)
                 } else {
@@ -348,6 +361,7 @@ public final class DeliveryWorker: @unchecked Sendable {
             switch outcome {
             case .sent:
                 result.sent(position)
+                pushed.insert(target.token)
                 pushesSent.wrappingAdd(1, ordering: .relaxed)
                 // The lock and the String-keyed lookup once per batch, not once per push.
                 if !firstRecorded {

@@ -31,7 +31,6 @@ struct FullDiskTests: RunsTopicstore {
     /// a full filesystem, that write was a SIGBUS (exit 135, and a lock.mdb without a
     /// data.mdb that made the next start refuse the directory).
     @Test func creatingAStoreOnAFullDiskFailsCleanly() throws {
-        let dir = TemporaryDirectory("full-create")
         let fs = try SmallFilesystem(megabytes: 1)
         let filler = fs.fill()
         let store = fs.path + "/fresh"
@@ -89,7 +88,6 @@ struct FullDiskTests: RunsTopicstore {
     /// A server whose disk is full answers 503 with Retry-After (not 500), says so on
     /// /healthz, and recovers by itself once there is room.
     @Test func aServerOnAFullDiskSaysSoAndRecovers() throws {
-        let dir = TemporaryDirectory("full-serve")
         let fs = try SmallFilesystem(megabytes: 2)
         let serve = try ServeProcess(data: fs.path + "/data")
         let key = try #require(serve.clientKey)
