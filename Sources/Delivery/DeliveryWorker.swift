@@ -169,12 +169,14 @@ public final class DeliveryWorker: @unchecked Sendable {
                 let events = result.rejections.map {
                     Event(project: record.project, body: .tokenRejected(token: $0.token, rejectedAt: $0.at, reason: $0.reason))
                 }
-                for r in queue.store.submitAndWait(events) {
+                var submitted: [Rejection] = []
+                for (r, rejection) in zip(queue.store.submitAndWait(events), result.rejections) {
                     switch r {
-                    case .success: rejectedCount += 1
+                    case .success: submitted.append(rejection)
                     case .failure(let e): log("topicstore delivery: token-rejected event refused: \(e)")
                     }
                 }
+                rejectedCount += try applied(submitted, projectID: pinned.projectID)
             }
             try beforeCursorCommit?()
             record = try queue.update(id: id) { r in
@@ -258,6 +260,19 @@ public final class DeliveryWorker: @unchecked Sendable {
             r.rejections = rejections.filter { $0.key < n }.sorted { $0.key < $1.key }.map(\.value)
             r.rejectedBefore = rejectedBefore.count { $0 < n }
             return r
+        }
+    }
+
+    /// How many of the submitted rejections stopped their token: the fold ignores a rejection dated
+    /// before the token was registered (a stale answer, Apple's rule), which `rejectedTokens` does not count.
+    private func applied(_ rejections: [Rejection], projectID: UInt32) throws -> Int {
+        guard !rejections.isEmpty else { return 0 }
+        let reader = queue.store.reader
+        return try queue.store.read { txn in
+            try rejections.reduce(0) { n, r in
+                let d = try reader.deviceRecord(projectID, ordinal: r.ordinal, txn)
+                return n + (d?.state == .rejected && d?.token == r.token ? 1 : 0)
+            }
         }
     }
 

@@ -59,6 +59,11 @@ public struct JSONMember: Sendable, Equatable {
 public struct JSONSyntaxError: Error, CustomStringConvertible {
     public var offset: Int
     public var reason: String
+    /// How deep arrays and objects may nest.
+    public static let maxDepth = 64
+    /// Valid JSON, nested deeper than `maxDepth`.
+    public var isTooDeep: Bool { reason == Self.tooDeep }
+    static let tooDeep = "nested more than \(maxDepth) levels deep"
     public var description: String { "invalid JSON at byte \(offset): \(reason)" }
 }
 
@@ -244,7 +249,7 @@ public struct JSONParser {
 
     private mutating func array() throws(JSONSyntaxError) -> JSONValue {
         depth += 1
-        guard depth <= 64 else { throw fail("nested too deeply") }
+        guard depth <= JSONSyntaxError.maxDepth else { throw fail(JSONSyntaxError.tooDeep) }
         defer { depth -= 1 }
         i += 1
         var items: [JSONValue] = []
@@ -263,7 +268,7 @@ public struct JSONParser {
 
     private mutating func object() throws(JSONSyntaxError) -> JSONValue {
         depth += 1
-        guard depth <= 64 else { throw fail("nested too deeply") }
+        guard depth <= JSONSyntaxError.maxDepth else { throw fail(JSONSyntaxError.tooDeep) }
         defer { depth -= 1 }
         i += 1
         var members: [JSONMember] = []

@@ -1,3 +1,5 @@
+import SubscriptionLog
+
 /// One button of a rich push (seed 004): at most two per notification.
 public struct PushButton: Sendable, Equatable {
     public enum Action: String, Sendable { case openScreen = "open_screen", openURL = "open_url", close }
@@ -127,23 +129,25 @@ public struct NotificationContent: Sendable, Equatable {
             guard let v = payload[key], !v.isNull else { return nil }
             let s: String
             if let i = v.integer() { s = String(i) } else if let t = v.stringValue, !t.isEmpty { s = t } else {
-                add(key, "The payload.\(key) must be an integer or a string."); return nil
+                add(key, "The payload.\(key) must be an integer or a non-empty string."); return nil
             }
             if s.utf8.count > max { add(key, "The payload.\(key) may not be greater than \(max) bytes.") }
             return s
         }
 
-        title = string("title")
-        subtitle = string("subtitle")
-        // The MPush table makes body a required string: an empty one is no body (nor an empty loc_key).
-        body = string("body", max: 4096).flatMap { $0.isEmpty ? nil : $0 }
+        // Texts as MPush reads them (Laravel's TrimStrings, then ConvertEmptyStringsToNull): trimmed,
+        // and nothing left is no text. The MPush table makes body a required string, so a body of
+        // spaces is no body (nor a blank loc_key).
+        title = string("title").flatMap(Validation.trimmed)
+        subtitle = string("subtitle").flatMap(Validation.trimmed)
+        body = string("body", max: 4096).flatMap(Validation.trimmed)
         if let v = payload["badge"], !v.isNull {
             if let n = v.integer(), n >= 0, n <= Int64(Int32.max) { badge = n } else { add("badge", "The payload.badge must be a whole number of at least 0.") }
         }
         sound = string("sound")
         titleLocKey = string("title_loc_key")
         titleLocArgs = stringArray("title_loc_args")
-        locKey = string("loc_key").flatMap { $0.isEmpty ? nil : $0 }
+        locKey = string("loc_key").flatMap(Validation.trimmed)
         locArgs = stringArray("loc_args")
         actionLocKey = string("action_loc_key")
         launchImage = string("launch_image")
@@ -225,6 +229,10 @@ public struct NotificationContent: Sendable, Equatable {
         if silent {
             for key in Self.alertKeys where payload[key].map({ !$0.isNull }) ?? false {
                 add(key, "A silent push carries no \(key).")
+            }
+            // A silent push is a background push: content-available is what makes it one.
+            if let v = payload["content_available"], v.boolean() == false {
+                add("content_available", "A silent push is content-available: content_available cannot be false.")
             }
         } else if body == nil && locKey == nil && !problems.contains(where: { $0.field == "payload.body" || $0.field == "payload.loc_key" }) {
             // One message per problem: a body of the wrong type is already reported.

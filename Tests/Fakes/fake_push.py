@@ -9,6 +9,7 @@ One listener serves:
 
 The answer depends on the device token's prefix:
   gone…   APNs 410 {"reason":"Unregistered","timestamp":<now in ms>}
+  stale…  APNs 410 {"reason":"Unregistered","timestamp":<an hour ago>} (older than the token's registration)
   bad…    APNs 400 {"reason":"BadDeviceToken"}
   unreg…  FCM 404 NOT_FOUND / UNREGISTERED
   invalid… FCM 400 INVALID_ARGUMENT on message.token
@@ -152,6 +153,9 @@ class State:
         if token.startswith("gone") and apns:
             # The time (ms) APNs learnt the token was invalid: now, so it is newer than the token's registration.
             return 410, [], json.dumps({"reason": "Unregistered", "timestamp": int(time.time() * 1000)}).encode()
+        if token.startswith("stale") and apns:
+            # APNs learnt the token was invalid an hour ago: before the token was registered, so stale.
+            return 410, [], json.dumps({"reason": "Unregistered", "timestamp": int(time.time() * 1000) - 3_600_000}).encode()
         if token.startswith("bad") and apns:
             return 400, [], b'{"reason":"BadDeviceToken"}'
         if token.startswith("unreg") and not apns:

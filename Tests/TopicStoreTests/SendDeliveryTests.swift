@@ -237,6 +237,12 @@ import TopicStore
                 == ["priority": ["The priority field is not a send field: a send takes topics (or expr) and payload; priority goes in payload.priority."]])
         #expect(try errors(#"{"topics":["all"],"colour":"red","payload":{"body":"x"}}"#)
                 == ["colour": ["The colour field is not a send field: a send takes topics (or expr) and payload."]])
+        // Valid JSON nested too deeply is said as such, not as invalid JSON.
+        let deep = try server.send("POST", "/api/send", key: server.serverKey,
+                                   json: #"{"topics":["all"],"payload":{"body":"x","custom":{"a":"# + String(repeating: "[", count: 70) + String(repeating: "]", count: 70) + "}}}")
+        #expect(deep.status == 400 && deep.message == "The request body is nested more than 64 levels deep.", "\(deep.text)")
+        #expect(try errors(#"{"topics":["all"],"payload":{"body":"x","collapse_id":""}}"#)
+                == ["payload.collapse_id": ["The payload.collapse_id must be an integer or a non-empty string."]])
         // What the spec lists still works: a loc_key without body, and expr as our extension.
         #expect(try server.send("POST", "/api/send", key: server.serverKey, json: #"{"topics":["all"],"payload":{"loc_key":"K"}}"#).status == 200)
         #expect(try server.send("POST", "/api/send", key: server.serverKey, json: #"{"expr":"all","payload":{"body":"x","priority":"high"}}"#).status == 200)

@@ -61,6 +61,24 @@ import TopicStore
         #expect(next["failedCount"] as? Int == 1)
     }
 
+    /// An APNs 410 dated before the token was registered is a stale answer: the store logs the
+    /// rejection and ignores it (the token stays live), and `rejectedTokens` counts only the
+    /// tokens a rejection stopped (a review saw 10 where 7 tokens were rejected).
+    @Test func rejectedTokensCountsOnlyRejectionsTheStoreApplied() throws {
+        let fake = try FakePushServer()
+        let (server, credentials) = try Self.server(fake, devices: [("s0", "stale-ios-0", .ios), ("g1", "gone-ios-1", .ios), ("o2", "ok-ios-2", .ios)])
+        defer { server.stop() }
+        let worker = Self.startedWorker(server, credentials, fake.deliveryConfiguration())
+        defer { worker.stop() }
+        let first = try waitForCompletion(port: server.port, key: server.serverKey, id: try Self.send(server, "first"), timeout: 15)
+        #expect(first["sentCount"] as? Int == 1 && first["failedCount"] as? Int == 2, "\(first)")
+        #expect(first["failures"] as? [String: Int] == ["Unregistered": 2], "\(first["failures"] ?? "")")
+        #expect(first["rejectedTokens"] as? Int == 1)
+        // The stale one is still targeted, the other is not.
+        let second = try waitForCompletion(port: server.port, key: server.serverKey, id: try Self.send(server, "second"), timeout: 15)
+        #expect(second["totalDevices"] as? Int == 2 && second["rejectedTokens"] as? Int == 0, "\(second)")
+    }
+
     /// GOAWAY after every 2 answers: the streams above its last stream id were never processed
     /// by the provider, so retrying them on a new connection uses up no attempt. Every push is
     /// answered exactly once (busy ones 429 then 200), with 2 attempts allowed.

@@ -151,6 +151,18 @@ import Testing
         // Only the keys APNs has beside the custom ones at the top level are reserved.
         #expect(problems(#"{"body":"x","custom":{"title":"t","sound":"s","badge":1}}"#) == [])
         #expect(problems(#"{"body":"x","custom":{"image_url":"u","inapp":1}}"#) == ["payload.custom.image_url", "payload.custom.inapp"])
+        // Blank texts are no texts, as MPush's TrimStrings and ConvertEmptyStringsToNull make them.
+        #expect(problems(#"{"body":"   "}"#) == ["payload.body"])
+        #expect(problems(#"{"body":"\t\u200b ","loc_key":" "}"#) == ["payload.body"])
+        // A silent push is a content-available push: false there contradicts it.
+        #expect(problems(#"{"silent":true,"content_available":false}"#) == ["payload.content_available"])
+        #expect(problems(#"{"silent":true,"content_available":true}"#) == [])
+    }
+
+    @Test func textsAreTrimmedAsMPushReadsThem() throws {
+        let r = try render(#"{"title":"  News! ","subtitle":" ","body":"\u200bHello \n"}"#)
+        #expect(r.apns == #"{"aps":{"alert":{"title":"News!","body":"Hello"}},"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58"}"#)
+        #expect(r.fcm == #"{"message_id":"5b81d3e0-2c4f-4a96-8e17-d0f9a3b62c58","title":"News!","body":"Hello","custom":"{}"}"#)
     }
 
     @Test func sizeLimitSaysByHowMuch() throws {
