@@ -151,14 +151,18 @@ public final class DeliveryWorker: @unchecked Sendable {
                 return false
             }
             let outcome = try sendBatch(id: id, project: record.project, projectID: pinned.projectID, ordinals: ordinals,
-                                        recorded: record.batchRejections, content: content, apnsBody: apnsBody, fcmData: fcmData,
+                                        recorded: record.batchRejections, finishedAhead: Set(record.finishedAhead),
+                                        content: content, apnsBody: apnsBody, fcmData: fcmData,
                                         apns: apnsProvider, fcm: fcmProvider, pushed: &pushed, changedSince: changedSince)
-            // Stopped mid-batch, only the devices finished from the batch's start on are committed:
-            // the cursor stops at the first one not finished, which is pushed again after a restart.
+            // Stopped mid-batch, the cursor stops at the first device not finished, which is pushed
+            // again after a restart; the devices finished past it are committed with it, counted,
+            // and skipped when the batch is read again (a SIGTERM repeated every push of the batch
+            // after a slow one).
             let done = outcome.finishedPrefix
             let whole = done == ordinals.count
-            if !whole && done == 0 { break }
-            let result = outcome.summary(first: done)
+            let ahead = whole ? [] : outcome.finished(from: done)
+            if !whole && done == 0 && ahead.isEmpty { break }
+            let result = outcome.summary(of: Array(0..<done) + ahead)
             // Rejections first (durable), then the cursor: a crash between the two re-sends the batch, never skips it.
             // They are recorded with the notification before they are submitted, so the batch read
             // again after such a crash counts its rejected devices as the rejections they were.
@@ -186,7 +190,14 @@ public final class DeliveryWorker: @unchecked Sendable {
                 r.rejectedTokens += rejectedCount
                 r.cursor = whole ? next : ordinals[done]
                 if whole && (next == nil || ordinals.isEmpty) { r.cursor = nil; r.status = .completed }
-                if let c = r.cursor { r.batchRejections.removeAll { $0.ordinal < c } } else { r.batchRejections = [] }
+                r.finishedAhead += ahead.map { ordinals[$0] }
+                if let c = r.cursor {
+                    r.batchRejections.removeAll { $0.ordinal < c }
+                    r.finishedAhead.removeAll { $0 < c }
+                } else {
+                    r.batchRejections = []
+                    r.finishedAhead = []
+                }
             }
         }
     }
@@ -223,13 +234,17 @@ public final class DeliveryWorker: @unchecked Sendable {
     /// What became of each device of a batch, by its position in the batch: not finished yet,
     /// sent, or failed with a reason (a rejection also keeps its token-rejected event).
     struct BatchOutcome {
-        /// 0: not finished, 1: sent, n ≥ 2: failed with `reasons[n - 2]`.
+        /// 0: not finished, 1: sent, n ≥ 2: failed with `reasons[n - 2]`, `earlier`: finished and
+        /// counted before a stop (`NotificationRecord.finishedAhead`).
         private var codes: [UInt32]
         private var reasons: [String] = []
         private var reasonCodes: [String: UInt32] = [:]
         private var rejections: [Int: Rejection] = [:]
         private var rejectedBefore: Set<Int> = []
+        private static let earlier = UInt32.max
         init(count: Int) { codes = Array(repeating: 0, count: count) }
+        /// A device finished and counted before the worker stopped: it counts nothing here.
+        mutating func finishedEarlier(_ position: Int) { codes[position] = Self.earlier }
         /// A device this batch rejected before a crash: its event is in the log already.
         mutating func rejectedBefore(_ position: Int, _ reason: String) {
             fail(position, reason)
@@ -249,16 +264,19 @@ public final class DeliveryWorker: @unchecked Sendable {
         }
         /// How many devices from the start of the batch are finished: the cursor may pass these, no more.
         var finishedPrefix: Int { codes.firstIndex(of: 0) ?? codes.count }
-        /// The counts and rejections of the first `n` devices.
-        func summary(first n: Int) -> BatchResult {
+        /// The positions from `n` on that are finished now (those finished before a stop aside).
+        func finished(from n: Int) -> [Int] { (n..<codes.count).filter { codes[$0] != 0 && codes[$0] != Self.earlier } }
+        /// The counts and rejections of the devices at `positions` (ascending).
+        func summary(of positions: [Int]) -> BatchResult {
             var r = BatchResult()
             var perReason = [Int](repeating: 0, count: reasons.count)
-            for c in codes[..<n] {
+            for c in positions.lazy.map({ self.codes[$0] }) where c != Self.earlier {
                 if c == 1 { r.sent += 1 } else if c >= 2 { perReason[Int(c) - 2] += 1 }
             }
             for (i, k) in perReason.enumerated() where k > 0 { r.failures[reasons[i], default: 0] += k; r.failed += k }
-            r.rejections = rejections.filter { $0.key < n }.sorted { $0.key < $1.key }.map(\.value)
-            r.rejectedBefore = rejectedBefore.count { $0 < n }
+            let included = Set(positions)
+            r.rejections = rejections.filter { included.contains($0.key) }.sorted { $0.key < $1.key }.map(\.value)
+            r.rejectedBefore = rejectedBefore.count { included.contains($0) }
             return r
         }
     }
@@ -282,7 +300,7 @@ public final class DeliveryWorker: @unchecked Sendable {
     static let pushedForAnotherDevice = "token already pushed for another device"
 
     private func sendBatch(id: String, project: String, projectID: UInt32, ordinals: [UInt32], recorded: [BatchRejection],
-                           content: NotificationContent,
+                           finishedAhead: Set<UInt32>, content: NotificationContent,
                            apnsBody: HTTP2Engine.SharedBody, fcmData: [UInt8], apns: APNsProvider?, fcm: FCMProvider?,
                            pushed: inout PushedTokens, changedSince: Int64) throws -> BatchOutcome {
         var result = BatchOutcome(count: ordinals.count)
@@ -294,6 +312,7 @@ public final class DeliveryWorker: @unchecked Sendable {
         let earlier = Dictionary(recorded.map { ($0.ordinal, $0) }, uniquingKeysWith: { $1 })
         try queue.store.read { txn in
             for (position, o) in ordinals.enumerated() {
+                if finishedAhead.contains(o) { result.finishedEarlier(position); continue }
                 let d = try reader.deviceRecord(projectID, ordinal: o, txn)
                 if let d, d.state == .live, let t = d.token, let p = d.platform {
                     if d.tokenTime >= changedSince, pushed.contains(t) {

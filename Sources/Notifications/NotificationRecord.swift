@@ -32,6 +32,10 @@ public struct NotificationRecord: Sendable, Equatable {
     /// submitted and cleared with the cursor that ends the batch: after a crash between the two,
     /// the batch read again counts these devices (no longer live) as the rejections they were.
     public var batchRejections: [BatchRejection] = []
+    /// Devices past the cursor that a stopped worker had finished (pushed, or failed for good),
+    /// already counted: the batch read again after the restart skips them instead of pushing
+    /// them again. Cleared as the cursor passes them.
+    public var finishedAhead: [UInt32] = []
     public var opens = 0
     public var buttonOpens: [String: Int] = [:]
 
@@ -79,6 +83,9 @@ public struct NotificationRecord: Sendable, Equatable {
                 .object([JSONMember("ordinal", Self.num($0.ordinal)), JSONMember("token", .string($0.token)),
                          JSONMember("reason", .string($0.reason))])
             })))
+        }
+        if !finishedAhead.isEmpty {
+            m.append(JSONMember("finishedAhead", .array(finishedAhead.map(Self.num))))
         }
         m.append(JSONMember("version", .number("1")))
         return .object(m)
@@ -129,6 +136,12 @@ public struct NotificationRecord: Sendable, Equatable {
                     throw NotificationCorruption(place: place, reason: "batchRejections entry incomplete")
                 }
                 batchRejections.append(BatchRejection(ordinal: UInt32(truncatingIfNeeded: o), token: t, reason: r))
+            }
+        }
+        if case .array(let items)? = v["finishedAhead"] {
+            for item in items {
+                guard let o = item.integer() else { throw NotificationCorruption(place: place, reason: "finishedAhead entry not an ordinal") }
+                finishedAhead.append(UInt32(truncatingIfNeeded: o))
             }
         }
         opens = Int(v["opens"]?.integer() ?? 0)
