@@ -162,7 +162,7 @@ public final class DeliveryWorker: @unchecked Sendable {
             let whole = done == ordinals.count
             let ahead = whole ? [] : outcome.finished(from: done)
             if !whole && done == 0 && ahead.isEmpty { break }
-            let result = outcome.summary(of: Array(0..<done) + ahead)
+            let result = outcome.summary(first: done, ahead: ahead)
             // Rejections first (durable), then the cursor: a crash between the two re-sends the batch, never skips it.
             // They are recorded with the notification before they are submitted, so the batch read
             // again after such a crash counts its rejected devices as the rejections they were.
@@ -266,17 +266,20 @@ public final class DeliveryWorker: @unchecked Sendable {
         var finishedPrefix: Int { codes.firstIndex(of: 0) ?? codes.count }
         /// The positions from `n` on that are finished now (those finished before a stop aside).
         func finished(from n: Int) -> [Int] { (n..<codes.count).filter { codes[$0] != 0 && codes[$0] != Self.earlier } }
-        /// The counts and rejections of the devices at `positions` (ascending).
-        func summary(of positions: [Int]) -> BatchResult {
+        /// The counts and rejections of the first `n` devices and of those at `ahead` (past `n`).
+        func summary(first n: Int, ahead: [Int] = []) -> BatchResult {
             var r = BatchResult()
             var perReason = [Int](repeating: 0, count: reasons.count)
-            for c in positions.lazy.map({ self.codes[$0] }) where c != Self.earlier {
-                if c == 1 { r.sent += 1 } else if c >= 2 { perReason[Int(c) - 2] += 1 }
+            func count(_ c: UInt32) {
+                if c == 1 { r.sent += 1 } else if c >= 2 && c != Self.earlier { perReason[Int(c) - 2] += 1 }
             }
+            for c in codes[..<n] { count(c) }
+            for p in ahead { count(codes[p]) }
             for (i, k) in perReason.enumerated() where k > 0 { r.failures[reasons[i], default: 0] += k; r.failed += k }
-            let included = Set(positions)
-            r.rejections = rejections.filter { included.contains($0.key) }.sorted { $0.key < $1.key }.map(\.value)
-            r.rejectedBefore = rejectedBefore.count { included.contains($0) }
+            let aheadSet = Set(ahead)
+            func included(_ p: Int) -> Bool { p < n || aheadSet.contains(p) }
+            r.rejections = rejections.filter { included($0.key) }.sorted { $0.key < $1.key }.map(\.value)
+            r.rejectedBefore = rejectedBefore.count(where: included)
             return r
         }
     }
