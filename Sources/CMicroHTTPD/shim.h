@@ -7,6 +7,17 @@
 // libmicrohttpd's start and info calls are C variadic functions, which Swift
 // cannot call; these fixed-argument wrappers are the only call sites.
 
+#include <string.h>
+
+/// The unescape callback topicstore installs: it leaves `%XX` escapes in the URL and its
+/// arguments as they came (returns the length unchanged), so the server decodes them itself
+/// and can tell a `%2F` inside a path segment from a `/` between segments, and a `%00` from
+/// the end of the string (libmicrohttpd's own decoding hands both over as C strings).
+static inline size_t topicstore_mhd_keep_escapes(void *cls, struct MHD_Connection *connection, char *s) {
+    (void)cls; (void)connection;
+    return strlen(s);
+}
+
 /// Starts a daemon listening on `addr` with the options the HTTPServer target uses.
 /// `thread_pool_size` > 1 selects the internal epoll thread pool (not allowed with
 /// MHD_USE_THREAD_PER_CONNECTION).
@@ -29,6 +40,7 @@ static inline struct MHD_Daemon *topicstore_mhd_start(unsigned int flags, const 
                                 MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds,
                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory_limit,
                                 MHD_OPTION_THREAD_POOL_SIZE, thread_pool_size,
+                                MHD_OPTION_UNESCAPE_CALLBACK, topicstore_mhd_keep_escapes, NULL,
                                 MHD_OPTION_END);
     }
     return MHD_start_daemon(flags, 0, NULL, NULL, handler, handler_cls,
@@ -37,6 +49,7 @@ static inline struct MHD_Daemon *topicstore_mhd_start(unsigned int flags, const 
                             MHD_OPTION_CONNECTION_LIMIT, connection_limit,
                             MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory_limit,
+                            MHD_OPTION_UNESCAPE_CALLBACK, topicstore_mhd_keep_escapes, NULL,
                             MHD_OPTION_END);
 }
 

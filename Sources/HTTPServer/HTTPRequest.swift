@@ -4,6 +4,8 @@ public struct HTTPRequest: Sendable {
     public var method: String
     /// The path without the query string, percent-decoded.
     public var path: String
+    /// The path as sent, escapes and all: a `%2F` there is a slash inside a segment.
+    public var rawPath: String
     /// `HTTP/1.1` or `HTTP/1.0`.
     public var version: String
     public var headers: HTTPHeaders
@@ -13,10 +15,11 @@ public struct HTTPRequest: Sendable {
     /// The peer's address, e.g. `127.0.0.1` or `::1`.
     public var remoteAddress: String
 
-    public init(method: String, path: String, version: String = "HTTP/1.1", headers: HTTPHeaders = HTTPHeaders(),
+    public init(method: String, path: String, rawPath: String? = nil, version: String = "HTTP/1.1", headers: HTTPHeaders = HTTPHeaders(),
                 query: [(name: String, value: String)] = [], body: [UInt8] = [], remoteAddress: String = "") {
         self.method = method
         self.path = path
+        self.rawPath = rawPath ?? path
         self.version = version
         self.headers = headers
         self.query = query

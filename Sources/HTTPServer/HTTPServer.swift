@@ -116,7 +116,9 @@ public final class HTTPServer: Sendable {
 final class RequestState {
     let start = DispatchTime.now().uptimeNanoseconds
     let method: String
+    /// The path percent-decoded, and as sent.
     let path: String
+    let rawPath: String
     let version: String
     let remoteAddress: String
     var body: [UInt8] = []
@@ -132,9 +134,10 @@ final class RequestState {
     /// Set while the handler has not answered yet.
     var responder: HTTPResponder?
 
-    init(method: String, path: String, version: String, remoteAddress: String) {
+    init(method: String, rawPath: String, version: String, remoteAddress: String) {
         self.method = method
-        self.path = path
+        self.path = PercentDecoding.decode(rawPath)
+        self.rawPath = rawPath
         self.version = version
         self.remoteAddress = remoteAddress
     }
@@ -325,7 +328,7 @@ final class ServerCore: @unchecked Sendable {
         guard let raw = slot.pointee else {
             // First call: headers are in, the body (if any) is not.
             let state = RequestState(method: method.map { String(cString: $0) } ?? "",
-                                     path: url.map { String(cString: $0) } ?? "/",
+                                     rawPath: url.map { String(cString: $0) } ?? "/",
                                      version: version.map { String(cString: $0) } ?? "",
                                      remoteAddress: Self.address(topicstore_mhd_client_address(connection)))
             slot.pointee = Unmanaged.passRetained(state).toOpaque()
@@ -349,9 +352,9 @@ final class ServerCore: @unchecked Sendable {
             if let refusal = configuration.refusalBeforeBody,
                let expect = MHD_lookup_connection_value(connection, .HEADER_KIND, "Expect"),
                String(cString: expect).lowercased().contains("100-continue") {
-                let headersOnly = HTTPRequest(method: state.method, path: state.path, version: state.version,
+                let headersOnly = HTTPRequest(method: state.method, path: state.path, rawPath: state.rawPath, version: state.version,
                                               headers: HTTPHeaders(Self.values(connection, .HEADER_KIND)),
-                                              query: Self.values(connection, .GET_ARGUMENT_KIND).map { (name: $0.0, value: $0.1) },
+                                              query: Self.values(connection, .GET_ARGUMENT_KIND).map { (name: PercentDecoding.decode($0.0), value: PercentDecoding.decode($0.1)) },
                                               body: [], remoteAddress: state.remoteAddress)
                 if let response = refusal(headersOnly) {
                     state.tooLarge = true  // whatever of the body still arrives is not kept
@@ -392,9 +395,9 @@ final class ServerCore: @unchecked Sendable {
             response.headers.set("Retry-After", "1")
             return respond(connection, state, response, close: true)
         }
-        let request = HTTPRequest(method: state.method, path: state.path, version: state.version,
+        let request = HTTPRequest(method: state.method, path: state.path, rawPath: state.rawPath, version: state.version,
                                   headers: HTTPHeaders(Self.values(connection, .HEADER_KIND)),
-                                  query: Self.values(connection, .GET_ARGUMENT_KIND).map { (name: $0.0, value: $0.1) },
+                                  query: Self.values(connection, .GET_ARGUMENT_KIND).map { (name: PercentDecoding.decode($0.0), value: PercentDecoding.decode($0.1)) },
                                   body: state.body, remoteAddress: state.remoteAddress)
         let responder = HTTPResponder(core: self, connection: connection)
         state.responder = responder

@@ -45,7 +45,7 @@ final class MPushService: Sendable {
     /// that append to the log — from the writer thread when the group commit
     /// that holds them is durable, so no server thread waits for the disk.
     func handle(_ request: HTTPRequest, responder: HTTPResponder) {
-        guard let (route, parameter) = Route.match(request.path) else {
+        guard let (route, parameter) = Route.match(rawPath: request.rawPath) else {
             return responder.respond(APIResponse.error(404))
         }
         var who: String?
@@ -99,7 +99,7 @@ final class MPushService: Sendable {
     /// For `Expect: 100-continue`: the answer a request gets from its headers alone, so a
     /// client without a valid key is refused before it sends the body. Nil: send it.
     func refusalBeforeBody(_ request: HTTPRequest) -> HTTPResponse? {
-        guard let (route, _) = Route.match(request.path) else { return APIResponse.error(404) }
+        guard let (route, _) = Route.match(rawPath: request.rawPath) else { return APIResponse.error(404) }
         guard case .refused(var response, let keyID) = gate(route, request) else { return nil }
         response.route = route.rawValue
         response.principal = keyID

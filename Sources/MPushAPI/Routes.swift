@@ -36,24 +36,27 @@ enum Route: String, CaseIterable, Sendable {
         }
     }
 
-    /// The route for `path` and, for `/v1/devices/…`, the device id in it.
-    static func match(_ path: String) -> (Route, String?)? {
-        var p = path
-        if p.count > 1, p.hasSuffix("/") { p.removeLast() }
+    /// The route for a request's path as sent (`HTTPRequest.rawPath`) and, for `/v1/devices/…`
+    /// and `/api/notifications/…`, the id in it. Ids are decoded after the path is split, so
+    /// `%2F` is a slash inside an id and `/` is not; one trailing `/` is dropped first.
+    static func match(rawPath: String) -> (Route, String?)? {
+        var raw = rawPath
+        if raw.count > 1, raw.hasSuffix("/") { raw.removeLast() }
+        let p = PercentDecoding.decode(raw)
         if let r = Route(rawValue: p), r != .device, r != .notification, r != .notificationOpen { return (r, nil) }
         let notifications = "/api/notifications/"
-        if p.hasPrefix(notifications) {
-            let rest = p.dropFirst(notifications.count)
+        if raw.hasPrefix(notifications) {
+            let rest = raw.dropFirst(notifications.count)
             if rest.hasSuffix("/opens") {
-                let id = String(rest.dropLast("/opens".count))
-                if !id.isEmpty && !id.contains("/") { return (.notificationOpen, id) }
+                let id = rest.dropLast("/opens".count)
+                if !id.isEmpty && !id.contains("/") { return (.notificationOpen, PercentDecoding.decode(String(id))) }
             } else if !rest.isEmpty && !rest.contains("/") {
-                return (.notification, String(rest))
+                return (.notification, PercentDecoding.decode(String(rest)))
             }
         }
         let prefix = "/v1/devices/"
-        if p.hasPrefix(prefix) {
-            let id = String(p.dropFirst(prefix.count))
+        if raw.hasPrefix(prefix) {
+            let id = PercentDecoding.decode(String(raw.dropFirst(prefix.count)))
             if !id.isEmpty { return (.device, id) }
         }
         return nil

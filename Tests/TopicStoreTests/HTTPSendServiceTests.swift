@@ -148,6 +148,22 @@ struct HTTPSendServiceTests {
         // A device id with a slash, percent-encoded in the path.
         #expect(try t.send("POST", "/api/register", key: t.clientKey, json: #"{"device_id":"x/y","topics":["news"]}"#).status == 200)
         #expect(try t.send("GET", "/v1/devices/x%2Fy", key: t.serverKey).object?["device_id"] as? String == "x/y")
+        // A slash at the end of an id is the id's, not the path's (a tenant review got device K for K%2F);
+        // one literal trailing slash is the path's. A %00 is part of the id, not its end.
+        for id in ["K", "K/"] {
+            #expect(try t.send("POST", "/api/register", key: t.clientKey, json: #"{"device_id":"\#(id)","topics":["news"]}"#).status == 200)
+        }
+        #expect(try t.send("GET", "/v1/devices/K%2F", key: t.serverKey).object?["device_id"] as? String == "K/")
+        #expect(try t.send("GET", "/v1/devices/K%2f/", key: t.serverKey).object?["device_id"] as? String == "K/")
+        #expect(try t.send("GET", "/v1/devices/K/", key: t.serverKey).object?["device_id"] as? String == "K")
+        #expect(try t.send("GET", "/v1/devices/K", key: t.serverKey).object?["device_id"] as? String == "K")
+        #expect(try t.send("GET", "/v1/devices/K%00whatever", key: t.serverKey).status == 404)
+        // Query arguments are decoded as before: %2C is a comma inside a code list, + a space.
+        let encoded = try t.send("GET", "/v1/audience/count?topics=news%2Csport", key: t.serverKey)
+        let plain = try t.send("GET", "/v1/audience/count?topics=news,sport", key: t.serverKey)
+        let news = try t.send("GET", "/v1/audience/count?topics=news", key: t.serverKey)
+        #expect(encoded.status == 200 && encoded.object?["total"] as? Int == plain.object?["total"] as? Int, "\(encoded.text)")
+        #expect((encoded.object?["total"] as? Int ?? 0) > (news.object?["total"] as? Int ?? .max), "\(encoded.text) \(news.text)")
     }
 
     @Test func tokenRejectedFeedback() throws {
