@@ -392,4 +392,30 @@ import Testing
         let help = try topicstore(["stats", "--help"])
         #expect(help.stdout.contains("2 bad usage") && help.stdout.contains("unexpected argument"), "\(help.stdout)")
     }
+
+    /// The actions of `key` and `credentials` share one option list: an option of another action
+    /// was ignored, and `key revoke ID --project beta` revoked project alpha's key (tenant review).
+    /// It is refused now; `key list --kind` and `credentials list --project` filter.
+    @Test func anOptionOfAnotherActionIsRefused() throws {
+        let dir = TemporaryDirectory("action-options")
+        let data = try loadedStore(dir, Self.commands)
+        for p in ["alpha", "beta"] { #expect(try topicstore(["project", "add", p, "--data", data]).status == 0) }
+        let added = try topicstore(["key", "add", "--project", "alpha", "--kind", "client", "--json", "--data", data])
+        let id = try #require((try? JSONSerialization.jsonObject(with: Data(added.stdout.utf8)) as? [String: Any])?["id"] as? String, "\(added.stderr)")
+        _ = try topicstore(["key", "add", "--project", "alpha", "--kind", "server", "--data", data])
+        let revoke = try topicstore(["key", "revoke", id, "--project", "beta", "--data", data])
+        #expect(revoke.status == 2 && revoke.stderr.contains("--project is not an option of 'topicstore key revoke'"), "\(revoke.stderr)")
+        let list = try topicstore(["key", "list", "--project", "alpha", "--json", "--data", data])
+        let keys = (try? JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [String: Any])?["keys"] as? [[String: Any]] ?? []
+        #expect(keys.count == 2 && keys.allSatisfy { $0["revokedAt"] == nil || $0["revokedAt"] is NSNull }, "\(list.stdout)")
+        let clients = try topicstore(["key", "list", "--project", "alpha", "--kind", "client", "--json", "--data", data])
+        let onlyClients = (try? JSONSerialization.jsonObject(with: Data(clients.stdout.utf8)) as? [String: Any])?["keys"] as? [[String: Any]] ?? []
+        #expect(onlyClients.map { $0["kind"] as? String } == ["client"], "\(clients.stdout)")
+        for args in [["key", "list", "--value", "x"], ["key", "add", "--project", "alpha", "--kind", "client", "--apns"],
+                     ["credentials", "list", "--apns"], ["credentials", "remove", "--project", "alpha", "--fcm", "--sandbox"]] {
+            #expect(try topicstore(args + ["--data", data]).status == 2, "\(args)")
+        }
+        let credentials = try topicstore(["credentials", "list", "--project", "beta", "--json", "--data", data])
+        #expect(credentials.status == 0 && credentials.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "[]", "\(credentials.stdout)")
+    }
 }

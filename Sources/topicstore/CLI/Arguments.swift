@@ -81,6 +81,16 @@ struct Arguments {
         }
     }
 
+    /// Refuses an option given that `action` does not take (the actions of one command share
+    /// its option list): an option ignored was an option acted on as if absent, and `key revoke
+    /// ID --project beta` revoked another project's key.
+    func accepts(only allowed: [String], in action: String) throws(UsageError) {
+        let common = CommandSpec.common.map(\.name)
+        for name in (Array(values.keys) + Array(flags)).sorted() where !allowed.contains(name) && !common.contains(name) {
+            throw UsageError(description: "--\(name) is not an option of 'topicstore \(action)' (see --help)")
+        }
+    }
+
     func value(_ name: String) -> String? { values[name]?.last }
     func all(_ name: String) -> [String] { values[name] ?? [] }
     func has(_ name: String) -> Bool { flags.contains(name) }

@@ -8,7 +8,7 @@ enum CredentialsCommand: Command {
     static let spec = CommandSpec(
         name: "credentials",
         summary: "set, list or remove a project's APNs (.p8 token auth) and FCM (service account) credentials",
-        usage: "credentials (set --project P (--apns-key-file F --key-id K --team-id T --bundle-id B (--sandbox|--production) | --fcm-service-account FILE) | list | remove --project P (--apns|--fcm)) [--data DIR] [--json]",
+        usage: "credentials (set --project P (--apns-key-file F --key-id K --team-id T --bundle-id B (--sandbox|--production) | --fcm-service-account FILE) | list [--project P] | remove --project P (--apns|--fcm)) [--data DIR] [--json]",
         options: [
             .init(name: "project", value: "P", help: "the project the credentials belong to"),
             .init(name: "apns-key-file", value: "F", help: "the AuthKey_<key id>.p8 file from Apple (EC P-256, PKCS#8 PEM)"),
@@ -34,6 +34,9 @@ enum CredentialsCommand: Command {
         guard arguments.positionals.count == 1 else {
             throw UsageError(description: "unexpected argument '\(arguments.positionals[1])': 'topicstore credentials \(action)' takes only options (see --help)")
         }
+        let allowed = ["set": ["project", "apns-key-file", "key-id", "team-id", "bundle-id", "sandbox", "production", "fcm-service-account"],
+                       "list": ["project"], "remove": ["project", "apns", "fcm"]]
+        try arguments.accepts(only: allowed[action] ?? [], in: "credentials \(action)")
         // Usage is checked, and the files read, before the store is opened.
         var apns: APNsCredentials?, fcmAccount: Data?, project: String?
         if action == "set" {
@@ -89,7 +92,7 @@ enum CredentialsCommand: Command {
             return .success
         case "list":
             var rows: [[String: Any]] = []
-            for (project, provider) in try credentials.list() {
+            for (project, provider) in try credentials.list() where arguments.value("project").map({ $0 == project }) ?? true {
                 var row: [String: Any] = ["project": project, "provider": provider]
                 if provider == "apns", let c = try credentials.apns(project: project) {
                     row["keyID"] = c.keyID; row["teamID"] = c.teamID; row["bundleID"] = c.bundleID

@@ -7,7 +7,7 @@ enum KeyCommand: Command {
     static let spec = CommandSpec(
         name: "key",
         summary: "issue, revoke or list API keys (client: membership only; server: everything)",
-        usage: "key (add --project P --kind client|server [--value KEY] | revoke KEY_OR_ID | list [--project P]) [--data DIR] [--json]",
+        usage: "key (add --project P --kind client|server [--value KEY] | revoke KEY_OR_ID | list [--project P] [--kind client|server]) [--data DIR] [--json]",
         options: [
             .init(name: "project", value: "P", help: "the project the key belongs to"),
             .init(name: "kind", value: "KIND", help: "client (ships in apps) or server (send services, operators)"),
@@ -27,6 +27,7 @@ enum KeyCommand: Command {
         switch action {
         case "add":
             guard arguments.positionals.count == 1 else { throw UsageError(description: "key add takes options only (see --help)") }
+            try arguments.accepts(only: ["project", "kind", "value"], in: "key add")
             guard let project = arguments.value("project") else { throw UsageError(description: "--project is required") }
             guard let kindName = arguments.value("kind"), let kind = KeyKind(rawValue: kindName) else {
                 throw UsageError(description: "--kind must be client or server")
@@ -50,6 +51,7 @@ enum KeyCommand: Command {
             }
         case "revoke":
             guard arguments.positionals.count == 2 else { throw UsageError(description: "usage: topicstore key revoke KEY_OR_ID") }
+            try arguments.accepts(only: [], in: "key revoke")
             try TopicStore.requireExisting(directory: arguments.dataDirectory)  // keys belong to a store's projects: never make one
             let store = try TopicStore(directory: arguments.dataDirectory, options: .auxiliaryOnly)
             defer { store.close() }
@@ -72,12 +74,17 @@ enum KeyCommand: Command {
                 return .invalidInput
             }
         case "list":
-            guard arguments.positionals.count == 1 else { throw UsageError(description: "usage: topicstore key list [--project P]") }
+            guard arguments.positionals.count == 1 else { throw UsageError(description: "usage: topicstore key list [--project P] [--kind KIND]") }
+            try arguments.accepts(only: ["project", "kind"], in: "key list")
+            let kind: KeyKind? = try arguments.value("kind").map { name throws(UsageError) in
+                guard let k = KeyKind(rawValue: name) else { throw UsageError(description: "--kind must be client or server") }
+                return k
+            }
             var options = TopicStore.Options()
             options.readOnly = true
             let store = try TopicStore(directory: arguments.dataDirectory, options: options)
             let access = try AccessControl(store: store)
-            let keys = try access.keys(project: arguments.value("project"))
+            let keys = try access.keys(project: arguments.value("project")).filter { kind == nil || $0.kind == kind }
             // A project with no keys lists none; one that does not exist is said to, as topics does.
             let unknown = try arguments.value("project").map { try access.project(named: $0) == nil } ?? false
             if unknown { Console.printError(Console.unknownProject(arguments.value("project")!) + "; it has no keys") }
