@@ -7,8 +7,11 @@ import Synchronization
 import SubscriptionLog
 import TopicStore
 
-/// Delivers queued notifications on one dedicated thread (never the Swift
-/// cooperative pool): oldest first, in batches of `batchSize` devices.
+/// Delivers queued notifications on `lanes` dedicated threads (never the Swift
+/// cooperative pool), in batches of `batchSize` devices: each lane takes the oldest
+/// notification of a project no other lane is delivering, so a project's notifications
+/// go out one after the other, oldest first, and one project's slow provider, rate limit
+/// or token exchange holds up only its own lane.
 ///
 /// For each batch: read the devices of the pinned audience (ordinals from the
 /// notification's cursor) from one snapshot, push to every live token over
@@ -30,19 +33,26 @@ public final class DeliveryWorker: @unchecked Sendable {
     private let stopSignal = StopSignal()
     /// When the pushes in flight are given up (monotonic seconds), once a stop was asked.
     private let stopDeadline = Mutex<Double?>(nil)
-    private let finished = DispatchSemaphore(value: 0)
-    private var thread: Thread?
+    private let finished = DispatchGroup()
+    private var threads: [Thread] = []
+    /// The projects the lanes are delivering now (one lane per project).
+    private let claimed = Mutex<Set<String>>([])
 
     /// Pushes answered 200 since start, and the time (uptime ns) of the first answer per notification.
     public let pushesSent = Atomic<Int>(0)
     private let firstPush = Mutex<[String: UInt64]>([:])
     private let lastError = Mutex<String?>(nil)
 
-    // Delivery-thread state.
-    private var engine: HTTP2Engine?
-    private var apns: [String: APNsProvider] = [:]
-    private var fcm: [String: FCMProvider] = [:]
-    private var buckets: [String: TokenBucket] = [:]
+    /// Per project, shared by the lanes (a project is on one lane at a time).
+    private let buckets = Mutex<[String: TokenBucket]>([:])
+
+    /// One delivery thread's own state: its HTTP/2 connections and the providers it signs with.
+    final class Lane {
+        let engine: HTTP2Engine
+        var apns: [String: APNsProvider] = [:]
+        var fcm: [String: FCMProvider] = [:]
+        init(engine: HTTP2Engine) { self.engine = engine }
+    }
     /// Tests: runs after a batch's rejections are committed, before its cursor is; throwing
     /// there is a crash at that moment (the batch is read again from the durable record).
     var beforeCursorCommit: (() throws -> Void)?
@@ -56,14 +66,17 @@ public final class DeliveryWorker: @unchecked Sendable {
     }
 
     public func start() {
-        let t = Thread { [self] in
-            self.loop()
-            self.finished.signal()
+        for n in 0..<configuration.lanes {
+            finished.enter()
+            let t = Thread { [self] in
+                self.loop()
+                self.finished.leave()
+            }
+            t.name = "topicstore.delivery.\(n)"
+            t.stackSize = 8 << 20
+            threads.append(t)
+            t.start()
         }
-        t.name = "topicstore.delivery"
-        t.stackSize = 8 << 20
-        thread = t
-        t.start()
     }
 
     /// Asks the worker to stop, and returns at once: no new push, attempt, backoff or token
@@ -74,16 +87,14 @@ public final class DeliveryWorker: @unchecked Sendable {
         stopDeadline.withLock { if $0 == nil { $0 = HTTP2Engine.seconds() + max(0, grace) } }
         guard !stopping.exchange(true, ordering: .sequentiallyConsistent) else { return }
         stopSignal.raise()
-        queue.wake()
+        for _ in 0..<max(1, threads.count) { queue.wake() }
     }
 
     /// Stops as `beginStop` does and waits until the worker has committed and ended
     /// (about `grace` seconds at most: the streams still open then are given up).
     public func stop(grace: Double = 10) {
         beginStop(grace: grace)
-        guard thread != nil else { return }
         finished.wait()
-        finished.signal()  // for anyone else waiting
     }
 
     private var isStopping: Bool { stopping.load(ordering: .relaxed) }
@@ -94,28 +105,41 @@ public final class DeliveryWorker: @unchecked Sendable {
     private func loop() {
         // Spread the streams over the connections (the engine also keeps to each server's own limit).
         let perConnection = (configuration.maxInFlight + configuration.connectionsPerHost - 1) / configuration.connectionsPerHost
-        engine = HTTP2Engine(caFile: configuration.caFile, connectionsPerHost: configuration.connectionsPerHost,
-                             maxConcurrentStreams: max(1, perConnection),
-                             timeoutSeconds: configuration.requestTimeoutSeconds)
+        let lane = Lane(engine: HTTP2Engine(caFile: configuration.caFile, connectionsPerHost: configuration.connectionsPerHost,
+                                            maxConcurrentStreams: max(1, perConnection),
+                                            timeoutSeconds: configuration.requestTimeoutSeconds))
         while !stopping.load(ordering: .relaxed) {
             do {
-                guard let id = try queue.nextPending() else {
+                guard let (id, project) = try claimNext() else {
                     queue.waitForWork(timeout: 1)
                     continue
                 }
-                try deliver(id)
+                defer { claimed.withLock { _ = $0.remove(project) } }
+                try deliver(id, lane)
             } catch {
                 lastError.withLock { $0 = "\(error)" }
                 log("topicstore delivery: error: \(error)")
                 queue.waitForWork(timeout: 1)
             }
         }
-        engine = nil
+    }
+
+    /// The oldest unfinished notification of a project no lane is delivering, with its project,
+    /// claimed for the calling lane; nil when there is none.
+    private func claimNext() throws -> (String, String)? {
+        try claimed.withLock { busy throws -> (String, String)? in
+            for id in try queue.pending() {
+                guard let record = try queue.record(id: id), !busy.contains(record.project) else { continue }
+                busy.insert(record.project)
+                return (id, record.project)
+            }
+            return nil
+        }
     }
 
     // MARK: One notification
 
-    private func deliver(_ id: String) throws {
+    private func deliver(_ id: String, _ lane: Lane) throws {
         guard var record = try queue.record(id: id), let pinned = try queue.audience(id: id) else {
             throw NotificationCorruption(place: "notifications/\(id)", reason: "queued but missing")
         }
@@ -133,8 +157,8 @@ public final class DeliveryWorker: @unchecked Sendable {
         if record.status == .queued { record = try queue.update(id: id) { $0.status = .processing } }
         let apnsBody = HTTP2Engine.SharedBody(PayloadRenderer.apnsPayload(content, messageID: id))
         let fcmData = PayloadRenderer.fcmData(content, messageID: id)
-        let apnsProvider = try provider(apnsFor: record.project)
-        let fcmProvider = try provider(fcmFor: record.project)
+        let apnsProvider = try provider(apnsFor: record.project, lane)
+        let fcmProvider = try provider(fcmFor: record.project, lane)
 
         var pushed = PushedTokens()
         // A device whose token changed since this time may hold a token pushed for another device
@@ -150,7 +174,7 @@ public final class DeliveryWorker: @unchecked Sendable {
                 if batch.count > configuration.batchSize { next = batch[configuration.batchSize] }
                 return false
             }
-            let outcome = try sendBatch(id: id, project: record.project, projectID: pinned.projectID, ordinals: ordinals,
+            let outcome = try sendBatch(lane: lane, id: id, project: record.project, projectID: pinned.projectID, ordinals: ordinals,
                                         recorded: record.batchRejections, finishedAhead: Set(record.finishedAhead),
                                         content: content, apnsBody: apnsBody, fcmData: fcmData,
                                         apns: apnsProvider, fcm: fcmProvider, pushed: &pushed, changedSince: changedSince)
@@ -202,19 +226,19 @@ public final class DeliveryWorker: @unchecked Sendable {
         }
     }
 
-    private func provider(apnsFor project: String) throws -> APNsProvider? {
-        guard let c = try credentials.apns(project: project) else { apns[project] = nil; return nil }
-        if let p = apns[project], p.credentials == c { return p }
+    private func provider(apnsFor project: String, _ lane: Lane) throws -> APNsProvider? {
+        guard let c = try credentials.apns(project: project) else { lane.apns[project] = nil; return nil }
+        if let p = lane.apns[project], p.credentials == c { return p }
         let p = try APNsProvider(credentials: c, configuration: configuration)
-        apns[project] = p
+        lane.apns[project] = p
         return p
     }
 
-    private func provider(fcmFor project: String) throws -> FCMProvider? {
-        guard let c = try credentials.fcm(project: project) else { fcm[project] = nil; return nil }
-        if let p = fcm[project], p.credentials == c { return p }
+    private func provider(fcmFor project: String, _ lane: Lane) throws -> FCMProvider? {
+        guard let c = try credentials.fcm(project: project) else { lane.fcm[project] = nil; return nil }
+        if let p = lane.fcm[project], p.credentials == c { return p }
         let p = try FCMProvider(credentials: c, configuration: configuration)
-        fcm[project] = p
+        lane.fcm[project] = p
         return p
     }
 
@@ -302,7 +326,7 @@ public final class DeliveryWorker: @unchecked Sendable {
     /// The failure of a device whose token this notification already pushed for another device.
     static let pushedForAnotherDevice = "token already pushed for another device"
 
-    private func sendBatch(id: String, project: String, projectID: UInt32, ordinals: [UInt32], recorded: [BatchRejection],
+    private func sendBatch(lane: Lane, id: String, project: String, projectID: UInt32, ordinals: [UInt32], recorded: [BatchRejection],
                            finishedAhead: Set<UInt32>, content: NotificationContent,
                            apnsBody: HTTP2Engine.SharedBody, fcmData: [UInt8], apns: APNsProvider?, fcm: FCMProvider?,
                            pushed: inout PushedTokens, changedSince: Int64) throws -> BatchOutcome {
@@ -330,7 +354,8 @@ public final class DeliveryWorker: @unchecked Sendable {
                 }
             }
         }
-        guard !targets.isEmpty, let engine else { return result }
+        guard !targets.isEmpty else { return result }
+        let engine = lane.engine
 
         var apnsHeaders: HTTP2Engine.Headers?
         var fcmHeaders: HTTP2Engine.Headers?
@@ -478,10 +503,12 @@ public final class DeliveryWorker: @unchecked Sendable {
 
     private func rateBucket(_ project: String) -> TokenBucket? {
         guard configuration.ratePerSecond > 0 else { return nil }
-        if let b = buckets[project] { return b }
-        let b = TokenBucket(rate: configuration.ratePerSecond, burst: max(1, configuration.rateBurst))
-        buckets[project] = b
-        return b
+        return buckets.withLock { buckets in
+            if let b = buckets[project] { return b }
+            let b = TokenBucket(rate: configuration.ratePerSecond, burst: max(1, configuration.rateBurst))
+            buckets[project] = b
+            return b
+        }
     }
 }
 

@@ -13,7 +13,7 @@ extension MPushService {
         guard try RequestBody.format(request) != nil else { return .object([]) }
         let bytes = try RequestBody.jsonBytes(request)
         let value: JSONValue
-        do { value = try JSONParser.parse(bytes) } catch let e as JSONSyntaxError where e.isTooDeep {
+        do { value = try JSONParser.parse(bytes) } catch where error.isTooDeep {
             throw RequestBody.Problem(response: APIResponse.message(400, "The request body is nested more than \(JSONSyntaxError.maxDepth) levels deep."))
         } catch {
             throw RequestBody.Problem(response: APIResponse.message(400, "The request body is not valid JSON."))

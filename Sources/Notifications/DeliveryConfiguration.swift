@@ -13,6 +13,7 @@ import Foundation
 ///   "batchSize": 5000,
 ///   "maxInFlight": 1000,
 ///   "connectionsPerHost": 2,
+///   "lanes": 4,
 ///   "maxAttempts": 4,
 ///   "retryBaseSeconds": 0.5,
 ///   "retryMaxSeconds": 30,
@@ -34,6 +35,9 @@ public struct DeliveryConfiguration: Sendable, Equatable {
     /// Concurrent HTTP/2 streams in flight (over all connections).
     public var maxInFlight = 1000
     public var connectionsPerHost = 2
+    /// Delivery threads, each with its own connections, delivering one notification at a time:
+    /// notifications of different projects go out side by side, one project's on one lane.
+    public var lanes = 4
     /// Tries per device on 429, 5xx and transport errors (the first one included).
     public var maxAttempts = 4
     public var retryBaseSeconds = 0.5
@@ -51,7 +55,7 @@ public struct DeliveryConfiguration: Sendable, Equatable {
 
     public mutating func load(_ object: [String: Any]) throws(Invalid) {
         let known: Set<String> = ["enabled", "apnsProductionURL", "apnsSandboxURL", "fcmURL", "fcmTokenURI", "caFile", "batchSize",
-                                  "maxInFlight", "connectionsPerHost", "maxAttempts", "retryBaseSeconds", "retryMaxSeconds",
+                                  "maxInFlight", "connectionsPerHost", "lanes", "maxAttempts", "retryBaseSeconds", "retryMaxSeconds",
                                   "requestTimeoutSeconds", "rateLimit"]
         if let unknown = object.keys.sorted().first(where: { !known.contains($0) }) {
             throw Invalid(description: "unknown delivery setting '\(unknown)'")
@@ -94,6 +98,7 @@ public struct DeliveryConfiguration: Sendable, Equatable {
         if let n = try count("batchSize", 1...1_000_000) { batchSize = n }
         if let n = try count("maxInFlight", 1...100_000) { maxInFlight = n }
         if let n = try count("connectionsPerHost", 1...64) { connectionsPerHost = n }
+        if let n = try count("lanes", 1...64) { lanes = n }
         if let n = try count("maxAttempts", 1...20) { maxAttempts = n }
         if let n = try seconds("retryBaseSeconds", 0...60) { retryBaseSeconds = n }
         if let n = try seconds("retryMaxSeconds", 0...3600) { retryMaxSeconds = n }
