@@ -34,7 +34,6 @@ public final class DeliveryWorker: @unchecked Sendable {
     /// When the pushes in flight are given up (monotonic seconds), once a stop was asked.
     private let stopDeadline = Mutex<Double?>(nil)
     private let finished = DispatchGroup()
-    private var threads: [Thread] = []
     /// The projects the lanes are delivering now (one lane per project).
     private let claimed = Mutex<Set<String>>([])
 
@@ -74,7 +73,6 @@ public final class DeliveryWorker: @unchecked Sendable {
             }
             t.name = "topicstore.delivery.\(n)"
             t.stackSize = 8 << 20
-            threads.append(t)
             t.start()
         }
     }
@@ -87,7 +85,7 @@ public final class DeliveryWorker: @unchecked Sendable {
         stopDeadline.withLock { if $0 == nil { $0 = HTTP2Engine.seconds() + max(0, grace) } }
         guard !stopping.exchange(true, ordering: .sequentiallyConsistent) else { return }
         stopSignal.raise()
-        for _ in 0..<max(1, threads.count) { queue.wake() }
+        for _ in 0..<configuration.lanes { queue.wake() }
     }
 
     /// Stops as `beginStop` does and waits until the worker has committed and ended
