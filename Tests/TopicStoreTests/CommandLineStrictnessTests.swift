@@ -316,6 +316,15 @@ import Testing
         #expect(known.stderr.isEmpty && json(known.stdout)["unknownProject"] == nil && json(known.stdout)["total"] as? Int == 1)
         let knownTopics = try topicstore(["topics", "--data", data, "--project", "demo", "--json"])
         #expect(knownTopics.stderr.isEmpty && json(knownTopics.stdout)["unknownProject"] == nil)
+
+        // A project added with `project add` that has no devices yet is not unknown (a tenant review).
+        #expect(try topicstore(["project", "add", "fresh", "--data", data]).status == 0)
+        for args in [["audience", "--json", "news"], ["topics", "--json"], ["history", "--json", "--topic", "news"]] {
+            let r = try topicstore([args[0], "--data", data, "--project", "fresh"] + args.dropFirst())
+            #expect(r.status == 0 && r.stderr.isEmpty && json(r.stdout)["unknownProject"] == nil, "\(args): \(r.stdout) \(r.stderr)")
+        }
+        let device = try topicstore(["device", "--data", data, "--project", "fresh", "D1"])
+        #expect(device.status == 1 && !device.stderr.contains("no project named"), "\(device.stderr)")
     }
 
     // MARK: repeated project and key operations

@@ -1,5 +1,7 @@
+import AccessControl
 import EventJSON
 import Foundation
+import TopicStore
 
 /// Buffered writes to standard output (token streams print millions of lines).
 final class OutputBuffer {
@@ -34,6 +36,13 @@ enum Console {
     /// The notice on standard error when a read names a project the store does
     /// not know: its answer is empty (exit 0, so scripts keep working), but it
     /// should not look like a project whose audience happens to be empty.
+    /// Whether `project` was added (`project add`) though the projections do not name it yet:
+    /// a project without devices, which reads answer empty without calling it unknown.
+    /// Called outside a read transaction (access control opens its own).
+    static func isRegistered(_ project: String, in store: TopicStore) -> Bool {
+        ((try? AccessControl(store: store).project(named: project)) ?? nil) != nil
+    }
+
     static func unknownProject(_ project: String) -> String {
         "no project named \(project) in this store (topicstore project list lists the projects it has)"
     }

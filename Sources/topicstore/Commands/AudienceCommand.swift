@@ -42,9 +42,10 @@ enum AudienceCommand: Command {
         options.readOnly = true
         let store = try TopicStore(directory: arguments.dataDirectory, options: options)
         let reader = store.reader
+        let registered = Console.isRegistered(project, in: store)
         try store.read { txn in
             let audience = try reader.audience(project: project, expression, txn)
-            let unknownProject = try reader.project(named: project, txn) == nil
+            let unknownProject = try reader.project(named: project, txn) == nil && !registered
             if unknownProject { Console.printError(Console.unknownProject(project) + "; the answer is empty") }
             if arguments.has("tokens") {
                 let reachable = try reader.reachable(audience, txn)

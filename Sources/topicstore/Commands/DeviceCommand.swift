@@ -17,9 +17,10 @@ enum DeviceCommand: Command {
         options.readOnly = true
         let store = try TopicStore(directory: arguments.dataDirectory, options: options)
         let reader = store.reader
+        let registered = Console.isRegistered(project, in: store)
         let (asOf, info, known) = try store.read { txn -> (UInt64, DeviceInfo?, Bool) in
             let asOf = try store.tables.appliedSequence(txn)
-            guard let p = try reader.project(named: project, txn) else { return (asOf, nil, false) }
+            guard let p = try reader.project(named: project, txn) else { return (asOf, nil, registered) }
             return (asOf, try reader.device(p.id, deviceID: deviceID, txn), true)
         }
         guard let info else {

@@ -63,7 +63,7 @@ enum HistoryCommand: Command {
     /// Whether the store has `project`. An unknown one is not an error, as for `audience`
     /// and `topics`: the answer is empty, standard error names it, `--json` adds `"unknownProject": true`.
     static func knowsProject(_ project: String, _ store: TopicStore, _ bar: ProgressBar) throws -> Bool {
-        let known = try store.read { txn in try store.reader.project(named: project, txn) != nil }
+        let known = try store.read { txn in try store.reader.project(named: project, txn) != nil } || Console.isRegistered(project, in: store)
         if !known {
             bar.finish()  // the message on a clean line
             Console.printError(Console.unknownProject(project) + "; the answer is empty")

@@ -34,9 +34,10 @@ enum TopicsCommand: Command {
         options.readOnly = true
         let store = try TopicStore(directory: arguments.dataDirectory, options: options)
         let reader = store.reader
+        let registered = Console.isRegistered(project, in: store)
         let (asOf, page, known) = try store.read { txn -> (UInt64, TopicPage, Bool) in
             let asOf = try store.tables.appliedSequence(txn)
-            guard let p = try reader.project(named: project, txn) else { return (asOf, TopicPage(topics: [], next: nil), false) }
+            guard let p = try reader.project(named: project, txn) else { return (asOf, TopicPage(topics: [], next: nil), registered) }
             // The whole list walks the topics in id order (sequential pages) and sorts them;
             // a page or a prefix walks the codes in order instead.
             if !paged { return (asOf, TopicPage(topics: try reader.topics(p.id, txn), next: nil), true) }
