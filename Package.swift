@@ -49,7 +49,7 @@ let package = Package(
         .target(name: "EventJSON", dependencies: ["SubscriptionLog"]),
         .target(name: "Replay", dependencies: ["LMDB", "Roaring", "SubscriptionLog", "Projections", "TopicStore", "EventJSON"]),
         // `topicstore compact`: snapshot at the horizon, zstd archive, garbage rules, new file generation.
-        .target(name: "Compaction", dependencies: ["LMDB", "SubscriptionLog", "Projections", "TopicStore", "Replay", "EventJSON", "CZstd"]),
+        .target(name: "Compaction", dependencies: ["LMDB", "SubscriptionLog", "Projections", "TopicStore", "Replay", "EventJSON", "Notifications", "CZstd"]),
         // The HTTP edge: libmicrohttpd wrapper, projects and keys, MPush routes.
         .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"]),
         .target(name: "AccessControl", dependencies: ["LMDB", "SubscriptionLog", "TopicStore", "CCrypto"]),

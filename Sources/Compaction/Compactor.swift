@@ -1,5 +1,6 @@
 import Foundation
 import LMDB
+import Notifications
 import Projections
 import Replay
 import SubscriptionLog
@@ -75,6 +76,9 @@ public enum Compactor {
         public var devicesForgotten = 0
         public var topicsDropped = 0
         public var tokensExpired = 0
+        /// Notifications completed before the retention window, removed with their audiences and
+        /// opens (auxiliary tables, not events: a replay never had them).
+        public var notificationsRemoved = 0
         /// Garbage events that were planned but no longer applied when rechecked.
         public var garbageSkipped = 0
         /// Garbage events committed (also when a later phase failed: they are ordinary events).
@@ -198,6 +202,7 @@ public enum Compactor {
         report.devicesForgotten = plan.forgetDevices.count
         report.topicsDropped = plan.dropTopics.count
         report.tokensExpired = plan.expireTokens.count
+        report.notificationsRemoved = try SendQueue.completed(before: cutoff, in: live).count
         if horizon > previousHorizon {
             report.horizonTime = try live.read { txn in try log.record(at: horizon, txn)?.timestamp }
         }
@@ -272,6 +277,13 @@ public enum Compactor {
                 progress?(ReplayProgress(phase: "garbage", done: UInt64(i), total: UInt64(events.count)))
             }
             clock.lap("garbage")
+        }
+        // 2b. Sent notifications past the retention window: without this their records and
+        // pinned audiences (a bitmap of every device a send reached) stayed for ever.
+        if report.notificationsRemoved > 0 {
+            try run.enter("notifications")
+            report.notificationsRemoved = try SendQueue.removeCompleted(before: now - options.retain.milliseconds, in: live)
+            clock.lap("notifications")
         }
 
         // 3. Snapshot at the horizon, and 4. the archive, before anything is removed.
@@ -482,7 +494,7 @@ struct RunState {
     }
 
     static let phases: [String: String] = [
-        "garbage": "garbage", "snapshot": "snapshot", "snapshot-written": "snapshot", "archive": "archive",
+        "garbage": "garbage", "notifications": "notifications", "snapshot": "snapshot", "snapshot-written": "snapshot", "archive": "archive",
         "archive-written": "archive", "copy": "new file generation", "copy-scratch": "new file generation",
         "copy-generation": "new file generation", "catch-up": "catch-up", "switch": "switch", "switched": "cleanup",
         "cleanup": "cleanup",

@@ -9,7 +9,7 @@ public enum CompactionReportFormat {
             "retentionHorizon": r.retentionHorizon, "logTrimmed": r.logTrimmed,
             "eventsRemoved": r.eventsRemoved, "eventsArchived": r.eventsArchived,
             "collected": ["devicesForgotten": r.devicesForgotten, "topicsDropped": r.topicsDropped,
-                          "tokensExpired": r.tokensExpired, "skippedOnRecheck": r.garbageSkipped,
+                          "tokensExpired": r.tokensExpired, "notificationsRemoved": r.notificationsRemoved, "skippedOnRecheck": r.garbageSkipped,
                           "transactions": r.garbageTransactions, "longestTransactionSeconds": r.garbageLongestSeconds],
             "bytes": ["databaseBefore": r.databaseBytesBefore, "databaseAfter": r.databaseBytesAfter,
                       "totalBefore": r.totalBytesBefore, "totalAfter": r.totalBytesAfter,
@@ -68,6 +68,9 @@ public enum CompactionReportFormat {
         lines.append("garbage: \(would)forget \(r.devicesForgotten) device(s), drop \(r.topicsDropped) topic(s), expire \(r.tokensExpired) token(s)"
                      + (r.garbageSkipped > 0 ? " (\(r.garbageSkipped) changed since the scan and were kept)" : "")
                      + (r.garbageTransactions > 0 ? String(format: "; %d write transaction(s), the longest %.0f ms", r.garbageTransactions, r.garbageLongestSeconds * 1000) : ""))
+        if r.notificationsRemoved > 0 {
+            lines.append("notifications: \(would)remove \(r.notificationsRemoved) sent before the retention window (records, audiences, opens)")
+        }
         if !r.leftoversRemoved.isEmpty {
             lines.append("leftovers of an interrupted run \(r.dryRun ? "found" : "removed"): \(r.leftoversRemoved.count) ("
                          + r.leftoversRemoved.joined(separator: ", ") + ")")

@@ -203,6 +203,58 @@ public final class SendQueue: Sendable {
         }
     }
 
+    // MARK: Retention
+
+    /// Ids of the notifications completed before `cutoff` (ms since 1970), oldest id order.
+    public static func completed(before cutoff: Int64, in store: TopicStore) throws -> [String] {
+        try store.openAuxiliary(allTables)
+        return try store.readAuxiliary { txn, tables in
+            guard let records = tables[recordsTable] else { return [] }
+            return try txn.withCursor(records) { cursor in
+                var ids: [String] = []
+                var entry = try cursor.first()
+                while let (key, value) = entry {
+                    let id = String(decoding: key, as: UTF8.self)
+                    let r = try NotificationRecord(decoding: Array(value), at: "notifications/\(id)")
+                    if r.status == .completed, let done = r.completedAt, done < cutoff { ids.append(id) }
+                    entry = try cursor.next()
+                }
+                return ids
+            }
+        }
+    }
+
+    /// Removes the notifications completed before `cutoff`: their records, pinned audiences and
+    /// opens, in write transactions of at most `batch` notifications (a server's own writes get
+    /// the lock between them). A completed notification never changes again, so none is
+    /// rechecked. Their status is then 404, as for an id never sent. Returns how many.
+    public static func removeCompleted(before cutoff: Int64, in store: TopicStore, batch: Int = 256) throws -> Int {
+        let ids = try completed(before: cutoff, in: store)
+        var i = 0
+        while i < ids.count {
+            let chunk = ids[i..<min(ids.count, i + max(1, batch))]
+            try store.writeAuxiliary { txn, tables in
+                let records = try table(recordsTable, tables), audiences = try table(audienceTable, tables)
+                let opens = try table(opensTable, tables)
+                for id in chunk {
+                    let key = Array(id.utf8)
+                    _ = try txn.delete(records, key)
+                    _ = try txn.delete(audiences, key)
+                    let prefix = key + [0]
+                    try txn.withCursor(opens) { cursor in
+                        var entry = try cursor.seek(atLeast: prefix)
+                        while let (k, _) = entry, k.starts(with: prefix) {
+                            try cursor.deleteCurrent()
+                            entry = try cursor.seek(atLeast: prefix)
+                        }
+                    }
+                }
+            }
+            i += chunk.count
+        }
+        return ids.count
+    }
+
     // MARK: Waking the worker
 
     /// Blocks until a notification is queued or `timeout` seconds pass.
