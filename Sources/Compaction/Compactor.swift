@@ -202,7 +202,9 @@ public enum Compactor {
         report.devicesForgotten = plan.forgetDevices.count
         report.topicsDropped = plan.dropTopics.count
         report.tokensExpired = plan.expireTokens.count
-        report.notificationsRemoved = try SendQueue.completed(before: cutoff, in: live).count
+        // Completed notifications never change again: the ones found now are the ones removed.
+        let expiredNotifications = try SendQueue.completed(before: cutoff, in: live)
+        report.notificationsRemoved = expiredNotifications.count
         if horizon > previousHorizon {
             report.horizonTime = try live.read { txn in try log.record(at: horizon, txn)?.timestamp }
         }
@@ -236,7 +238,8 @@ public enum Compactor {
         // From here on a failure removes what this run wrote, unless the switch committed it.
         var run = RunState(directory: directory, previousHorizon: previousHorizon, hook: options.testHook)
         do {
-            try runPhases(&run, &report, &clock, live: live, plan: plan, options: options, horizon: horizon,
+            try runPhases(&run, &report, &clock, live: live, expiredNotifications: expiredNotifications,
+                          plan: plan, options: options, horizon: horizon,
                           topicHorizon: topicHorizon, rejectedBefore: rejectedBefore, now: now, progress: progress)
         } catch {
             throw run.failed(error, store: live, garbageCommitted: report.garbageCommitted)
@@ -250,6 +253,7 @@ public enum Compactor {
 
     /// Phases 2–6 (see the type's notes), tracked in `run`.
     private static func runPhases(_ run: inout RunState, _ report: inout Report, _ clock: inout PhaseClock, live: TopicStore,
+                                  expiredNotifications: [String],
                                   plan: GarbagePlan, options: Options, horizon: UInt64, topicHorizon: UInt64,
                                   rejectedBefore: Int64, now: Int64, progress: ((ReplayProgress) -> Void)?) throws {
         let directory = run.directory
@@ -280,9 +284,9 @@ public enum Compactor {
         }
         // 2b. Sent notifications past the retention window: without this their records and
         // pinned audiences (a bitmap of every device a send reached) stayed for ever.
-        if report.notificationsRemoved > 0 {
+        if !expiredNotifications.isEmpty {
             try run.enter("notifications")
-            report.notificationsRemoved = try SendQueue.removeCompleted(before: now - options.retain.milliseconds, in: live)
+            try SendQueue.remove(expiredNotifications, in: live)
             clock.lap("notifications")
         }
 

@@ -1,27 +1,36 @@
-/// Percent-decoding of URL paths and query arguments (RFC 3986): `%XX` is the byte XX; an
-/// escape that is not two hex digits stays as it is. The bytes are read as UTF-8 (invalid
-/// sequences become U+FFFD). `+` is left alone: libmicrohttpd turns it into a space in query
-/// arguments before they reach us, and in a path it is a plus.
+/// Percent-decoding of URL paths, query arguments and form bodies (RFC 3986): `%XX` is the
+/// byte XX. One decoder for all of them; callers choose what a malformed escape means.
 public enum PercentDecoding {
-    public static func decode(_ s: String) -> String {
-        guard s.utf8.contains(UInt8(ascii: "%")) else { return s }
-        let bytes = Array(s.utf8)
+    /// The bytes `bytes` stand for, `+` a space when `plusIsSpace` (form bodies), and whether an
+    /// escape was malformed (a `%` not followed by two hex digits: that `%` is kept as it is).
+    public static func bytes(_ bytes: ArraySlice<UInt8>, plusIsSpace: Bool) -> (bytes: [UInt8], malformed: Bool) {
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
-        var i = 0
-        while i < bytes.count {
-            if bytes[i] == UInt8(ascii: "%"), i + 2 < bytes.count, let hi = hex(bytes[i + 1]), let lo = hex(bytes[i + 2]) {
+        var malformed = false
+        var i = bytes.startIndex
+        while i < bytes.endIndex {
+            let b = bytes[i]
+            if b == UInt8(ascii: "%"), i + 2 < bytes.endIndex, let hi = hex(bytes[i + 1]), let lo = hex(bytes[i + 2]) {
                 out.append(hi << 4 | lo)
                 i += 3
-            } else {
-                out.append(bytes[i])
-                i += 1
+                continue
             }
+            if b == UInt8(ascii: "%") { malformed = true }
+            out.append(plusIsSpace && b == UInt8(ascii: "+") ? UInt8(ascii: " ") : b)
+            i += 1
         }
-        return String(decoding: out, as: UTF8.self)
+        return (out, malformed)
     }
 
-    private static func hex(_ c: UInt8) -> UInt8? {
+    /// A path or a query argument, leniently: a malformed escape stays as it is, and invalid
+    /// UTF-8 becomes U+FFFD. `+` is left alone: libmicrohttpd turns it into a space in query
+    /// arguments before they reach us, and in a path it is a plus.
+    public static func decode(_ s: String) -> String {
+        guard s.utf8.contains(UInt8(ascii: "%")) else { return s }
+        return String(decoding: bytes(ArraySlice(s.utf8), plusIsSpace: false).bytes, as: UTF8.self)
+    }
+
+    static func hex(_ c: UInt8) -> UInt8? {
         switch c {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
         case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10

@@ -1,3 +1,5 @@
+import HTTPServer
+
 /// `application/x-www-form-urlencoded` bodies, as the SDKs and PHP send them:
 /// `device_id=D1&topics=%5B%22news%22%5D`, repeated `topics[]=a&topics[]=b`,
 /// and nested `topics[0][code]=a&topics[0][single]=1`.
@@ -33,39 +35,14 @@ enum FormDecoding {
         return segments
     }
 
-    /// Percent-decoding with `+` as space; the bytes must be UTF-8.
+    /// Percent-decoding with `+` as space; the escapes must be whole and the bytes UTF-8.
     static func decode(_ bytes: ArraySlice<UInt8>) throws(Malformed) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count)
-        var i = bytes.startIndex
-        while i < bytes.endIndex {
-            let b = bytes[i]
-            if b == 0x2B {
-                out.append(0x20)
-            } else if b == 0x25 {
-                guard i + 2 < bytes.endIndex, let hi = hex(bytes[i + 1]), let lo = hex(bytes[i + 2]) else {
-                    throw Malformed(message: "The form body has a malformed percent escape.")
-                }
-                out.append(hi << 4 | lo)
-                i += 2
-            } else {
-                out.append(b)
-            }
-            i += 1
-        }
+        let (out, malformed) = PercentDecoding.bytes(bytes, plusIsSpace: true)
+        if malformed { throw Malformed(message: "The form body has a malformed percent escape.") }
         guard let s = String(validating: out, as: UTF8.self) else {
             throw Malformed(message: "The form body is not valid UTF-8.")
         }
         return s
-    }
-
-    static func hex(_ c: UInt8) -> UInt8? {
-        switch c {
-        case 0x30...0x39: return c - 0x30
-        case 0x41...0x46: return c - 0x41 + 10
-        case 0x61...0x66: return c - 0x61 + 10
-        default: return nil
-        }
     }
 
     /// A tree of form values, turned into Foundation-style JSON values at the end.

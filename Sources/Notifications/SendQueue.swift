@@ -205,7 +205,7 @@ public final class SendQueue: Sendable {
 
     // MARK: Retention
 
-    /// Ids of the notifications completed before `cutoff` (ms since 1970), oldest id order.
+    /// Ids of the notifications completed before `cutoff` (ms since 1970), in id order.
     public static func completed(before cutoff: Int64, in store: TopicStore) throws -> [String] {
         try store.openAuxiliary(allTables)
         return try store.readAuxiliary { txn, tables in
@@ -224,12 +224,11 @@ public final class SendQueue: Sendable {
         }
     }
 
-    /// Removes the notifications completed before `cutoff`: their records, pinned audiences and
-    /// opens, in write transactions of at most `batch` notifications (a server's own writes get
+    /// Removes completed notifications (`completed(before:in:)`): their records, pinned audiences
+    /// and opens, in write transactions of at most `batch` notifications (a server's own writes get
     /// the lock between them). A completed notification never changes again, so none is
-    /// rechecked. Their status is then 404, as for an id never sent. Returns how many.
-    public static func removeCompleted(before cutoff: Int64, in store: TopicStore, batch: Int = 256) throws -> Int {
-        let ids = try completed(before: cutoff, in: store)
+    /// rechecked. Their status is then 404, as for an id never sent.
+    public static func remove(_ ids: [String], in store: TopicStore, batch: Int = 256) throws {
         var i = 0
         while i < ids.count {
             let chunk = ids[i..<min(ids.count, i + max(1, batch))]
@@ -252,7 +251,6 @@ public final class SendQueue: Sendable {
             }
             i += chunk.count
         }
-        return ids.count
     }
 
     // MARK: Waking the worker
