@@ -4,8 +4,8 @@ import Projections
 import SubscriptionLog
 import TopicStore
 
-/// A new file generation being prepared: a compact copy of the live
-/// environment, its log trimmed to the records after the horizon, then caught
+/// A new file generation being prepared: a packed copy of the live
+/// environment without the log records up to the horizon, then caught
 /// up with what the live store appended since, record by record with the one fold.
 final class GenerationBuilder {
     let directory: String
@@ -15,7 +15,7 @@ final class GenerationBuilder {
     let writer: ProjectionWriter
     private(set) var appliedSequence: UInt64 = 0
 
-    /// Opens the database in `directory` (written by `Environment.copy`).
+    /// Opens the database in `directory` (written by `TopicStore.packedCopy`).
     init(directory: String, mapSize: Int) throws {
         var options = Environment.Options()
         options.mapSize = mapSize
@@ -41,32 +41,6 @@ final class GenerationBuilder {
         get throws {
             guard let environment else { throw CompactionError.internalState("the new generation is closed") }
             return environment
-        }
-    }
-
-    /// Deletes every log record at or before `horizon`, `perTransaction` at a time.
-    func trimLog(through horizon: UInt64, perTransaction: Int = 200_000,
-                 progress: ((UInt64) -> Void)? = nil) throws -> UInt64 {
-        let env = try self.env
-        let log = self.log
-        var removed: UInt64 = 0
-        while true {
-            let n = try env.write { txn -> Int in
-                try txn.withCursor(log.database) { cursor in
-                    var count = 0
-                    var entry = try cursor.first()
-                    while let (key, _) = entry, count < perTransaction {
-                        guard key.count == 8, key.loadBigEndian(at: 0, as: UInt64.self) <= horizon else { break }
-                        try cursor.deleteCurrent()
-                        count += 1
-                        entry = try cursor.first()  // deleting from the front: the next is the first
-                    }
-                    return count
-                }
-            }
-            removed += UInt64(n)
-            progress?(removed)
-            if n < perTransaction { return removed }
         }
     }
 

@@ -14,10 +14,10 @@ import TopicStore
 /// | garbage | its events into the live file (`garbagePerEvent` each, at most) | for good |
 /// | snapshot | the projections rebuilt (`snapshotUnpacked` × P), then packed (P) | packed: for good |
 /// | archive | about `archivePerLogByte` × the log bytes removed | for good (its own directory) |
-/// | copy | a compacting copy of the live file (C, its pages in use), then the trimmed copy (C − log bytes removed) | the first until the second is written |
+/// | copy | a packed copy of the live file without the log removed (at most C − log bytes removed) | for good |
 ///
-/// P is the bytes of the projection tables now; C what a compacting copy
-/// writes (`TopicStore.bytesInUse`). Needed is the highest point of that
+/// P is the bytes of the projection tables now; C the live file's pages in
+/// use (`TopicStore.bytesInUse`), which a packed copy never exceeds. Needed is the highest point of that
 /// sum, plus a margin of `marginFixed` + `marginShare` of it for what
 /// writers append meanwhile, the estimates' error and the filesystem's own
 /// use. Available is what `statvfs` gives unprivileged users (`f_bavail`)
@@ -84,7 +84,7 @@ public struct SpacePlan: Sendable, Hashable {
             peak = max(peak, kept + Int(Double(projectionBytes) * snapshotUnpacked))
             kept += projectionBytes
             if archiveHere { kept += plan.archiveBytes }
-            peak = max(peak, kept + plan.copyBytes + max(0, plan.copyBytes - plan.logBytesRemoved))
+            peak = max(peak, kept + max(0, plan.copyBytes - plan.logBytesRemoved))
         } else if newFile {
             peak = max(peak, kept + plan.copyBytes)
         }
@@ -115,7 +115,7 @@ public struct SpacePlan: Sendable, Hashable {
             if newFile && logBytesRemoved > 0 {
                 what.append("snapshot \(b(projectionBytes)) (\(b(Int(Double(projectionBytes) * Self.snapshotUnpacked))) while it is packed)")
                 if archiveBytes > 0 && archiveNeeded == nil { what.append("archive about \(b(archiveBytes))") }
-                what.append("two copies of the file, \(b(copyBytes)) and \(b(max(0, copyBytes - logBytesRemoved))) trimmed")
+                what.append("a copy of the file without the log removed, \(b(max(0, copyBytes - logBytesRemoved)))")
             } else if newFile {
                 what.append("a copy of the file, \(b(copyBytes))")
             }

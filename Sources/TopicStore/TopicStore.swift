@@ -375,6 +375,32 @@ public final class TopicStore: Sendable {
         }
     }
 
+    /// Writes the current generation, as of one read transaction, into `directory` (an
+    /// existing empty directory) with every page full (`PackedCopy`); `startingAt` leaves
+    /// out the keys before the given one of a table (the log records a compaction trims).
+    public func packedCopy(to directory: String, startingAt: [String: [UInt8]] = [:]) throws -> PackedCopy.Report {
+        while true {
+            let g = try openGeneration()
+            // Every table is opened in a committed transaction first: a handle opened in
+            // the copy's read transaction would close again when it ends.
+            let names = try mapLock.withReadLock { try g.environment.read { txn in try PackedCopy.databaseNames(txn) } }
+            _ = try mapLock.withReadLock { try g.environment.openDatabases(names, create: false) }
+            do {
+                let report = try mapLock.withReadLock {
+                    try g.environment.read { txn -> PackedCopy.Report? in
+                        guard try PackedCopy.databaseNames(txn) == names else { return nil }  // a table was added: again
+                        return try PackedCopy.write(txn, of: g.environment, to: directory, startingAt: startingAt)
+                    }
+                }
+                if let report { return report }
+            } catch LMDBError.mapResized {
+                try adoptGrownMap(g)
+            }
+            // A failed try leaves its files: the next starts from an empty directory.
+            for name in ["data.mdb", "lock.mdb"] { try? FileManager.default.removeItem(atPath: directory + "/" + name) }
+        }
+    }
+
     /// Bytes a compacting copy of the current generation would write (its pages in use), as of now.
     public func bytesInUse() throws -> Int {
         try readGeneration { txn, g in

@@ -138,7 +138,7 @@ import TopicStore
     /// ENOSPC, the run removes what it wrote, the store is unchanged and audits clean,
     /// and the next run, with room again, compacts.
     @Test(.enabled(if: SmallFilesystem.canMount, reason),
-          arguments: ["garbage", "snapshot", "archive", "copy", "copy-scratch", "catch-up"])
+          arguments: ["garbage", "snapshot", "archive", "copy", "catch-up"])
     func aDiskThatFillsUpDuringAPhaseLeavesNothingBehind(_ step: String) throws {
         let fs = try SmallFilesystem(megabytes: 160)
         let data = fs.sub("data"), archive = fs.sub("archive")
@@ -182,7 +182,7 @@ import TopicStore
     /// Any error at any step (an injected one here): before the switch commits, the run
     /// removes what it wrote and the store is unchanged; after it, the store is the new
     /// generation and the message says the compaction is committed.
-    @Test(arguments: ["garbage", "snapshot", "snapshot-written", "archive", "archive-written", "copy", "copy-scratch",
+    @Test(arguments: ["garbage", "snapshot", "snapshot-written", "archive", "archive-written", "copy",
                       "copy-generation", "catch-up", "switch", "switched", "cleanup"])
     func aFailureAtAnyStepRemovesWhatTheRunWrote(_ step: String) throws {
         struct Injected: Error, CustomStringConvertible { var description: String { "injected failure" } }
@@ -205,7 +205,7 @@ import TopicStore
         }
         #expect(message.contains("injected failure"), "\(step): \(message)")
         let phase = ["garbage": "garbage", "snapshot": "snapshot", "snapshot-written": "snapshot", "archive": "archive",
-                     "archive-written": "archive", "copy": "new file generation", "copy-scratch": "new file generation",
+                     "archive-written": "archive", "copy": "new file generation",
                      "copy-generation": "new file generation", "catch-up": "catch-up", "switch": "switch",
                      "switched": "cleanup", "cleanup": "cleanup"][step]!
         #expect(message.contains("in the \(phase) phase"), "\(step): \(message)")

@@ -103,6 +103,47 @@ import TopicStore
         try storeWithCut(dir, before: before, after: after, seed: seed)
     }
 
+    /// Tokens changed in random device order leave the devices table's leaves part empty
+    /// (LMDB splits a full leaf in two and never packs them again); the new generation is
+    /// written with full leaves, holding the same projections.
+    @Test func theNewGenerationIsPacked() throws {
+        let dir = TemporaryDirectory("compact-packed")
+        let store = try TopicStore(directory: dir.sub("data"))
+        let ids = (0..<4_000).map { "device-\($0)" }
+        for start in stride(from: 0, to: ids.count, by: 500) {
+            let batch = ids[start..<start + 500].map { Event(project: "p", body: .token(deviceID: $0, token: "short-\($0)", platform: .ios)) }
+            for r in store.submitAndWait(batch) { _ = try r.get() }
+        }
+        var random = SeededRandom(seed: 9)
+        for _ in 0..<8 {
+            let batch = (0..<500).map { _ -> Event in
+                let id = random.pick(ids)
+                return Event(project: "p", body: .token(deviceID: id, token: id + "-" + String(repeating: "t", count: 60 + random.int(100)), platform: .android))
+            }
+            for r in store.submitAndWait(batch) { _ = try r.get() }
+        }
+        let devices = store.tables.devices
+        let leavesBefore = try store.read { txn in try txn.statistics(devices).leafPages }
+        let dumpBefore = try ProjectionDump.of(store)
+        store.close()
+
+        let report = try Compactor.run(directory: dir.sub("data"), options: Compactor.Options(retain: RetentionDuration(milliseconds: 0)))
+        #expect(report.generationAfter != report.generationBefore)
+        let after = try TopicStore(directory: dir.sub("data"))
+        defer { after.close() }
+        let (leavesAfter, entries) = try after.read { txn in
+            let s = try txn.statistics(after.tables.devices)
+            return (s.leafPages, s.entries)
+        }
+        #expect(entries == ids.count)
+        #expect(leavesAfter * 5 < leavesBefore * 4, "devices: \(leavesBefore) leaves before, \(leavesAfter) after")
+        var dumpAfter = try ProjectionDump.of(after)
+        dumpAfter.tables["meta"]?.removeValue(forKey: Array("compactedHead".utf8))
+        #expect(dumpAfter == dumpBefore, "\(dumpAfter.differences(from: dumpBefore))")
+        let audit = try Audit.run(after)
+        #expect(audit.isClean, "\(audit.logIssues) \(audit.differences)")
+    }
+
     @Test func compactionKeepsTheWindowSnapshotsTheHorizonAndArchivesTheRest() throws {
         let dir = TemporaryDirectory("compact")
         let (store, cut) = try makeStore(dir, before: 600, after: 150, seed: 11)

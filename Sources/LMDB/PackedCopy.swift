@@ -1,0 +1,157 @@
+internal import CLMDB
+import Foundation
+
+/// A copy of an environment with every page full.
+///
+/// LMDB's compacting copy (`Environment.copy(to:compact: true)`) leaves out
+/// free pages but copies the pages in use as they are: a table changed in
+/// random key order for months keeps leaves about half full, and so does every
+/// copy of it (a soak of nights of churn, each compacted, saw the devices table
+/// grow from 158 to 337 bytes a device at the same 100,000 devices). This copy
+/// writes each entry again, table by table in key order with `MDB_APPEND`,
+/// which fills every leaf before it starts the next: the pages come out full.
+public enum PackedCopy {
+    /// What a packed copy wrote.
+    public struct Report: Sendable {
+        /// Entries written, and entries left out by `startingAt`.
+        public var entries = 0
+        public var skipped = 0
+        /// The size of the new data.mdb.
+        public var fileBytes = 0
+    }
+
+    /// The names of the named databases `txn` sees (the keys of LMDB's main database).
+    public static func databaseNames(_ txn: borrowing Transaction) throws -> [String] {
+        var names: [String] = []
+        try forEachMainEntry(txn) { key in names.append(String(decoding: key, as: UTF8.self)) }
+        return names
+    }
+
+    /// Writes what `txn` sees of `source` into a new environment in `directory`
+    /// (an existing, empty directory). Every named database is copied with its
+    /// flags. `startingAt[name]` leaves out the keys of that database before the
+    /// given one (compaction leaves the trimmed log behind this way, without
+    /// reading it). The new file is synced before this returns. The new map is the
+    /// source's (or `mapSize`), doubled whenever it fills.
+    ///
+    /// Every database must already be open in the process (`Environment.openDatabases`,
+    /// in a committed transaction): a handle opened in a read transaction closes
+    /// again when it ends, under any other user of it. `databaseNames` on a
+    /// committed transaction before, and the same names seen by `txn`, make sure.
+    public static func write(_ txn: borrowing Transaction, of source: Environment, to directory: String,
+                             startingAt: [String: [UInt8]] = [:], entriesPerTransaction: Int = 200_000,
+                             mapSize: Int? = nil) throws -> Report {
+        let names = try databaseNames(txn)
+        var options = Environment.Options()
+        options.mapSize = mapSize ?? max(source.info().mapSize, 1 << 20)
+        options.maxDatabases = UInt32(max(names.count + 1, 16))
+        options.noSync = true  // synced once, at the end
+        var report = Report()
+        do {
+            let target = try Environment(path: directory, options: options)
+            for name in names {
+                let (dbi, flags) = try openSource(name, txn)
+                try copyTable(name, dbi: dbi, flags: flags, txn, into: target, from: startingAt[name],
+                              perTransaction: max(entriesPerTransaction, 1), &report)
+            }
+            try target.sync(force: true)
+        }
+        chmod(directory + "/data.mdb", Environment.dataFileMode)
+        var st = stat()
+        if stat(directory + "/data.mdb", &st) == 0 { report.fileBytes = Int(st.st_size) }
+        return report
+    }
+
+    /// Flags LMDB keeps with a database (those a copy must give its own).
+    private static let persistentFlags = UInt32(MDB_REVERSEKEY | MDB_DUPSORT | MDB_INTEGERKEY | MDB_DUPFIXED
+                                                | MDB_INTEGERDUP | MDB_REVERSEDUP)
+
+    private static func openSource(_ name: String, _ txn: borrowing Transaction) throws -> (MDB_dbi, UInt32) {
+        var dbi: MDB_dbi = 0
+        try check(mdb_dbi_open(txn.pointer, name, 0, &dbi))
+        var flags: UInt32 = 0
+        try check(mdb_dbi_flags(txn.pointer, dbi, &flags))
+        return (dbi, flags & persistentFlags)
+    }
+
+    /// Copies one table in key order, `perTransaction` entries per write transaction of
+    /// the target. A target map that fills is doubled and the transaction done again.
+    private static func copyTable(_ name: String, dbi: MDB_dbi, flags: UInt32, _ txn: borrowing Transaction,
+                                  into target: Environment, from start: [UInt8]?, perTransaction: Int,
+                                  _ report: inout Report) throws {
+        var sourceCursor: OpaquePointer?
+        try check(mdb_cursor_open(txn.pointer, dbi, &sourceCursor))
+        guard let sourceCursor else { throw LMDBError.badTransaction }
+        defer { mdb_cursor_close(sourceCursor) }
+        let putFlags = UInt32(MDB_APPEND) | (flags & UInt32(MDB_DUPSORT) != 0 ? UInt32(MDB_APPENDDUP) : 0)
+
+        var k = MDB_val(), v = MDB_val()
+        var rc: Int32
+        if let start {
+            rc = start.withUnsafeBytes { s in
+                k = MDB_val(mv_size: s.count, mv_data: UnsafeMutableRawPointer(mutating: s.baseAddress))
+                return mdb_cursor_get(sourceCursor, &k, &v, MDB_SET_RANGE)
+            }
+        } else {
+            rc = mdb_cursor_get(sourceCursor, &k, &v, MDB_FIRST)
+        }
+        // The table is created even when it is empty.
+        try target.write { out in
+            var created: MDB_dbi = 0
+            try check(mdb_dbi_open(out.pointer, name, UInt32(MDB_CREATE) | flags, &created))
+        }
+        var copied = 0
+        while rc == 0 {
+            // One transaction of the target; on MDB_MAP_FULL it starts again from `batchStart`.
+            let batchStartKey = Array(UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size))
+            let batchStartValue = Array(UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size))
+            do {
+                var written = 0
+                try target.write { out in
+                    var dbOut: MDB_dbi = 0
+                    try check(mdb_dbi_open(out.pointer, name, flags, &dbOut))
+                    var cursorOut: OpaquePointer?
+                    try check(mdb_cursor_open(out.pointer, dbOut, &cursorOut))
+                    guard let cursorOut else { throw LMDBError.badTransaction }
+                    defer { mdb_cursor_close(cursorOut) }
+                    while rc == 0 && written < perTransaction {
+                        try check(mdb_cursor_put(cursorOut, &k, &v, putFlags))
+                        written += 1
+                        rc = mdb_cursor_get(sourceCursor, &k, &v, MDB_NEXT)
+                    }
+                }
+                report.entries += written
+                copied += written
+            } catch LMDBError.mapFull {
+                try target.setMapSize(target.info().mapSize * 2)
+                rc = batchStartKey.withUnsafeBytes { key in
+                    batchStartValue.withUnsafeBytes { value in
+                        k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+                        v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
+                        let op = flags & UInt32(MDB_DUPSORT) != 0 ? MDB_GET_BOTH : MDB_SET_KEY
+                        return mdb_cursor_get(sourceCursor, &k, &v, op)
+                    }
+                }
+                try check(rc)
+            }
+        }
+        if rc != MDB_NOTFOUND { try check(rc) }
+        var stat = MDB_stat()
+        try check(mdb_stat(txn.pointer, dbi, &stat))
+        report.skipped += max(0, stat.ms_entries - copied)
+    }
+
+    private static func forEachMainEntry(_ txn: borrowing Transaction, _ body: (UnsafeRawBufferPointer) -> Void) throws {
+        var cursor: OpaquePointer?
+        try check(mdb_cursor_open(txn.pointer, 1, &cursor))  // MAIN_DBI: the table of tables
+        guard let cursor else { throw LMDBError.badTransaction }
+        defer { mdb_cursor_close(cursor) }
+        var k = MDB_val(), v = MDB_val()
+        var rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST)
+        while rc == 0 {
+            body(UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size))
+            rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)
+        }
+        if rc != MDB_NOTFOUND { try check(rc) }
+    }
+}
