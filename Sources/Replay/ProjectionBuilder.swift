@@ -270,6 +270,9 @@ public enum ReplayError: Error, Sendable, CustomStringConvertible {
     /// given) or a history read it: the reading stops there rather than end early unseen.
     case damagedLog(LogIssue, exportFrom: UInt64?, through: UInt64?)
     case badSnapshot(String, String)
+    /// The snapshot's manifest names another head at the horizon than the store's meta,
+    /// written by the same compaction: the manifest was altered (or copied from elsewhere).
+    case snapshotHeadMismatch(directory: String, manifest: ChainHead, recorded: ChainHead)
     case io(String)
     /// A compaction switched the store to a new generation while a long read ran, removing
     /// records it had not read yet: not damage (the run is to be repeated).
@@ -311,6 +314,11 @@ public enum ReplayError: Error, Sendable, CustomStringConvertible {
             return "\(issue): the export stops there" + (around.isEmpty ? "" : "; export " + around.joined(separator: ", "))
                 + " (topicstore audit locates every damaged record)"
         case .badSnapshot(let dir, let why): return "the snapshot \(dir) cannot be used: \(why)"
+        case .snapshotHeadMismatch(let dir, let manifest, let recorded):
+            return "the snapshot \(dir) is damaged: its \(Snapshot.manifestName) gives the head at seq \(manifest.sequence) as "
+                + "\(manifest.hash.hex), the store's meta (written by the same compaction) as \(recorded.hash.hex): "
+                + "the manifest was altered or comes from another store, so the chain cannot be taken up from it "
+                + "(restore the store from a backup)"
         case .io(let why): return why
         case .compactedMeanwhile(let store, let from, let to):
             return "a compaction switched \(store) from generation \(from.isEmpty ? "(none)" : from) to \(to) while this ran, removing what "

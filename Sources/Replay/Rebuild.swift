@@ -87,6 +87,14 @@ public enum Replay {
             try ReplayError.checkStillCurrent(store, since: store.generation)
             throw ReplayError.missingSnapshot(horizon: horizon, directory: Snapshot.directory(inStore: root, horizon: horizon))
         }
+        // The compaction wrote the head at the horizon twice: into the manifest and into the new
+        // generation's meta. A manifest that disagrees is not trusted: the chain would be taken up
+        // from it, and an audit blame the intact first record (an auditor's review found this).
+        let tables = store.tables
+        if let recorded = try store.read({ txn in try tables.compactedChainHead(txn) }),
+           recorded.sequence == snapshot.sequence, recorded.hash != snapshot.head.hash {
+            throw ReplayError.snapshotHeadMismatch(directory: snapshot.directory, manifest: snapshot.head, recorded: recorded)
+        }
         return snapshot
     }
 

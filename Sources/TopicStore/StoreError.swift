@@ -41,6 +41,12 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
                 + "so the store takes none; topicstore audit --data \(path) reports it (to keep the records before it: "
                 + "topicstore export --to-seq \(seq - 1), then import that into a new store)"
         case .damaged(let path, let what, let reason):
+            // A damaged log record stops a replay there too: what can be kept is the log before it.
+            if what.hasPrefix("log/"), let seq = UInt64(what.dropFirst(4)), seq > 1 {
+                return "the store at \(path) is damaged: \(what): \(reason); topicstore audit --data \(path) locates the damage "
+                    + "(restore the store from a backup, or keep the records before it: topicstore replay --data \(path) "
+                    + "--to-seq \(seq - 1) --out NEWDIR)"
+            }
             return "the store at \(path) is damaged: \(what): \(reason); topicstore audit --data \(path) locates the damage "
                 + "(restore the store from a backup, or replay its log into a new directory)"
         case .projectionsOnly(let path, let seq):

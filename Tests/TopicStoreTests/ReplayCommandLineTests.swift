@@ -102,6 +102,79 @@ import TopicStore
         #expect(check.status == 0, "\(check.stdout)")
     }
 
+    // MARK: what an auditor's review found
+
+    /// A damaged log record: the advice was to replay the log into a new directory, which
+    /// stops at the same record (exit 4). It now names the replay that keeps what is before it,
+    /// and that replay works; a FAILED audit no longer offers its head for anchoring.
+    @Test func aDamagedRecordGetsAdviceThatWorks() throws {
+        let dir = TemporaryDirectory("damaged-advice")
+        let data = try loadedStore(dir, Self.commands)
+        try Self.damage(data, 4)
+        let history = try topicstore(["history", "--data", data, "--project", "demo", "--device", "D2"])
+        #expect(history.status == 4, "\(history.stderr)")
+        let advice = "topicstore replay --data \(data) --to-seq 3 --out NEWDIR"
+        #expect(history.stderr.contains(advice), "\(history.stderr)")
+        let replay = try topicstore(["replay", "--data", data, "--to-seq", "3", "--out", dir.sub("kept")])
+        #expect(replay.status == 0, "\(replay.stderr)")
+        #expect(try topicstore(["audit", "--data", dir.sub("kept")]).status == 0)
+        let audit = try topicstore(["audit", "--data", data])
+        #expect(audit.status == 4 && audit.stdout.contains("FAILED"), "\(audit.stdout)")
+        #expect(audit.stdout.contains("head: seq 6") && !audit.stdout.contains("anchor it"), "\(audit.stdout)")
+        let clean = try topicstore(["audit", "--data", dir.sub("kept")])
+        #expect(clean.stdout.contains("anchor it"), "\(clean.stdout)")
+    }
+
+    /// An import whose head differed from --expect-head exited 4 and left the store it had
+    /// imported, which audited clean and offered that head for anchoring.
+    @Test func anImportWithAnotherHeadLeavesNothing() throws {
+        let dir = TemporaryDirectory("import-head")
+        let data = try loadedStore(dir, Self.commands)
+        let export = try topicstore(["export", "--data", data])
+        #expect(export.status == 0)
+        let good = try topicstore(["import", "--data", dir.sub("good"), "--json", "-"], stdin: export.stdout)
+        #expect(good.status == 0, "\(good.stderr)")
+        let head = try #require(json(good.stdout)["head"] as? [String: Any])
+        let hash = try #require(head["hash"] as? String)
+        let wrong = "6:" + String(repeating: "0", count: 64)
+        let bad = try topicstore(["import", "--data", dir.sub("bad"), "--expect-head", wrong, "-"], stdin: export.stdout)
+        #expect(bad.status == 4)
+        #expect(bad.stdout.contains("differs from --expect-head") && bad.stdout.contains("nothing imported"), "\(bad.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: dir.sub("bad")), "the new directory is removed")
+        // Into an existing empty directory: left empty.
+        try FileManager.default.createDirectory(atPath: dir.sub("empty"), withIntermediateDirectories: true)
+        #expect(try topicstore(["import", "--data", dir.sub("empty"), "--expect-head", wrong, "-"], stdin: export.stdout).status == 4)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.sub("empty")) == [])
+        let right = try topicstore(["import", "--data", dir.sub("right"), "--expect-head", "6:\(hash)", "-"], stdin: export.stdout)
+        #expect(right.status == 0, "\(right.stdout) \(right.stderr)")
+    }
+
+    /// An altered head in snapshot.json: audit blamed the intact first record after the
+    /// horizon ("hash chain broken"), and a replay to the horizon copied the forged head
+    /// into a store that audited clean. Both now say the manifest disagrees with the
+    /// store's meta (written by the same compaction), exit 4.
+    @Test func anAlteredSnapshotManifestIsNamed() throws {
+        let dir = TemporaryDirectory("snapshot-manifest")
+        let data = try loadedStore(dir, Self.commands)
+        let compact = try topicstore(["compact", "--data", data, "--retain", "0"])
+        #expect(compact.status == 0, "\(compact.stderr)")
+        let manifest = data + "/snapshots/5/snapshot.json"
+        let text = try String(contentsOfFile: manifest, encoding: .utf8)
+        let object = try #require(json(text) as [String: Any]?)
+        let head = try #require(object["head"] as? String)
+        #expect(try topicstore(["audit", "--data", data]).status == 0)
+        let forged = String(head.dropLast()) + (head.last == "0" ? "1" : "0")
+        try text.replacingOccurrences(of: head, with: forged).write(toFile: manifest, atomically: true, encoding: .utf8)
+
+        let audit = try topicstore(["audit", "--data", data])
+        #expect(audit.status == 4)
+        #expect(audit.stderr.contains("snapshot.json gives the head at seq 5 as \(forged)") && audit.stderr.contains(head),
+                "\(audit.stdout) \(audit.stderr)")
+        let replay = try topicstore(["replay", "--data", data, "--to-seq", "5", "--out", dir.sub("out")])
+        #expect(replay.status == 4 && replay.stderr.contains("snapshot.json"), "\(replay.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.sub("out") + "/CURRENT"))
+    }
+
     // MARK: a projections-only store
 
     /// `replay --projections-only` writes projections and no log: `topics` answered from them

@@ -105,7 +105,8 @@ enum AuditCommand: Command {
             printFile(file, seconds: fileSeconds)
             if let h = report.head {
                 print("head: seq \(h.sequence) sha256 \(h.hash.hex)")
-                print("      (anchor it: topicstore audit --expect-head \(h))")
+                // Only a head that audited clean is one to publish.
+                if clean { print("      (anchor it: topicstore audit --expect-head \(h))") }
             } else {
                 print("head: the log is empty")
             }
