@@ -209,8 +209,9 @@ public enum EventJSON {
 
     // MARK: Encoding
 
-    /// One log record as a JSON line (no newline), in the schema `event(from:)` reads, plus `seq` and `ts`.
-    public static func line(_ record: LogRecord) -> String {
+    /// One log record as a JSON line (no newline), in the schema `event(from:)` reads, plus `seq` and `ts`,
+    /// and `link` (the record's chain link, 64 hex digits) when given: an export's checkpoints.
+    public static func line(_ record: LogRecord, link: ChainHash? = nil) -> String {
         var parts: [String] = ["\"seq\":\(record.sequence)", "\"ts\":\(record.timestamp)",
                                "\"project\":\(JSONText.quoted(record.event.project))",
                                "\"type\":\(JSONText.quoted(record.event.body.typeName))"]
@@ -238,6 +239,7 @@ public enum EventJSON {
         case .expireToken(let t):
             parts.append("\"token\":\(JSONText.quoted(t))")
         }
+        if let link { parts.append("\"link\":\"\(link.hex)\"") }
         return "{" + parts.joined(separator: ",") + "}"
     }
 }

@@ -4,7 +4,14 @@ import SubscriptionLog
 import TopicStore
 
 /// The log as JSON Lines, in the schema `topicstore load` reads plus `seq` and `ts`.
+///
+/// Every `checkpointInterval`-th record (by sequence) and the last one exported also carry
+/// `link`, the record's chain link: `import` checks each against the chain it computes, so an
+/// altered line is located within one interval, and each compaction archive records the head
+/// it ends at. (`load` ignores it.)
 public enum Export {
+    public static let checkpointInterval: UInt64 = 4096
+
     public struct Summary: Sendable {
         public var records: UInt64
         public var firstSequence: UInt64?
@@ -43,7 +50,9 @@ public enum Export {
                         // as a damaged record does (it used to end there, silently, with exit 0).
                         guard entry.kind == .inOrder else { damage = LogIssue(entry); return false }
                         try chain.check(entry.bytes, key: entry.sequence)
-                        lines.append(EventJSON.line(try RecordCodec.decode(entry.bytes, key: entry.sequence)))
+                        let checkpoint = entry.sequence % checkpointInterval == 0 || entry.sequence == end
+                        lines.append(EventJSON.line(try RecordCodec.decode(entry.bytes, key: entry.sequence),
+                                                    link: checkpoint ? chain.link : nil))
                         last = entry.sequence
                         return lines.count < recordsPerReadTransaction
                     }
@@ -80,6 +89,9 @@ public enum Export {
 public final class Importer {
     private let builder: ProjectionBuilder
     private var pending = RecordChunk()
+    /// The chain link of the last record added, and the last checkpoint that matched (0: none yet).
+    private var link = ChainHash.genesis
+    private var lastCheckpoint: UInt64 = 0
     private let recordsPerCommit: Int
     public private(set) var records: UInt64 = 0
 
@@ -94,9 +106,22 @@ public final class Importer {
 
     /// Parses one exported line: an event with `seq` and `ts`.
     public static func record(fromLine line: String, lineNumber: Int) throws -> LogRecord {
+        try parse(line: line, lineNumber: lineNumber).record
+    }
+
+    /// Parses one exported line: the record, and the chain link the export recorded with it
+    /// (a checkpoint; nil on most lines, and on exports older than checkpoints).
+    public static func parse(line: String, lineNumber: Int) throws -> (record: LogRecord, link: ChainHash?) {
         guard let data = line.data(using: .utf8),
               let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
             throw ReplayError.invalidLine(line: lineNumber, "not a JSON object")
+        }
+        var link: ChainHash?
+        if let value = object["link"] {
+            guard let hex = value as? String, let hash = ChainHash(hex: hex) else {
+                throw ReplayError.invalidLine(line: lineNumber, "link: 64 hexadecimal digits expected")
+            }
+            link = hash
         }
         guard let seq = (object["seq"] as? NSNumber)?.uint64Value, seq > 0 else {
             throw ReplayError.invalidLine(line: lineNumber, "no seq: import takes lines written by export (use load for plain commands)")
@@ -108,12 +133,13 @@ public final class Importer {
         do { event = try EventJSON.event(from: object, rules: .logged) } catch {
             throw ReplayError.invalidLine(line: lineNumber, error.description)
         }
-        return LogRecord(sequence: seq, timestamp: ts, event: event)
+        return (LogRecord(sequence: seq, timestamp: ts, event: event), link)
     }
 
     /// Adds the next record: its sequence must follow the previous one, its
-    /// time must not go back, and its event must be valid.
-    public func add(_ record: LogRecord) throws {
+    /// time must not go back, and its event must be valid. `link`, the chain link an
+    /// export recorded with it (a checkpoint), must be the one the records so far give.
+    public func add(_ record: LogRecord, link recorded: ChainHash? = nil, lineNumber: Int? = nil) throws {
         let expected = (pending.records.last?.sequence ?? builder.appliedSequence) + 1
         guard record.sequence == expected else {
             throw ReplayError.invalidInput(sequence: record.sequence, "expected sequence \(expected): an import must be gap-free from 1")
@@ -125,7 +151,21 @@ public final class Importer {
         do { try Validation.validate(record.event, rules: .logged) } catch {
             throw ReplayError.invalidInput(sequence: record.sequence, error.description)
         }
+        // Encoded and chained here, and handed to the builder as bytes to copy (so it hashes nothing again).
+        var next = link
+        let bytes: [UInt8]
+        do { bytes = try RecordCodec.encode(record, chainingFrom: &next) } catch {
+            throw ReplayError.invalidInput(sequence: record.sequence, error.description)
+        }
+        if let recorded, recorded != next {
+            throw ReplayError.checkpointMismatch(line: lineNumber, sequence: record.sequence, recorded: recorded,
+                                                 computed: next, lastMatched: lastCheckpoint)
+        }
+        if recorded != nil { lastCheckpoint = record.sequence }
+        link = next
         pending.records.append(record)
+        pending.raw += bytes
+        pending.ends.append(pending.raw.count)
         if pending.records.count >= recordsPerCommit { try flush() }
     }
 

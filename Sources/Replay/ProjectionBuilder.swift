@@ -273,6 +273,9 @@ public enum ReplayError: Error, Sendable, CustomStringConvertible {
     /// The snapshot's manifest names another head at the horizon than the store's meta,
     /// written by the same compaction: the manifest was altered (or copied from elsewhere).
     case snapshotHeadMismatch(directory: String, manifest: ChainHead, recorded: ChainHead)
+    /// An imported line's `link` (an export's checkpoint) is not the link the lines before
+    /// it and it give: a line after `lastMatched` and up to `sequence` was altered.
+    case checkpointMismatch(line: Int?, sequence: UInt64, recorded: ChainHash, computed: ChainHash, lastMatched: UInt64)
     case io(String)
     /// A compaction switched the store to a new generation while a long read ran, removing
     /// records it had not read yet: not damage (the run is to be repeated).
@@ -314,6 +317,11 @@ public enum ReplayError: Error, Sendable, CustomStringConvertible {
             return "\(issue): the export stops there" + (around.isEmpty ? "" : "; export " + around.joined(separator: ", "))
                 + " (topicstore audit locates every damaged record)"
         case .badSnapshot(let dir, let why): return "the snapshot \(dir) cannot be used: \(why)"
+        case .checkpointMismatch(let line, let seq, let recorded, let computed, let lastMatched):
+            let at = line.map { "line \($0) (seq \(seq))" } ?? "seq \(seq)"
+            return "\(at): the export recorded the chain link \(recorded.hex) there, the lines give \(computed.hex): "
+                + "a line from seq \(lastMatched + 1) through \(seq) was altered"
+                + (lastMatched > 0 ? " (the checkpoint at seq \(lastMatched) matched)" : "")
         case .snapshotHeadMismatch(let dir, let manifest, let recorded):
             return "the snapshot \(dir) is damaged: its \(Snapshot.manifestName) gives the head at seq \(manifest.sequence) as "
                 + "\(manifest.hash.hex), the store's meta (written by the same compaction) as \(recorded.hash.hex): "

@@ -84,7 +84,7 @@ do {
     Console.printError(error.description)
     switch error {
     // The log is damaged where it was read (a record, a key, a gap): corruption, as audit says it.
-    case .cannotFold, .damagedRecord, .damagedLog, .snapshotHeadMismatch: code = .verificationFailed
+    case .cannotFold, .damagedRecord, .damagedLog, .snapshotHeadMismatch, .checkpointMismatch: code = .verificationFailed
     default: code = .failure
     }
 } catch let error as CocoaError {

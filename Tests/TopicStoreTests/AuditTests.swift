@@ -150,7 +150,11 @@ struct AuditTests {
         // A range exports just that range.
         var part: [String] = []
         let s = try Export.lines(from: store, from: 100, through: 199) { part.append($0) }
-        #expect(s.firstSequence == 100 && s.lastSequence == 199 && part == Array(lines[99..<199]))
+        #expect(s.firstSequence == 100 && s.lastSequence == 199 && Array(part.dropLast()) == Array(lines[99..<198]))
+        // Its last line carries the chain link there (a checkpoint), as the whole export's last does.
+        let link = try store.read { txn in try store.log.link(before: 200, txn) }
+        #expect(part.last == String(lines[198].dropLast()) + ",\"link\":\"\(link.hex)\"}")
+        #expect(lines.last?.hasSuffix(",\"link\":\"\(try store.read { txn in try store.log.head(txn) }!.hash.hex)\"}") == true)
         // An import must start at 1 and be gap-free.
         let bad = try Importer(creating: dir.sub("bad"))
         #expect(throws: ReplayError.self) { try bad.add(try Importer.record(fromLine: lines[1], lineNumber: 1)) }

@@ -175,6 +175,39 @@ import TopicStore
         #expect(!FileManager.default.fileExists(atPath: dir.sub("out") + "/CURRENT"))
     }
 
+    /// An archive altered in one line could only be found by its final head, after importing
+    /// everything. Exports (and so archives) now carry the chain link every 4,096 records and
+    /// on their last line; import checks each and names the interval, exit 4, nothing left.
+    @Test func anAlteredLineIsLocatedByTheExportsCheckpoints() throws {
+        let dir = TemporaryDirectory("checkpoints")
+        let commands = (0..<5_000).map { i in
+            #"{"project":"demo","type":"register","device_id":"D\#(i % 700)","topics":["t\#(i % 13)"]}"#
+        }.joined(separator: "\n")
+        let data = try loadedStore(dir, commands)
+        let export = try topicstore(["export", "--data", data])
+        #expect(export.status == 0)
+        var lines = export.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count == 5_000)
+        let withLink = lines.indices.filter { lines[$0].contains(#""link":""#) }.map { $0 + 1 }
+        #expect(withLink == [4_096, 5_000], "\(withLink)")
+        let audit = try topicstore(["audit", "--data", data, "--json"])
+        let head = try #require(json(audit.stdout)["head"] as? [String: Any])
+        #expect(lines[4_999].contains(#""link":"\#(head["hash"] as? String ?? "?")""#))
+        // Untouched, it imports to the same head; `load` takes the same lines as commands.
+        #expect(try topicstore(["import", "--data", dir.sub("same"), "-"], stdin: export.stdout).status == 0)
+        #expect(try topicstore(["load", "--data", dir.sub("loaded"), "-"], stdin: export.stdout).status == 0)
+
+        lines[4_499] = lines[4_499].replacingOccurrences(of: #""code":"t"#, with: #""code":"x"#)
+        let altered = try topicstore(["import", "--data", dir.sub("altered"), "-"], stdin: lines.joined(separator: "\n"))
+        #expect(altered.status == 4)
+        #expect(altered.stderr.contains("line 5000 (seq 5000)") && altered.stderr.contains("from seq 4097 through 5000 was altered")
+                && altered.stderr.contains("the checkpoint at seq 4096 matched"), "\(altered.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.sub("altered")))
+        lines[9] = lines[9].replacingOccurrences(of: #""code":"t"#, with: #""code":"x"#)
+        let early = try topicstore(["import", "--data", dir.sub("early"), "-"], stdin: lines.joined(separator: "\n"))
+        #expect(early.status == 4 && early.stderr.contains("from seq 1 through 4096"), "\(early.stderr)")
+    }
+
     // MARK: a projections-only store
 
     /// `replay --projections-only` writes projections and no log: `topics` answered from them

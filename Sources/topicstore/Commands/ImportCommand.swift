@@ -49,7 +49,8 @@ enum ImportCommand: Command {
                 lineNumber += 1
                 if lineNumber % 4096 == 0, let at = reader.position { bar.update(ReplayProgress(phase: "import", done: at.read, total: at.size)) }
                 if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
-                try importer.add(try Importer.record(fromLine: String(decoding: line, as: UTF8.self), lineNumber: lineNumber))
+                let (record, link) = try Importer.parse(line: String(decoding: line, as: UTF8.self), lineNumber: lineNumber)
+                try importer.add(record, link: link, lineNumber: lineNumber)
             }
             if let failure = reader.failure {
                 bar.finish()
@@ -60,8 +61,12 @@ enum ImportCommand: Command {
         } catch let error as ReplayError {
             bar.finish()
             discard()
-            let text = { if case .invalidLine = error { return error.description } else { return "line \(lineNumber): \(error)" } }()
-            Console.printError(text + " (nothing imported: \(directory) is left as it was)")
+            switch error {
+            case .invalidLine, .checkpointMismatch: Console.printError(error.description + " (nothing imported: \(directory) is left as it was)")
+            default: Console.printError("line \(lineNumber): \(error) (nothing imported: \(directory) is left as it was)")
+            }
+            // A line that does not match the export's chain is tampering or damage, as audit reports it.
+            if case .checkpointMismatch = error { return .verificationFailed }
             return .invalidInput
         } catch {
             bar.finish()
