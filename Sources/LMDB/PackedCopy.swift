@@ -133,6 +133,9 @@ public enum PackedCopy {
                     }
                 }
                 try check(rc)
+                // Key and value from the map again: MDB_GET_BOTH leaves `k` on the buffer above.
+                rc = mdb_cursor_get(sourceCursor, &k, &v, MDB_GET_CURRENT)
+                try check(rc)
             }
         }
         if rc != MDB_NOTFOUND { try check(rc) }
