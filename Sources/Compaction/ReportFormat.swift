@@ -31,7 +31,7 @@ public enum CompactionReportFormat {
 
     static func spaceJSON(_ p: SpacePlan) -> [String: Any] {
         var o: [String: Any] = ["needed": p.needed, "available": p.available, "neededGarbageOnly": p.neededGarbageOnly,
-                                "copy": p.copyBytes, "snapshot": p.projectionBytes, "logRemoved": p.logBytesRemoved,
+                                "copy": p.copyBytes, "newFile": p.newFileBytes, "snapshot": p.projectionBytes, "logRemoved": p.logBytesRemoved,
                                 "archive": p.archiveBytes, "garbage": p.garbageBytes]
         if let n = p.archiveNeeded, let a = p.archiveAvailable {
             o["archiveFilesystem"] = ["needed": n, "available": a] as [String: Any]

@@ -1,6 +1,7 @@
 import Foundation
 import LMDB
 import Projections
+import SubscriptionLog
 import TopicStore
 
 /// The free space a compaction needs, estimated before it writes anything,
@@ -14,10 +15,14 @@ import TopicStore
 /// | garbage | its events into the live file (`garbagePerEvent` each, at most) | for good |
 /// | snapshot | the projections rebuilt (`snapshotUnpacked` × P), then packed (P) | packed: for good |
 /// | archive | about `archivePerLogByte` × the log bytes removed | for good (its own directory) |
-/// | copy | a packed copy of the live file without the log removed (at most C − log bytes removed) | for good |
+/// | copy | a packed copy of the live file without the log removed (N, below) | for good |
 ///
 /// P is the bytes of the projection tables now; C the live file's pages in
-/// use (`TopicStore.bytesInUse`), which a packed copy never exceeds. Needed is the highest point of that
+/// use (`TopicStore.bytesInUse`). N bounds the packed copy: C less the log
+/// table's pages, plus the records the log keeps laid out in full pages (each
+/// counted by its size, from a walk of the kept records: a count-based share
+/// underestimated it when the removed records were small and the kept ones
+/// large), plus the garbage events, which land in the log too. Needed is the highest point of that
 /// sum, plus a margin of `marginFixed` + `marginShare` of it for what
 /// writers append meanwhile, the estimates' error and the filesystem's own
 /// use. Available is what `statvfs` gives unprivileged users (`f_bavail`)
@@ -26,6 +31,8 @@ import TopicStore
 /// filesystem is checked on its own.
 public struct SpacePlan: Sendable, Hashable {
     public var copyBytes = 0
+    /// At most what the new file generation takes (N above).
+    public var newFileBytes = 0
     public var projectionBytes = 0
     public var logBytesRemoved = 0
     public var archiveBytes = 0
@@ -60,18 +67,20 @@ public struct SpacePlan: Sendable, Hashable {
                          newFile: Bool, archive: String?, leftovers: [String]) throws -> SpacePlan {
         var plan = SpacePlan()
         let log = store.log, tables = store.tables
-        let (logBytes, logEntries, projectionBytes) = try store.read { txn -> (Int, Int, Int) in
+        let removed = horizon > previous ? Int(horizon - previous) : 0
+        let (logBytes, logEntries, projectionBytes, keptLogBytes) = try store.read { txn -> (Int, Int, Int, Int) in
             let l = try txn.statistics(log.database)
             var p = 0
             for db in tables.all { p += try txn.statistics(db).bytes }
-            return (l.bytes, l.entries, p)
+            let kept = try packedBytes(of: log, from: removed > 0 ? horizon + 1 : 0, pageSize: l.pageSize, txn)
+            return (l.bytes, l.entries, p, kept)
         }
-        let removed = horizon > previous ? Int(horizon - previous) : 0
         plan.copyBytes = try store.bytesInUse()
         plan.projectionBytes = projectionBytes
         plan.logBytesRemoved = logEntries > 0 ? Int(Double(logBytes) * Double(min(removed, logEntries)) / Double(logEntries)) : 0
         plan.garbageBytes = garbageEvents * garbagePerEvent
         plan.archiveBytes = archive != nil && removed > 0 ? Int(Double(plan.logBytesRemoved) * archivePerLogByte) : 0
+        plan.newFileBytes = min(plan.copyBytes, max(0, plan.copyBytes - logBytes) + keptLogBytes) + plan.garbageBytes
 
         let storeDevice = Filesystem.device(of: directory)
         let archiveDevice = archive.map { Filesystem.device(of: Filesystem.existingAncestor(of: $0)) }
@@ -84,9 +93,9 @@ public struct SpacePlan: Sendable, Hashable {
             peak = max(peak, kept + Int(Double(projectionBytes) * snapshotUnpacked))
             kept += projectionBytes
             if archiveHere { kept += plan.archiveBytes }
-            peak = max(peak, kept + max(0, plan.copyBytes - plan.logBytesRemoved))
+            peak = max(peak, kept + plan.newFileBytes)
         } else if newFile {
-            peak = max(peak, kept + plan.copyBytes)
+            peak = max(peak, kept + plan.newFileBytes)
         }
         plan.needed = peak + margin(peak)
         plan.neededGarbageOnly = plan.garbageBytes + margin(plan.garbageBytes)
@@ -104,6 +113,27 @@ public struct SpacePlan: Sendable, Hashable {
         return plan
     }
 
+    /// The bytes the log's records from `from` on take when written in key order into full
+    /// pages (a packed copy): each leaf holds page size − 16 bytes of nodes (key 8 + header 8 +
+    /// value, 2-byte slot, even-aligned); a record too large for half a page goes to its own
+    /// overflow pages. Plus a branch page per 64 leaves and one page of slack.
+    static func packedBytes(of log: EventLog, from: UInt64, pageSize: Int, _ txn: borrowing Transaction) throws -> Int {
+        let usable = pageSize - 16, nodeMax = usable / 2
+        var leafBytes = 0, overflowPages = 0
+        try log.forEachEncoded(from: from, txn) { _, bytes in
+            let node = 8 + 8 + bytes.count
+            if node > nodeMax {
+                overflowPages += (bytes.count + 16 + pageSize - 1) / pageSize
+                leafBytes += 8 + 8 + 8 + 2
+            } else {
+                leafBytes += (node + 1) / 2 * 2 + 2
+            }
+            return true
+        }
+        let leaves = (leafBytes + usable - 1) / usable
+        return (leaves + leaves / 64 + 1 + overflowPages) * pageSize
+    }
+
     /// Why the run does not fit, and what to do (nil when it fits).
     func refusal(directory: String, newFile: Bool) -> String? {
         guard !fits else { return nil }
@@ -115,9 +145,9 @@ public struct SpacePlan: Sendable, Hashable {
             if newFile && logBytesRemoved > 0 {
                 what.append("snapshot \(b(projectionBytes)) (\(b(Int(Double(projectionBytes) * Self.snapshotUnpacked))) while it is packed)")
                 if archiveBytes > 0 && archiveNeeded == nil { what.append("archive about \(b(archiveBytes))") }
-                what.append("a copy of the file without the log removed, \(b(max(0, copyBytes - logBytesRemoved)))")
+                what.append("a copy of the file without the log removed, \(b(newFileBytes))")
             } else if newFile {
-                what.append("a copy of the file, \(b(copyBytes))")
+                what.append("a copy of the file, \(b(newFileBytes))")
             }
             what.append(what.isEmpty ? "a margin" : "and a margin")
             parts.append("it needs about \(b(needed)) free in the filesystem of \(directory) at its peak ("

@@ -210,8 +210,9 @@ public enum EventJSON {
     // MARK: Encoding
 
     /// One log record as a JSON line (no newline), in the schema `event(from:)` reads, plus `seq` and `ts`,
-    /// and `link` (the record's chain link, 64 hex digits) when given: an export's checkpoints.
-    public static func line(_ record: LogRecord, link: ChainHash? = nil) -> String {
+    /// `link` (the record's chain link, 64 hex digits) when given: an export's checkpoints, and
+    /// `"unchained":true` for a record of the version before the hash chain.
+    public static func line(_ record: LogRecord, link: ChainHash? = nil, unchained: Bool = false) -> String {
         var parts: [String] = ["\"seq\":\(record.sequence)", "\"ts\":\(record.timestamp)",
                                "\"project\":\(JSONText.quoted(record.event.project))",
                                "\"type\":\(JSONText.quoted(record.event.body.typeName))"]
@@ -240,6 +241,7 @@ public enum EventJSON {
             parts.append("\"token\":\(JSONText.quoted(t))")
         }
         if let link { parts.append("\"link\":\"\(link.hex)\"") }
+        if unchained { parts.append("\"unchained\":true") }
         return "{" + parts.joined(separator: ",") + "}"
     }
 }

@@ -22,6 +22,7 @@ public struct LMDBError: Error, RawRepresentable, Hashable, Sendable, CustomStri
     public static let mapResized = LMDBError(rawValue: MDB_MAP_RESIZED)
     public static let badTransaction = LMDBError(rawValue: MDB_BAD_TXN)
     public static let badValueSize = LMDBError(rawValue: MDB_BAD_VALSIZE)
+    public static let incompatible = LMDBError(rawValue: MDB_INCOMPATIBLE)
     public static let noSuchFileOrDirectory = LMDBError(rawValue: 2) // ENOENT
     public static let permissionDenied = LMDBError(rawValue: 13)     // EACCES
     public static let wouldBlock = LMDBError(rawValue: 11)           // EAGAIN: lock held

@@ -29,7 +29,8 @@ public enum PackedCopy {
 
     /// Writes what `txn` sees of `source` into a new environment in `directory`
     /// (an existing, empty directory). Every named database is copied with its
-    /// flags. `startingAt[name]` leaves out the keys of that database before the
+    /// flags; one with sorted duplicates (`MDB_DUPSORT`, which topicstore never
+    /// creates) is refused, `LMDBError.incompatible`. `startingAt[name]` leaves out the keys of that database before the
     /// given one (compaction leaves the trimmed log behind this way, without
     /// reading it). The new file is synced before this returns. The new map is the
     /// source's (or `mapSize`), doubled whenever it fills.
@@ -63,14 +64,16 @@ public enum PackedCopy {
     }
 
     /// Flags LMDB keeps with a database (those a copy must give its own).
-    private static let persistentFlags = UInt32(MDB_REVERSEKEY | MDB_DUPSORT | MDB_INTEGERKEY | MDB_DUPFIXED
-                                                | MDB_INTEGERDUP | MDB_REVERSEDUP)
+    private static let persistentFlags = UInt32(MDB_REVERSEKEY | MDB_INTEGERKEY)
 
     private static func openSource(_ name: String, _ txn: borrowing Transaction) throws -> (MDB_dbi, UInt32) {
         var dbi: MDB_dbi = 0
         try check(mdb_dbi_open(txn.pointer, name, 0, &dbi))
         var flags: UInt32 = 0
         try check(mdb_dbi_flags(txn.pointer, dbi, &flags))
+        // Appending duplicates needs MDB_APPENDDUP for a repeated key and MDB_APPEND for a new
+        // one; with no such table to copy, it is refused rather than written untested.
+        if flags & UInt32(MDB_DUPSORT) != 0 { throw LMDBError.incompatible }
         return (dbi, flags & persistentFlags)
     }
 
@@ -83,7 +86,7 @@ public enum PackedCopy {
         try check(mdb_cursor_open(txn.pointer, dbi, &sourceCursor))
         guard let sourceCursor else { throw LMDBError.badTransaction }
         defer { mdb_cursor_close(sourceCursor) }
-        let putFlags = UInt32(MDB_APPEND) | (flags & UInt32(MDB_DUPSORT) != 0 ? UInt32(MDB_APPENDDUP) : 0)
+        let putFlags = UInt32(MDB_APPEND)
 
         var k = MDB_val(), v = MDB_val()
         var rc: Int32
@@ -128,12 +131,11 @@ public enum PackedCopy {
                     batchStartValue.withUnsafeBytes { value in
                         k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
                         v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
-                        let op = flags & UInt32(MDB_DUPSORT) != 0 ? MDB_GET_BOTH : MDB_SET_KEY
-                        return mdb_cursor_get(sourceCursor, &k, &v, op)
+                        return mdb_cursor_get(sourceCursor, &k, &v, MDB_SET_KEY)
                     }
                 }
                 try check(rc)
-                // Key and value from the map again: MDB_GET_BOTH leaves `k` on the buffer above.
+                // Key and value from the map again, not from the buffers above.
                 rc = mdb_cursor_get(sourceCursor, &k, &v, MDB_GET_CURRENT)
                 try check(rc)
             }

@@ -38,6 +38,7 @@ public enum Export {
         let first = try store.read { txn in try log.sequenceRange(txn)?.lowerBound } ?? 1
         var chain = ChainCheck(after: next > first ? try store.read { txn in try log.link(before: next, txn) }
                                                    : try Replay.chainStart(of: store))
+        var checkpoints = true
         while next <= end {
             var lines: [String] = []
             lines.reserveCapacity(recordsPerReadTransaction)
@@ -50,9 +51,13 @@ public enum Export {
                         // as a damaged record does (it used to end there, silently, with exit 0).
                         guard entry.kind == .inOrder else { damage = LogIssue(entry); return false }
                         try chain.check(entry.bytes, key: entry.sequence)
-                        let checkpoint = entry.sequence % checkpointInterval == 0 || entry.sequence == end
+                        // A record of the version before the chain has no link (`chain.link` is nil after
+                        // it); an import re-encodes it chained, so no later link of this export could match.
+                        let unchained = chain.link == nil
+                        if unchained { checkpoints = false }
+                        let checkpoint = checkpoints && (entry.sequence % checkpointInterval == 0 || entry.sequence == end)
                         lines.append(EventJSON.line(try RecordCodec.decode(entry.bytes, key: entry.sequence),
-                                                    link: checkpoint ? chain.link : nil))
+                                                    link: checkpoint ? chain.link : nil, unchained: unchained))
                         last = entry.sequence
                         return lines.count < recordsPerReadTransaction
                     }
@@ -92,6 +97,7 @@ public final class Importer {
     /// The chain link of the last record added, and the last checkpoint that matched (0: none yet).
     private var link = ChainHash.genesis
     private var lastCheckpoint: UInt64 = 0
+    private var checksCheckpoints = true
     private let recordsPerCommit: Int
     public private(set) var records: UInt64 = 0
 
@@ -109,9 +115,10 @@ public final class Importer {
         try parse(line: line, lineNumber: lineNumber).record
     }
 
-    /// Parses one exported line: the record, and the chain link the export recorded with it
-    /// (a checkpoint; nil on most lines, and on exports older than checkpoints).
-    public static func parse(line: String, lineNumber: Int) throws -> (record: LogRecord, link: ChainHash?) {
+    /// Parses one exported line: the record, the chain link the export recorded with it
+    /// (a checkpoint; nil on most lines, and on exports older than checkpoints), and whether
+    /// the record was of the version before the chain (`"unchained":true`).
+    public static func parse(line: String, lineNumber: Int) throws -> (record: LogRecord, link: ChainHash?, unchained: Bool) {
         guard let data = line.data(using: .utf8),
               let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
             throw ReplayError.invalidLine(line: lineNumber, "not a JSON object")
@@ -133,13 +140,16 @@ public final class Importer {
         do { event = try EventJSON.event(from: object, rules: .logged) } catch {
             throw ReplayError.invalidLine(line: lineNumber, error.description)
         }
-        return (LogRecord(sequence: seq, timestamp: ts, event: event), link)
+        return (LogRecord(sequence: seq, timestamp: ts, event: event), link, object["unchained"] as? Bool == true)
     }
 
     /// Adds the next record: its sequence must follow the previous one, its
     /// time must not go back, and its event must be valid. `link`, the chain link an
     /// export recorded with it (a checkpoint), must be the one the records so far give.
-    public func add(_ record: LogRecord, link recorded: ChainHash? = nil, lineNumber: Int? = nil) throws {
+    ///
+    /// A record `unchained` in its source (the version before the chain) is imported chained, so
+    /// the chain differs from the source's from there on: no later checkpoint is checked.
+    public func add(_ record: LogRecord, link recorded: ChainHash? = nil, unchained: Bool = false, lineNumber: Int? = nil) throws {
         let expected = (pending.records.last?.sequence ?? builder.appliedSequence) + 1
         guard record.sequence == expected else {
             throw ReplayError.invalidInput(sequence: record.sequence, "expected sequence \(expected): an import must be gap-free from 1")
@@ -157,7 +167,8 @@ public final class Importer {
         do { bytes = try RecordCodec.encode(record, chainingFrom: &next) } catch {
             throw ReplayError.invalidInput(sequence: record.sequence, error.description)
         }
-        if let recorded, recorded != next {
+        if unchained { checksCheckpoints = false }
+        if let recorded, checksCheckpoints, recorded != next {
             throw ReplayError.checkpointMismatch(line: lineNumber, sequence: record.sequence, recorded: recorded,
                                                  computed: next, lastMatched: lastCheckpoint)
         }

@@ -381,11 +381,11 @@ public final class TopicStore: Sendable {
     public func packedCopy(to directory: String, startingAt: [String: [UInt8]] = [:]) throws -> PackedCopy.Report {
         while true {
             let g = try openGeneration()
-            // Every table is opened in a committed transaction first: a handle opened in
-            // the copy's read transaction would close again when it ends.
-            let names = try mapLock.withReadLock { try g.environment.read { txn in try PackedCopy.databaseNames(txn) } }
-            _ = try mapLock.withReadLock { try g.environment.openDatabases(names, create: false) }
             do {
+                // Every table is opened in a committed transaction first: a handle opened in
+                // the copy's read transaction would close again when it ends.
+                let names = try mapLock.withReadLock { try g.environment.read { txn in try PackedCopy.databaseNames(txn) } }
+                _ = try mapLock.withReadLock { try g.environment.openDatabases(names, create: false) }
                 let report = try mapLock.withReadLock {
                     try g.environment.read { txn -> PackedCopy.Report? in
                         guard try PackedCopy.databaseNames(txn) == names else { return nil }  // a table was added: again

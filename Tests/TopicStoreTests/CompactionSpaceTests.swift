@@ -134,6 +134,44 @@ import TopicStore
         #expect(try Self.strayFiles(data) == [])
     }
 
+    /// Small records removed and large ones kept: the share of the log removed, counted in
+    /// records, said the new file would be 33.8 MB where it took 128.2 MB (a review). The
+    /// estimate of the new file now walks the kept records and bounds it.
+    @Test func theNewFileEstimateBoundsLargeKeptRecords() throws {
+        let dir = TemporaryDirectory("space-bound")
+        let data = dir.sub("data")
+        let title = String(repeating: "T", count: 200)
+        do {
+            let store = try TopicStore(directory: data)
+            defer { store.close() }
+            for b in 0..<20 {
+                let batch = (0..<1_000).map { i in
+                    Event(project: "p", body: .token(deviceID: "d\(b * 1_000 + i)", token: "k\(b * 1_000 + i)", platform: .ios))
+                }
+                for r in store.submitAndWait(batch) { _ = try r.get() }
+            }
+            usleep(20_000)
+            let cut = nowMilliseconds()
+            try "\(cut)".write(toFile: dir.sub("cut"), atomically: true, encoding: .utf8)
+            usleep(20_000)
+            for b in 0..<3 {
+                let batch = (0..<500).map { i in
+                    Event(project: "p", body: .register(deviceID: "d\(b * 500 + i)",
+                                                        topics: (0..<40).map { TopicSpec(code: "t\($0)", title: title + "\(b)") }))
+                }
+                for r in store.submitAndWait(batch) { _ = try r.get() }
+            }
+        }
+        let cut = Int64(try String(contentsOfFile: dir.sub("cut"), encoding: .utf8))!
+        let report = try Compactor.run(directory: data, options: compactionOptions(keepingFrom: cut))
+        #expect(report.eventsRemoved == 20_000)
+        let generation = try TopicStore.activeGeneration(in: data)
+        let size = try FileManager.default.attributesOfItem(atPath: TopicStore.generationDirectory(data, generation) + "/data.mdb")[.size] as? Int ?? 0
+        #expect(report.space.newFileBytes >= size, "estimated \(report.space.newFileBytes), the new file took \(size)")
+        // The count-based share would not have bounded it.
+        #expect(report.space.copyBytes - report.space.logBytesRemoved < size, "\(report.space)")
+    }
+
     /// The disk fills up (another program) just as a phase begins: the phase fails with
     /// ENOSPC, the run removes what it wrote, the store is unchanged and audits clean,
     /// and the next run, with room again, compacts.

@@ -208,6 +208,39 @@ import TopicStore
         #expect(early.status == 4 && early.stderr.contains("from seq 1 through 4096"), "\(early.stderr)")
     }
 
+    /// A log of the version before the chain, then chained records: its export carried
+    /// checkpoints an import could not reproduce (it chains the old records), and import
+    /// claimed tampering (a review). Old records are marked and stop the checkpoints.
+    @Test func anExportOfALegacyLogImports() throws {
+        let dir = TemporaryDirectory("legacy-export")
+        let path = dir.sub("data")
+        do {
+            let store = try TopicStore(directory: path)
+            defer { store.close() }
+            try store.environment.write { txn in
+                var link = ChainHash.genesis
+                for seq in 1...10 as ClosedRange<UInt64> {
+                    let record = LogRecord(sequence: seq, timestamp: 1_770_000_000_000 + Int64(seq),
+                                           event: Event(project: "alpha", body: .register(deviceID: "d\(seq)", topics: [TopicSpec(code: "news")])))
+                    let bytes = seq <= 5 ? try RecordCodec.encodeLegacyV1(record) : try RecordCodec.encode(record, chainingFrom: &link)
+                    try txn.put(store.log.database, EventLog.key(seq), bytes, flags: .append)
+                }
+            }
+        }
+        let export = try topicstore(["export", "--data", path])
+        #expect(export.status == 0, "\(export.stderr)")
+        let lines = export.stdout.split(separator: "\n")
+        #expect(lines.prefix(5).allSatisfy { $0.contains(#""unchained":true"#) } && !lines.dropFirst(5).contains { $0.contains("unchained") })
+        #expect(!export.stdout.contains(#""link""#), "no checkpoint after an unchained record")
+        let imported = try topicstore(["import", "--data", dir.sub("imported"), "-"], stdin: export.stdout)
+        #expect(imported.status == 0, "\(imported.stdout) \(imported.stderr)")
+        // An archive of the chained part alone, after the old records: its checkpoints are not checked either.
+        let tail = try topicstore(["export", "--data", path, "--from-seq", "6"])
+        #expect(tail.stdout.contains(#""link""#))
+        let joined = lines.prefix(5).joined(separator: "\n") + "\n" + tail.stdout
+        #expect(try topicstore(["import", "--data", dir.sub("joined"), "-"], stdin: joined).status == 0)
+    }
+
     // MARK: a projections-only store
 
     /// `replay --projections-only` writes projections and no log: `topics` answered from them

@@ -49,8 +49,8 @@ enum ImportCommand: Command {
                 lineNumber += 1
                 if lineNumber % 4096 == 0, let at = reader.position { bar.update(ReplayProgress(phase: "import", done: at.read, total: at.size)) }
                 if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
-                let (record, link) = try Importer.parse(line: String(decoding: line, as: UTF8.self), lineNumber: lineNumber)
-                try importer.add(record, link: link, lineNumber: lineNumber)
+                let (record, link, unchained) = try Importer.parse(line: String(decoding: line, as: UTF8.self), lineNumber: lineNumber)
+                try importer.add(record, link: link, unchained: unchained, lineNumber: lineNumber)
             }
             if let failure = reader.failure {
                 bar.finish()
