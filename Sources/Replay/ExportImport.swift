@@ -119,6 +119,12 @@ public final class Importer {
     /// (a checkpoint; nil on most lines, and on exports older than checkpoints), and whether
     /// the record was of the version before the chain (`"unchained":true`).
     public static func parse(line: String, lineNumber: Int) throws -> (record: LogRecord, link: ChainHash?, unchained: Bool) {
+        if let read = ExportLineParser.parse(line) { return read }
+        return try parseObject(line: line, lineNumber: lineNumber)
+    }
+
+    /// `parse` the general way: any JSON object, with an error naming what is wrong.
+    static func parseObject(line: String, lineNumber: Int) throws -> (record: LogRecord, link: ChainHash?, unchained: Bool) {
         guard let data = line.data(using: .utf8),
               let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
             throw ReplayError.invalidLine(line: lineNumber, "not a JSON object")
