@@ -6,6 +6,14 @@ public enum JSONText {
     /// `lineSeparators` escapes U+2028/U+2029 alone (what NDJSON streams need: they are valid
     /// JSON raw, but line splitters such as Python's `str.splitlines()` cut lines at them).
     public static func quoted(_ s: String, forTextLines: Bool = false, lineSeparators: Bool = false) -> String {
+        // Most strings (device ids, tokens, codes) need no escape: copied whole, not scalar by
+        // scalar (that was half of `export`'s time, perf). `needsEscaping` also flags 0xE2, the
+        // lead byte of U+2028/U+2029; DEL and the C1 controls matter only `forTextLines`.
+        if !forTextLines {
+            var s = s
+            let plain = s.withUTF8 { !needsEscaping(UnsafeRawBufferPointer($0)) }
+            if plain { return "\"" + s + "\"" }
+        }
         var out = "\""
         out.reserveCapacity(s.utf8.count + 2)
         for scalar in s.unicodeScalars {
