@@ -213,35 +213,71 @@ public enum EventJSON {
     /// `link` (the record's chain link, 64 hex digits) when given: an export's checkpoints, and
     /// `"unchained":true` for a record of the version before the hash chain.
     public static func line(_ record: LogRecord, link: ChainHash? = nil, unchained: Bool = false) -> String {
-        var parts: [String] = ["\"seq\":\(record.sequence)", "\"ts\":\(record.timestamp)",
-                               "\"project\":\(JSONText.quoted(record.event.project))",
-                               "\"type\":\(JSONText.quoted(record.event.body.typeName))"]
+        // Appended into one string: an array of parts joined was most of `export`'s time (perf).
+        var out = "{\"seq\":"
+        out.reserveCapacity(192)
+        out += String(record.sequence)
+        out += ",\"ts\":"
+        out += String(record.timestamp)
+        out += ",\"project\":"
+        out += JSONText.quoted(record.event.project)
+        out += ",\"type\":"
+        out += JSONText.quoted(record.event.body.typeName)
+        func field(_ name: StaticString, _ value: String) {
+            out += ",\""
+            out += name.description
+            out += "\":"
+            out += JSONText.quoted(value)
+        }
         switch record.event.body {
         case .token(let d, let t, let p):
-            parts += ["\"device_id\":\(JSONText.quoted(d))", "\"token\":\(JSONText.quoted(t))", "\"platform\":\"\(p)\""]
+            field("device_id", d)
+            field("token", t)
+            out += ",\"platform\":\"\(p)\""
         case .register(let d, let topics):
-            let items = topics.map { t -> String in
-                var fields = ["\"code\":\(JSONText.quoted(t.code))"]
-                if let title = t.title { fields.append("\"title\":\(JSONText.quoted(title))") }
-                if let single = t.single { fields.append("\"single\":\(single)") }
-                return "{" + fields.joined(separator: ",") + "}"
+            field("device_id", d)
+            out += ",\"topics\":["
+            for (i, t) in topics.enumerated() {
+                if i > 0 { out += "," }
+                out += "{\"code\":"
+                out += JSONText.quoted(t.code)
+                if let title = t.title {
+                    out += ",\"title\":"
+                    out += JSONText.quoted(title)
+                }
+                if let single = t.single { out += single ? ",\"single\":true" : ",\"single\":false" }
+                out += "}"
             }
-            parts += ["\"device_id\":\(JSONText.quoted(d))", "\"topics\":[\(items.joined(separator: ","))]"]
+            out += "]"
         case .unregister(let d, let codes):
-            parts += ["\"device_id\":\(JSONText.quoted(d))", "\"topics\":[\(codes.map { JSONText.quoted($0) }.joined(separator: ","))]"]
+            field("device_id", d)
+            out += ",\"topics\":["
+            for (i, code) in codes.enumerated() {
+                if i > 0 { out += "," }
+                out += JSONText.quoted(code)
+            }
+            out += "]"
         case .unregisterAll(let d):
-            parts.append("\"device_id\":\(JSONText.quoted(d))")
+            field("device_id", d)
         case .tokenRejected(let t, let at, let reason):
-            parts += ["\"token\":\(JSONText.quoted(t))", "\"at\":\(at)", "\"reason\":\(JSONText.quoted(reason))"]
+            field("token", t)
+            out += ",\"at\":"
+            out += String(at)
+            field("reason", reason)
         case .forgetDevice(let d):
-            parts.append("\"device_id\":\(JSONText.quoted(d))")
+            field("device_id", d)
         case .dropTopic(let code):
-            parts.append("\"code\":\(JSONText.quoted(code))")
+            field("code", code)
         case .expireToken(let t):
-            parts.append("\"token\":\(JSONText.quoted(t))")
+            field("token", t)
         }
-        if let link { parts.append("\"link\":\"\(link.hex)\"") }
-        if unchained { parts.append("\"unchained\":true") }
-        return "{" + parts.joined(separator: ",") + "}"
+        if let link {
+            out += ",\"link\":\""
+            out += link.hex
+            out += "\""
+        }
+        if unchained { out += ",\"unchained\":true" }
+        out += "}"
+        return out
     }
 }
