@@ -634,9 +634,7 @@ enum Snapshots {
             // The rebuild wrote in random key order, which leaves leaves part empty: a packed
             // copy writes them full.
             try FileManager.default.createDirectory(atPath: packed, withIntermediateDirectories: true)
-            let names = try env.read { txn in try PackedCopy.databaseNames(txn) }
-            _ = try env.openDatabases(names, create: false)
-            _ = try env.read { txn in try PackedCopy.write(txn, of: env, to: packed) }
+            _ = try PackedCopy.copy(env, to: packed)
         }
         try FileManager.default.removeItem(atPath: tmp)
         let snapshot = Snapshot(directory: packed, head: head, timestamp: timestamp, createdAt: now)

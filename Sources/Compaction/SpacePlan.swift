@@ -89,12 +89,12 @@ public struct SpacePlan: Sendable, Hashable {
         // The highest point of what the run adds to the store's filesystem.
         var kept = plan.garbageBytes
         var peak = kept
-        if removed > 0 && newFile {
-            peak = max(peak, kept + Int(Double(projectionBytes) * snapshotUnpacked))
-            kept += projectionBytes
-            if archiveHere { kept += plan.archiveBytes }
-            peak = max(peak, kept + plan.newFileBytes)
-        } else if newFile {
+        if newFile {
+            if removed > 0 {
+                peak = max(peak, kept + Int(Double(projectionBytes) * snapshotUnpacked))
+                kept += projectionBytes
+                if archiveHere { kept += plan.archiveBytes }
+            }
             peak = max(peak, kept + plan.newFileBytes)
         }
         plan.needed = peak + margin(peak)

@@ -20,6 +20,22 @@ public enum PackedCopy {
         public var fileBytes = 0
     }
 
+    /// Writes `source` as of one read transaction into `directory` (`write`, below), its
+    /// tables opened first in a committed transaction as `write` needs; a table added between
+    /// the two is taken by starting again.
+    public static func copy(_ source: Environment, to directory: String,
+                            startingAt: [String: [UInt8]] = [:]) throws -> Report {
+        while true {
+            let names = try source.read { txn in try databaseNames(txn) }
+            _ = try source.openDatabases(names, create: false)
+            let report = try source.read { txn -> Report? in
+                guard try databaseNames(txn) == names else { return nil }
+                return try write(txn, of: source, to: directory, startingAt: startingAt)
+            }
+            if let report { return report }
+        }
+    }
+
     /// The names of the named databases `txn` sees (the keys of LMDB's main database).
     public static func databaseNames(_ txn: borrowing Transaction) throws -> [String] {
         var names: [String] = []

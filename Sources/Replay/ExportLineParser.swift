@@ -32,29 +32,29 @@ enum ExportLineParser {
             let body: EventBody
             switch type {
             case "token":
-                guard let device = field("device_id"), let token = field("token"), let name = field("platform"),
+                guard let device = field(",\"device_id\":"), let token = field(",\"token\":"), let name = field(",\"platform\":"),
                       name == "ios" || name == "android", let platform = Platform(name: name) else { return nil }
                 body = .token(deviceID: device, token: token, platform: platform)
             case "register":
-                guard let device = field("device_id"), literal(",\"topics\":["), let specs = topicObjects() else { return nil }
+                guard let device = field(",\"device_id\":"), literal(",\"topics\":["), let specs = topicObjects() else { return nil }
                 body = .register(deviceID: device, topics: specs)
             case "unregister":
-                guard let device = field("device_id"), literal(",\"topics\":["), let codes = codeStrings() else { return nil }
+                guard let device = field(",\"device_id\":"), literal(",\"topics\":["), let codes = codeStrings() else { return nil }
                 body = .unregister(deviceID: device, codes: codes)
             case "unregister-all":
-                guard let device = field("device_id") else { return nil }
+                guard let device = field(",\"device_id\":") else { return nil }
                 body = .unregisterAll(deviceID: device)
             case "token-rejected":
-                guard let token = field("token"), literal(",\"at\":"), let at = integer(), let reason = field("reason") else { return nil }
+                guard let token = field(",\"token\":"), literal(",\"at\":"), let at = integer(), let reason = field(",\"reason\":") else { return nil }
                 body = .tokenRejected(token: token, rejectedAt: at, reason: reason)
             case "forget-device":
-                guard let device = field("device_id") else { return nil }
+                guard let device = field(",\"device_id\":") else { return nil }
                 body = .forgetDevice(deviceID: device)
             case "drop-topic":
-                guard let code = field("code") else { return nil }
+                guard let code = field(",\"code\":") else { return nil }
                 body = .dropTopic(code: code)
             case "expire-token":
-                guard let token = field("token") else { return nil }
+                guard let token = field(",\"token\":") else { return nil }
                 body = .expireToken(token: token)
             default:
                 return nil
@@ -65,15 +65,15 @@ enum ExportLineParser {
                 link = hash
             }
             let unchained = literal(",\"unchained\":true")
-            guard literal("}"), at == bytes.count, seq <= Int64.max else { return nil }
+            guard literal("}"), at == bytes.count else { return nil }
             let event = Event(project: project, body: body)
             do { try Validation.validate(event, rules: .logged) } catch { return nil }
             return (LogRecord(sequence: UInt64(seq), timestamp: ts, event: event), link, unchained)
         }
 
-        /// `,"name":` and a string.
-        mutating func field(_ name: String) -> String? {
-            guard literal(",\"" + name + "\":") else { return nil }
+        /// `prefix` (`,"name":`) and a string.
+        mutating func field(_ prefix: StaticString) -> String? {
+            guard literal(prefix) else { return nil }
             return string()
         }
 
@@ -115,16 +115,6 @@ enum ExportLineParser {
             for i in 0..<n where bytes[at + i] != p[i] { return false }
             at += n
             return true
-        }
-
-        mutating func literal(_ text: String) -> Bool {
-            var text = text
-            return text.withUTF8 { t in
-                guard at + t.count <= bytes.count else { return false }
-                for i in 0..<t.count where bytes[at + i] != t[i] { return false }
-                at += t.count
-                return true
-            }
         }
 
         /// An optionally negative integer of at most 18 digits (no overflow to think about).

@@ -382,17 +382,7 @@ public final class TopicStore: Sendable {
         while true {
             let g = try openGeneration()
             do {
-                // Every table is opened in a committed transaction first: a handle opened in
-                // the copy's read transaction would close again when it ends.
-                let names = try mapLock.withReadLock { try g.environment.read { txn in try PackedCopy.databaseNames(txn) } }
-                _ = try mapLock.withReadLock { try g.environment.openDatabases(names, create: false) }
-                let report = try mapLock.withReadLock {
-                    try g.environment.read { txn -> PackedCopy.Report? in
-                        guard try PackedCopy.databaseNames(txn) == names else { return nil }  // a table was added: again
-                        return try PackedCopy.write(txn, of: g.environment, to: directory, startingAt: startingAt)
-                    }
-                }
-                if let report { return report }
+                return try mapLock.withReadLock { try PackedCopy.copy(g.environment, to: directory, startingAt: startingAt) }
             } catch LMDBError.mapResized {
                 try adoptGrownMap(g)
             }
