@@ -172,7 +172,8 @@ extension ProjectionReader {
                             throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device record does not decode")
                         }
                         if !f.live { continue }  // reachable bitmaps come from the same snapshot; this guards hand-built ones
-                        if try !body(ordinal, platform, f.deviceID, f.token) { return false }
+                        let more = try f.deviceID.withText { id in try f.token.withText { token in try body(ordinal, platform, id, token) } }
+                        if !more { return false }
                     }
                     return true
                 }

@@ -164,9 +164,9 @@ struct DeviceDirectory {
                 }
                 let pid = key.loadBigEndian(at: 0, as: UInt32.self), ordinal = key.loadBigEndian(at: 4, as: UInt32.self)
                 // Entries with the same hash are rare (a collision or a corrupt store): compare the names.
-                func fileUnique(_ name: UnsafeRawBufferPointer, in index: inout OrdinalIndex, what: String,
+                func fileUnique(_ name: StoredName, in index: inout OrdinalIndex, what: String,
                                 _ matches: (DeviceRecord.Fields) -> Bool) throws {
-                    let hash = OrdinalIndex.hash(pid, name)
+                    let hash = name.withText { OrdinalIndex.hash(pid, $0) }
                     try index.forEachCandidate(pid: pid, hash: hash) { other in
                         if let v = try txn.get(devices, Keys.pair(pid, other)), let g = DeviceRecord.fields(of: v), matches(g) {
                             throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)",
@@ -176,9 +176,9 @@ struct DeviceDirectory {
                     }
                     index.insert(pid: pid, hash: hash, ordinal: ordinal)
                 }
-                try fileUnique(f.deviceID, in: &loadedIDs, what: "device_id") { $0.has(deviceID: f.deviceID) }
+                try fileUnique(f.deviceID, in: &loadedIDs, what: "device_id") { $0.deviceID.equals(f.deviceID) }
                 if f.hasToken {
-                    try fileUnique(f.token, in: &loadedTokens, what: "token") { $0.holds(f.token) }
+                    try fileUnique(f.token, in: &loadedTokens, what: "token") { $0.hasToken && $0.token.equals(f.token) }
                 }
                 entry = try cursor.next()
             }

@@ -191,7 +191,7 @@ public struct ProjectionReader: Sendable {
         var found: [String: UInt32] = [:]
         guard !deviceIDs.isEmpty else { return found }
         try forEachDevice(pid, txn) { ordinal, f in
-            let id = String(decoding: f.deviceID, as: UTF8.self)
+            let id = f.deviceID.string
             if deviceIDs.contains(id) { found[id] = ordinal }
             return found.count < deviceIDs.count
         }

@@ -91,7 +91,7 @@ public final class RecipientCache: @unchecked Sendable {
                     guard let f = DeviceRecord.fields(of: value) else {
                         throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device record does not decode")
                     }
-                    filledIDs.insert(pid: pid, hash: OrdinalIndex.hash(pid, f.deviceID), ordinal: ordinal)
+                    filledIDs.insert(pid: pid, hash: f.deviceID.withText { OrdinalIndex.hash(pid, $0) }, ordinal: ordinal)
                     current!.column.set(ordinal, offset: records.append(value), changed: 0)
                     entry = try cursor.next()
                 }
@@ -160,7 +160,7 @@ public final class RecipientCache: @unchecked Sendable {
                     }
                     if !held, let range = change.range, let f = DeviceRecord.fields(of: UnsafeRawBufferPointer(rebasing: all[range])) {
                         // A device's first record: its device_id goes into the index.
-                        ids.insert(pid: change.pid, hash: OrdinalIndex.hash(change.pid, f.deviceID), ordinal: change.ordinal)
+                        ids.insert(pid: change.pid, hash: f.deviceID.withText { OrdinalIndex.hash(change.pid, $0) }, ordinal: change.ordinal)
                     }
                     let handle = change.range.map { arena.append(UnsafeRawBufferPointer(rebasing: all[$0])) } ?? -1
                     current!.column.set(change.ordinal, offset: handle, changed: change.sequence)

@@ -34,7 +34,16 @@ public struct DeviceRecord: Sendable, Hashable {
         self.rejectedAt = rejectedAt
     }
 
-    // u8 flags (1 token, 2 rejected) ‖ u8 platform ‖ i64 tokenTime ‖ i64 rejectedAt ‖ str deviceID ‖ str token
+    /// Flag bits of the record's first byte.
+    static let hasTokenFlag: UInt8 = 1, rejectedFlag: UInt8 = 2
+    /// Set in records written since schema 4: the names are `StoredName`s,
+    /// and the rejection time and the token are there only when flagged.
+    static let storedNamesFlag: UInt8 = 4
+
+    // Schema 4: u8 flags (1 token, 2 rejected, 4 stored names) ‖ u8 platform ‖ i64 tokenTime
+    //   ‖ [i64 rejectedAt, when rejected] ‖ name deviceID ‖ [name token, when it has one]
+    // Before (flag 4 clear, still read): u8 flags ‖ u8 platform ‖ i64 tokenTime ‖ i64 rejectedAt
+    //   ‖ str deviceID ‖ str token (empty when none)
     func encoded() -> [UInt8] {
         let size = encodedSize
         return [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
@@ -43,76 +52,100 @@ public struct DeviceRecord: Sendable, Hashable {
     }
 
     /// The length of `encoded()`.
-    var encodedSize: Int { 22 + deviceID.utf8.count + (token?.utf8.count ?? 0) }
+    var encodedSize: Int {
+        10 + (rejectedAt == nil ? 0 : 8) + StoredName.plan(deviceID).size + (token.map { StoredName.plan($0).size } ?? 0)
+    }
 
     /// Writes the encoded record at `p` (which has room for `encodedSize`
     /// bytes) and returns its length: a build encodes a million devices back
     /// to back into one buffer, without an array or a bounds check per field.
     func encode(into p: UnsafeMutableRawPointer) -> Int {
-        var flags: UInt8 = 0
-        if token != nil { flags |= 1 }
-        if rejectedAt != nil { flags |= 2 }
+        var flags = Self.storedNamesFlag
+        if token != nil { flags |= Self.hasTokenFlag }
+        if rejectedAt != nil { flags |= Self.rejectedFlag }
         p.storeBytes(of: flags, as: UInt8.self)
         p.storeBytes(of: platform?.rawValue ?? 0, toByteOffset: 1, as: UInt8.self)
         p.storeBytes(of: UInt64(bitPattern: tokenTime).bigEndian, toByteOffset: 2, as: UInt64.self)
-        p.storeBytes(of: UInt64(bitPattern: rejectedAt ?? 0).bigEndian, toByteOffset: 10, as: UInt64.self)
-        var at = 18
-        storeString(deviceID, at: p, &at)
-        storeString(token ?? "", at: p, &at)
+        var at = 10
+        if let rejectedAt {
+            p.storeBytes(of: UInt64(bitPattern: rejectedAt).bigEndian, toByteOffset: at, as: UInt64.self)
+            at += 8
+        }
+        StoredName.write(deviceID, StoredName.plan(deviceID).form, at: p, &at)
+        if let token { StoredName.write(token, StoredName.plan(token).form, at: p, &at) }
         return at
     }
 
-    init(decoding bytes: UnsafeRawBufferPointer, at place: @autoclosure () -> String) throws {
-        do {
-            var r = ByteReader(bytes)
-            let flags = try r.u8()
-            let platformByte = try r.u8()
-            tokenTime = try r.i64()
-            let rejected = try r.i64()
-            deviceID = try r.string()
-            let token = try r.string()
-            self.token = flags & 1 != 0 ? token : nil
-            rejectedAt = flags & 2 != 0 ? rejected : nil
-            platform = platformByte == 0 ? nil : Platform(rawValue: platformByte)
-            if platformByte != 0 && platform == nil { throw ProjectionCorruption(place: place(), reason: "unknown platform \(platformByte)") }
-        } catch let e as ProjectionCorruption {
-            throw e
-        } catch {
-            throw ProjectionCorruption(place: place(), reason: "device record does not decode: \(error)")
+    /// Decodes a stored record (either format); `place` names it in the error.
+    public init(decoding bytes: UnsafeRawBufferPointer, at place: @autoclosure () -> String) throws {
+        guard let f = Self.fields(of: bytes) else {
+            throw ProjectionCorruption(place: place(), reason: "device record does not decode (\(bytes.count) bytes)")
         }
+        deviceID = f.deviceID.string
+        token = f.hasToken ? f.token.string : nil
+        tokenTime = f.tokenTime
+        rejectedAt = f.rejectedAt
+        platform = f.platform == 0 ? nil : Platform(rawValue: f.platform)
+        if f.platform != 0 && platform == nil { throw ProjectionCorruption(place: place(), reason: "unknown platform \(f.platform)") }
     }
 
-    /// The fields a token stream needs, read in place without building a record.
+    /// The fields of a stored record, read in place without building a record.
     struct Fields {
         var live: Bool
         /// Holds a token, live or rejected.
         var hasToken: Bool
         var platform: UInt8
-        var deviceID: UnsafeRawBufferPointer
-        var token: UnsafeRawBufferPointer
+        var tokenTime: Int64
+        var rejectedAt: Int64?
+        var deviceID: StoredName
+        /// Empty text when the device has no token.
+        var token: StoredName
 
         /// Whether the record holds exactly `token` (live or rejected).
         func holds(_ token: UnsafeRawBufferPointer) -> Bool {
-            hasToken && self.token.count == token.count
-                && (token.isEmpty || memcmp(self.token.baseAddress!, token.baseAddress!, token.count) == 0)
+            hasToken && self.token.equals(text: token)
         }
 
         /// Whether the record is the one of `deviceID`.
         func has(deviceID id: UnsafeRawBufferPointer) -> Bool {
-            deviceID.count == id.count && (id.isEmpty || memcmp(deviceID.baseAddress!, id.baseAddress!, id.count) == 0)
+            deviceID.equals(text: id)
         }
     }
 
+    /// A record's fields (either format), or nil when the bytes are not one well-formed record.
     @inline(__always)
     static func fields(of b: UnsafeRawBufferPointer) -> Fields? {
-        guard b.count >= 22 else { return nil }
-        let idLen = Int(b[18]) << 8 | Int(b[19])
-        guard b.count >= 22 + idLen else { return nil }
-        let tokLen = Int(b[20 + idLen]) << 8 | Int(b[21 + idLen])
-        guard b.count == 22 + idLen + tokLen else { return nil }
-        return Fields(live: b[0] & 3 == 1, hasToken: b[0] & 1 != 0, platform: b[1],
-                      deviceID: UnsafeRawBufferPointer(rebasing: b[20..<20 + idLen]),
-                      token: UnsafeRawBufferPointer(rebasing: b[(22 + idLen)...]))
+        guard b.count >= 10 else { return nil }
+        let flags = b[0]
+        let tokenTime = Int64(bitPattern: b.loadBigEndian(at: 2, as: UInt64.self))
+        if flags & storedNamesFlag == 0 {
+            guard b.count >= 22 else { return nil }
+            let idLen = Int(b[18]) << 8 | Int(b[19])
+            guard b.count >= 22 + idLen else { return nil }
+            let tokLen = Int(b[20 + idLen]) << 8 | Int(b[21 + idLen])
+            guard b.count == 22 + idLen + tokLen else { return nil }
+            return Fields(live: flags & 3 == 1, hasToken: flags & 1 != 0, platform: b[1], tokenTime: tokenTime,
+                          rejectedAt: flags & 2 != 0 ? Int64(bitPattern: b.loadBigEndian(at: 10, as: UInt64.self)) : nil,
+                          deviceID: StoredName(text: UnsafeRawBufferPointer(rebasing: b[20..<20 + idLen])),
+                          token: StoredName(text: UnsafeRawBufferPointer(rebasing: b[(22 + idLen)...])))
+        }
+        guard flags & ~(hasTokenFlag | rejectedFlag | storedNamesFlag) == 0 else { return nil }
+        var at = 10
+        var rejectedAt: Int64?
+        if flags & rejectedFlag != 0 {
+            guard b.count >= 18 else { return nil }
+            rejectedAt = Int64(bitPattern: b.loadBigEndian(at: 10, as: UInt64.self))
+            at = 18
+        }
+        guard let id = StoredName.read(b, &at) else { return nil }
+        var token = StoredName(text: UnsafeRawBufferPointer(rebasing: b[at..<at]))
+        if flags & hasTokenFlag != 0 {
+            guard let t = StoredName.read(b, &at) else { return nil }
+            token = t
+        }
+        guard at == b.count else { return nil }
+        return Fields(live: flags & 3 == 1, hasToken: flags & 1 != 0, platform: b[1], tokenTime: tokenTime,
+                      rejectedAt: rejectedAt, deviceID: id, token: token)
     }
 }
 

@@ -278,9 +278,18 @@ public enum Audit {
         /// Posting chunks are compared as sets: CRoaring keeps a run or an array
         /// container when both serialize to the same size, so equal sets may be
         /// encoded differently depending on the order of changes (and batching).
+        /// Device records are compared as records: a store from before schema 4
+        /// holds the names of devices not rewritten since as text, a rebuild in fewer bytes.
         mutating func sameContent(_ table: String, _ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
-            guard table == "postings", let x = try? Bitmap(deserializing: a), let y = try? Bitmap(deserializing: b),
-                  x.count == y.count, x.intersectionCount(y) == x.count else { return false }
+            switch table {
+            case "postings":
+                guard let x = try? Bitmap(deserializing: a), let y = try? Bitmap(deserializing: b),
+                      x.count == y.count, x.intersectionCount(y) == x.count else { return false }
+            case "devices":
+                guard let x = try? DeviceRecord(decoding: a, at: ""), let y = try? DeviceRecord(decoding: b, at: ""), x == y else { return false }
+            default:
+                return false
+            }
             equivalentEncodings += 1
             return true
         }

@@ -11,6 +11,32 @@ import TopicStore
     static let projects = ["alpha", "beta", "gamma"]
     static let topicCodes = (0..<14).map { "t\($0)" } + ["all", "news", "user.1", "user.2", "sport"]
 
+    /// Device `n`'s id, in each of the shapes a device record stores
+    /// differently (see `StoredName`): text, a lowercase or an uppercase UUID.
+    static func deviceID(_ n: UInt64) -> String {
+        let hex = String(format: "%08llx-%04llx-4%03llx-8%03llx-%012llx", n &* 2_654_435_761 & 0xFFFF_FFFF, n & 0xFFFF, n & 0xFFF, n & 0xFFF,
+                         n &* 0x9E37_79B9_7F4A & 0xFFFF_FFFF_FFFF)
+        switch n % 3 {
+        case 0: return "dev-\(n)"
+        case 1: return hex
+        default: return hex.uppercased()
+        }
+    }
+
+    /// Token `n`, in each of the shapes a device record stores differently:
+    /// text, lowercase or uppercase hex (APNs-like), hex of digits only, an odd number of hex digits, mixed case.
+    static func token(_ n: UInt64) -> String {
+        let hex = (0..<4).map { String(format: "%016llx", (n &+ UInt64($0)) &* 0x9E37_79B9_7F4A_7C15) }.joined()
+        switch n % 6 {
+        case 0: return "tok\(n)"
+        case 1: return hex
+        case 2: return hex.uppercased()
+        case 3: return String(format: "%032llu", n)
+        case 4: return String(hex.dropLast())
+        default: return String(hex.prefix(32)).uppercased() + String(hex.suffix(32))
+        }
+    }
+
     struct Generator {
         var rng: SeededRandom
         var now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)
@@ -24,8 +50,8 @@ import TopicStore
 
         mutating func event() -> Event {
             let project = pick(projects)
-            let device = "dev-\(rng.next() % devices)"
-            let token = "tok\(rng.next() % tokens)"
+            let device = ModelBasedTests.deviceID(rng.next() % devices)
+            let token = ModelBasedTests.token(rng.next() % tokens)
             let body: EventBody
             switch rng.next() % 100 {
             case 0..<22:

@@ -1,0 +1,222 @@
+import Glibc
+
+/// A device_id or a token as a device record holds it (schema 4): as its
+/// UTF-8 text, or, when the text has a shape that push tokens and SDK device
+/// ids nearly always have, in fewer bytes that give back exactly that text:
+///
+/// - an even number of hex digits, every letter lowercase (or every letter
+///   uppercase): an APNs token, 64 characters, as the 32 bytes they spell;
+/// - a UUID in its 8-4-4-4-12 form, every letter lowercase (or uppercase):
+///   the MPush SDKs' device_id, 36 characters, as its 16 bytes.
+///
+/// Anything else (mixed case, other characters, an odd length) stays text,
+/// so every text comes back byte for byte. Stored as
+///
+/// ```
+/// u8 form ‖ text: u16 length, UTF-8 | hex: u8 byte count, bytes | uuid: 16 bytes
+/// ```
+struct StoredName {
+    enum Form: UInt8 {
+        case text = 0, lowerHex = 1, upperHex = 2, lowerUUID = 3, upperUUID = 4
+    }
+
+    let form: Form
+    /// The stored bytes after the form and length.
+    let payload: UnsafeRawBufferPointer
+
+    /// A name held as text (in a record of schema 3 or earlier, always).
+    init(text: UnsafeRawBufferPointer) {
+        form = .text
+        payload = text
+    }
+
+    private init(form: Form, payload: UnsafeRawBufferPointer) {
+        self.form = form
+        self.payload = payload
+    }
+
+    /// The longest hex text stored as bytes (a u8 byte count); a longer one is stored as text.
+    static let maximumHexBytes = 255
+
+    /// The length of the text the name stands for.
+    var textCount: Int {
+        switch form {
+        case .text: payload.count
+        case .lowerHex, .upperHex: 2 * payload.count
+        case .lowerUUID, .upperUUID: 36
+        }
+    }
+
+    // MARK: Writing
+
+    /// How `text` is stored and how many bytes that takes, form byte included.
+    static func plan(_ text: UnsafeRawBufferPointer) -> (form: Form, size: Int) {
+        if text.count == 36, let upper = uuidCase(text) { return (upper ? .upperUUID : .lowerUUID, 17) }
+        if text.count > 0, text.count % 2 == 0, text.count / 2 <= maximumHexBytes, let upper = hexCase(text) {
+            return (upper ? .upperHex : .lowerHex, 2 + text.count / 2)
+        }
+        return (.text, 3 + text.count)
+    }
+
+    static func plan(_ text: String) -> (form: Form, size: Int) {
+        var text = text
+        return text.withUTF8 { plan(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Writes `text` in `form` (from `plan`) at `p + at` and advances `at`.
+    static func write(_ text: String, _ form: Form, at p: UnsafeMutableRawPointer, _ at: inout Int) {
+        var text = text
+        text.withUTF8 { utf8 in
+            let t = UnsafeRawBufferPointer(utf8)
+            p.storeBytes(of: form.rawValue, toByteOffset: at, as: UInt8.self)
+            at += 1
+            switch form {
+            case .text:
+                precondition(t.count <= Int(UInt16.max), "string too long for the record format")
+                p.storeBytes(of: UInt16(t.count).bigEndian, toByteOffset: at, as: UInt16.self)
+                if t.count > 0 { (p + at + 2).copyMemory(from: t.baseAddress!, byteCount: t.count) }
+                at += 2 + t.count
+            case .lowerHex, .upperHex:
+                p.storeBytes(of: UInt8(t.count / 2), toByteOffset: at, as: UInt8.self)
+                at += 1
+                packHex(t, into: p + at)
+                at += t.count / 2
+            case .lowerUUID, .upperUUID:
+                var packed = 0
+                var i = 0
+                while i < 36 {
+                    if i == 8 || i == 13 || i == 18 || i == 23 { i += 1; continue }
+                    (p + at + packed).storeBytes(of: nibble(t[i]) << 4 | nibble(t[i + 1]), as: UInt8.self)
+                    packed += 1
+                    i += 2
+                }
+                at += 16
+            }
+        }
+    }
+
+    /// nil: not hex digits; else whether its letters are uppercase (false when it has none).
+    private static func hexCase(_ t: UnsafeRawBufferPointer) -> Bool? {
+        var lower = false, upper = false
+        for c in t {
+            switch c {
+            case 0x30...0x39: continue
+            case 0x61...0x66: lower = true
+            case 0x41...0x46: upper = true
+            default: return nil
+            }
+        }
+        return lower && upper ? nil : upper
+    }
+
+    private static func uuidCase(_ t: UnsafeRawBufferPointer) -> Bool? {
+        var lower = false, upper = false
+        for (i, c) in t.enumerated() {
+            if i == 8 || i == 13 || i == 18 || i == 23 {
+                guard c == 0x2D else { return nil }
+                continue
+            }
+            switch c {
+            case 0x30...0x39: continue
+            case 0x61...0x66: lower = true
+            case 0x41...0x46: upper = true
+            default: return nil
+            }
+        }
+        return lower && upper ? nil : upper
+    }
+
+    @inline(__always)
+    private static func nibble(_ c: UInt8) -> UInt8 {
+        c <= 0x39 ? c &- 0x30 : (c | 0x20) &- 0x61 &+ 10
+    }
+
+    private static func packHex(_ t: UnsafeRawBufferPointer, into p: UnsafeMutableRawPointer) {
+        for i in 0..<t.count / 2 {
+            (p + i).storeBytes(of: nibble(t[2 * i]) << 4 | nibble(t[2 * i + 1]), as: UInt8.self)
+        }
+    }
+
+    // MARK: Reading
+
+    /// The name stored at `at` in `b` (advancing `at` past it); nil when it does not fit or has an unknown form.
+    @inline(__always)
+    static func read(_ b: UnsafeRawBufferPointer, _ at: inout Int) -> StoredName? {
+        guard at < b.count, let form = Form(rawValue: b[at]) else { return nil }
+        var start = at + 1
+        let length: Int
+        switch form {
+        case .text:
+            guard b.count >= start + 2 else { return nil }
+            length = Int(b[start]) << 8 | Int(b[start + 1])
+            start += 2
+        case .lowerHex, .upperHex:
+            guard b.count >= start + 1 else { return nil }
+            length = Int(b[start])
+            start += 1
+        case .lowerUUID, .upperUUID:
+            length = 16
+        }
+        guard b.count >= start + length else { return nil }
+        at = start + length
+        return StoredName(form: form, payload: UnsafeRawBufferPointer(rebasing: b[start..<start + length]))
+    }
+
+    private static let lowerDigits: [UInt8] = Array("0123456789abcdef".utf8)
+    private static let upperDigits: [UInt8] = Array("0123456789ABCDEF".utf8)
+
+    /// Writes the text (`textCount` bytes) at `p`.
+    func writeText(to p: UnsafeMutableRawPointer) {
+        switch form {
+        case .text:
+            if payload.count > 0 { p.copyMemory(from: payload.baseAddress!, byteCount: payload.count) }
+        case .lowerHex, .upperHex, .lowerUUID, .upperUUID:
+            let upper = form == .upperHex || form == .upperUUID
+            let uuid = form == .lowerUUID || form == .upperUUID
+            (upper ? Self.upperDigits : Self.lowerDigits).withUnsafeBufferPointer { digits in
+                var out = 0
+                for (i, byte) in payload.enumerated() {
+                    if uuid && (i == 4 || i == 6 || i == 8 || i == 10) {
+                        (p + out).storeBytes(of: 0x2D, as: UInt8.self)
+                        out += 1
+                    }
+                    (p + out).storeBytes(of: digits[Int(byte >> 4)], as: UInt8.self)
+                    (p + out + 1).storeBytes(of: digits[Int(byte & 15)], as: UInt8.self)
+                    out += 2
+                }
+            }
+        }
+    }
+
+    /// Calls `body` with the text: in place when stored as text, else spelled out in a temporary buffer.
+    @inline(__always)
+    func withText<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        if form == .text { return try body(payload) }
+        return try withUnsafeTemporaryAllocation(byteCount: textCount, alignment: 1) { buffer in
+            writeText(to: buffer.baseAddress!)
+            return try body(UnsafeRawBufferPointer(buffer))
+        }
+    }
+
+    /// The text as a String.
+    var string: String { withText { String(decoding: $0, as: UTF8.self) } }
+
+    /// Whether the name stands for `text`.
+    func equals(text: UnsafeRawBufferPointer) -> Bool {
+        guard textCount == text.count else { return false }
+        if form == .text {
+            return text.isEmpty || memcmp(payload.baseAddress!, text.baseAddress!, text.count) == 0
+        }
+        return withText { memcmp($0.baseAddress!, text.baseAddress!, text.count) == 0 }
+    }
+
+    /// Whether both names stand for the same text (a store written before
+    /// schema 4 may hold one as text and the other in fewer bytes).
+    func equals(_ other: StoredName) -> Bool {
+        if form == other.form {
+            return payload.count == other.payload.count
+                && (payload.isEmpty || memcmp(payload.baseAddress!, other.payload.baseAddress!, payload.count) == 0)
+        }
+        return other.withText { equals(text: $0) }
+    }
+}

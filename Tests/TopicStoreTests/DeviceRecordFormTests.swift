@@ -1,0 +1,183 @@
+import Foundation
+import LMDB
+@testable import Projections
+import Replay
+import SubscriptionLog
+import Testing
+import TopicStore
+
+/// Device records since schema 4 hold a UUID device_id in 16 bytes and a hex
+/// token in half its length (`StoredName`); a record of an older store, with
+/// its names as text, still reads, matches and audits as the same record.
+@Suite struct DeviceRecordFormTests {
+    static let hexDigits = Array("0123456789abcdef")
+
+    /// A random name of one of the shapes that are stored differently, or a near miss of one.
+    static func randomName(_ rng: inout SeededRandom) -> String {
+        func hex(_ n: Int) -> String { String((0..<n).map { _ in hexDigits[rng.int(16)] }) }
+        func uuid() -> String { [hex(8), hex(4), hex(4), hex(4), hex(12)].joined(separator: "-") }
+        switch rng.int(14) {
+        case 0: return hex(64)
+        case 1: return hex(64).uppercased()
+        case 2: return hex(2 * (1 + rng.int(300)))                     // up to 600 digits: past 510 it stays text
+        case 3: return hex(2 * (1 + rng.int(40))).uppercased()
+        case 4: return String(repeating: "7", count: 2 * (1 + rng.int(20)))  // digits only
+        case 5: return hex(1 + 2 * rng.int(40))                         // odd length
+        case 6: return uuid()
+        case 7: return uuid().uppercased()
+        case 8:                                                          // mixed case
+            let u = uuid()
+            return u.prefix(9).uppercased() + u.dropFirst(9) + "a"
+        case 9: return String(uuid().dropLast())                        // 35 characters
+        case 10: return uuid().replacingOccurrences(of: "-", with: "_")
+        case 11: return ""
+        case 12: return "Gerät-\(rng.int(1000))-ü"
+        default: return "dev-\(rng.int(100_000))"
+        }
+    }
+
+    /// Every shape comes back byte for byte, in the expected number of bytes,
+    /// and a name equals its own text and no other.
+    @Test func namesRoundTrip() throws {
+        var rng = SeededRandom(seed: 4)
+        for _ in 0..<5_000 {
+            let text = Self.randomName(&rng)
+            let other = Self.randomName(&rng)
+            let (form, size) = StoredName.plan(text)
+            let utf8 = Array(text.utf8)
+            switch form {
+            case .text: #expect(size == 3 + utf8.count)
+            case .lowerHex, .upperHex: #expect(size == 2 + utf8.count / 2 && utf8.count <= 510)
+            case .lowerUUID, .upperUUID: #expect(size == 17 && utf8.count == 36)
+            }
+            var buffer = [UInt8](repeating: 0xEE, count: size + 4)
+            var at = 2
+            buffer.withUnsafeMutableBytes { StoredName.write(text, form, at: $0.baseAddress!, &at) }
+            #expect(at == 2 + size)
+            try buffer.withUnsafeBytes { b in
+                var readAt = 2
+                let name = try #require(StoredName.read(b, &readAt))
+                #expect(readAt == 2 + size)
+                #expect(name.string == text, "\(text) as \(form)")
+                #expect(name.textCount == utf8.count)
+                utf8.withUnsafeBytes { #expect(name.equals(text: $0)) }
+                Array(other.utf8).withUnsafeBytes { #expect(name.equals(text: $0) == (other == text)) }
+                // The same text held as text (a record from before schema 4) is the same name.
+                utf8.withUnsafeBytes { #expect(StoredName(text: $0).equals(name) && name.equals(StoredName(text: $0))) }
+            }
+        }
+    }
+
+    /// Records of both formats decode to the same device; the new one is smaller for the SDKs' shapes.
+    @Test func recordsOfBothFormatsDecode() throws {
+        var rng = SeededRandom(seed: 7)
+        for i in 0..<2_000 {
+            let token: String? = i % 5 == 0 ? nil : Self.randomName(&rng)
+            let record = DeviceRecord(deviceID: Self.randomName(&rng), token: token, platform: token == nil ? nil : (i % 2 == 0 ? .ios : .android),
+                                      tokenTime: Int64(i) * 1_000_003, rejectedAt: i % 3 == 0 && token != nil ? Int64(i) : nil)
+            let new = record.encoded()
+            #expect(new.count == record.encodedSize)
+            let old = Self.legacyEncoding(record)
+            for bytes in [new, old] {
+                let decoded = try bytes.withUnsafeBytes { try DeviceRecord(decoding: $0, at: "test") }
+                #expect(decoded == record)
+                let f = try #require(bytes.withUnsafeBytes { DeviceRecord.fields(of: $0) })
+                #expect(f.live == (record.state == .live) && f.hasToken == (token != nil))
+                #expect(f.deviceID.string == record.deviceID)
+                if let token { #expect(f.token.string == token) }
+            }
+        }
+        let sdk = DeviceRecord(deviceID: "0f8fad5b-d9cb-469f-a165-70867728950e", token: String(repeating: "ab", count: 32), platform: .ios, tokenTime: 1)
+        #expect(Self.legacyEncoding(sdk).count == 122 && sdk.encoded().count == 61)
+    }
+
+    /// Damaged records are refused, not misread: truncated, an unknown form, a flag no version writes.
+    @Test func damagedRecordsDoNotDecode() {
+        let record = DeviceRecord(deviceID: "0f8fad5b-d9cb-469f-a165-70867728950e", token: String(repeating: "ab", count: 32), platform: .ios, tokenTime: 1)
+        let bytes = record.encoded()
+        for n in 0..<bytes.count {
+            #expect(Array(bytes.prefix(n)).withUnsafeBytes { DeviceRecord.fields(of: $0) } == nil, "cut to \(n) bytes")
+        }
+        var unknownForm = bytes
+        unknownForm[10] = 9
+        #expect(unknownForm.withUnsafeBytes { DeviceRecord.fields(of: $0) } == nil)
+        var unknownFlag = bytes
+        unknownFlag[0] |= 0x40
+        #expect(unknownFlag.withUnsafeBytes { DeviceRecord.fields(of: $0) } == nil)
+        #expect((bytes + [0]).withUnsafeBytes { DeviceRecord.fields(of: $0) } == nil)
+    }
+
+    /// A schema 3 store, its device records as text: read-only, it answers as
+    /// before; opened for writing it is stamped 4, the writer finds its devices
+    /// by name (a token moves off an old record), old and new records stream
+    /// alike, and the audit finds them equal to the rebuild's compact ones.
+    @Test func aSchema3StoreReadsAndAuditsClean() throws {
+        let dir = TemporaryDirectory("device-forms-v3")
+        let uuid = "0f8fad5b-d9cb-469f-a165-70867728950e", apns = String(repeating: "c0ffee", count: 10) + "abcd"
+        do {
+            let store = try TopicStore(directory: dir.path)
+            try store.submitAndWait(Event(project: "demo", body: .token(deviceID: uuid, token: apns, platform: .ios)))
+            try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D2", token: "fcm:APA91b-x", platform: .android)))
+            try store.submitAndWait(Event(project: "demo", body: .register(deviceID: uuid, topics: [TopicSpec(code: "news")])))
+            try store.submitAndWait(Event(project: "demo", body: .register(deviceID: "D2", topics: [TopicSpec(code: "news")])))
+            // As that version wrote them: every record with its names as text, and the stamp 3.
+            try store.environment.write { txn in
+                var rewritten: [([UInt8], [UInt8])] = []
+                try txn.withCursor(store.tables.devices) { cursor in
+                    var entry = try cursor.first()
+                    while let (k, v) = entry {
+                        rewritten.append((Array(k), Self.legacyEncoding(try DeviceRecord(decoding: v, at: "test"))))
+                        entry = try cursor.next()
+                    }
+                }
+                #expect(rewritten.count == 2)
+                for (k, v) in rewritten { try txn.put(store.tables.devices, k, v) }
+                try txn.put(store.tables.meta, Array("schemaVersion".utf8), [0, 0, 0, 3])
+            }
+            store.close()
+        }
+        do {
+            var readOnly = TopicStore.Options()
+            readOnly.readOnly = true
+            let store = try TopicStore(directory: dir.path, options: readOnly)
+            defer { store.close() }
+            try store.read { txn in
+                #expect(try store.tables.storedSchemaVersion(txn) == 3)
+                let d = try #require(try store.reader.device(1, deviceID: uuid, txn))
+                #expect(d.record.token == apns && d.topics == ["news"])
+                #expect(try RecipientCacheTests.recipients(store.reader, txn, project: "demo") == [uuid: apns, "D2": "fcm:APA91b-x"])
+            }
+        }
+        let store = try TopicStore(directory: dir.path)
+        defer { store.close() }
+        #expect(try store.read { txn in try store.tables.storedSchemaVersion(txn) } == 4)
+        // The token moves from the old record of the UUID device to a new device; D2 registers a new topic.
+        try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D3", token: apns, platform: .ios)))
+        try store.submitAndWait(Event(project: "demo", body: .register(deviceID: "D2", topics: [TopicSpec(code: "sport")])))
+        try store.read { txn in
+            let moved = try #require(try store.reader.device(1, deviceID: uuid, txn))
+            #expect(moved.record.token == nil)
+            #expect(try RecipientCacheTests.recipients(store.reader, txn, project: "demo") == ["D2": "fcm:APA91b-x", "D3": apns])
+        }
+        // D2's record was never rewritten (a register does not touch it): old beside new.
+        let forms = try store.read { txn in
+            try [1, 2, 3].map { ordinal -> UInt8 in try #require(try txn.get(store.tables.devices, [0, 0, 0, 1, 0, 0, 0, UInt8(ordinal - 1)]))[0] & 4 }
+        }
+        #expect(forms == [4, 0, 4])
+        let report = try Audit.run(store)
+        #expect(report.isClean && report.equivalentEncodings == 1)
+    }
+
+    /// The record format before schema 4, as those versions wrote it.
+    static func legacyEncoding(_ r: DeviceRecord) -> [UInt8] {
+        var out: [UInt8] = [(r.token != nil ? 1 : 0) | (r.rejectedAt != nil ? 2 : 0), r.platform?.rawValue ?? 0]
+        for v in [UInt64(bitPattern: r.tokenTime), UInt64(bitPattern: r.rejectedAt ?? 0)] {
+            out += withUnsafeBytes(of: v.bigEndian) { Array($0) }
+        }
+        for s in [r.deviceID, r.token ?? ""] {
+            let u = Array(s.utf8)
+            out += [UInt8(u.count >> 8), UInt8(u.count & 0xFF)] + u
+        }
+        return out
+    }
+}
