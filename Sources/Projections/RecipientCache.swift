@@ -92,7 +92,7 @@ public final class RecipientCache: @unchecked Sendable {
                         throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device record does not decode")
                     }
                     filledIDs.insert(pid: pid, hash: f.deviceID.withText { OrdinalIndex.hash(pid, $0) }, ordinal: ordinal)
-                    current!.column.set(ordinal, offset: records.append(value), changed: 0)
+                    current!.column.set(ordinal, offset: records.appendTextForm(value), changed: 0)
                     entry = try cursor.next()
                 }
                 if let c = current { filled[c.pid] = c.column }
@@ -162,7 +162,7 @@ public final class RecipientCache: @unchecked Sendable {
                         // A device's first record: its device_id goes into the index.
                         ids.insert(pid: change.pid, hash: f.deviceID.withText { OrdinalIndex.hash(change.pid, $0) }, ordinal: change.ordinal)
                     }
-                    let handle = change.range.map { arena.append(UnsafeRawBufferPointer(rebasing: all[$0])) } ?? -1
+                    let handle = change.range.map { arena.appendTextForm(UnsafeRawBufferPointer(rebasing: all[$0])) } ?? -1
                     current!.column.set(change.ordinal, offset: handle, changed: change.sequence)
                 }
                 if let c = current { columns[c.pid] = c.column }
@@ -293,6 +293,27 @@ struct RecordArena {
         let segment = segments[segments.count - 1]
         segment.storeBytes(of: UInt32(record.count), toByteOffset: used, as: UInt32.self)
         if let base = record.baseAddress { (segment.baseAddress! + used + 4).copyMemory(from: base, byteCount: record.count) }
+        let handle = (segments.count - 1) << 32 | used
+        used += size
+        bytes += size
+        return handle
+    }
+
+    /// Appends a device record in its text form (`DeviceRecord.writeTextForm`);
+    /// one that does not decode is appended as it is, for the reader to report.
+    mutating func appendTextForm(_ record: UnsafeRawBufferPointer) -> Int {
+        guard record.count > 0, record[0] & DeviceRecord.storedNamesFlag != 0, let f = DeviceRecord.fields(of: record) else {
+            return append(record)
+        }
+        let length = DeviceRecord.textFormSize(f)
+        let size = 4 + length
+        if segments.isEmpty || used + size > segments[segments.count - 1].count {
+            segments.append(.allocate(byteCount: max(Self.segmentSize, size), alignment: 8))
+            used = 0
+        }
+        let segment = segments[segments.count - 1]
+        segment.storeBytes(of: UInt32(length), toByteOffset: used, as: UInt32.self)
+        DeviceRecord.writeTextForm(f, to: segment.baseAddress! + used + 4)
         let handle = (segments.count - 1) << 32 | used
         used += size
         bytes += size

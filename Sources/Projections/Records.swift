@@ -112,6 +112,25 @@ public struct DeviceRecord: Sendable, Hashable {
         }
     }
 
+    /// The length of `f`'s record in the format before schema 4 (names as text).
+    static func textFormSize(_ f: Fields) -> Int { 22 + f.deviceID.textCount + (f.hasToken ? f.token.textCount : 0) }
+
+    /// Writes `f`'s record in the format before schema 4, its names as text
+    /// (`textFormSize(f)` bytes at `p`): what the recipient cache holds, so a
+    /// stream from it copies names in place, as it did before schema 4, and
+    /// spells out no hex.
+    static func writeTextForm(_ f: Fields, to p: UnsafeMutableRawPointer) {
+        p.storeBytes(of: (f.hasToken ? hasTokenFlag : 0) | (f.rejectedAt != nil ? rejectedFlag : 0), as: UInt8.self)
+        p.storeBytes(of: f.platform, toByteOffset: 1, as: UInt8.self)
+        p.storeBytes(of: UInt64(bitPattern: f.tokenTime).bigEndian, toByteOffset: 2, as: UInt64.self)
+        p.storeBytes(of: UInt64(bitPattern: f.rejectedAt ?? 0).bigEndian, toByteOffset: 10, as: UInt64.self)
+        let idCount = f.deviceID.textCount, tokenCount = f.hasToken ? f.token.textCount : 0
+        p.storeBytes(of: UInt16(idCount).bigEndian, toByteOffset: 18, as: UInt16.self)
+        f.deviceID.writeText(to: p + 20)
+        p.storeBytes(of: UInt16(tokenCount).bigEndian, toByteOffset: 20 + idCount, as: UInt16.self)
+        if f.hasToken { f.token.writeText(to: p + 22 + idCount) }
+    }
+
     /// A record's fields (either format), or nil when the bytes are not one well-formed record.
     @inline(__always)
     static func fields(of b: UnsafeRawBufferPointer) -> Fields? {
