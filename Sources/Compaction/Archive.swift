@@ -123,7 +123,9 @@ public enum Archive {
                 guard record.sequence == seq else {
                     throw Failure.verification(path, "line \(lineNumber) holds seq \(record.sequence), expected \(seq)")
                 }
-                let encoded = try RecordCodec.encode(record, chainingFrom: &link)
+                // In the version the log holds it in (a version 2 record stays one until compaction drops it).
+                let version = bytes.first.map { RecordCodec.chainedVersions.contains($0) ? $0 : RecordCodec.currentVersion } ?? RecordCodec.currentVersion
+                let encoded = try RecordCodec.encode(record, chainingFrom: &link, version: version)
                 guard encoded == bytes else {
                     throw Failure.verification(path, "line \(lineNumber) (seq \(seq)) does not re-encode to the log's record (its chain link would differ)")
                 }

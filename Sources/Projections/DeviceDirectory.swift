@@ -1,4 +1,5 @@
 import LMDB
+import SubscriptionLog
 
 /// Which device has each device_id, and which holds each push token, as the
 /// writer knows it: two `OrdinalIndex`es read from `devices` and kept true

@@ -27,6 +27,19 @@ public struct ByteWriter {
             bytes.append(contentsOf: utf8)
         }
     }
+    /// A device_id or token as a `StoredName` (in fewer bytes where its shape allows),
+    /// refused like a string when too long.
+    mutating func name(_ s: String, field: @autoclosure () -> String) throws(FieldTooLong) {
+        let n = s.utf8.count
+        guard n <= FieldTooLong.limit else { throw FieldTooLong(field: field(), bytes: n) }
+        let (form, size) = StoredName.plan(s)
+        let start = bytes.count
+        bytes.append(contentsOf: repeatElement(0, count: size))
+        bytes.withUnsafeMutableBytes { b in
+            var at = start
+            StoredName.write(s, form, at: b.baseAddress!, &at)
+        }
+    }
     /// A count as u16 (a list's length), refused like a string when it does not fit.
     public mutating func count(_ n: Int, field: @autoclosure () -> String) throws(FieldTooLong) {
         guard n <= FieldTooLong.limit else { throw FieldTooLong(field: field(), bytes: n, isCount: true) }
@@ -93,6 +106,15 @@ public struct ByteReader {
     public mutating func bytes(_ n: Int) throws(OutOfBounds) -> UnsafeRawBufferPointer {
         let at = try take(n)
         return UnsafeRawBufferPointer(rebasing: buffer[at..<at + n])
+    }
+    /// A `StoredName` (what `ByteWriter.name` wrote) as its text; an unknown form is thrown as out of bounds at its offset.
+    mutating func name() throws(OutOfBounds) -> String {
+        var at = offset
+        guard let stored = StoredName.read(buffer, &at) else {
+            throw OutOfBounds(offset: offset, wanted: offset < buffer.count && StoredName.Form(rawValue: buffer[offset]) == nil ? 0 : buffer.count - offset + 1)
+        }
+        offset = at
+        return stored.string
     }
     /// A u16-length-prefixed string; invalid UTF-8 is repaired, never trusted blindly.
     public mutating func string() throws(OutOfBounds) -> String {

@@ -1,19 +1,31 @@
-/// The binary form of a log record, version 2 (hash-chained):
+/// The binary form of a log record, version 3 (hash-chained):
 ///
 /// ```
-/// u8  version (2)        u8  type
+/// u8  version (3)        u8  type
 /// u64 sequence           i64 timestamp (ms since 1970)
 /// str project            ...type-specific fields...
 /// [32] chain link = SHA-256(previous record's link ‖ every byte before this field)
 /// u32 CRC-32C of every byte before it
 /// ```
-/// Integers are big-endian; `str` is a u16 length and UTF-8 bytes. The first
-/// record's previous link is `ChainHash.genesis` (32 zero bytes).
+/// Integers are big-endian; `str` is a u16 length and UTF-8 bytes; a device_id
+/// or a token is a `StoredName` (a UUID in 16 bytes, a run of hex digits in half
+/// its length, anything else as text). The first record's previous link is
+/// `ChainHash.genesis` (32 zero bytes).
 ///
-/// Version 1 is the same without the chain link; it still decodes (it carries
-/// no link, so an audit reports it as unchained) but is never written.
+/// The chain link is computed over the record's version 2 form: the same
+/// fields with version byte 2 and every name as `str`. So the chain commits to
+/// the events, not to how they are stored: a log of version 2 records, one of
+/// version 3 records, and an export of either imported again give the same
+/// links and the same head.
+///
+/// Version 2 is that form itself; it still decodes and verifies, and is
+/// written only to re-encode a version 2 record (an archive's verification).
+/// Version 1 is version 2 without the chain link; it still decodes (it
+/// carries no link, so an audit reports it as unchained) but is never written.
 public enum RecordCodec {
-    public static let currentVersion: UInt8 = 2
+    public static let currentVersion: UInt8 = 3
+    /// The versions that carry a chain link.
+    public static let chainedVersions: ClosedRange<UInt8> = 2...3
     /// Unchained records, readable but never written.
     public static let legacyVersion: UInt8 = 1
 
@@ -29,10 +41,20 @@ public enum RecordCodec {
 
     /// Encodes `record` chained to `previous` and advances `previous` to this record's link.
     /// A string or list too long for its u16 length is thrown (and `previous` is left as it was).
-    public static func encode(_ record: LogRecord, chainingFrom previous: inout ChainHash) throws(FieldTooLong) -> [UInt8] {
+    /// `version` is 3, or 2 to re-encode a record stored in that version (the link is the same).
+    public static func encode(_ record: LogRecord, chainingFrom previous: inout ChainHash,
+                              version: UInt8 = currentVersion) throws(FieldTooLong) -> [UInt8] {
+        precondition(chainedVersions.contains(version), "version \(version) is not written")
         var w = ByteWriter(capacity: 128)
-        try writeFields(record, version: currentVersion, into: &w)
-        let link = w.bytes.withUnsafeBytes { previous.next(over: $0) }
+        try writeFields(record, version: version, into: &w)
+        let link: ChainHash
+        if version == 2 {
+            link = w.bytes.withUnsafeBytes { previous.next(over: $0) }
+        } else {
+            var canonical = ByteWriter(capacity: 192)
+            try writeFields(record, version: 2, into: &canonical)
+            link = canonical.bytes.withUnsafeBytes { previous.next(over: $0) }
+        }
         link.withUnsafeBytes { w.raw($0) }
         let crc = w.bytes.withUnsafeBytes { CRC32C.checksum($0) }
         w.u32(crc)
@@ -50,6 +72,10 @@ public enum RecordCodec {
     /// Fields are named as the API names them, so a refusal reads like a validation error.
     static func writeFields(_ record: LogRecord, version: UInt8, into w: inout ByteWriter) throws(FieldTooLong) {
         w.u8(version)
+        // Names (device_id, token) in fewer bytes from version 3 on.
+        func name(_ s: String, _ field: String) throws(FieldTooLong) {
+            if version >= 3 { try w.name(s, field: field) } else { try w.string(s, field: field) }
+        }
         let event = record.event
         switch event.body {
         case .token: w.u8(TypeCode.token.rawValue)
@@ -66,11 +92,11 @@ public enum RecordCodec {
         try w.string(event.project, field: "project")
         switch event.body {
         case .token(let deviceID, let token, let platform):
-            try w.string(deviceID, field: "device_id")
-            try w.string(token, field: "token")
+            try name(deviceID, "device_id")
+            try name(token, "token")
             w.u8(platform.rawValue)
         case .register(let deviceID, let topics):
-            try w.string(deviceID, field: "device_id")
+            try name(deviceID, "device_id")
             try w.count(topics.count, field: "topics")
             for (i, topic) in topics.enumerated() {
                 var flags: UInt8 = 0
@@ -81,21 +107,21 @@ public enum RecordCodec {
                 if let title = topic.title { try w.string(title, field: "topics.\(i).title") }
             }
         case .unregister(let deviceID, let codes):
-            try w.string(deviceID, field: "device_id")
+            try name(deviceID, "device_id")
             try w.count(codes.count, field: "topics")
             for (i, code) in codes.enumerated() { try w.string(code, field: "topics.\(i).code") }
         case .unregisterAll(let deviceID):
-            try w.string(deviceID, field: "device_id")
+            try name(deviceID, "device_id")
         case .tokenRejected(let token, let at, let reason):
-            try w.string(token, field: "token")
+            try name(token, "token")
             w.i64(at)
             try w.string(reason, field: "reason")
         case .forgetDevice(let deviceID):
-            try w.string(deviceID, field: "device_id")
+            try name(deviceID, "device_id")
         case .dropTopic(let code):
             try w.string(code, field: "code")
         case .expireToken(let token):
-            try w.string(token, field: "token")
+            try name(token, "token")
         }
     }
 
@@ -123,9 +149,9 @@ public enum RecordCodec {
         }
         let version = bytes[0]
         switch version {
-        case currentVersion:
+        case chainedVersions:
             guard bytes.count >= minimumV1Size + ChainHash.byteCount else {
-                throw RecordCorruption(sequence: key, offset: 0, reason: "version 2 record of \(bytes.count) bytes is too short")
+                throw RecordCorruption(sequence: key, offset: 0, reason: "version \(version) record of \(bytes.count) bytes is too short")
             }
             return (version, bytes.count - trailerSize)
         case legacyVersion:
@@ -140,7 +166,7 @@ public enum RecordCodec {
     /// record there is the one due under a damaged key. nil when too short or of
     /// an unknown version.
     public static func statedSequence(of bytes: UnsafeRawBufferPointer) -> UInt64? {
-        guard bytes.count >= minimumV1Size, bytes[0] == currentVersion || bytes[0] == legacyVersion else { return nil }
+        guard bytes.count >= minimumV1Size, bytes[0] == legacyVersion || chainedVersions.contains(bytes[0]) else { return nil }
         return bytes.loadBigEndian(at: 2, as: UInt64.self)
     }
 
@@ -148,7 +174,7 @@ public enum RecordCodec {
     /// checked), or nil for an unchained version 1 record.
     public static func storedLink(of bytes: UnsafeRawBufferPointer, key: UInt64) throws -> ChainHash? {
         let (version, fieldsEnd) = try checkFrame(bytes, key: key)
-        guard version == currentVersion else { return nil }
+        guard chainedVersions.contains(version) else { return nil }
         return ChainHash(bytes: UnsafeRawBufferPointer(rebasing: bytes[fieldsEnd..<fieldsEnd + ChainHash.byteCount]))
     }
 
@@ -156,7 +182,7 @@ public enum RecordCodec {
     /// anything else: lets an audit carry the chain past a record whose other
     /// bytes are damaged, so that one damaged record is reported once.
     public static func unverifiedLink(of bytes: UnsafeRawBufferPointer) -> ChainHash? {
-        guard bytes.count >= minimumV1Size + ChainHash.byteCount, bytes[0] == currentVersion else { return nil }
+        guard bytes.count >= minimumV1Size + ChainHash.byteCount, chainedVersions.contains(bytes[0]) else { return nil }
         let at = bytes.count - trailerSize
         return ChainHash(bytes: UnsafeRawBufferPointer(rebasing: bytes[at..<at + ChainHash.byteCount]))
     }
@@ -166,10 +192,12 @@ public enum RecordCodec {
     /// record before it) is thrown with the sequence.
     public static func verifyLink(of bytes: UnsafeRawBufferPointer, key: UInt64, previous: ChainHash) throws -> ChainHash {
         let (version, fieldsEnd) = try checkFrame(bytes, key: key)
-        guard version == currentVersion else {
+        guard chainedVersions.contains(version) else {
             throw RecordCorruption(sequence: key, offset: 0, reason: "version \(version) record carries no chain link", kind: .unchained)
         }
-        let computed = previous.next(over: UnsafeRawBufferPointer(rebasing: bytes[0..<fieldsEnd]))
+        let fields = UnsafeRawBufferPointer(rebasing: bytes[0..<fieldsEnd])
+        let computed = version == 2 ? previous.next(over: fields)
+                                    : try withVersion2Fields(of: fields, key: key) { previous.next(over: $0) }
         let stored = ChainHash(bytes: UnsafeRawBufferPointer(rebasing: bytes[fieldsEnd..<fieldsEnd + ChainHash.byteCount]))!
         guard stored == computed else {
             throw RecordCorruption(sequence: key, offset: fieldsEnd,
@@ -178,13 +206,88 @@ public enum RecordCodec {
         return stored
     }
 
+    /// Calls `body` with the version 2 form of a version 3 record's fields (every
+    /// name spelled out as `str`, version byte 2): the bytes its chain link
+    /// covers. Rewritten in place of a full decode (no strings built); a
+    /// field that does not parse is thrown with its offset.
+    static func withVersion2Fields<R>(of fields: UnsafeRawBufferPointer, key: UInt64,
+                                      _ body: (UnsafeRawBufferPointer) -> R) throws -> R {
+        // A name grows at most from 17 bytes (a UUID) to 38: three times the input is room enough.
+        try withUnsafeTemporaryAllocation(byteCount: 3 * fields.count + 16, alignment: 1) { out in
+            let p = out.baseAddress!
+            var from = 0, to = 0
+            func fail(_ reason: String) -> RecordCorruption { RecordCorruption(sequence: key, offset: from, reason: reason) }
+            func length(at i: Int) throws -> Int {
+                guard i + 2 <= fields.count else { throw fail("field runs past the end") }
+                return Int(fields[i]) << 8 | Int(fields[i + 1])
+            }
+            func copy(_ n: Int) throws {
+                guard from + n <= fields.count else { throw fail("field of \(n) bytes runs past the end") }
+                (p + to).copyMemory(from: fields.baseAddress! + from, byteCount: n)
+                from += n
+                to += n
+            }
+            func string() throws { try copy(2 + length(at: from)) }
+            func name() throws {
+                var at = from
+                guard let stored = StoredName.read(fields, &at) else { throw fail("name does not decode") }
+                let n = stored.textCount
+                p.storeBytes(of: UInt16(n).bigEndian, toByteOffset: to, as: UInt16.self)
+                stored.writeText(to: p + to + 2)
+                to += 2 + n
+                from = at
+            }
+            try copy(18)  // version, type, sequence, timestamp
+            p.storeBytes(of: 2 as UInt8, as: UInt8.self)
+            try string()  // project
+            guard let type = TypeCode(rawValue: fields[1]) else { from = 1; throw fail("unknown event type") }
+            switch type {
+            case .token:
+                try name(); try name(); try copy(1)
+            case .register:
+                try name()
+                let n = try length(at: from)
+                try copy(2)
+                for _ in 0..<n {
+                    try string()
+                    guard from < fields.count else { throw fail("topic flags run past the end") }
+                    let flags = fields[from]
+                    try copy(1)
+                    if flags & 1 != 0 { try string() }
+                }
+            case .unregister:
+                try name()
+                let n = try length(at: from)
+                try copy(2)
+                for _ in 0..<n { try string() }
+            case .unregisterAll, .forgetDevice, .expireToken:
+                try name()
+            case .tokenRejected:
+                try name(); try copy(8); try string()
+            case .dropTopic:
+                try string()
+            }
+            guard from == fields.count else { throw fail("\(fields.count - from) unexpected trailing bytes") }
+            return body(UnsafeRawBufferPointer(start: p, count: to))
+        }
+    }
+
     /// Decodes a record stored under `key`; every failure names the sequence and offset.
     public static func decode(_ bytes: UnsafeRawBufferPointer, key: UInt64) throws -> LogRecord {
         let (_, fieldsEnd) = try checkFrame(bytes, key: key)
         let body = UnsafeRawBufferPointer(rebasing: bytes[0..<fieldsEnd])
         var r = ByteReader(body)
         do {
-            _ = try r.u8()  // the version, checked by checkFrame
+            let version = try r.u8()  // checked by checkFrame
+            // A device_id or token: a StoredName from version 3 on.
+            func name() throws -> String {
+                guard version >= 3 else { return try r.string() }
+                let at = r.offset
+                guard at < body.count, StoredName.Form(rawValue: body[at]) != nil else {
+                    throw RecordCorruption(sequence: key, offset: at, reason: at < body.count ? "unknown name form \(body[at])" : "name runs past the end")
+                }
+                return try r.name()
+            }
             let typeOffset = r.offset
             guard let type = TypeCode(rawValue: try r.u8()) else {
                 throw RecordCorruption(sequence: key, offset: typeOffset, reason: "unknown event type")
@@ -198,15 +301,15 @@ public enum RecordCodec {
             let eventBody: EventBody
             switch type {
             case .token:
-                let deviceID = try r.string()
-                let token = try r.string()
+                let deviceID = try name()
+                let token = try name()
                 let platformOffset = r.offset
                 guard let platform = Platform(rawValue: try r.u8()) else {
                     throw RecordCorruption(sequence: key, offset: platformOffset, reason: "unknown platform")
                 }
                 eventBody = .token(deviceID: deviceID, token: token, platform: platform)
             case .register:
-                let deviceID = try r.string()
+                let deviceID = try name()
                 let n = Int(try r.u16())
                 var topics: [TopicSpec] = []
                 topics.reserveCapacity(n)
@@ -219,25 +322,25 @@ public enum RecordCodec {
                 }
                 eventBody = .register(deviceID: deviceID, topics: topics)
             case .unregister:
-                let deviceID = try r.string()
+                let deviceID = try name()
                 let n = Int(try r.u16())
                 var codes: [String] = []
                 codes.reserveCapacity(n)
                 for _ in 0..<n { codes.append(try r.string()) }
                 eventBody = .unregister(deviceID: deviceID, codes: codes)
             case .unregisterAll:
-                eventBody = .unregisterAll(deviceID: try r.string())
+                eventBody = .unregisterAll(deviceID: try name())
             case .tokenRejected:
-                let token = try r.string()
+                let token = try name()
                 let at = try r.i64()
                 let reason = try r.string()
                 eventBody = .tokenRejected(token: token, rejectedAt: at, reason: reason)
             case .forgetDevice:
-                eventBody = .forgetDevice(deviceID: try r.string())
+                eventBody = .forgetDevice(deviceID: try name())
             case .dropTopic:
                 eventBody = .dropTopic(code: try r.string())
             case .expireToken:
-                eventBody = .expireToken(token: try r.string())
+                eventBody = .expireToken(token: try name())
             }
             guard r.remaining == 0 else {
                 throw RecordCorruption(sequence: key, offset: r.offset, reason: "\(r.remaining) unexpected trailing bytes")

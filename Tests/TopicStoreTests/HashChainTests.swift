@@ -47,9 +47,11 @@ struct HashChainTests {
         var link = ChainHash.genesis
         for seq in UInt64(1)...120 {
             let bytes = try Self.rawRecord(store, seq)
-            #expect(bytes[0] == 2)
-            // SHA-256(previous ‖ bytes before the link), computed here from scratch.
-            let expected = ChainHash(bytes: SHA256.hash(link.bytes + bytes[0..<(bytes.count - 36)]))!
+            #expect(bytes[0] == 3)
+            // SHA-256(previous ‖ the record's version 2 form before the link), computed here from scratch.
+            let record = try bytes.withUnsafeBytes { try RecordCodec.decode($0, key: seq) }
+            let v2 = Self.version2Form(record)
+            let expected = ChainHash(bytes: SHA256.hash(link.bytes + v2))!
             #expect(Array(bytes[(bytes.count - 36)..<(bytes.count - 4)]) == expected.bytes, "seq \(seq)")
             link = expected
         }
@@ -60,9 +62,39 @@ struct HashChainTests {
         let reopened = try TopicStore(directory: dir.sub("live"))
         try reopened.submitAndWait(Event(project: "alpha", body: .unregisterAll(deviceID: "dev-1")))
         let bytes = try Self.rawRecord(reopened, 121)
-        let expected = ChainHash(bytes: SHA256.hash(link.bytes + bytes[0..<(bytes.count - 36)]))!
+        let expected = ChainHash(bytes: SHA256.hash(link.bytes + Self.version2Form(try bytes.withUnsafeBytes { try RecordCodec.decode($0, key: 121) })))!
         #expect(try reopened.read { txn in try reopened.log.head(txn) }?.hash == expected)
         #expect(try Audit.run(reopened).isClean)
+    }
+
+    /// A record's version 2 form before its link (what the chain covers), written here
+    /// field by field as docs/replay-audit.md describes it, not by the codec.
+    static func version2Form(_ r: LogRecord) -> [UInt8] {
+        func u16(_ n: Int) -> [UInt8] { [UInt8(n >> 8), UInt8(n & 0xFF)] }
+        func str(_ s: String) -> [UInt8] { u16(s.utf8.count) + Array(s.utf8) }
+        func be<T: FixedWidthInteger>(_ v: T) -> [UInt8] { withUnsafeBytes(of: v.bigEndian) { Array($0) } }
+        var out: [UInt8] = [2]
+        let type: UInt8
+        var fields: [UInt8] = []
+        switch r.event.body {
+        case .token(let d, let t, let p): type = 1; fields = str(d) + str(t) + [p.rawValue]
+        case .register(let d, let topics):
+            type = 2
+            fields = str(d) + u16(topics.count)
+            for t in topics {
+                fields += str(t.code) + [(t.title != nil ? 1 : 0) | (t.single != nil ? 2 : 0) | (t.single == true ? 4 : 0)]
+                if let title = t.title { fields += str(title) }
+            }
+        case .unregister(let d, let codes): type = 3; fields = str(d) + u16(codes.count) + codes.flatMap(str)
+        case .unregisterAll(let d): type = 4; fields = str(d)
+        case .tokenRejected(let t, let at, let reason): type = 5; fields = str(t) + be(at) + str(reason)
+        case .forgetDevice(let d): type = 6; fields = str(d)
+        case .dropTopic(let c): type = 7; fields = str(c)
+        case .expireToken(let t): type = 8; fields = str(t)
+        }
+        out.append(type)
+        out += be(r.sequence) + be(r.timestamp) + str(r.event.project) + fields
+        return out
     }
 
     @Test("version 1 records still decode; unknown versions and damaged trailers are rejected")
@@ -73,16 +105,22 @@ struct HashChainTests {
         #expect(try v1.withUnsafeBytes { try RecordCodec.decode($0, key: 5) } == record)
         #expect(try v1.withUnsafeBytes { try RecordCodec.storedLink(of: $0, key: 5) } == nil)
         #expect(throws: RecordCorruption.self) { try v1.withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: 5, previous: .genesis) } }
-        let v2 = try RecordCodec.encode(record, previous: .genesis)
-        #expect(v2.count == v1.count + 32)
-        #expect(try v2.withUnsafeBytes { try RecordCodec.decode($0, key: 5) } == record)
-        var v3 = v2
-        v3[0] = 3
-        let crc = CRC32C.checksum(Array(v3[0..<(v3.count - 4)]))
-        v3.replaceSubrange((v3.count - 4)..., with: withUnsafeBytes(of: crc.bigEndian) { Array($0) })
+        var link2 = ChainHash.genesis, link3 = ChainHash.genesis
+        let v2 = try RecordCodec.encode(record, chainingFrom: &link2, version: 2)
+        let v3 = try RecordCodec.encode(record, chainingFrom: &link3)
+        #expect(v2.count == v1.count + 32 && v2[0] == 2 && v3[0] == 3)
+        #expect(link2 == link3, "both versions carry the same link")
+        for bytes in [v2, v3] {
+            #expect(try bytes.withUnsafeBytes { try RecordCodec.decode($0, key: 5) } == record)
+            #expect(try bytes.withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: 5, previous: .genesis) } == link2)
+        }
+        var v4 = v3
+        v4[0] = 4
+        let crc = CRC32C.checksum(Array(v4[0..<(v4.count - 4)]))
+        v4.replaceSubrange((v4.count - 4)..., with: withUnsafeBytes(of: crc.bigEndian) { Array($0) })
         do {
-            _ = try v3.withUnsafeBytes { try RecordCodec.decode($0, key: 5) }
-            Issue.record("version 3 decoded")
+            _ = try v4.withUnsafeBytes { try RecordCodec.decode($0, key: 5) }
+            Issue.record("version 4 decoded")
         } catch let e as RecordCorruption {
             #expect(e.kind == .version)
         }

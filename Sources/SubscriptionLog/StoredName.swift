@@ -1,7 +1,7 @@
 import Glibc
 
-/// A device_id or a token as a device record holds it (schema 4): as its
-/// UTF-8 text, or, when the text has a shape that push tokens and SDK device
+/// A device_id or a token as a log record (version 3) or a device record
+/// (schema 4) holds it: as its UTF-8 text, or, when the text has a shape that push tokens and SDK device
 /// ids nearly always have, in fewer bytes that give back exactly that text:
 ///
 /// - an even number of hex digits, every letter lowercase (or every letter
@@ -15,31 +15,31 @@ import Glibc
 /// ```
 /// u8 form ‖ text: u16 length, UTF-8 | hex: u8 byte count, bytes | uuid: 16 bytes
 /// ```
-struct StoredName {
-    enum Form: UInt8 {
+package struct StoredName {
+    package enum Form: UInt8, Sendable {
         case text = 0, lowerHex = 1, upperHex = 2, lowerUUID = 3, upperUUID = 4
     }
 
-    let form: Form
+    package let form: Form
     /// The stored bytes after the form and length.
-    let payload: UnsafeRawBufferPointer
+    package let payload: UnsafeRawBufferPointer
 
     /// A name held as text (in a record of schema 3 or earlier, always).
-    init(text: UnsafeRawBufferPointer) {
+    package init(text: UnsafeRawBufferPointer) {
         form = .text
         payload = text
     }
 
-    private init(form: Form, payload: UnsafeRawBufferPointer) {
+    @usableFromInline init(form: Form, payload: UnsafeRawBufferPointer) {
         self.form = form
         self.payload = payload
     }
 
     /// The longest hex text stored as bytes (a u8 byte count); a longer one is stored as text.
-    static let maximumHexBytes = 255
+    package static let maximumHexBytes = 255
 
     /// The length of the text the name stands for.
-    var textCount: Int {
+    @inlinable package var textCount: Int {
         switch form {
         case .text: payload.count
         case .lowerHex, .upperHex: 2 * payload.count
@@ -50,7 +50,7 @@ struct StoredName {
     // MARK: Writing
 
     /// How `text` is stored and how many bytes that takes, form byte included.
-    static func plan(_ text: UnsafeRawBufferPointer) -> (form: Form, size: Int) {
+    package static func plan(_ text: UnsafeRawBufferPointer) -> (form: Form, size: Int) {
         if text.count == 36, let upper = uuidCase(text) { return (upper ? .upperUUID : .lowerUUID, 17) }
         if text.count > 0, text.count % 2 == 0, text.count / 2 <= maximumHexBytes, let upper = hexCase(text) {
             return (upper ? .upperHex : .lowerHex, 2 + text.count / 2)
@@ -58,13 +58,13 @@ struct StoredName {
         return (.text, 3 + text.count)
     }
 
-    static func plan(_ text: String) -> (form: Form, size: Int) {
+    package static func plan(_ text: String) -> (form: Form, size: Int) {
         var text = text
         return text.withUTF8 { plan(UnsafeRawBufferPointer($0)) }
     }
 
     /// Writes `text` in `form` (from `plan`) at `p + at` and advances `at`.
-    static func write(_ text: String, _ form: Form, at p: UnsafeMutableRawPointer, _ at: inout Int) {
+    package static func write(_ text: String, _ form: Form, at p: UnsafeMutableRawPointer, _ at: inout Int) {
         var text = text
         text.withUTF8 { utf8 in
             let t = UnsafeRawBufferPointer(utf8)
@@ -140,8 +140,8 @@ struct StoredName {
     // MARK: Reading
 
     /// The name stored at `at` in `b` (advancing `at` past it); nil when it does not fit or has an unknown form.
-    @inline(__always)
-    static func read(_ b: UnsafeRawBufferPointer, _ at: inout Int) -> StoredName? {
+    @inlinable
+    package static func read(_ b: UnsafeRawBufferPointer, _ at: inout Int) -> StoredName? {
         guard at < b.count, let form = Form(rawValue: b[at]) else { return nil }
         var start = at + 1
         let length: Int
@@ -164,8 +164,8 @@ struct StoredName {
 
     /// Each byte's two hex digits, the first in the low byte (stored little-endian, they come out in order).
     /// (A pointer, never freed: reading an array's elements retained and released it for every name streamed.)
-    nonisolated(unsafe) private static let lowerPairs = digitPairs(Array("0123456789abcdef".utf8))
-    nonisolated(unsafe) private static let upperPairs = digitPairs(Array("0123456789ABCDEF".utf8))
+    @usableFromInline nonisolated(unsafe) static let lowerPairs = digitPairs(Array("0123456789abcdef".utf8))
+    @usableFromInline nonisolated(unsafe) static let upperPairs = digitPairs(Array("0123456789ABCDEF".utf8))
     private static func digitPairs(_ digits: [UInt8]) -> UnsafePointer<UInt16> {
         let table = UnsafeMutablePointer<UInt16>.allocate(capacity: 256)
         for b in 0..<256 { table[b] = UInt16(digits[b >> 4]) | UInt16(digits[b & 15]) << 8 }
@@ -174,8 +174,8 @@ struct StoredName {
 
     /// The eight hex digits of four bytes (`v`: the first byte lowest), the
     /// first digit lowest, computed in one register instead of looked up.
-    @inline(__always)
-    private static func spell(_ v: UInt32, upper: Bool) -> UInt64 {
+    @inlinable @inline(__always)
+    static func spell(_ v: UInt32, upper: Bool) -> UInt64 {
         var x = UInt64(v)
         x = (x | x << 16) & 0x0000_FFFF_0000_FFFF           // a byte per 16 bits
         x = (x | x << 8) & 0x00FF_00FF_00FF_00FF
@@ -184,13 +184,13 @@ struct StoredName {
         return n &+ 0x3030_3030_3030_3030 &+ letters &* (upper ? 0x07 : 0x27)
     }
 
-    @inline(__always)
-    private func spell(at i: Int, upper: Bool) -> UInt64 {
+    @inlinable @inline(__always)
+    func spell(at i: Int, upper: Bool) -> UInt64 {
         Self.spell(UInt32(littleEndian: payload.loadUnaligned(fromByteOffset: i, as: UInt32.self)), upper: upper).littleEndian
     }
 
     /// Writes the text (`textCount` bytes) at `p`.
-    func writeText(to p: UnsafeMutableRawPointer) {
+    @inlinable package func writeText(to p: UnsafeMutableRawPointer) {
         switch form {
         case .text:
             if payload.count > 0 { p.copyMemory(from: payload.baseAddress!, byteCount: payload.count) }
@@ -226,8 +226,8 @@ struct StoredName {
     }
 
     /// Calls `body` with the text: in place when stored as text, else spelled out in a temporary buffer.
-    @inline(__always)
-    func withText<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    @inlinable @inline(__always)
+    package func withText<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         if form == .text { return try body(payload) }
         return try withUnsafeTemporaryAllocation(byteCount: textCount, alignment: 1) { buffer in
             writeText(to: buffer.baseAddress!)
@@ -236,10 +236,10 @@ struct StoredName {
     }
 
     /// The text as a String.
-    var string: String { withText { String(decoding: $0, as: UTF8.self) } }
+    @inlinable package var string: String { withText { String(decoding: $0, as: UTF8.self) } }
 
     /// Whether the name stands for `text`.
-    func equals(text: UnsafeRawBufferPointer) -> Bool {
+    @inlinable package func equals(text: UnsafeRawBufferPointer) -> Bool {
         guard textCount == text.count else { return false }
         if form == .text {
             return text.isEmpty || memcmp(payload.baseAddress!, text.baseAddress!, text.count) == 0
@@ -249,7 +249,7 @@ struct StoredName {
 
     /// Whether both names stand for the same text (a store written before
     /// schema 4 may hold one as text and the other in fewer bytes).
-    func equals(_ other: StoredName) -> Bool {
+    @inlinable package func equals(_ other: StoredName) -> Bool {
         if form == other.form {
             return payload.count == other.payload.count
                 && (payload.isEmpty || memcmp(payload.baseAddress!, other.payload.baseAddress!, payload.count) == 0)

@@ -1,0 +1,127 @@
+import Compaction
+import Digest
+import Foundation
+import LMDB
+import Replay
+import SubscriptionLog
+import Testing
+import TopicStore
+
+/// Log records of version 3 hold device_ids and tokens as `StoredName`s; their
+/// chain link is computed over the version 2 form, so a log that mixes both
+/// versions (a store written before and after the change) verifies, exports,
+/// imports and archives with one chain and one head.
+@Suite struct LogRecordVersionTests {
+    static let uuidLower = "0f8fad5b-d9cb-469f-a165-70867728950e"
+    static let apns = String(repeating: "9a", count: 32)
+
+    /// Random events with names of every shape, as in `DeviceRecordFormTests`.
+    static func randomRecords(_ n: Int, seed: UInt64) -> [LogRecord] {
+        var rng = SeededRandom(seed: seed)
+        func name() -> String {
+            let s = DeviceRecordFormTests.randomName(&rng)
+            return s.isEmpty ? "e" : s
+        }
+        return (1...n).map { i in
+            let body: EventBody
+            switch rng.int(8) {
+            case 0: body = .token(deviceID: name(), token: name(), platform: rng.int(2) == 0 ? .ios : .android)
+            case 1: body = .register(deviceID: name(), topics: [TopicSpec(code: "news", title: rng.int(2) == 0 ? nil : "Néws", single: rng.int(3) == 0 ? nil : true),
+                                                                TopicSpec(code: "user.\(i)")])
+            case 2: body = .unregister(deviceID: name(), codes: ["news", "x.\(i)"])
+            case 3: body = .unregisterAll(deviceID: name())
+            case 4: body = .tokenRejected(token: name(), rejectedAt: 1_764_100_807_728 + Int64(i), reason: "Unregistered")
+            case 5: body = .forgetDevice(deviceID: name())
+            case 6: body = .dropTopic(code: "t.\(i)")
+            default: body = .expireToken(token: name())
+            }
+            return LogRecord(sequence: UInt64(i), timestamp: 1_764_100_000_000 + Int64(i), event: Event(project: "demo", body: body))
+        }
+    }
+
+    /// Every event type and name shape: version 3 decodes to the same record, carries the
+    /// link of its version 2 form, and is at most a byte per name larger (a name kept as text);
+    /// every flipped byte is caught.
+    @Test func versionThreeCarriesTheLinkOfVersionTwo() throws {
+        var link2 = ChainHash.genesis, link3 = ChainHash.genesis
+        for record in Self.randomRecords(3_000, seed: 21) {
+            let previous = link3
+            let v2 = try RecordCodec.encode(record, chainingFrom: &link2, version: 2)
+            let v3 = try RecordCodec.encode(record, chainingFrom: &link3)
+            #expect(link2 == link3, "seq \(record.sequence)")
+            #expect(v3.count <= v2.count + 2)
+            #expect(try v3.withUnsafeBytes { try RecordCodec.decode($0, key: record.sequence) } == record)
+            #expect(try v3.withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: record.sequence, previous: previous) } == link3)
+        }
+        // An SDK device's token event: 53 bytes fewer (21 for the UUID, 32 for the APNs token).
+        let token = LogRecord(sequence: 1, timestamp: 1, event: Event(project: "demo", body: .token(deviceID: Self.uuidLower, token: Self.apns, platform: .ios)))
+        var a = ChainHash.genesis, b = ChainHash.genesis
+        #expect(try RecordCodec.encode(token, chainingFrom: &a, version: 2).count - RecordCodec.encode(token, chainingFrom: &b).count == 53)
+        let bytes = try RecordCodec.encode(token)
+        for i in 0..<bytes.count {
+            var corrupt = bytes
+            corrupt[i] ^= 0x10
+            #expect(throws: RecordCorruption.self, "byte \(i)") {
+                _ = try corrupt.withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: 1, previous: .genesis) }
+            }
+        }
+    }
+
+    /// A name altered inside a version 3 record, its checksum recomputed, breaks the chain there.
+    @Test func anAlteredCompactNameBreaksTheChain() throws {
+        let dir = ReplayTempDir("v3-forged-name")
+        let store = try TopicStore(directory: dir.sub("live"))
+        defer { store.close() }
+        try store.submitAndWait(Event(project: "demo", body: .token(deviceID: Self.uuidLower, token: Self.apns, platform: .ios)))
+        try store.submitAndWait(Event(project: "demo", body: .register(deviceID: Self.uuidLower, topics: [TopicSpec(code: "news")])))
+        var bytes = try HashChainTests.rawRecord(store, 1)
+        let at = try #require(bytes.indices.first { bytes[$0] == 0x9a })  // the token's first byte, stored packed
+        bytes[at] = 0x9b
+        let crc = CRC32C.checksum(Array(bytes[0..<(bytes.count - 4)]))
+        bytes.replaceSubrange((bytes.count - 4)..., with: withUnsafeBytes(of: crc.bigEndian) { Array($0) })
+        try HashChainTests.overwrite(store, 1, bytes)
+        let report = try Audit.run(store)
+        #expect(report.logIssues.map(\.sequence) == [1] && report.logIssues.first?.kind == .chain)
+    }
+
+    /// A store whose log holds version 2 records (written before the change) among version 3 ones:
+    /// audit is clean, export and import give the same head, and compaction archives and verifies them.
+    @Test func aLogOfBothVersionsVerifiesExportsAndArchives() throws {
+        let dir = ReplayTempDir("v2-and-v3")
+        let store = try TopicStore(directory: dir.sub("data"))
+        var events: [Event] = []
+        for i in 0..<200 {
+            let id = i % 2 == 0 ? UUID().uuidString.lowercased() : "dev-\(i)"
+            events.append(Event(project: "demo", body: .token(deviceID: id, token: String(format: "%064x", i * 7919), platform: .ios)))
+            events.append(Event(project: "demo", body: .register(deviceID: id, topics: [TopicSpec(code: "news"), TopicSpec(code: "t\(i % 7)")])))
+        }
+        for r in store.submitAndWait(events) { _ = try r.get() }
+        let head = try #require(try store.read { txn in try store.log.head(txn) })
+        // The first 250 records as version 2 wrote them: the same links, so the chain holds.
+        var link = ChainHash.genesis
+        for seq in UInt64(1)...250 {
+            let record = try HashChainTests.rawRecord(store, seq).withUnsafeBytes { try RecordCodec.decode($0, key: seq) }
+            try HashChainTests.overwrite(store, seq, try RecordCodec.encode(record, chainingFrom: &link, version: 2))
+        }
+        #expect(try HashChainTests.rawRecord(store, 250)[0] == 2 && HashChainTests.rawRecord(store, 251)[0] == 3)
+        #expect(try Audit.run(store).isClean)
+
+        var lines: [String] = []
+        try Export.lines(from: store) { lines.append($0) }
+        let importer = try Importer(creating: dir.sub("imported"))
+        for (i, line) in lines.enumerated() {
+            let parsed = try Importer.parse(line: line, lineNumber: i + 1)
+            try importer.add(parsed.record, link: parsed.link, unchained: parsed.unchained, lineNumber: i + 1)
+        }
+        #expect(try importer.finish() == head, "the imported log (all version 3) has the source's head")
+        store.close()
+
+        let cut = try #require(lines.count > 300 ? Int64?(nowMilliseconds() + 60_000) : nil)
+        let report = try Compactor.run(directory: dir.sub("data"), options: compactionOptions(keepingFrom: cut, archive: dir.sub("archive")))
+        // Everything up to the horizon (all but the last record) archived, version 2 records included, and verified.
+        #expect(report.horizon >= 300 && report.eventsArchived == report.horizon)
+        let after = try TopicStore(directory: dir.sub("data"))
+        defer { after.close() }
+        #expect(try Audit.run(after).isClean)
+    }
+}
