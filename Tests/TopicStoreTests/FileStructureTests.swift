@@ -57,7 +57,7 @@ import TopicStore
     }
 
     /// The log's leaf pages hold 8-byte sequence keys and records of version 2.
-    func isLogLeaf(_ p: Page) -> Bool { p.flags == 2 && p.nodes > 0 && p.keySize(0) == 8 && p.value(0).first == 2 && p.value(0).count > 20 }
+    func isLogLeaf(_ p: Page) -> Bool { p.flags == 2 && p.nodes > 0 && p.keySize(0) == 8 && RecordCodec.chainedVersions.contains(p.value(0).first ?? 0) && p.value(0).count > 20 }
 
     /// The root page of `table`, from the newest meta page's main tree (one leaf here).
     func tableRoot(_ store: String, _ table: String) throws -> Int {
