@@ -51,8 +51,8 @@ package struct StoredName {
 
     /// How `text` is stored and how many bytes that takes, form byte included.
     package static func plan(_ text: UnsafeRawBufferPointer) -> (form: Form, size: Int) {
-        if text.count == 36, let upper = uuidCase(text) { return (upper ? .upperUUID : .lowerUUID, 17) }
-        if text.count > 0, text.count % 2 == 0, text.count / 2 <= maximumHexBytes, let upper = hexCase(text) {
+        if text.count == 36, let upper = hexCase(text, uuid: true) { return (upper ? .upperUUID : .lowerUUID, 17) }
+        if text.count > 0, text.count % 2 == 0, text.count / 2 <= maximumHexBytes, let upper = hexCase(text, uuid: false) {
             return (upper ? .upperHex : .lowerHex, 2 + text.count / 2)
         }
         return (.text, 3 + text.count)
@@ -95,24 +95,13 @@ package struct StoredName {
         }
     }
 
-    /// nil: not hex digits; else whether its letters are uppercase (false when it has none).
-    private static func hexCase(_ t: UnsafeRawBufferPointer) -> Bool? {
+    /// nil: not hex digits (in a UUID's 8-4-4-4-12 groups when `uuid`); else
+    /// whether its letters are uppercase (false when it has none).
+    private static func hexCase(_ t: UnsafeRawBufferPointer, uuid: Bool) -> Bool? {
         var lower = false, upper = false
-        for c in t {
-            switch c {
-            case 0x30...0x39: continue
-            case 0x61...0x66: lower = true
-            case 0x41...0x46: upper = true
-            default: return nil
-            }
-        }
-        return lower && upper ? nil : upper
-    }
-
-    private static func uuidCase(_ t: UnsafeRawBufferPointer) -> Bool? {
-        var lower = false, upper = false
-        for (i, c) in t.enumerated() {
-            if i == 8 || i == 13 || i == 18 || i == 23 {
+        for i in 0..<t.count {
+            let c = t[i]
+            if uuid && (i == 8 || i == 13 || i == 18 || i == 23) {
                 guard c == 0x2D else { return nil }
                 continue
             }
