@@ -160,6 +160,9 @@ extension ProjectionReader {
         // The snapshot's sequence, which decides what the cache may answer (only asked when there is one).
         let asOf = recipientCache == nil ? 0 : try tables.appliedSequence(txn)
         var copied = RecipientCache.Batch()
+        // Where names stored in fewer bytes are spelled out (the device_id's, then the token's).
+        let scratch = UnsafeMutableRawPointer.allocate(byteCount: 2 * StoredName.longestSpelled, alignment: 8)
+        defer { scratch.deallocate() }
         try txn.withCursor(tables.devices) { cursor in
             var walk = DeviceWalk(pid: pid)
             try reachable.forEachBatch(from: from, batchSize: 1024) { batch in
@@ -172,8 +175,9 @@ extension ProjectionReader {
                             throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device record does not decode")
                         }
                         if !f.live { continue }  // reachable bitmaps come from the same snapshot; this guards hand-built ones
-                        let more = try f.deviceID.withText { id in try f.token.withText { token in try body(ordinal, platform, id, token) } }
-                        if !more { return false }
+                        let id = f.deviceID.text(spellingInto: scratch)
+                        let token = f.token.text(spellingInto: scratch + StoredName.longestSpelled)
+                        if try !body(ordinal, platform, id, token) { return false }
                     }
                     return true
                 }

@@ -517,7 +517,7 @@ struct EncodedDevices: Sendable {
                     guard case .some(let device) = column[ordinal] else { continue }  // not in the build
                     keys.append((projects[c], UInt32(ordinal)))
                     guard let device else { ends.append(nil); continue }
-                    let size = device.encodedSize
+                    let size = device.maximumEncodedSize
                     if end + size > capacity {
                         capacity = max(capacity * 2, end + size)
                         let grown = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)

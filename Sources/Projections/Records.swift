@@ -45,18 +45,16 @@ public struct DeviceRecord: Sendable, Hashable {
     // Before (flag 4 clear, still read): u8 flags ‖ u8 platform ‖ i64 tokenTime ‖ i64 rejectedAt
     //   ‖ str deviceID ‖ str token (empty when none)
     func encoded() -> [UInt8] {
-        let size = encodedSize
-        return [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
+        [UInt8](unsafeUninitializedCapacity: maximumEncodedSize) { buffer, initialized in
             initialized = encode(into: UnsafeMutableRawPointer(buffer.baseAddress!))
         }
     }
 
-    /// The length of `encoded()`.
-    var encodedSize: Int {
-        10 + (rejectedAt == nil ? 0 : 8) + StoredName.plan(deviceID).size + (token.map { StoredName.plan($0).size } ?? 0)
-    }
+    /// The most `encoded()` can take: names as text. (The exact length needs
+    /// each name scanned for its shape, which `encode` does once.)
+    var maximumEncodedSize: Int { 24 + deviceID.utf8.count + (token?.utf8.count ?? 0) }
 
-    /// Writes the encoded record at `p` (which has room for `encodedSize`
+    /// Writes the encoded record at `p` (which has room for `maximumEncodedSize`
     /// bytes) and returns its length: a build encodes a million devices back
     /// to back into one buffer, without an array or a bounds check per field.
     func encode(into p: UnsafeMutableRawPointer) -> Int {

@@ -214,6 +214,19 @@ package struct StoredName {
         }
     }
 
+    /// The longest text a name stored in fewer bytes spells (hex of 255 bytes).
+    package static let longestSpelled = 2 * maximumHexBytes
+
+    /// The text: in place when stored as text, else spelled out at `scratch`
+    /// (room for `longestSpelled` bytes) — for loops over many names, which
+    /// reuse one buffer instead of a closure per name.
+    @inlinable @inline(__always)
+    package func text(spellingInto scratch: UnsafeMutableRawPointer) -> UnsafeRawBufferPointer {
+        if form == .text { return payload }
+        writeText(to: scratch)
+        return UnsafeRawBufferPointer(start: scratch, count: textCount)
+    }
+
     /// Calls `body` with the text: in place when stored as text, else spelled out in a temporary buffer.
     @inlinable @inline(__always)
     package func withText<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
