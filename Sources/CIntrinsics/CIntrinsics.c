@@ -43,3 +43,36 @@ uint32_t topicstore_crc32c_hardware(uint32_t crc, const void *bytes, size_t coun
 }
 
 #endif
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
+void topicstore_spell_hex(const void *bytes, size_t count, void *out, int upper) {
+    const unsigned char *p = bytes;
+    unsigned char *o = out;
+#if defined(__x86_64__)
+    const __m128i low4 = _mm_set1_epi8(0x0F), nine = _mm_set1_epi8(9), zero = _mm_set1_epi8('0');
+    const __m128i letters = _mm_set1_epi8(upper ? 'A' - '0' - 10 : 'a' - '0' - 10);
+    while (count >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), low4);
+        __m128i lo = _mm_and_si128(v, low4);
+        // A nibble n becomes '0' + n, plus the distance to the letters where n > 9.
+        hi = _mm_add_epi8(_mm_add_epi8(hi, zero), _mm_and_si128(_mm_cmpgt_epi8(hi, nine), letters));
+        lo = _mm_add_epi8(_mm_add_epi8(lo, zero), _mm_and_si128(_mm_cmpgt_epi8(lo, nine), letters));
+        _mm_storeu_si128((__m128i *)o, _mm_unpacklo_epi8(hi, lo));
+        _mm_storeu_si128((__m128i *)(o + 16), _mm_unpackhi_epi8(hi, lo));
+        p += 16;
+        o += 32;
+        count -= 16;
+    }
+#endif
+    const char *digits = upper ? "0123456789ABCDEF" : "0123456789abcdef";
+    while (count > 0) {
+        *o++ = (unsigned char)digits[*p >> 4];
+        *o++ = (unsigned char)digits[*p & 15];
+        p += 1;
+        count -= 1;
+    }
+}

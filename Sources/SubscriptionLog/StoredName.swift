@@ -1,3 +1,4 @@
+import CIntrinsics
 import Glibc
 
 /// A device_id or a token as a log record (version 3) or a device record
@@ -151,62 +152,25 @@ package struct StoredName {
         return StoredName(form: form, payload: UnsafeRawBufferPointer(rebasing: b[start..<start + length]))
     }
 
-    /// Each byte's two hex digits, the first in the low byte (stored little-endian, they come out in order).
-    /// (A pointer, never freed: reading an array's elements retained and released it for every name streamed.)
-    @usableFromInline nonisolated(unsafe) static let lowerPairs = digitPairs(Array("0123456789abcdef".utf8))
-    @usableFromInline nonisolated(unsafe) static let upperPairs = digitPairs(Array("0123456789ABCDEF".utf8))
-    private static func digitPairs(_ digits: [UInt8]) -> UnsafePointer<UInt16> {
-        let table = UnsafeMutablePointer<UInt16>.allocate(capacity: 256)
-        for b in 0..<256 { table[b] = UInt16(digits[b >> 4]) | UInt16(digits[b & 15]) << 8 }
-        return UnsafePointer(table)
-    }
-
-    /// The eight hex digits of four bytes (`v`: the first byte lowest), the
-    /// first digit lowest, computed in one register instead of looked up.
-    @inlinable @inline(__always)
-    static func spell(_ v: UInt32, upper: Bool) -> UInt64 {
-        var x = UInt64(v)
-        x = (x | x << 16) & 0x0000_FFFF_0000_FFFF           // a byte per 16 bits
-        x = (x | x << 8) & 0x00FF_00FF_00FF_00FF
-        let n = (x >> 4) & 0x000F_000F_000F_000F | (x & 0x000F_000F_000F_000F) << 8  // a nibble per byte, high first
-        let letters = ((n &+ 0x0606_0606_0606_0606) >> 4) & 0x0101_0101_0101_0101    // 1 where the nibble is above 9
-        return n &+ 0x3030_3030_3030_3030 &+ letters &* (upper ? 0x07 : 0x27)
-    }
-
-    @inlinable @inline(__always)
-    func spell(at i: Int, upper: Bool) -> UInt64 {
-        Self.spell(UInt32(littleEndian: payload.loadUnaligned(fromByteOffset: i, as: UInt32.self)), upper: upper).littleEndian
-    }
-
     /// Writes the text (`textCount` bytes) at `p`.
     @inlinable package func writeText(to p: UnsafeMutableRawPointer) {
         switch form {
         case .text:
             if payload.count > 0 { p.copyMemory(from: payload.baseAddress!, byteCount: payload.count) }
         case .lowerHex, .upperHex:
-            let upper = form == .upperHex
-            var i = 0
-            while i + 4 <= payload.count {
-                p.storeBytes(of: spell(at: i, upper: upper), toByteOffset: 2 * i, as: UInt64.self)
-                i += 4
-            }
-            let pairs = upper ? Self.upperPairs : Self.lowerPairs
-            while i < payload.count {
-                p.storeBytes(of: pairs[Int(payload[i])].littleEndian, toByteOffset: 2 * i, as: UInt16.self)
-                i += 1
-            }
+            topicstore_spell_hex(payload.baseAddress, payload.count, p, form == .upperHex ? 1 : 0)
         case .lowerUUID, .upperUUID:
-            // 8-4-4-4-12: each group of four bytes is spelled whole, the
-            // second half of a split group stored again after its dash.
-            let upper = form == .upperUUID
-            let a = spell(at: 0, upper: upper), b = spell(at: 4, upper: upper)
-            let c = spell(at: 8, upper: upper), d = spell(at: 12, upper: upper)
-            p.storeBytes(of: a, toByteOffset: 0, as: UInt64.self)
-            p.storeBytes(of: b, toByteOffset: 9, as: UInt64.self)
-            p.storeBytes(of: UInt32(truncatingIfNeeded: b.littleEndian >> 32).littleEndian, toByteOffset: 14, as: UInt32.self)
-            p.storeBytes(of: c, toByteOffset: 19, as: UInt64.self)
-            p.storeBytes(of: UInt32(truncatingIfNeeded: c.littleEndian >> 32).littleEndian, toByteOffset: 24, as: UInt32.self)
-            p.storeBytes(of: d, toByteOffset: 28, as: UInt64.self)
+            // The 32 digits, then 8-4-4-4-12 with the dashes between.
+            var digits: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+            withUnsafeMutableBytes(of: &digits) { t in
+                topicstore_spell_hex(payload.baseAddress, 16, t.baseAddress, form == .upperUUID ? 1 : 0)
+                let d = t.baseAddress!
+                p.copyMemory(from: d, byteCount: 8)
+                (p + 9).copyMemory(from: d + 8, byteCount: 4)
+                (p + 14).copyMemory(from: d + 12, byteCount: 4)
+                (p + 19).copyMemory(from: d + 16, byteCount: 4)
+                (p + 24).copyMemory(from: d + 20, byteCount: 12)
+            }
             p.storeBytes(of: 0x2D as UInt8, toByteOffset: 8, as: UInt8.self)
             p.storeBytes(of: 0x2D as UInt8, toByteOffset: 13, as: UInt8.self)
             p.storeBytes(of: 0x2D as UInt8, toByteOffset: 18, as: UInt8.self)

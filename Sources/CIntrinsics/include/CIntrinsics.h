@@ -19,4 +19,10 @@ int topicstore_crc32c_hardware_available(void);
 /// inverts the result. Only call it when `topicstore_crc32c_hardware_available()`.
 uint32_t topicstore_crc32c_hardware(uint32_t crc, const void *bytes, size_t count);
 
+/// Writes the two hex digits of each of `count` bytes at `out` (2 × count
+/// bytes, the high digit first), lowercase or `upper`case: 16 bytes a step
+/// with SSE2 on x86-64 (where every CPU has it), a table elsewhere and for the
+/// tail. A stream of recipients spells every stored token this way.
+void topicstore_spell_hex(const void *bytes, size_t count, void *out, int upper);
+
 #endif
