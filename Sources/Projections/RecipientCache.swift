@@ -285,18 +285,9 @@ struct RecordArena {
 
     /// Appends `record`; returns its handle (segment << 32 | offset).
     mutating func append(_ record: UnsafeRawBufferPointer) -> Int {
-        let size = 4 + record.count
-        if segments.isEmpty || used + size > segments[segments.count - 1].count {
-            segments.append(.allocate(byteCount: max(Self.segmentSize, size), alignment: 8))
-            used = 0
+        append(length: record.count) { p in
+            if let base = record.baseAddress { p.copyMemory(from: base, byteCount: record.count) }
         }
-        let segment = segments[segments.count - 1]
-        segment.storeBytes(of: UInt32(record.count), toByteOffset: used, as: UInt32.self)
-        if let base = record.baseAddress { (segment.baseAddress! + used + 4).copyMemory(from: base, byteCount: record.count) }
-        let handle = (segments.count - 1) << 32 | used
-        used += size
-        bytes += size
-        return handle
     }
 
     /// Appends a device record in its text form (`DeviceRecord.writeTextForm`);
@@ -305,7 +296,11 @@ struct RecordArena {
         guard record.count > 0, record[0] & DeviceRecord.storedNamesFlag != 0, let f = DeviceRecord.fields(of: record) else {
             return append(record)
         }
-        let length = DeviceRecord.textFormSize(f)
+        return append(length: DeviceRecord.textFormSize(f)) { DeviceRecord.writeTextForm(f, to: $0) }
+    }
+
+    /// Appends a record of `length` bytes that `write` puts at the pointer it is given; returns its handle.
+    private mutating func append(length: Int, _ write: (UnsafeMutableRawPointer) -> Void) -> Int {
         let size = 4 + length
         if segments.isEmpty || used + size > segments[segments.count - 1].count {
             segments.append(.allocate(byteCount: max(Self.segmentSize, size), alignment: 8))
@@ -313,7 +308,7 @@ struct RecordArena {
         }
         let segment = segments[segments.count - 1]
         segment.storeBytes(of: UInt32(length), toByteOffset: used, as: UInt32.self)
-        DeviceRecord.writeTextForm(f, to: segment.baseAddress! + used + 4)
+        write(segment.baseAddress! + used + 4)
         let handle = (segments.count - 1) << 32 | used
         used += size
         bytes += size

@@ -107,11 +107,13 @@ public struct ByteReader {
         let at = try take(n)
         return UnsafeRawBufferPointer(rebasing: buffer[at..<at + n])
     }
-    /// A `StoredName` (what `ByteWriter.name` wrote) as its text; an unknown form is thrown as out of bounds at its offset.
+    /// A `StoredName` (what `ByteWriter.name` wrote) as its text. The caller checks
+    /// the form byte (an unknown one is corruption, not a short field); a name that
+    /// runs past the end is thrown as out of bounds.
     mutating func name() throws(OutOfBounds) -> String {
         var at = offset
         guard let stored = StoredName.read(buffer, &at) else {
-            throw OutOfBounds(offset: offset, wanted: offset < buffer.count && StoredName.Form(rawValue: buffer[offset]) == nil ? 0 : buffer.count - offset + 1)
+            throw OutOfBounds(offset: offset, wanted: buffer.count - offset + 1)
         }
         offset = at
         return stored.string
