@@ -76,3 +76,47 @@ void topicstore_spell_hex(const void *bytes, size_t count, void *out, int upper)
         count -= 1;
     }
 }
+
+int topicstore_hex_case(const void *text, size_t count) {
+    const unsigned char *p = text;
+    unsigned lower = 0, upper = 0;
+#if defined(__x86_64__)
+    // Signed compares: a byte from 0x80 up is negative, so it is in no range.
+    const __m128i d0 = _mm_set1_epi8('0' - 1), d1 = _mm_set1_epi8('9' + 1);
+    const __m128i l0 = _mm_set1_epi8('a' - 1), l1 = _mm_set1_epi8('f' + 1);
+    const __m128i u0 = _mm_set1_epi8('A' - 1), u1 = _mm_set1_epi8('F' + 1);
+    while (count >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        __m128i digit = _mm_and_si128(_mm_cmpgt_epi8(v, d0), _mm_cmplt_epi8(v, d1));
+        __m128i lo = _mm_and_si128(_mm_cmpgt_epi8(v, l0), _mm_cmplt_epi8(v, l1));
+        __m128i up = _mm_and_si128(_mm_cmpgt_epi8(v, u0), _mm_cmplt_epi8(v, u1));
+        if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(digit, lo), up)) != 0xFFFF) return 0;
+        lower |= (unsigned)_mm_movemask_epi8(lo);
+        upper |= (unsigned)_mm_movemask_epi8(up);
+        p += 16;
+        count -= 16;
+    }
+#endif
+    while (count > 0) {
+        unsigned char c = *p;
+        if (c >= 'a' && c <= 'f') lower = 1;
+        else if (c >= 'A' && c <= 'F') upper = 1;
+        else if (c < '0' || c > '9') return 0;
+        p += 1;
+        count -= 1;
+    }
+    if (lower && upper) return 0;
+    return upper ? 2 : 1;
+}
+
+int topicstore_uuid_case(const void *text) {
+    const unsigned char *p = text;
+    if (p[8] != '-' || p[13] != '-' || p[18] != '-' || p[23] != '-') return 0;
+    unsigned char digits[32];
+    memcpy(digits, p, 8);
+    memcpy(digits + 8, p + 9, 4);
+    memcpy(digits + 12, p + 14, 4);
+    memcpy(digits + 16, p + 19, 4);
+    memcpy(digits + 20, p + 24, 12);
+    return topicstore_hex_case(digits, 32);
+}

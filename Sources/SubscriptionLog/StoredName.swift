@@ -60,15 +60,12 @@ package struct StoredName {
     }
 
     package static func plan(_ text: String) -> (form: Form, size: Int) {
-        var text = text
-        return text.withUTF8 { plan(UnsafeRawBufferPointer($0)) }
+        text.withUTF8Bytes { plan($0) }
     }
 
     /// Writes `text` in `form` (from `plan`) at `p + at` and advances `at`.
     package static func write(_ text: String, _ form: Form, at p: UnsafeMutableRawPointer, _ at: inout Int) {
-        var text = text
-        text.withUTF8 { utf8 in
-            let t = UnsafeRawBufferPointer(utf8)
+        text.withUTF8Bytes { t in
             p.storeBytes(of: form.rawValue, toByteOffset: at, as: UInt8.self)
             at += 1
             switch form {
@@ -96,24 +93,13 @@ package struct StoredName {
         }
     }
 
-    /// nil: not hex digits (in a UUID's 8-4-4-4-12 groups when `uuid`); else
-    /// whether its letters are uppercase (false when it has none).
+    /// nil: not hex digits (in a UUID's 8-4-4-4-12 groups when `uuid`, which
+    /// then has 36 bytes); else whether its letters are uppercase (false when
+    /// it has none). In C, 16 bytes a step (`topicstore_hex_case`).
     private static func hexCase(_ t: UnsafeRawBufferPointer, uuid: Bool) -> Bool? {
-        var lower = false, upper = false
-        for i in 0..<t.count {
-            let c = t[i]
-            if uuid && (i == 8 || i == 13 || i == 18 || i == 23) {
-                guard c == 0x2D else { return nil }
-                continue
-            }
-            switch c {
-            case 0x30...0x39: continue
-            case 0x61...0x66: lower = true
-            case 0x41...0x46: upper = true
-            default: return nil
-            }
-        }
-        return lower && upper ? nil : upper
+        guard let base = t.baseAddress else { return uuid ? nil : false }
+        let c = uuid ? topicstore_uuid_case(base) : topicstore_hex_case(base, t.count)
+        return c == 0 ? nil : c == 2
     }
 
     @inline(__always)

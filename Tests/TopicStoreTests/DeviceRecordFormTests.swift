@@ -68,6 +68,53 @@ import TopicStore
         }
     }
 
+    /// The form `plan` picks (classified 16 bytes a step in C) is the one the
+    /// rule gives, checked here a byte at a time: bytes drawn next to every edge
+    /// of the hex ranges, bytes from 0x80 up, at every length around the 16-byte
+    /// steps, and 36-byte texts with their dashes in place or one off.
+    @Test func formsFollowTheShape() {
+        func reference(_ t: [UInt8]) -> StoredName.Form {
+            func hexCase(_ digits: [UInt8]) -> Bool? {
+                var lower = false, upper = false
+                for c in digits {
+                    switch c {
+                    case UInt8(ascii: "0")...UInt8(ascii: "9"): break
+                    case UInt8(ascii: "a")...UInt8(ascii: "f"): lower = true
+                    case UInt8(ascii: "A")...UInt8(ascii: "F"): upper = true
+                    default: return nil
+                    }
+                }
+                return lower && upper ? nil : upper
+            }
+            let dashes = [8, 13, 18, 23]
+            if t.count == 36, dashes.allSatisfy({ t[$0] == UInt8(ascii: "-") }),
+               let upper = hexCase(t.enumerated().filter { !dashes.contains($0.offset) }.map(\.element)) {
+                return upper ? .upperUUID : .lowerUUID
+            }
+            if !t.isEmpty, t.count % 2 == 0, t.count <= 510, let upper = hexCase(t) { return upper ? .upperHex : .lowerHex }
+            return .text
+        }
+        let edges: [UInt8] = Array("/0189:@AEFG`aefg-".utf8) + [0x00, 0x7F, 0x80, 0xB0, 0xE1, 0xFF]
+        let hex = Array("0123456789abcdefABCDEF".utf8)
+        var rng = SeededRandom(seed: 11)
+        var seen = Set<UInt8>()
+        for round in 0..<20_000 {
+            let count = round % 3 == 0 ? 36 : rng.int(81)
+            // Mostly hex digits of one case, so that a single odd byte decides.
+            let upperRun = rng.int(2) == 0
+            var t = (0..<count).map { _ -> UInt8 in
+                let d = hex[rng.int(10 + 6)]
+                return upperRun && d >= UInt8(ascii: "a") ? d - 32 : d
+            }
+            if count == 36 && rng.int(4) != 0 { for i in [8, 13, 18, 23] { t[i] = UInt8(ascii: "-") } }
+            for _ in 0..<rng.int(3) where count > 0 { t[rng.int(count)] = rng.int(2) == 0 ? edges[rng.int(edges.count)] : hex[rng.int(hex.count)] }
+            let form = t.withUnsafeBytes { StoredName.plan($0).form }
+            #expect(form == reference(t), "\(t)")
+            seen.insert(form.rawValue)
+        }
+        #expect(seen.count == 5)
+    }
+
     /// Records of both formats decode to the same device; the new one is smaller for the SDKs' shapes.
     @Test func recordsOfBothFormatsDecode() throws {
         var rng = SeededRandom(seed: 7)

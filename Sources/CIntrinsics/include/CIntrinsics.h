@@ -25,4 +25,15 @@ uint32_t topicstore_crc32c_hardware(uint32_t crc, const void *bytes, size_t coun
 /// tail. A stream of recipients spells every stored token this way.
 void topicstore_spell_hex(const void *bytes, size_t count, void *out, int upper);
 
+/// Classifies `count` bytes as a run of hex digits: 0 when one is not a hex
+/// digit or when both letter cases appear, 1 when the letters are lowercase
+/// (or there are none), 2 when they are uppercase. 16 bytes a step with SSE2
+/// on x86-64. Every device_id and token written is classified this way
+/// (`StoredName.plan`); a byte at a time it was 5% of the writer thread.
+int topicstore_hex_case(const void *text, size_t count);
+
+/// The same for a 36-byte UUID in its 8-4-4-4-12 form: 0 unless the four
+/// dashes are in place and the 32 other bytes are hex digits of one case.
+int topicstore_uuid_case(const void *text);
+
 #endif
