@@ -1,4 +1,5 @@
 import CIntrinsics
+import SubscriptionLog
 import Dispatch
 import Glibc
 import LMDB
@@ -91,8 +92,7 @@ final class NameIndex: @unchecked Sendable {
     }
 
     static func nameHash(_ name: String) -> UInt64 {
-        var name = name
-        return name.withUTF8 { nameHash(UnsafeRawBufferPointer($0)) }
+        name.withUTF8Bytes { nameHash($0) }
     }
 
     /// Starts loading the slot where a lookup of the name with `nameHash`
@@ -128,9 +128,7 @@ final class NameIndex: @unchecked Sendable {
     /// What the build holds for `name`: `.some(value)`, `.some(nil)` when it
     /// was removed, nil when the build never saw it.
     func lookup(_ pid: UInt32, _ name: String) -> UInt32?? {
-        var name = name
-        return name.withUTF8 { utf8 -> UInt32?? in
-            let bytes = UnsafeRawBufferPointer(utf8)
+        name.withUTF8Bytes { bytes -> UInt32?? in
             let (found, b) = find(pid, bytes, Self.hash(pid, bytes))
             guard found else { return nil }
             let s = slots[b]
@@ -140,9 +138,7 @@ final class NameIndex: @unchecked Sendable {
 
     /// Sets `name` to `value`, or removes it (a tombstone) when `value` is nil.
     func set(_ pid: UInt32, _ name: String, _ value: UInt32?) {
-        var name = name
-        name.withUTF8 { utf8 in
-            let bytes = UnsafeRawBufferPointer(utf8)
+        name.withUTF8Bytes { bytes in
             precondition(bytes.count <= Int(UInt16.max) && arena.count + bytes.count <= Int(UInt32.max), "name index full")
             let hash = Self.hash(pid, bytes)
             let (found, b) = find(pid, bytes, hash)
@@ -264,7 +260,12 @@ final class BuildState {
     var droppedTopics: [ProjectionWriter.TopicKey] = []
     var begun = false
     /// The project of the last event, with changes not yet in the writer's cache.
-    var currentProject: (name: String, record: ProjectRecord, dirty: Bool)?
+    var currentProject: (name: String, record: ProjectRecord, dirty: Bool)? {
+        didSet { currentProjectID = currentProject?.record.id }
+    }
+    /// The id of `currentProject`, read before every event a rebuild folds
+    /// (`prefetch`), where reading it from the tuple copied the tuple.
+    private(set) var currentProjectID: UInt32?
 
     init(targetIsEmpty: Bool, memoryBudget: Int) {
         self.targetIsEmpty = targetIsEmpty

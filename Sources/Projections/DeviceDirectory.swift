@@ -199,14 +199,16 @@ struct DeviceDirectory {
         flushed = State(stamp: lastStamp, sequence: sequence)
     }
 
-    /// Calls `body` with each device filed under `name` until it returns true
-    /// (a candidate: its record says whether it has that name).
-    func forEachCandidate(_ name: Name, _ pid: UInt32, _ value: String, _ body: (UInt32) throws -> Bool) rethrows {
-        let hash = OrdinalIndex.hash(pid, value)
-        switch name {
-        case .deviceID: try ids.forEachCandidate(pid: pid, hash: hash, body)
-        case .token: try tokens.forEachCandidate(pid: pid, hash: hash, body)
-        }
+    /// Where the probe for `hash` starts in the index of `name`, for `nextCandidate`.
+    func firstSlot(_ name: Name, _ hash: UInt64) -> Int {
+        name == .deviceID ? ids.firstSlot(hash) : tokens.firstSlot(hash)
+    }
+
+    /// The next device filed under `hash` in the index of `name`, from `slot` on
+    /// (a candidate: its record says whether it has that name); nil when there is none.
+    func nextCandidate(_ name: Name, _ pid: UInt32, _ hash: UInt64, slot: inout Int) -> UInt32? {
+        name == .deviceID ? ids.nextCandidate(pid: pid, hash: hash, slot: &slot)
+                          : tokens.nextCandidate(pid: pid, hash: hash, slot: &slot)
     }
 
     /// Device `ordinal` now has `value` (its previous holder must have been removed).

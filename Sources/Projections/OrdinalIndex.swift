@@ -1,4 +1,5 @@
 import CIntrinsics
+import SubscriptionLog
 
 /// A hash index from names (push tokens, device ids) to device ordinals,
 /// kept in memory by the writer (`DeviceDirectory`) instead of in LMDB tables.
@@ -35,8 +36,7 @@ struct OrdinalIndex {
     }
 
     static func hash(_ pid: UInt32, _ name: String) -> UInt64 {
-        var name = name
-        return name.withUTF8 { hash(pid, UnsafeRawBufferPointer($0)) }
+        name.withUTF8Bytes { hash(pid, $0) }
     }
 
     /// Starts loading the slot where the lookup of a name begins (`nameHash`
@@ -58,6 +58,25 @@ struct OrdinalIndex {
             i = next(i)
         }
     }
+
+    /// The next ordinal filed under (`pid`, `hash`) from `slot` on (start at
+    /// `home(hash)`, see `firstSlot`), advancing `slot` past it; nil when there
+    /// is none. The writer's lookups use this rather than `forEachCandidate`:
+    /// a closure that calls back into the writer made Swift copy the whole
+    /// directory (a retain and a release per table) at every lookup.
+    @inline(__always)
+    func nextCandidate(pid: UInt32, hash: UInt64, slot: inout Int) -> UInt32? {
+        while true {
+            let e = entries[slot]
+            if e.hash == 0 { return nil }
+            slot = next(slot)
+            if e.hash == hash && e.pid == pid { return e.ordinal }
+        }
+    }
+
+    /// Where the probe for `hash` starts (for `nextCandidate`).
+    @inline(__always)
+    func firstSlot(_ hash: UInt64) -> Int { home(hash) }
 
     /// Files `ordinal` under (`pid`, `hash`).
     mutating func insert(pid: UInt32, hash: UInt64, ordinal: UInt32) {

@@ -489,13 +489,12 @@ public final class ProjectionWriter {
     /// index, each candidate confirmed by its record.
     private func ordinal(_ pid: UInt32, with name: DeviceDirectory.Name, _ value: String,
                          _ txn: borrowing Transaction) throws -> UInt32? {
-        var found: UInt32?
-        try directory.forEachCandidate(name, pid, value) { candidate in
-            guard try device(pid, candidate, matches: name, value, txn) else { return false }
-            found = candidate
-            return true
+        let hash = OrdinalIndex.hash(pid, value)
+        var slot = directory.firstSlot(name, hash)
+        while let candidate = directory.nextCandidate(name, pid, hash, slot: &slot) {
+            if try device(pid, candidate, matches: name, value, txn) { return candidate }
         }
-        return found
+        return nil
     }
 
     /// Whether device `ordinal` has `value` as its device_id or its token
@@ -513,8 +512,7 @@ public final class ProjectionWriter {
         guard let f = DeviceRecord.fields(of: v) else {
             throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device record does not decode")
         }
-        var value = value
-        return value.withUTF8 { name == .deviceID ? f.has(deviceID: UnsafeRawBufferPointer($0)) : f.holds(UnsafeRawBufferPointer($0)) }
+        return value.withUTF8Bytes { name == .deviceID ? f.has(deviceID: $0) : f.holds($0) }
     }
 
     /// Records that device `ordinal` (new) has `deviceID`.
@@ -687,7 +685,7 @@ public final class ProjectionWriter {
     /// their time in a rebuild of a million devices. A build only; the
     /// project is the one of the events just folded (a hint is only a hint).
     public func prefetch(_ hints: UnsafeBufferPointer<UInt64>) {
-        guard let build, let pid = build.currentProject?.record.id, hints.count >= 2 else { return }
+        guard let build, let pid = build.currentProjectID, hints.count >= 2 else { return }
         if hints[0] != 0 { directory.ids.prefetch(pid: pid, nameHash: hints[0]) }
         if hints[1] != 0 { directory.tokens.prefetch(pid: pid, nameHash: hints[1]) }
         var i = 2
