@@ -120,3 +120,46 @@ int topicstore_uuid_case(const void *text) {
     memcpy(digits + 20, p + 24, 12);
     return topicstore_hex_case(digits, 32);
 }
+
+static inline unsigned char topicstore_nibble(unsigned char c) {
+    return c <= '9' ? (unsigned char)(c - '0') : (unsigned char)((c | 0x20) - 'a' + 10);
+}
+
+void topicstore_pack_hex(const void *text, size_t count, void *out) {
+    const unsigned char *p = text;
+    unsigned char *o = out;
+#if defined(__x86_64__)
+    const __m128i lowercase = _mm_set1_epi8(0x20), zero = _mm_set1_epi8('0'), nine = _mm_set1_epi8('9');
+    const __m128i letters = _mm_set1_epi8('a' - '0' - 10), lowByte = _mm_set1_epi16(0x00FF);
+    while (count >= 32) {
+        __m128i a = _mm_or_si128(_mm_loadu_si128((const __m128i *)p), lowercase);
+        __m128i b = _mm_or_si128(_mm_loadu_si128((const __m128i *)(p + 16)), lowercase);
+        // Each digit's value: c - '0', less the distance to the letters for a-f.
+        a = _mm_sub_epi8(_mm_sub_epi8(a, zero), _mm_and_si128(_mm_cmpgt_epi8(a, nine), letters));
+        b = _mm_sub_epi8(_mm_sub_epi8(b, zero), _mm_and_si128(_mm_cmpgt_epi8(b, nine), letters));
+        // A 16-bit lane holds a pair, the high digit in its low byte: high << 4 | low.
+        a = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(a, lowByte), 4), _mm_srli_epi16(a, 8));
+        b = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(b, lowByte), 4), _mm_srli_epi16(b, 8));
+        _mm_storeu_si128((__m128i *)o, _mm_packus_epi16(a, b));
+        p += 32;
+        o += 16;
+        count -= 32;
+    }
+#endif
+    while (count >= 2) {
+        *o++ = (unsigned char)(topicstore_nibble(p[0]) << 4 | topicstore_nibble(p[1]));
+        p += 2;
+        count -= 2;
+    }
+}
+
+void topicstore_pack_uuid(const void *text, void *out) {
+    const unsigned char *p = text;
+    unsigned char digits[32];
+    memcpy(digits, p, 8);
+    memcpy(digits + 8, p + 9, 4);
+    memcpy(digits + 12, p + 14, 4);
+    memcpy(digits + 16, p + 19, 4);
+    memcpy(digits + 20, p + 24, 12);
+    topicstore_pack_hex(digits, 32, out);
+}

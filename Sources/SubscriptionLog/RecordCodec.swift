@@ -45,21 +45,33 @@ public enum RecordCodec {
     public static func encode(_ record: LogRecord, chainingFrom previous: inout ChainHash,
                               version: UInt8 = currentVersion) throws(FieldTooLong) -> [UInt8] {
         precondition(chainedVersions.contains(version), "version \(version) is not written")
-        var w = ByteWriter(capacity: 128)
-        try writeFields(record, version: version, into: &w)
-        let link: ChainHash
-        if version == 2 {
-            link = w.bytes.withUnsafeBytes { previous.next(over: $0) }
-        } else {
-            var canonical = ByteWriter(capacity: 192)
-            try writeFields(record, version: 2, into: &canonical)
-            link = canonical.bytes.withUnsafeBytes { previous.next(over: $0) }
+        // Measured first (which refuses a field too long), then written in place: the
+        // stored form into the record, the version 2 form (the same when `version` is 2)
+        // into a scratch buffer the link is computed over.
+        var measure = FieldMeasure()
+        try writeFields(record, version: version, into: &measure)
+        let fieldsSize = measure.size
+        var link = ChainHash.genesis
+        let bytes = [UInt8](unsafeUninitializedCapacity: fieldsSize + trailerSize) { buffer, initialized in
+            let base = UnsafeMutableRawPointer(buffer.baseAddress!)
+            var store = FieldStore(base)
+            try! writeFields(record, version: version, into: &store)  // measured: nothing is refused
+            if version == 2 {
+                link = previous.next(over: UnsafeRawBufferPointer(start: base, count: fieldsSize))
+            } else {
+                link = withUnsafeTemporaryAllocation(byteCount: measure.sizeWithNamesAsText, alignment: 8) { scratch in
+                    var canonical = FieldStore(scratch.baseAddress!)
+                    try! writeFields(record, version: 2, into: &canonical)
+                    return previous.next(over: UnsafeRawBufferPointer(start: scratch.baseAddress!, count: canonical.at))
+                }
+            }
+            link.withUnsafeBytes { (base + fieldsSize).copyMemory(from: $0.baseAddress!, byteCount: ChainHash.byteCount) }
+            let crc = CRC32C.checksum(UnsafeRawBufferPointer(start: base, count: fieldsSize + ChainHash.byteCount))
+            (base + fieldsSize + ChainHash.byteCount).storeBytes(of: crc.bigEndian, as: UInt32.self)
+            initialized = fieldsSize + trailerSize
         }
-        link.withUnsafeBytes { w.raw($0) }
-        let crc = w.bytes.withUnsafeBytes { CRC32C.checksum($0) }
-        w.u32(crc)
         previous = link
-        return w.bytes
+        return bytes
     }
 
     /// Encodes `record` chained to `previous` (by default genesis: valid only as
@@ -70,7 +82,7 @@ public enum RecordCodec {
     }
 
     /// Fields are named as the API names them, so a refusal reads like a validation error.
-    static func writeFields(_ record: LogRecord, version: UInt8, into w: inout ByteWriter) throws(FieldTooLong) {
+    static func writeFields<Sink: FieldSink>(_ record: LogRecord, version: UInt8, into w: inout Sink) throws(FieldTooLong) {
         w.u8(version)
         // Names (device_id, token) in fewer bytes from version 3 on.
         func name(_ s: String, _ field: String) throws(FieldTooLong) {

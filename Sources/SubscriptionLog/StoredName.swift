@@ -77,17 +77,11 @@ package struct StoredName {
             case .lowerHex, .upperHex:
                 p.storeBytes(of: UInt8(t.count / 2), toByteOffset: at, as: UInt8.self)
                 at += 1
-                packHex(t, into: p + at)
+                if t.count > 0 { topicstore_pack_hex(t.baseAddress!, t.count, p + at) }
                 at += t.count / 2
             case .lowerUUID, .upperUUID:
-                var packed = 0
-                var i = 0
-                while i < 36 {
-                    if i == 8 || i == 13 || i == 18 || i == 23 { i += 1; continue }
-                    (p + at + packed).storeBytes(of: nibble(t[i]) << 4 | nibble(t[i + 1]), as: UInt8.self)
-                    packed += 1
-                    i += 2
-                }
+                precondition(t.count == 36, "a UUID form for a text that is no UUID")
+                topicstore_pack_uuid(t.baseAddress!, p + at)
                 at += 16
             }
         }
@@ -100,17 +94,6 @@ package struct StoredName {
         guard let base = t.baseAddress else { return uuid ? nil : false }
         let c = uuid ? topicstore_uuid_case(base) : topicstore_hex_case(base, t.count)
         return c == 0 ? nil : c == 2
-    }
-
-    @inline(__always)
-    private static func nibble(_ c: UInt8) -> UInt8 {
-        c <= 0x39 ? c &- 0x30 : (c | 0x20) &- 0x61 &+ 10
-    }
-
-    private static func packHex(_ t: UnsafeRawBufferPointer, into p: UnsafeMutableRawPointer) {
-        for i in 0..<t.count / 2 {
-            (p + i).storeBytes(of: nibble(t[2 * i]) << 4 | nibble(t[2 * i + 1]), as: UInt8.self)
-        }
     }
 
     // MARK: Reading

@@ -1,0 +1,93 @@
+/// Where `RecordCodec.writeFields` puts a record's fields, in their order:
+/// one description of the format, three uses. `FieldMeasure` counts the bytes
+/// (and refuses a field too long for its length), `FieldStore` then writes
+/// them in place into a buffer of that size, and `ByteWriter` appends them
+/// (the legacy version 1, for tests).
+///
+/// The log's writer encodes every record twice (the stored version 3 form
+/// and the version 2 form its chain link covers); appending field by field to
+/// growing arrays took about 4,300 instructions a record (callgrind, the
+/// writer thread of `load`), more than the fold of a token event.
+protocol FieldSink {
+    mutating func u8(_ v: UInt8)
+    mutating func u64(_ v: UInt64)
+    mutating func i64(_ v: Int64)
+    /// A string as u16 length and UTF-8 bytes.
+    mutating func string(_ s: String, field: @autoclosure () -> String) throws(FieldTooLong)
+    /// A device_id or token as a `StoredName`.
+    mutating func name(_ s: String, field: @autoclosure () -> String) throws(FieldTooLong)
+    /// A list's length as u16.
+    mutating func count(_ n: Int, field: @autoclosure () -> String) throws(FieldTooLong)
+}
+
+extension ByteWriter: FieldSink {}
+
+/// Counts the bytes the fields take, refusing them as `ByteWriter` does; also
+/// the bytes of the same fields with every name as a string (the version 2
+/// form), so one pass sizes both forms.
+struct FieldMeasure: FieldSink {
+    private(set) var size = 0
+    /// `size` with every name counted as a string.
+    private(set) var sizeWithNamesAsText = 0
+
+    mutating func u8(_ v: UInt8) { size += 1; sizeWithNamesAsText += 1 }
+    mutating func u64(_ v: UInt64) { size += 8; sizeWithNamesAsText += 8 }
+    mutating func i64(_ v: Int64) { size += 8; sizeWithNamesAsText += 8 }
+
+    mutating func string(_ s: String, field: @autoclosure () -> String) throws(FieldTooLong) {
+        let n = s.utf8.count
+        guard n <= FieldTooLong.limit else { throw FieldTooLong(field: field(), bytes: n) }
+        size += 2 + n
+        sizeWithNamesAsText += 2 + n
+    }
+
+    mutating func name(_ s: String, field: @autoclosure () -> String) throws(FieldTooLong) {
+        let n = s.utf8.count
+        guard n <= FieldTooLong.limit else { throw FieldTooLong(field: field(), bytes: n) }
+        size += StoredName.plan(s).size
+        sizeWithNamesAsText += 2 + n
+    }
+
+    mutating func count(_ n: Int, field: @autoclosure () -> String) throws(FieldTooLong) {
+        guard n <= FieldTooLong.limit else { throw FieldTooLong(field: field(), bytes: n, isCount: true) }
+        size += 2
+        sizeWithNamesAsText += 2
+    }
+}
+
+/// Writes the fields at `base`, which has room for what `FieldMeasure` counted
+/// for the same record and version; it refuses nothing (the measure did).
+struct FieldStore: FieldSink {
+    let base: UnsafeMutableRawPointer
+    private(set) var at = 0
+
+    init(_ base: UnsafeMutableRawPointer) { self.base = base }
+
+    mutating func u8(_ v: UInt8) {
+        base.storeBytes(of: v, toByteOffset: at, as: UInt8.self)
+        at += 1
+    }
+    mutating func u16(_ v: UInt16) {
+        base.storeBytes(of: v.bigEndian, toByteOffset: at, as: UInt16.self)
+        at += 2
+    }
+    mutating func u64(_ v: UInt64) {
+        base.storeBytes(of: v.bigEndian, toByteOffset: at, as: UInt64.self)
+        at += 8
+    }
+    mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
+
+    mutating func string(_ s: String, field: @autoclosure () -> String) {
+        s.withUTF8Bytes { utf8 in
+            u16(UInt16(truncatingIfNeeded: utf8.count))
+            if utf8.count > 0 { (base + at).copyMemory(from: utf8.baseAddress!, byteCount: utf8.count) }
+            at += utf8.count
+        }
+    }
+
+    mutating func name(_ s: String, field: @autoclosure () -> String) {
+        StoredName.write(s, StoredName.plan(s).form, at: base, &at)
+    }
+
+    mutating func count(_ n: Int, field: @autoclosure () -> String) { u16(UInt16(truncatingIfNeeded: n)) }
+}
