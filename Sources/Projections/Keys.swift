@@ -37,6 +37,28 @@ enum Keys {
         append(topic, to: &k); return k
     }
 
+    /// `pid ‖ a`, as `pair` builds it, in a value on the stack: the writer's
+    /// hot paths (a device or topic record read or written, a chunk read, every
+    /// key of a flush) built an array per key, a malloc and a free per LMDB call.
+    @inline(__always)
+    static func withPair<R>(_ pid: UInt32, _ a: UInt32, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        let key = (pid.bigEndian, a.bigEndian)
+        return try withUnsafeBytes(of: key) { try body($0) }
+    }
+
+    /// `pid ‖ high16 ‖ topic`, as `chunk` builds it, in a value on the stack.
+    @inline(__always)
+    static func withChunk<R>(_ pid: UInt32, _ topic: UInt32, _ high: UInt16,
+                             _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        var key: (UInt64, UInt64) = (0, 0)
+        return try withUnsafeMutableBytes(of: &key) { k in
+            k.storeBytes(of: pid.bigEndian, toByteOffset: 0, as: UInt32.self)
+            k.storeBytes(of: high.bigEndian, toByteOffset: 4, as: UInt16.self)
+            k.storeBytes(of: topic.bigEndian, toByteOffset: 6, as: UInt32.self)
+            return try body(UnsafeRawBufferPointer(rebasing: k[0..<10]))
+        }
+    }
+
     @inline(__always)
     static func hasPrefix(_ key: UnsafeRawBufferPointer, _ prefix: [UInt8]) -> Bool {
         guard key.count >= prefix.count else { return false }

@@ -377,7 +377,7 @@ public final class ProjectionWriter {
         let key = TopicKey(pid: pid, topic: tid)
         if let slot = cachedTopicSlot(key) { return slot }
         if build?.targetIsEmpty == true { return nil }
-        guard let v = try txn.get(tables.topics, Keys.pair(pid, tid)) else { return nil }
+        guard let v = try Keys.withPair(pid, tid, { try txn.get(tables.topics, $0) }) else { return nil }
         var record = try TopicRecord(decoding: v, at: "topics/\(pid)/\(tid)")
         if topicLayout == .compact {
             // Not stored: the count kept when the caches were last bounded, or counted from the
@@ -506,7 +506,7 @@ public final class ProjectionWriter {
             if let held = build.device(pid, ordinal, matches: name, value) { return held }
             if build.targetIsEmpty { throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "indexed device is missing") }
         }
-        guard let v = try txn.get(tables.devices, Keys.pair(pid, ordinal)) else {
+        guard let v = try Keys.withPair(pid, ordinal, { try txn.get(tables.devices, $0) }) else {
             throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "indexed device is missing")
         }
         guard let f = DeviceRecord.fields(of: v) else {
@@ -542,7 +542,7 @@ public final class ProjectionWriter {
             }
             return device
         }
-        guard build?.targetIsEmpty != true, let v = try txn.get(tables.devices, Keys.pair(pid, ordinal)) else {
+        guard build?.targetIsEmpty != true, let v = try Keys.withPair(pid, ordinal, { try txn.get(tables.devices, $0) }) else {
             throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "indexed device is missing")
         }
         return try DeviceRecord(decoding: v, at: "devices/\(pid)/\(ordinal)")
@@ -558,7 +558,7 @@ public final class ProjectionWriter {
     func put(device: DeviceRecord, _ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {
         if let build { return build.put(device, pid, ordinal) }
         let record = device.encoded()
-        try txn.put(tables.devices, Keys.pair(pid, ordinal), record)
+        try Keys.withPair(pid, ordinal) { k in try record.withUnsafeBytes { v in try txn.put(tables.devices, k, v) } }
         journalDevices.append(UInt64(pid) << 32 | UInt64(ordinal))
         if recipientCache != nil { recipientChanges.put(pid, ordinal, sequence: appliedSequence, record: record) }
     }
@@ -640,7 +640,7 @@ public final class ProjectionWriter {
         }
         let stored = build?.targetIsEmpty != true
         let (_, slice) = try postings.set(pid, tid, ordinal, on) { key in
-            guard stored, let v = try txn.get(tables.postings, Keys.chunk(pid, tid, key.high)) else { return nil }
+            guard stored, let v = try Keys.withChunk(pid, tid, key.high, { try txn.get(tables.postings, $0) }) else { return nil }
             return PostingSet(try PostingChunk.decode(v, pid: pid, topic: tid, high: key.high))
         }
         // A slice that appears or empties changes the topic's slice list.
@@ -726,7 +726,7 @@ public final class ProjectionWriter {
                 let key = topics.keys[slot]
                 let record = topics.values[slot].value.encoded(storingCount: topicLayout == .legacy)
                 topics.values[slot].dirty = false
-                try Keys.pair(key.pid, key.topic).withUnsafeBytes { k in
+                try Keys.withPair(key.pid, key.topic) { k in
                     try record.withUnsafeBytes { v in try cursor.put(k, v) }
                 }
             }
@@ -736,7 +736,7 @@ public final class ProjectionWriter {
             for slot in chunkSlots where postings.chunks.values[slot].dirty {
                 let key = postings.chunks.keys[slot]
                 postings.chunks.values[slot].dirty = false
-                try Keys.chunk(key.pid, key.topic, key.high).withUnsafeBytes { k in
+                try Keys.withChunk(key.pid, key.topic, key.high) { k in
                     if postings.chunks.values[slot].value.isEmpty {
                         try cursor.delete(k)
                     } else {
@@ -753,7 +753,7 @@ public final class ProjectionWriter {
                 let key = memberships.keys[slot]
                 let list = memberships.values[slot].value
                 memberships.values[slot].dirty = false
-                try Keys.pair(key.pid, key.ordinal).withUnsafeBytes { k in
+                try Keys.withPair(key.pid, key.ordinal) { k in
                     if list.isEmpty {
                         try cursor.delete(k)
                     } else {
