@@ -77,6 +77,15 @@ void topicstore_spell_hex(const void *bytes, size_t count, void *out, int upper)
     }
 }
 
+/// The 32 hex digits of a UUID in its 8-4-4-4-12 form, without the dashes.
+static inline void topicstore_uuid_digits(const unsigned char *p, unsigned char digits[32]) {
+    memcpy(digits, p, 8);
+    memcpy(digits + 8, p + 9, 4);
+    memcpy(digits + 12, p + 14, 4);
+    memcpy(digits + 16, p + 19, 4);
+    memcpy(digits + 20, p + 24, 12);
+}
+
 int topicstore_hex_case(const void *text, size_t count) {
     const unsigned char *p = text;
     unsigned lower = 0, upper = 0;
@@ -113,11 +122,7 @@ int topicstore_uuid_case(const void *text) {
     const unsigned char *p = text;
     if (p[8] != '-' || p[13] != '-' || p[18] != '-' || p[23] != '-') return 0;
     unsigned char digits[32];
-    memcpy(digits, p, 8);
-    memcpy(digits + 8, p + 9, 4);
-    memcpy(digits + 12, p + 14, 4);
-    memcpy(digits + 16, p + 19, 4);
-    memcpy(digits + 20, p + 24, 12);
+    topicstore_uuid_digits(p, digits);
     return topicstore_hex_case(digits, 32);
 }
 
@@ -156,10 +161,6 @@ void topicstore_pack_hex(const void *text, size_t count, void *out) {
 void topicstore_pack_uuid(const void *text, void *out) {
     const unsigned char *p = text;
     unsigned char digits[32];
-    memcpy(digits, p, 8);
-    memcpy(digits + 8, p + 9, 4);
-    memcpy(digits + 12, p + 14, 4);
-    memcpy(digits + 16, p + 19, 4);
-    memcpy(digits + 20, p + 24, 12);
+    topicstore_uuid_digits(p, digits);
     topicstore_pack_hex(digits, 32, out);
 }
