@@ -75,6 +75,17 @@ public struct EventLog: Sendable {
         try txn.put(database, Self.key(sequence), bytes, flags: .append)
     }
 
+    /// Appends an encoded record under `sequence` (above every key in the log)
+    /// through `cursor`, a cursor on this log in the writing transaction: the
+    /// writer appends a batch's records through one cursor, which stays on the
+    /// log's last page, where `append(encoded:sequence:_:)` opens one per record
+    /// and searches the tree from its root (and builds its key in an array).
+    public func append(encoded bytes: [UInt8], sequence: UInt64, cursor: inout Cursor) throws {
+        try withUnsafeBytes(of: sequence.bigEndian) { k in
+            try bytes.withUnsafeBytes { v in try cursor.put(k, v, flags: .append) }
+        }
+    }
+
     public func record(at sequence: UInt64, _ txn: borrowing Transaction) throws -> LogRecord? {
         guard let bytes = try txn.get(database, Self.key(sequence)) else { return nil }
         return try RecordCodec.decode(bytes, key: sequence)

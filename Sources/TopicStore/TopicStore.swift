@@ -563,23 +563,26 @@ public final class TopicStore: Sendable {
                         let now = Int64(Date().timeIntervalSince1970 * 1000)
                         var receipts: [Result<Receipt, any Error>] = []
                         receipts.reserveCapacity(batch.count)
-                        for pending in batch {
-                            let time = max(min(pending.time ?? now, now), lastTime)
-                            let record = LogRecord(sequence: sequence + 1, timestamp: time, event: pending.event)
-                            let encoded: [UInt8]
-                            do throws(FieldTooLong) {
-                                encoded = try RecordCodec.encode(record, chainingFrom: &chain)
-                            } catch {
-                                // Validation keeps such commands out; should one get past it, it is
-                                // refused alone, before anything of it is written (no sequence, no link).
-                                receipts.append(.failure(InvalidCommand([ValidationError(field: error.field, message: error.message)])))
-                                continue
+                        // One cursor appends the batch: it stays on the log's last page.
+                        try txn.withCursor(log.database) { logCursor in
+                            for pending in batch {
+                                let time = max(min(pending.time ?? now, now), lastTime)
+                                let record = LogRecord(sequence: sequence + 1, timestamp: time, event: pending.event)
+                                let encoded: [UInt8]
+                                do throws(FieldTooLong) {
+                                    encoded = try RecordCodec.encode(record, chainingFrom: &chain)
+                                } catch {
+                                    // Validation keeps such commands out; should one get past it, it is
+                                    // refused alone, before anything of it is written (no sequence, no link).
+                                    receipts.append(.failure(InvalidCommand([ValidationError(field: error.field, message: error.message)])))
+                                    continue
+                                }
+                                sequence += 1
+                                lastTime = time
+                                try log.append(encoded: encoded, sequence: sequence, cursor: &logCursor)
+                                try Fold.apply(record, to: projections, txn)
+                                receipts.append(.success(Receipt(sequence: sequence, timestamp: lastTime)))
                             }
-                            sequence += 1
-                            lastTime = time
-                            try log.append(encoded: encoded, sequence: sequence, txn)
-                            try Fold.apply(record, to: projections, txn)
-                            receipts.append(.success(Receipt(sequence: sequence, timestamp: lastTime)))
                         }
                         try projections.flush(txn)
                         return receipts
