@@ -7,7 +7,7 @@
 /// The log's writer encodes every record twice (the stored version 3 form
 /// and the version 2 form its chain link covers); appending field by field to
 /// growing arrays took about 4,300 instructions a record (callgrind, the
-/// writer thread of `load`), more than the fold of a token event.
+/// writer thread of `load`).
 protocol FieldSink {
     mutating func u8(_ v: UInt8)
     mutating func u64(_ v: UInt64)

@@ -56,12 +56,14 @@ public enum RecordCodec {
             let base = UnsafeMutableRawPointer(buffer.baseAddress!)
             var store = FieldStore(base)
             try! writeFields(record, version: version, into: &store)  // measured: nothing is refused
+            precondition(store.at == fieldsSize, "a record's fields took other than their measure")
             if version == 2 {
                 link = previous.next(over: UnsafeRawBufferPointer(start: base, count: fieldsSize))
             } else {
                 link = withUnsafeTemporaryAllocation(byteCount: measure.sizeWithNamesAsText, alignment: 8) { scratch in
                     var canonical = FieldStore(scratch.baseAddress!)
                     try! writeFields(record, version: 2, into: &canonical)
+                    precondition(canonical.at == measure.sizeWithNamesAsText, "a record's version 2 form took other than its measure")
                     return previous.next(over: UnsafeRawBufferPointer(start: scratch.baseAddress!, count: canonical.at))
                 }
             }

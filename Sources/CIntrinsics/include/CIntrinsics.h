@@ -32,6 +32,10 @@ void topicstore_spell_hex(const void *bytes, size_t count, void *out, int upper)
 /// (`StoredName.plan`); a byte at a time it was 5% of the writer thread.
 int topicstore_hex_case(const void *text, size_t count);
 
+/// The same for a 36-byte UUID in its 8-4-4-4-12 form: 0 unless the four
+/// dashes are in place and the 32 other bytes are hex digits of one case.
+int topicstore_uuid_case(const void *text);
+
 /// Writes the `count / 2` bytes that `count` hex digits spell (`count` even,
 /// every byte a hex digit of either case, as `topicstore_hex_case` found) at
 /// `out`: 32 digits a step with SSE2 on x86-64, a byte at a time elsewhere.
@@ -40,9 +44,5 @@ void topicstore_pack_hex(const void *text, size_t count, void *out);
 /// The 16 bytes a UUID in its 8-4-4-4-12 form spells (its dashes in place and
 /// its digits hex, as `topicstore_uuid_case` found), at `out`.
 void topicstore_pack_uuid(const void *text, void *out);
-
-/// The same for a 36-byte UUID in its 8-4-4-4-12 form: 0 unless the four
-/// dashes are in place and the 32 other bytes are hex digits of one case.
-int topicstore_uuid_case(const void *text);
 
 #endif
