@@ -33,7 +33,7 @@ public final class ProjectionWriter {
         var dirty: Bool
     }
 
-    private var projects: [String: Cached<ProjectRecord>] = [:]
+    private var projects = ProjectCache()
     private var topics = SlotTable<TopicKey, Cached<TopicRecord>>()
     private var postings: PostingCache
     private var memberships = SlotTable<DeviceKey, Cached<[UInt32]>>()
@@ -311,7 +311,7 @@ public final class ProjectionWriter {
     private func clearCaches() {
         recentCodes.forgetAll()
         savedCounts = [:]
-        projects = [:]
+        projects.removeAll()
         topics.removeAll(); postings.removeAll(); memberships.removeAll()
         dirtyTopics = []; dirtyMemberships = []
         topicCodes = [:]
@@ -334,23 +334,23 @@ public final class ProjectionWriter {
     /// Writes a build's project at hand back into the cache.
     private func settleCurrentProject(_ build: BuildState) {
         if let current = build.currentProject, current.dirty {
-            projects[current.name] = Cached(value: current.record, dirty: true)
+            projects.set(current.name, Cached(value: current.record, dirty: true))
             build.currentProject?.dirty = false
         }
     }
 
     private func loadProject(named name: String, create: Bool, _ txn: borrowing Transaction) throws -> ProjectRecord? {
-        if let p = projects[name] { return p.value }
+        if let slot = projects.slot(of: name) { return projects[slot].value }
         if build?.targetIsEmpty != true, let v = try txn.get(tables.projects, Array(name.utf8)) {
             let p = try ProjectRecord(decoding: v, at: "projects/\(name)")
             // The live writer takes no damaged record on trust (a rebuild's target holds its own output).
             if build == nil { try tables.checkProject(p, named: name, txn) }
-            projects[name] = Cached(value: p, dirty: false)
+            projects.set(name, Cached(value: p, dirty: false))
             return p
         }
         guard create else { return nil }
         let p = ProjectRecord(id: try allocateProjectID(txn), nextOrdinal: 0, nextTopicID: ProjectionTables.firstTopicID)
-        projects[name] = Cached(value: p, dirty: true)
+        projects.set(name, Cached(value: p, dirty: true))
         return p
     }
 
@@ -359,7 +359,11 @@ public final class ProjectionWriter {
             if current.record != record { build.currentProject = (name, record, true) }
             return
         }
-        if projects[name]?.value != record { projects[name] = Cached(value: record, dirty: true) }
+        if let slot = projects.slot(of: name) {
+            if projects[slot].value != record { projects[slot] = Cached(value: record, dirty: true) }
+        } else {
+            projects.set(name, Cached(value: record, dirty: true))
+        }
     }
 
     private func allocateProjectID(_ txn: borrowing Transaction) throws -> UInt32 {
@@ -708,9 +712,9 @@ public final class ProjectionWriter {
     /// for further events in the same transaction.
     public func flush(_ txn: borrowing Transaction) throws {
         if build != nil { return }  // a build is written by `writeBuild`
-        for (name, cached) in projects where cached.dirty {
-            try txn.put(tables.projects, Array(name.utf8), cached.value.encoded())
-            projects[name]!.dirty = false
+        for slot in projects.indices where projects[slot].dirty {
+            try txn.put(tables.projects, Array(projects.names[slot].utf8), projects[slot].value.encoded())
+            projects[slot].dirty = false
         }
         if let next = nextProjectID {
             var w = ByteWriter(capacity: 4); w.u32(next)
@@ -881,8 +885,9 @@ extension ProjectionWriter {
         // One buffer the values are encoded into, grown as needed.
         var value = [UInt8](repeating: 0, count: 16 << 10)
 
-        for name in projects.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) where projects[name]!.dirty {
-            try txn.put(tables.projects, Array(name.utf8), projects[name]!.value.encoded(), flags: append)
+        let names = projects.names
+        for slot in projects.indices.sorted(by: { names[$0].utf8.lexicographicallyPrecedes(names[$1].utf8) }) where projects[slot].dirty {
+            try txn.put(tables.projects, Array(names[slot].utf8), projects[slot].value.encoded(), flags: append)
         }
         if let next = nextProjectID {
             var w = ByteWriter(capacity: 4); w.u32(next)
