@@ -21,29 +21,10 @@ public struct ByteWriter {
     public mutating func string(_ s: String, field: @autoclosure () -> String) throws(FieldTooLong) {
         let n = s.utf8.count
         guard n <= FieldTooLong.limit else { throw FieldTooLong(field: field(), bytes: n) }
-        var s = s
-        s.withUTF8 { utf8 in
+        s.withUTF8Bytes { utf8 in
             u16(UInt16(truncatingIfNeeded: utf8.count))
             bytes.append(contentsOf: utf8)
         }
-    }
-    /// A device_id or token as a `StoredName` (in fewer bytes where its shape allows),
-    /// refused like a string when too long.
-    mutating func name(_ s: String, field: @autoclosure () -> String) throws(FieldTooLong) {
-        let n = s.utf8.count
-        guard n <= FieldTooLong.limit else { throw FieldTooLong(field: field(), bytes: n) }
-        let (form, size) = StoredName.plan(s)
-        let start = bytes.count
-        bytes.append(contentsOf: repeatElement(0, count: size))
-        bytes.withUnsafeMutableBytes { b in
-            var at = start
-            StoredName.write(s, form, at: b.baseAddress!, &at)
-        }
-    }
-    /// A count as u16 (a list's length), refused like a string when it does not fit.
-    public mutating func count(_ n: Int, field: @autoclosure () -> String) throws(FieldTooLong) {
-        guard n <= FieldTooLong.limit else { throw FieldTooLong(field: field(), bytes: n, isCount: true) }
-        u16(UInt16(truncatingIfNeeded: n))
     }
     public mutating func raw(_ b: UnsafeRawBufferPointer) { bytes.append(contentsOf: b) }
     public mutating func raw(_ b: [UInt8]) { bytes.append(contentsOf: b) }
@@ -107,7 +88,7 @@ public struct ByteReader {
         let at = try take(n)
         return UnsafeRawBufferPointer(rebasing: buffer[at..<at + n])
     }
-    /// A `StoredName` (what `ByteWriter.name` wrote) as its text. The caller checks
+    /// A `StoredName` (what `StoredName.write` wrote) as its text. The caller checks
     /// the form byte (an unknown one is corruption, not a short field); a name that
     /// runs past the end is thrown as out of bounds.
     mutating func name() throws(OutOfBounds) -> String {

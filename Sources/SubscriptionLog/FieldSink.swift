@@ -1,8 +1,7 @@
 /// Where `RecordCodec.writeFields` puts a record's fields, in their order:
-/// one description of the format, three uses. `FieldMeasure` counts the bytes
+/// one description of the format, two uses. `FieldMeasure` counts the bytes
 /// (and refuses a field too long for its length), `FieldStore` then writes
-/// them in place into a buffer of that size, and `ByteWriter` appends them
-/// (the legacy version 1, for tests).
+/// them in place into a buffer of that size.
 ///
 /// The log's writer encodes every record twice (the stored version 3 form
 /// and the version 2 form its chain link covers); appending field by field to
@@ -19,8 +18,6 @@ protocol FieldSink {
     /// A list's length as u16.
     mutating func count(_ n: Int, field: @autoclosure () -> String) throws(FieldTooLong)
 }
-
-extension ByteWriter: FieldSink {}
 
 /// Counts the bytes the fields take, refusing them as `ByteWriter` does; also
 /// the bytes of the same fields with every name as a string (the version 2

@@ -45,24 +45,17 @@ public enum RecordCodec {
     public static func encode(_ record: LogRecord, chainingFrom previous: inout ChainHash,
                               version: UInt8 = currentVersion) throws(FieldTooLong) -> [UInt8] {
         precondition(chainedVersions.contains(version), "version \(version) is not written")
-        // Measured first (which refuses a field too long), then written in place: the
-        // stored form into the record, the version 2 form (the same when `version` is 2)
-        // into a scratch buffer the link is computed over.
-        var measure = FieldMeasure()
-        try writeFields(record, version: version, into: &measure)
-        let fieldsSize = measure.size
+        // The stored form goes into the record; the version 2 form (the same when
+        // `version` is 2) into a scratch buffer the link is computed over.
         var link = ChainHash.genesis
-        let bytes = [UInt8](unsafeUninitializedCapacity: fieldsSize + trailerSize) { buffer, initialized in
-            let base = UnsafeMutableRawPointer(buffer.baseAddress!)
-            var store = FieldStore(base)
-            try! writeFields(record, version: version, into: &store)  // measured: nothing is refused
-            precondition(store.at == fieldsSize, "a record's fields took other than their measure")
+        let bytes = try encodeFields(record, version: version, trailer: trailerSize) { base, measure in
+            let fieldsSize = measure.size
             if version == 2 {
                 link = previous.next(over: UnsafeRawBufferPointer(start: base, count: fieldsSize))
             } else {
                 link = withUnsafeTemporaryAllocation(byteCount: measure.sizeWithNamesAsText, alignment: 8) { scratch in
                     var canonical = FieldStore(scratch.baseAddress!)
-                    try! writeFields(record, version: 2, into: &canonical)
+                    try! writeFields(record, version: 2, into: &canonical)  // measured: nothing is refused
                     precondition(canonical.at == measure.sizeWithNamesAsText, "a record's version 2 form took other than its measure")
                     return previous.next(over: UnsafeRawBufferPointer(start: scratch.baseAddress!, count: canonical.at))
                 }
@@ -70,10 +63,26 @@ public enum RecordCodec {
             link.withUnsafeBytes { (base + fieldsSize).copyMemory(from: $0.baseAddress!, byteCount: ChainHash.byteCount) }
             let crc = CRC32C.checksum(UnsafeRawBufferPointer(start: base, count: fieldsSize + ChainHash.byteCount))
             (base + fieldsSize + ChainHash.byteCount).storeBytes(of: crc.bigEndian, as: UInt32.self)
-            initialized = fieldsSize + trailerSize
         }
         previous = link
         return bytes
+    }
+
+    /// `record`'s fields in `version`, measured first (which refuses a field too
+    /// long), then written in place into a new array with `trailer` bytes after
+    /// them, which `finish` writes (given the array's start and the measure).
+    private static func encodeFields(_ record: LogRecord, version: UInt8, trailer: Int,
+                                     _ finish: (UnsafeMutableRawPointer, FieldMeasure) -> Void) throws(FieldTooLong) -> [UInt8] {
+        var measure = FieldMeasure()
+        try writeFields(record, version: version, into: &measure)
+        return [UInt8](unsafeUninitializedCapacity: measure.size + trailer) { buffer, initialized in
+            let base = UnsafeMutableRawPointer(buffer.baseAddress!)
+            var store = FieldStore(base)
+            try! writeFields(record, version: version, into: &store)  // measured: nothing is refused
+            precondition(store.at == measure.size, "a record's fields took other than their measure")
+            finish(base, measure)
+            initialized = measure.size + trailer
+        }
     }
 
     /// Encodes `record` chained to `previous` (by default genesis: valid only as
@@ -141,11 +150,10 @@ public enum RecordCodec {
 
     /// Encodes in the legacy unchained version 1 (for tests of old data only).
     public static func encodeLegacyV1(_ record: LogRecord) throws(FieldTooLong) -> [UInt8] {
-        var w = ByteWriter(capacity: 96)
-        try writeFields(record, version: legacyVersion, into: &w)
-        let crc = w.bytes.withUnsafeBytes { CRC32C.checksum($0) }
-        w.u32(crc)
-        return w.bytes
+        try encodeFields(record, version: legacyVersion, trailer: 4) { base, measure in
+            let crc = CRC32C.checksum(UnsafeRawBufferPointer(start: base, count: measure.size))
+            (base + measure.size).storeBytes(of: crc.bigEndian, as: UInt32.self)
+        }
     }
 
     /// Checks size, checksum and version; returns the version and the span of the fields.
