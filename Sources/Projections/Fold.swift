@@ -5,13 +5,14 @@ import SubscriptionLog
 /// replay both call `apply`, so the rule exists exactly once.
 public enum Fold {
     /// Applies `record` (which must be the next sequence) to the projections.
-    public static func apply(_ record: LogRecord, to writer: ProjectionWriter, _ txn: borrowing Transaction) throws {
+    public static func apply(_ record: borrowing LogRecord, to writer: ProjectionWriter, _ txn: borrowing Transaction) throws {
         try writer.advance(to: record.sequence)
-        let event = record.event
-        guard var project = try writer.project(named: event.project, create: true, txn) else { return }
+        // The record's parts are read where they are: `let event = record.event`
+        // copied the event (a retain and a release of each of its strings).
+        guard var project = try writer.project(named: record.event.project, create: true, txn) else { return }
         let pid = project.id
 
-        switch event.body {
+        switch record.event.body {
         case .token(let deviceID, let token, let platform):
             // A new device's record is written once, below, with its token.
             let (ordinal, created) = try deviceOrdinal(pid, deviceID, &project, writer, txn, writesRecord: false)
@@ -43,21 +44,23 @@ public enum Fold {
         case .register(let deviceID, let specs):
             let (ordinal, created) = try deviceOrdinal(pid, deviceID, &project, writer, txn)
             let member = created ? writer.newMembershipSlot(pid, ordinal) : try writer.membershipSlot(pid, ordinal, txn)
-            for spec in specs {
+            // Each spec and topic record is read where it is held: a copy of
+            // either retained and released its strings, for every topic of a register.
+            for i in specs.indices {
                 let slot: Int
-                if let tid = try writer.topicID(pid, code: spec.code, txn) {
+                if let tid = try writer.topicID(pid, code: specs[i].code, txn) {
                     guard let s = try writer.topicSlot(pid, tid, txn) else {
-                        throw ProjectionCorruption(place: "topics/\(pid)/\(tid)", reason: "indexed topic \(spec.code) is missing")
+                        throw ProjectionCorruption(place: "topics/\(pid)/\(tid)", reason: "indexed topic \(specs[i].code) is missing")
                     }
                     slot = s
-                    let current = writer.topic(at: slot)
-                    if let title = spec.title, title != current.title {
+                    if let title = specs[i].title, !writer.topic(at: slot, hasTitle: title) {
                         writer.modifyTopic(at: slot) { $0.title = title; $0.lastChangeSeq = record.sequence }
                     }
-                    if let single = spec.single, single != current.single {
+                    if let single = specs[i].single, single != writer.topicIsSingle(at: slot) {
                         writer.modifyTopic(at: slot) { $0.single = single; $0.lastChangeSeq = record.sequence }
                     }
                 } else {
+                    let spec = specs[i]
                     let tid = try writer.newTopicID(single: spec.single ?? false, &project)
                     slot = try writer.createTopic(pid, tid, TopicRecord(
                         code: spec.code, title: spec.title ?? spec.code, single: spec.single ?? false,
@@ -126,7 +129,7 @@ public enum Fold {
             device.rejectedAt = rejectedAt
             try writer.put(device: device, pid, ordinal, txn)
         }
-        writer.update(project: event.project, project)
+        writer.update(project: record.event.project, project)
     }
 
     /// The ordinal of `deviceID`, allocating the next dense one for a new device

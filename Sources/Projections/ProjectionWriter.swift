@@ -446,6 +446,9 @@ public final class ProjectionWriter {
     }
 
     func topic(at slot: Int) -> TopicRecord { topics.values[slot].value }
+    /// Whether the cached topic in `slot` has `title`, compared in place (`topic(at:)` copies the record).
+    func topic(at slot: Int, hasTitle title: String) -> Bool { topics.values[slot].value.title == title }
+    func topicIsSingle(at slot: Int) -> Bool { topics.values[slot].value.single }
     func topicKey(at slot: Int) -> UInt32 { topics.keys[slot].topic }
 
     /// Changes the cached topic in `slot`; it is written back at flush.
@@ -662,23 +665,25 @@ public final class ProjectionWriter {
     public enum FoldHints {
         /// Appends `event`'s hints to `hints`: the hash of its device_id, of
         /// its token (0 for none), then of each topic code.
+        /// (Each name is hashed where the event holds it: taking the device_id
+        /// through `EventBody.deviceID` and each spec out of its array copied
+        /// them, a retain and a release per string.)
         public static func append(_ event: EventBody, to hints: inout [UInt64]) {
-            let device = event.deviceID.map(NameIndex.nameHash) ?? 0
             switch event {
-            case .token(_, let token, _):
-                hints.append(device); hints.append(NameIndex.nameHash(token))
+            case .token(let deviceID, let token, _):
+                hints.append(NameIndex.nameHash(deviceID)); hints.append(NameIndex.nameHash(token))
             case .tokenRejected(let token, _, _), .expireToken(let token):
                 hints.append(0); hints.append(NameIndex.nameHash(token))
-            case .register(_, let specs):
-                hints.append(device); hints.append(0)
-                for spec in specs { hints.append(NameIndex.nameHash(spec.code)) }
-            case .unregister(_, let codes):
-                hints.append(device); hints.append(0)
-                for code in codes { hints.append(NameIndex.nameHash(code)) }
+            case .register(let deviceID, let specs):
+                hints.append(NameIndex.nameHash(deviceID)); hints.append(0)
+                for i in specs.indices { hints.append(NameIndex.nameHash(specs[i].code)) }
+            case .unregister(let deviceID, let codes):
+                hints.append(NameIndex.nameHash(deviceID)); hints.append(0)
+                for i in codes.indices { hints.append(NameIndex.nameHash(codes[i])) }
             case .dropTopic(let code):
                 hints.append(0); hints.append(0); hints.append(NameIndex.nameHash(code))
-            case .unregisterAll, .forgetDevice:
-                hints.append(device); hints.append(0)
+            case .unregisterAll(let deviceID), .forgetDevice(let deviceID):
+                hints.append(NameIndex.nameHash(deviceID)); hints.append(0)
             }
         }
     }
@@ -692,11 +697,7 @@ public final class ProjectionWriter {
         guard let build, let pid = build.currentProjectID, hints.count >= 2 else { return }
         if hints[0] != 0 { directory.ids.prefetch(pid: pid, nameHash: hints[0]) }
         if hints[1] != 0 { directory.tokens.prefetch(pid: pid, nameHash: hints[1]) }
-        var i = 2
-        while i < hints.count {
-            build.topicCodes.prefetch(pid, nameHash: hints[i])
-            i += 1
-        }
+        if hints.count > 2 { build.topicCodes.prefetch(pid, nameHashes: UnsafeBufferPointer(rebasing: hints[2...])) }
     }
 
     // MARK: Sequence

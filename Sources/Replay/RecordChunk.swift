@@ -181,9 +181,11 @@ struct LogReader {
                         if verifier.chain != nil { try verifier.chain!.check(entry.bytes, key: seq) }
                         let record = try RecordCodec.decode(entry.bytes, key: seq)
                         if verifier.verifies { verifier.checkTime(record) }
-                        chunk.records.append(record)
                         ProjectionWriter.FoldHints.append(record.event.body, to: &chunk.hints)
                         chunk.hintEnds.append(chunk.hints.count)
+                        // Moved into the chunk: appended before its last use, it was
+                        // copied (each of its strings retained, and released after).
+                        chunk.records.append(consume record)
                         if keepRaw {
                             chunk.raw.append(contentsOf: entry.bytes)
                             chunk.ends.append(chunk.raw.count)
