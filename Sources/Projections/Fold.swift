@@ -42,8 +42,8 @@ public enum Fold {
             try writer.put(device: device, pid, ordinal, txn)
 
         case .register(let deviceID, let specs):
-            let (ordinal, created) = try deviceOrdinal(pid, deviceID, &project, writer, txn)
-            let member = created ? writer.newMembershipSlot(pid, ordinal) : try writer.membershipSlot(pid, ordinal, txn)
+            let (ordinal, _) = try deviceOrdinal(pid, deviceID, &project, writer, txn)
+            let member = try writer.membershipSlot(pid, ordinal, txn)
             // Each spec and topic record is read where it is held: a copy of
             // either retained and released its strings, for every topic of a register.
             for i in specs.indices {
@@ -142,6 +142,10 @@ public enum Fold {
         guard ordinal < UInt32.max else { throw ProjectionCorruption(place: "projects/\(pid)", reason: "device ordinals exhausted") }
         project.nextOrdinal += 1
         writer.indexDevice(pid, deviceID, ordinal: ordinal)
+        // A new device has no topics: its empty list is cached now, so the
+        // register that follows a token (in the same batch, as the SDKs send
+        // them) does not look for the device's topics in the store.
+        _ = writer.newMembershipSlot(pid, ordinal)
         if writesRecord { try writer.put(device: DeviceRecord(deviceID: deviceID), pid, ordinal, txn) }
         try writer.setBit(pid, ProjectionTables.BuiltIn.knownDevices, ordinal, true, txn)
         return (ordinal, true)

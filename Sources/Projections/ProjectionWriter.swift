@@ -61,6 +61,8 @@ public final class ProjectionWriter {
     /// The sequence the open transaction started from, and the writer stamp stored then.
     private var transactionStart: UInt64 = 0
     private var startedOnStamp: UInt64?
+    /// The device records the open transaction wrote or read (see `TransactionDevices`); live path only.
+    private var transactionDevices = TransactionDevices()
     /// The device records the open transaction wrote or deleted (pid << 32 | ordinal), for its journal entry.
     private var journalDevices: [UInt64] = []
 
@@ -198,6 +200,7 @@ public final class ProjectionWriter {
         topicLayout = try tables.topicLayout(txn)
         startedOnStamp = try tables.writerStamp(txn)
         journalDevices.removeAll(keepingCapacity: true)
+        transactionDevices.removeAll()
         let sync = try directory.sync(tables, txn)
         if case .loaded = sync { deviceIndexLoads += 1 }
         recipientChanges.removeAll()
@@ -513,13 +516,30 @@ public final class ProjectionWriter {
             if let held = build.device(pid, ordinal, matches: name, value) { return held }
             if build.targetIsEmpty { throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "indexed device is missing") }
         }
-        guard let v = try Keys.withPair(pid, ordinal, { try txn.get(tables.devices, $0) }) else {
+        let matches = try withStoredDevice(pid, ordinal, txn) { v -> Bool? in
+            guard let f = DeviceRecord.fields(of: v) else { return nil }
+            return value.withUTF8Bytes { name == .deviceID ? f.has(deviceID: $0) : f.holds($0) }
+        }
+        guard let matches else {
             throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "indexed device is missing")
         }
-        guard let f = DeviceRecord.fields(of: v) else {
+        guard let matches else {
             throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device record does not decode")
         }
-        return value.withUTF8Bytes { name == .deviceID ? f.has(deviceID: $0) : f.holds($0) }
+        return matches
+    }
+
+    /// Calls `body` with device `ordinal`'s stored record, nil when there is none.
+    /// The live writer takes it from the records its transaction wrote or read
+    /// (`TransactionDevices`), else from the table, and keeps what it read there.
+    /// A build has its own (`BuildState`); what it reads from a target it writes
+    /// in rounds is not kept, since a round changes the table under it.
+    private func withStoredDevice<R>(_ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction,
+                                     _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+        if build == nil, let held = try transactionDevices.withRecord(pid, ordinal, body) { return held }
+        guard let v = try Keys.withPair(pid, ordinal, { try txn.get(tables.devices, $0) }) else { return nil }
+        if build == nil { transactionDevices.set(pid, ordinal, v) }
+        return try body(v)
     }
 
     /// Records that device `ordinal` (new) has `deviceID`.
@@ -549,15 +569,17 @@ public final class ProjectionWriter {
             }
             return device
         }
-        guard build?.targetIsEmpty != true, let v = try Keys.withPair(pid, ordinal, { try txn.get(tables.devices, $0) }) else {
+        guard build?.targetIsEmpty != true,
+              let device = try withStoredDevice(pid, ordinal, txn, { try DeviceRecord(decoding: $0, at: "devices/\(pid)/\(ordinal)") }) else {
             throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "indexed device is missing")
         }
-        return try DeviceRecord(decoding: v, at: "devices/\(pid)/\(ordinal)")
+        return device
     }
 
     func deleteDevice(_ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {
         if let build { return build.put(nil, pid, ordinal) }
         try txn.delete(tables.devices, Keys.pair(pid, ordinal))
+        transactionDevices.remove(pid, ordinal)
         journalDevices.append(UInt64(pid) << 32 | UInt64(ordinal))
         if recipientCache != nil { recipientChanges.delete(pid, ordinal, sequence: appliedSequence) }
     }
@@ -565,7 +587,12 @@ public final class ProjectionWriter {
     func put(device: DeviceRecord, _ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {
         if let build { return build.put(device, pid, ordinal) }
         let record = device.encoded()
-        try Keys.withPair(pid, ordinal) { k in try record.withUnsafeBytes { v in try txn.put(tables.devices, k, v) } }
+        try Keys.withPair(pid, ordinal) { k in
+            try record.withUnsafeBytes { v in
+                try txn.put(tables.devices, k, v)
+                transactionDevices.set(pid, ordinal, v)
+            }
+        }
         journalDevices.append(UInt64(pid) << 32 | UInt64(ordinal))
         if recipientCache != nil { recipientChanges.put(pid, ordinal, sequence: appliedSequence, record: record) }
     }

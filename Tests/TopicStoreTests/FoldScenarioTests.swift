@@ -39,6 +39,42 @@ import TopicStore
         #expect(c.total == 2 && c.ios == 1 && c.withoutToken == 1)  // one delivery, not two
     }
 
+    /// The writer reads back, within a transaction, the device records that
+    /// transaction wrote (`TransactionDevices`): here every step reads a record
+    /// a step before it changed, all in one group commit.
+    @Test func oneBatchSeesEachChangeItMadeToADevice() throws {
+        let later = Int64(Date().timeIntervalSince1970 * 1000) + 86_400_000
+        let batch: [EventBody] = [
+            .token(deviceID: "D1", token: "T1", platform: .ios),
+            .register(deviceID: "D1", topics: [TopicSpec(code: "all")]),
+            .token(deviceID: "D2", token: "T1", platform: .android),  // T1 moves: D1 is left without a token
+            .register(deviceID: "D2", topics: [TopicSpec(code: "all")]),
+            .token(deviceID: "D1", token: "T2", platform: .ios),  // read as the move above left it
+            .tokenRejected(token: "T2", rejectedAt: later, reason: "Unregistered"),
+            .token(deviceID: "D3", token: "T3", platform: .ios),
+            .forgetDevice(deviceID: "D3"),  // live: kept
+            .tokenRejected(token: "T3", rejectedAt: later, reason: "Unregistered"),
+            .forgetDevice(deviceID: "D3"),  // rejected and without topics: forgotten
+            .token(deviceID: "D3", token: "T3", platform: .android),  // a new device, under a new ordinal
+        ]
+        let before = store.commitCounters.batches
+        let results = store.submitAndWait(batch.map { Event(project: "demo", body: $0) })
+        #expect(results.allSatisfy { if case .success = $0 { true } else { false } })
+        #expect(store.commitCounters.batches == before + 1, "one transaction")
+        let d1 = try #require(try device("D1")).record
+        #expect(d1.token == "T2" && d1.state == .rejected)
+        let d2 = try #require(try device("D2")).record
+        #expect(d2.token == "T1" && d2.platform == .android && d2.state == .live)
+        let d3 = try #require(try device("D3"))
+        #expect(d3.record.token == "T3" && d3.record.platform == .android && d3.record.state == .live)
+        let c = try counts("all")
+        #expect(c.total == 2 && c.android == 1 && c.ios == 0 && c.withoutToken == 1)
+        let live = try ProjectionDump.of(store)
+        let elsewhere = TemporaryDirectory()
+        let rebuilt = try foldLog(of: store, into: elsewhere.path)
+        #expect(live == rebuilt, "\(live.differences(from: rebuilt))")
+    }
+
     @Test func aRejectionStopsATokenUntilItIsRegisteredAgain() throws {
         let first = try send(.token(deviceID: "D", token: "T", platform: .android))
         try send(.register(deviceID: "D", topics: [TopicSpec(code: "news")]))
