@@ -625,12 +625,15 @@ public final class ProjectionWriter {
     /// A new device has no topics: no need to look.
     func newMembershipSlot(_ pid: UInt32, _ ordinal: UInt32) -> Int {
         let key = DeviceKey(pid: pid, ordinal: ordinal)
+        // Room for a few topics up front: growing from empty reallocated twice per device.
+        var list: [UInt32] = []
+        list.reserveCapacity(4)
         if let build {
-            let slot = memberships.appendUnindexed(key, Cached(value: [], dirty: false))
+            let slot = memberships.appendUnindexed(key, Cached(value: list, dirty: false))
             build.setMemberSlot(pid, ordinal, slot)
             return slot
         }
-        return memberships.insert(key, Cached(value: [], dirty: false))
+        return memberships.insert(key, Cached(value: list, dirty: false))
     }
 
     func topicIDs(at slot: Int) -> [UInt32] { memberships.values[slot].value }
