@@ -63,6 +63,8 @@ public final class ProjectionWriter {
     private var startedOnStamp: UInt64?
     /// The device records the open transaction wrote or read (see `TransactionDevices`); live path only.
     private var transactionDevices = TransactionDevices()
+    /// Where `put(device:)` encodes a record (live path).
+    private var deviceBuffer = [UInt8](repeating: 0, count: 512)
     /// The device records the open transaction wrote or deleted (pid << 32 | ordinal), for its journal entry.
     private var journalDevices: [UInt64] = []
 
@@ -231,7 +233,7 @@ public final class ProjectionWriter {
             let pid = UInt32(truncatingIfNeeded: key >> 32), ordinal = UInt32(truncatingIfNeeded: key)
             // Marked as changed at `through`: a reader of an earlier snapshot reads it from the snapshot.
             if let v = try txn.get(tables.devices, Keys.pair(pid, ordinal)) {
-                changes.put(pid, ordinal, sequence: through, record: Array(v))
+                changes.put(pid, ordinal, sequence: through, record: v)
             } else {
                 changes.delete(pid, ordinal, sequence: through)
             }
@@ -586,15 +588,17 @@ public final class ProjectionWriter {
 
     func put(device: DeviceRecord, _ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {
         if let build { return build.put(device, pid, ordinal) }
-        let record = device.encoded()
-        try Keys.withPair(pid, ordinal) { k in
-            try record.withUnsafeBytes { v in
-                try txn.put(tables.devices, k, v)
-                transactionDevices.set(pid, ordinal, v)
-            }
+        // Encoded into a buffer the writer keeps: an array per record was an
+        // allocation and a release for every device written.
+        let size = device.maximumEncodedSize
+        if deviceBuffer.count < size { deviceBuffer = [UInt8](repeating: 0, count: max(size, 2 * deviceBuffer.count)) }
+        try deviceBuffer.withUnsafeMutableBytes { buffer in
+            let v = UnsafeRawBufferPointer(rebasing: buffer[0..<device.encode(into: buffer.baseAddress!)])
+            try Keys.withPair(pid, ordinal) { k in try txn.put(tables.devices, k, v) }
+            transactionDevices.set(pid, ordinal, v)
+            if recipientCache != nil { recipientChanges.put(pid, ordinal, sequence: appliedSequence, record: v) }
         }
         journalDevices.append(UInt64(pid) << 32 | UInt64(ordinal))
-        if recipientCache != nil { recipientChanges.put(pid, ordinal, sequence: appliedSequence, record: record) }
     }
 
     // MARK: Memberships (device → topics and topic → devices, kept together)

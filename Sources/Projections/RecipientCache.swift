@@ -243,7 +243,7 @@ public final class RecipientCache: @unchecked Sendable {
             entries.removeAll(keepingCapacity: true)
         }
 
-        mutating func put(_ pid: UInt32, _ ordinal: UInt32, sequence: UInt64, record: [UInt8]) {
+        mutating func put(_ pid: UInt32, _ ordinal: UInt32, sequence: UInt64, record: UnsafeRawBufferPointer) {
             let start = bytes.count
             bytes.append(contentsOf: record)
             entries.append((pid, ordinal, sequence, start..<bytes.count))

@@ -251,7 +251,7 @@ import TopicStore
                     latest[ordinal] = nil
                 } else {
                     let record = Array("round \(round) ordinal \(ordinal)".utf8)
-                    changes.put(pid, ordinal, sequence: sequence, record: record)
+                    record.withUnsafeBytes { changes.put(pid, ordinal, sequence: sequence, record: $0) }
                     latest[ordinal] = record
                 }
             }
