@@ -95,16 +95,18 @@ final class NameIndex: @unchecked Sendable {
         name.withUTF8Bytes { nameHash($0) }
     }
 
-    /// Starts loading the slots where lookups of the names with `nameHashes`
-    /// in project `pid` begin, so those lookups do not wait for memory. One
-    /// access to the table for them all: each access retains and releases its
-    /// storage, and one per name was two atomic operations per topic of every
-    /// event a rebuild folds.
-    @inline(__always)
-    func prefetch(_ pid: UInt32, nameHashes: UnsafeBufferPointer<UInt64>) {
+    /// Starts loading the slots where the lookups of names begin, so those
+    /// lookups do not wait for memory: for each of `events` (`FoldHints`),
+    /// the name hashes from `offset` to the end of its hints. One access to
+    /// the table for them all (see `ProjectionWriter.prefetch`).
+    func prefetch(_ pid: UInt32, hintsFrom offset: Int, of events: ProjectionWriter.FoldHintRun) {
         slots.withUnsafeBufferPointer { table in
-            for nameHash in nameHashes {
-                topicstore_prefetch(table.baseAddress! + Self.home(Self.tag(Self.hash(pid, nameHash: nameHash)), table.count))
+            events.forEach { hints in
+                var i = offset
+                while i < hints.count {
+                    topicstore_prefetch(table.baseAddress! + Self.home(Self.tag(Self.hash(pid, nameHash: hints[i])), table.count))
+                    i += 1
+                }
             }
         }
     }

@@ -39,13 +39,19 @@ struct OrdinalIndex {
         name.withUTF8Bytes { hash(pid, $0) }
     }
 
-    /// Starts loading the slot where the lookup of a name begins (`nameHash`
-    /// is `NameIndex.nameHash` of the name), so that lookup does not wait for memory.
-    @inline(__always)
-    func prefetch(pid: UInt32, nameHash: UInt64) {
-        let h = NameIndex.hash(pid, nameHash: nameHash)
-        let i = home(h == 0 ? 1 : h)
-        entries.withUnsafeBufferPointer { topicstore_prefetch($0.baseAddress! + i) }
+    /// Starts loading the slots where the lookups of names begin, so those
+    /// lookups do not wait for memory: for each of `events` (`FoldHints`),
+    /// the name hash at `offset` in its hints (0: none). One access to the
+    /// table for them all (see `ProjectionWriter.prefetch`).
+    func prefetch(pid: UInt32, hintAt offset: Int, of events: ProjectionWriter.FoldHintRun) {
+        entries.withUnsafeBufferPointer { table in
+            events.forEach { hints in
+                let nameHash = hints[offset]
+                guard nameHash != 0 else { return }
+                let h = NameIndex.hash(pid, nameHash: nameHash)
+                topicstore_prefetch(table.baseAddress! + home(h == 0 ? 1 : h))
+            }
+        }
     }
 
     /// Calls `body` with each ordinal filed under (`pid`, `hash`) until it returns true.

@@ -47,20 +47,21 @@ struct PostingCache {
             }
             setLastChunkSlot(pid, tid, high: key.high, slot)
         }
-        // A chunk appears when its first member is set: asked before the change, since
-        // counting a bitmap's members afterwards (to see 1) was 1.5% of the writer's instructions.
-        let wasEmpty = on && chunks.values[slot].value.isEmpty
-        // Changed in place in the table's array, so a bitmap stays uniquely referenced.
-        let changed = on ? chunks.values[slot].value.insert(ordinal) : chunks.values[slot].value.remove(ordinal)
+        // Changed in place in the table's array, so a bitmap stays uniquely referenced. A chunk
+        // appears when its first member is set: asked before the change, since counting a
+        // bitmap's members afterwards (to see 1) was 1.5% of the writer's instructions.
+        let changed: Bool, sliceChange: Bool
+        if on {
+            (changed, sliceChange) = chunks.values[slot].value.insertNotingEmpty(ordinal)
+        } else {
+            (changed, sliceChange) = chunks.values[slot].value.removeNotingEmpty(ordinal)
+        }
         guard changed else { return (false, nil) }
         if !chunks.values[slot].dirty {
             chunks.values[slot].dirty = true
             dirty.append(slot)
         }
-        if on ? wasEmpty : chunks.values[slot].value.isEmpty {
-            return (true, on ? .appeared : .emptied)
-        }
-        return (true, nil)
+        return (true, sliceChange ? (on ? .appeared : .emptied) : nil)
     }
 
     @inline(__always)

@@ -98,51 +98,63 @@ struct PostingSet {
     /// Inserts `ordinal`; returns true when it was not there. A chunk holds
     /// one slice: every ordinal of one set shares its high 16 bits.
     @inline(__always) @discardableResult
-    mutating func insert(_ ordinal: UInt32) -> Bool {
+    mutating func insert(_ ordinal: UInt32) -> Bool { insertNotingEmpty(ordinal).inserted }
+
+    /// Removes `ordinal`; returns true when it was there.
+    @inline(__always) @discardableResult
+    mutating func remove(_ ordinal: UInt32) -> Bool { removeNotingEmpty(ordinal).removed }
+
+    /// `insert(_:)`, telling also whether the set was empty before, asked in
+    /// the same mutating call as the change: asked apart, a bitmap was
+    /// retained and released around its `isEmpty` (a call into another
+    /// module), once for every member a writer or a rebuild sets.
+    @inline(__always)
+    mutating func insertNotingEmpty(_ ordinal: UInt32) -> (inserted: Bool, wasEmpty: Bool) {
         switch storage {
         case .few(var f):
+            let wasEmpty = f.count == 0
             let high = UInt16(truncatingIfNeeded: ordinal >> 16), low = UInt16(truncatingIfNeeded: ordinal)
             if f.count == 0 { f.high = high }
             precondition(f.high == high, "ordinal \(ordinal) inserted into the chunk of slice \(f.high)")
             let (found, at) = f.search(low)
-            if found { return false }
+            if found { return (false, wasEmpty) }
             if Int(f.count) < Few.capacity {
                 var i = Int(f.count)
                 while i > at { f[i] = f[i - 1]; i -= 1 }
                 f[at] = low
                 f.count += 1
                 storage = .few(f)
-                return true
+                return (true, wasEmpty)
             }
             var bitmap = Bitmap(f.ordinals())
             bitmap.insert(ordinal)
             storage = .bitmap(bitmap)
-            return true
+            return (true, false)
         case .bitmap(var bitmap):
             storage = .few(Few())  // let go of the reference, so the bitmap is changed in place
-            let changed = bitmap.insert(ordinal)
+            let result = bitmap.insertNotingEmpty(ordinal)
             storage = .bitmap(bitmap)
-            return changed
+            return result
         }
     }
 
-    /// Removes `ordinal`; returns true when it was there.
-    @inline(__always) @discardableResult
-    mutating func remove(_ ordinal: UInt32) -> Bool {
+    /// `remove(_:)`, telling also whether the set is empty after it (see `insertNotingEmpty`).
+    @inline(__always)
+    mutating func removeNotingEmpty(_ ordinal: UInt32) -> (removed: Bool, isEmpty: Bool) {
         switch storage {
         case .few(var f):
-            guard f.count > 0, UInt32(f.high) == ordinal >> 16 else { return false }
+            guard f.count > 0, UInt32(f.high) == ordinal >> 16 else { return (false, f.count == 0) }
             let (found, at) = f.search(UInt16(truncatingIfNeeded: ordinal))
-            guard found else { return false }
+            guard found else { return (false, false) }
             for i in at..<(Int(f.count) - 1) { f[i] = f[i + 1] }
             f.count -= 1
             storage = .few(f)
-            return true
+            return (true, f.count == 0)
         case .bitmap(var bitmap):
             storage = .few(Few())
-            let changed = bitmap.remove(ordinal)
+            let result = bitmap.removeNotingEmpty(ordinal)
             storage = .bitmap(bitmap)
-            return changed
+            return result
         }
     }
 

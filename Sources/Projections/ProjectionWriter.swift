@@ -722,16 +722,47 @@ public final class ProjectionWriter {
         }
     }
 
-    /// Starts loading the hash-table slots an event's lookups will probe
-    /// (its `FoldHints`): called a few events ahead, the lookups then find
-    /// them in the cache instead of waiting on memory, which was most of
+    /// The `FoldHints` of consecutive events: `hints` holds every event's
+    /// back to back, event k's ending at `ends[k]` (an offset into `hints`).
+    public struct FoldHintRun {
+        let hints: UnsafeBufferPointer<UInt64>
+        let ends: UnsafeBufferPointer<Int>
+        let events: Range<Int>
+
+        public init(hints: UnsafeBufferPointer<UInt64>, ends: UnsafeBufferPointer<Int>, events: Range<Int>) {
+            precondition(events.upperBound <= ends.count && (events.isEmpty || ends[events.upperBound - 1] <= hints.count))
+            self.hints = hints
+            self.ends = ends
+            self.events = events
+        }
+
+        var isEmpty: Bool { events.isEmpty }
+
+        /// Calls `body` with each event's hints (at least two: its device_id and token).
+        @inline(__always)
+        func forEach(_ body: (UnsafeBufferPointer<UInt64>) -> Void) {
+            for k in events {
+                let start = k == 0 ? 0 : ends[k - 1]
+                let event = UnsafeBufferPointer(rebasing: hints[start..<ends[k]])
+                if event.count >= 2 { body(event) }
+            }
+        }
+    }
+
+    /// Starts loading the hash-table slots the lookups of a few events ahead
+    /// will probe (their `FoldHints`): called that far ahead, the lookups then
+    /// find them in the cache instead of waiting on memory, which was most of
     /// their time in a rebuild of a million devices. A build only; the
     /// project is the one of the events just folded (a hint is only a hint).
-    public func prefetch(_ hints: UnsafeBufferPointer<UInt64>) {
-        guard let build, let pid = build.currentProjectID, hints.count >= 2 else { return }
-        if hints[0] != 0 { directory.ids.prefetch(pid: pid, nameHash: hints[0]) }
-        if hints[1] != 0 { directory.tokens.prefetch(pid: pid, nameHash: hints[1]) }
-        if hints.count > 2 { build.topicCodes.prefetch(pid, nameHashes: UnsafeBufferPointer(rebasing: hints[2...])) }
+    ///
+    /// Several events at a time: each call takes each table's storage (and
+    /// the build) once, a retain and a release each, which per event were
+    /// three and a half pairs.
+    public func prefetch(_ events: FoldHintRun) {
+        guard let build, let pid = build.currentProjectID, !events.isEmpty else { return }
+        directory.ids.prefetch(pid: pid, hintAt: 0, of: events)
+        directory.tokens.prefetch(pid: pid, hintAt: 1, of: events)
+        build.topicCodes.prefetch(pid, hintsFrom: 2, of: events)
     }
 
     // MARK: Sequence

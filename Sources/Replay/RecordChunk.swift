@@ -16,10 +16,6 @@ struct RecordChunk: Sendable {
     var hints: [UInt64] = []
     var hintEnds: [Int] = []
 
-    /// The hints of record `i`.
-    func hints(_ i: Int, in all: UnsafeBufferPointer<UInt64>) -> UnsafeBufferPointer<UInt64> {
-        UnsafeBufferPointer(rebasing: all[(i == 0 ? 0 : hintEnds[i - 1])..<hintEnds[i]])
-    }
     /// Why the records stop short of what was read: a missing or undecodable
     /// record, before which a fold must stop.
     var stop: LogIssue?

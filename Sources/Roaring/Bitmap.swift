@@ -58,6 +58,22 @@ public struct Bitmap: Sendable {
         roaring_bitmap_remove_checked(mutablePointer(), value)
     }
 
+    /// `insert(_:)`, telling also whether the bitmap was empty before: one
+    /// mutating call, where asking `isEmpty` first made the caller retain and
+    /// release the bitmap around that call.
+    public mutating func insertNotingEmpty(_ value: UInt32) -> (inserted: Bool, wasEmpty: Bool) {
+        let p = mutablePointer()
+        let wasEmpty = roaring_bitmap_is_empty(p)
+        return (roaring_bitmap_add_checked(p, value), wasEmpty)
+    }
+
+    /// `remove(_:)`, telling also whether the bitmap is empty after it (see `insertNotingEmpty`).
+    public mutating func removeNotingEmpty(_ value: UInt32) -> (removed: Bool, isEmpty: Bool) {
+        let p = mutablePointer()
+        let removed = roaring_bitmap_remove_checked(p, value)
+        return (removed, roaring_bitmap_is_empty(p))
+    }
+
     public mutating func removeAll() { roaring_bitmap_clear(mutablePointer()) }
 
     // MARK: Set algebra

@@ -59,6 +59,22 @@ import Testing
         #expect(set.toArray() == [1, 2, 3, 4])
     }
 
+    /// Whether a change found the set empty (an insert) or left it empty (a
+    /// remove) is what makes a chunk appear in or leave its topic's slice list:
+    /// told by the change itself, in both forms.
+    @Test func changesTellWhenTheSetWasOrBecomesEmpty() {
+        for start in [PostingSet(), PostingSet(Bitmap())] {
+            var set = start
+            #expect(set.insertNotingEmpty(5) == (true, true))
+            #expect(set.insertNotingEmpty(5) == (false, false))
+            for m in [6, 7, 8, 9] as [UInt32] { #expect(set.insertNotingEmpty(m) == (true, false)) }  // the bitmap form from the fourth
+            for m in [5, 6, 7, 8] as [UInt32] { #expect(set.removeNotingEmpty(m) == (true, false)) }
+            #expect(set.removeNotingEmpty(4).removed == false)
+            #expect(set.removeNotingEmpty(9) == (true, true))
+            #expect(set.isEmpty && set.insertNotingEmpty(1) == (true, true))
+        }
+    }
+
     /// A bitmap changed through the set is changed in place: a copy taken
     /// before does not see the change (value semantics), and the set does.
     @Test func bitmapsKeepValueSemantics() {
