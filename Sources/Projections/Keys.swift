@@ -1,3 +1,5 @@
+import SubscriptionLog
+
 /// Key builders for the projection tables. Fixed-width big-endian integers
 /// come first, so byte order is numeric order and a prefix selects a project,
 /// a topic or a device.
@@ -56,6 +58,20 @@ enum Keys {
             k.storeBytes(of: high.bigEndian, toByteOffset: 4, as: UInt16.self)
             k.storeBytes(of: topic.bigEndian, toByteOffset: 6, as: UInt32.self)
             return try body(UnsafeRawBufferPointer(rebasing: k[0..<10]))
+        }
+    }
+
+    /// `pid ‖ utf8(name)`, as `named` builds it, in a buffer on the stack:
+    /// an audience of 100 per-user topics built an array per topic code it
+    /// looked up, and the writer one per topic it created.
+    @inline(__always)
+    static func withNamed<R>(_ pid: UInt32, _ name: String, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try name.withUTF8Bytes { n in
+            try withUnsafeTemporaryAllocation(byteCount: 4 + n.count, alignment: 4) { k in
+                k.storeBytes(of: pid.bigEndian, as: UInt32.self)
+                if n.count > 0 { (k.baseAddress! + 4).copyMemory(from: n.baseAddress!, byteCount: n.count) }
+                return try body(UnsafeRawBufferPointer(k))
+            }
         }
     }
 

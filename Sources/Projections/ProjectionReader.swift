@@ -62,7 +62,7 @@ public struct ProjectionReader: Sendable {
     }
 
     public func topicID(_ pid: UInt32, code: String, _ txn: borrowing Transaction) throws -> UInt32? {
-        guard let v = try txn.get(tables.topicCodes, Keys.named(pid, code)) else { return nil }
+        guard let v = try Keys.withNamed(pid, code, { try txn.get(tables.topicCodes, $0) }) else { return nil }
         guard v.count == 4 else { throw ProjectionCorruption(place: "topic_codes/\(pid)/\(code)", reason: "\(v.count) bytes") }
         return v.loadBigEndian(at: 0, as: UInt32.self)
     }

@@ -424,8 +424,9 @@ public final class ProjectionWriter {
         if let build {
             build.topicCodes.set(pid, record.code, tid)
         } else {
-            var w = ByteWriter(capacity: 4); w.u32(tid)
-            try txn.put(tables.topicCodes, Keys.named(pid, record.code), w.bytes)
+            try Keys.withNamed(pid, record.code) { k in
+                try withUnsafeBytes(of: tid.bigEndian) { v in try txn.put(tables.topicCodes, k, v) }
+            }
             // A build keeps its codes in `build.topicCodes`, which lookups ask first.
             topicCodes[CodeKey(pid: pid, code: record.code)] = tid
         }
@@ -478,7 +479,7 @@ public final class ProjectionWriter {
         let key = CodeKey(pid: pid, code: code)
         if let id = topicCodes[key] { return id }
         if build?.targetIsEmpty == true { return nil }
-        guard let v = try txn.get(tables.topicCodes, Keys.named(pid, code)) else { return nil }
+        guard let v = try Keys.withNamed(pid, code, { try txn.get(tables.topicCodes, $0) }) else { return nil }
         guard v.count == 4 else { throw ProjectionCorruption(place: "topic_codes/\(pid)/\(code)", reason: "\(v.count) bytes") }
         let id: UInt32 = v.loadBigEndian(at: 0)
         topicCodes[key] = id

@@ -1,7 +1,7 @@
 @testable import Projections
 import Testing
 
-/// The writer's keys built on the stack (`Keys.withPair`, `Keys.withChunk`)
+/// The keys built on the stack (`Keys.withPair`, `Keys.withChunk`, `Keys.withNamed`)
 /// are byte for byte the keys the readers build as arrays: a difference would
 /// make the writer read and write entries nobody else finds.
 @Suite struct KeysTests {
@@ -14,6 +14,12 @@ import Testing
                 for high in highs {
                     Keys.withChunk(pid, a, high) { #expect(Array($0) == Keys.chunk(pid, a, high)) }
                 }
+            }
+        }
+        let names = ["", "a", "news", "user.123456789012", String(repeating: "x", count: 255), "caf\u{E9}", "\u{1F4F1}.topic"]
+        for pid in values {
+            for name in names {
+                Keys.withNamed(pid, name) { #expect(Array($0) == Keys.named(pid, name)) }
             }
         }
     }
