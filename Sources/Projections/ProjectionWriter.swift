@@ -26,7 +26,6 @@ public final class ProjectionWriter {
         var pid: UInt32; var ordinal: UInt32
         var hash64: UInt64 { UInt64(pid) << 32 | UInt64(ordinal) }
     }
-    struct CodeKey: Hashable { var pid: UInt32; var code: String }
 
     struct Cached<Value> {
         var value: Value
@@ -37,7 +36,12 @@ public final class ProjectionWriter {
     private var topics = SlotTable<TopicKey, Cached<TopicRecord>>()
     private var postings: PostingCache
     private var memberships = SlotTable<DeviceKey, Cached<[UInt32]>>()
-    private var topicCodes: [CodeKey: UInt32] = [:]
+    /// Topic codes looked up in the store or created, by project: an
+    /// open-addressing table over the codes' bytes (`NameIndex`), where a
+    /// `Dictionary` keyed by (pid, code) hashed each with SipHash (about
+    /// 1,300 instructions to insert a new topic's code). A dropped topic's
+    /// code is a tombstone, which sends its next lookup to the store.
+    private var topicCodes = NameIndex()
     /// The last few thousand codes looked up (see `RecentTopicCodes`).
     private let recentCodes = RecentTopicCodes()
     /// In the compact layout, the subscriber counts of topics over several
@@ -319,7 +323,7 @@ public final class ProjectionWriter {
         projects.removeAll()
         topics.removeAll(); postings.removeAll(); memberships.removeAll()
         dirtyTopics = []; dirtyMemberships = []
-        topicCodes = [:]
+        topicCodes.removeAll()
         nextProjectID = nil
     }
 
@@ -428,7 +432,7 @@ public final class ProjectionWriter {
                 try withUnsafeBytes(of: tid.bigEndian) { v in try txn.put(tables.topicCodes, k, v) }
             }
             // A build keeps its codes in `build.topicCodes`, which lookups ask first.
-            topicCodes[CodeKey(pid: pid, code: record.code)] = tid
+            topicCodes.set(pid, record.code, tid)
         }
         let slot = addTopic(TopicKey(pid: pid, topic: tid), Cached(value: record, dirty: true))
         dirtyTopics.append(slot)
@@ -443,7 +447,7 @@ public final class ProjectionWriter {
         } else {
             try txn.delete(tables.topicCodes, Keys.named(pid, code))
         }
-        topicCodes[CodeKey(pid: pid, code: code)] = nil
+        topicCodes.set(pid, code, nil)
         if let slot = cachedTopicSlot(TopicKey(pid: pid, topic: tid)) {
             topics.values[slot].dirty = false
             topics.values[slot].value.subscribers = 0
@@ -476,13 +480,12 @@ public final class ProjectionWriter {
     @inline(__always)
     private func lookupTopicID(_ pid: UInt32, code: String, build: BuildState?, _ txn: borrowing Transaction) throws -> UInt32? {
         if let build, let held = build.topicCodes.lookup(pid, code) { return held }
-        let key = CodeKey(pid: pid, code: code)
-        if let id = topicCodes[key] { return id }
+        if let held = topicCodes.lookup(pid, code), let id = held { return id }
         if build?.targetIsEmpty == true { return nil }
         guard let v = try Keys.withNamed(pid, code, { try txn.get(tables.topicCodes, $0) }) else { return nil }
         guard v.count == 4 else { throw ProjectionCorruption(place: "topic_codes/\(pid)/\(code)", reason: "\(v.count) bytes") }
         let id: UInt32 = v.loadBigEndian(at: 0)
-        topicCodes[key] = id
+        topicCodes.set(pid, code, id)
         return id
     }
 
@@ -858,7 +861,7 @@ public final class ProjectionWriter {
                     savedCounts[UInt64(topics.keys[i].pid) << 32 | UInt64(topics.keys[i].topic)] = topics.values[i].value.subscribers
                 }
             }
-            topics.removeAll(); postings.removeAll(); memberships.removeAll(); topicCodes = [:]
+            topics.removeAll(); postings.removeAll(); memberships.removeAll(); topicCodes.removeAll()
         }
     }
 }
@@ -892,7 +895,7 @@ extension ProjectionWriter {
 
     private func buildFootprint(_ build: BuildState) -> Int {
         var bytes = build.footprint + directory.footprint
-        bytes += memberships.count * 96 + topics.count * 256 + topicCodes.count * 64
+        bytes += memberships.count * 96 + topics.count * 256 + topicCodes.footprint
         if let postingWorker {
             drainPostingWorker(postingWorker)
             bytes += postingWorker.footprint + pendingPostings.capacity * MemoryLayout<PostingWorker.Change>.stride

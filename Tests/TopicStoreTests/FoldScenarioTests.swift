@@ -75,6 +75,47 @@ import TopicStore
         #expect(live == rebuilt, "\(live.differences(from: rebuilt))")
     }
 
+    /// A dropped topic's code is forgotten by the writer's code cache (a
+    /// tombstone in it) and can be created again, as a new topic, in the same
+    /// group commit and in a later one.
+    @Test func aDroppedTopicsCodeCanBeCreatedAgain() throws {
+        func topics() throws -> [String: (id: UInt32, subscribers: UInt32)] {
+            try store.read { txn in
+                guard let p = try store.reader.project(named: "demo", txn) else { return [:] }
+                var out: [String: (id: UInt32, subscribers: UInt32)] = [:]
+                for code in ["temp", "all"] {
+                    if let id = try store.reader.topicID(p.id, code: code, txn), let t = try store.reader.topic(p.id, id, txn) {
+                        out[code] = (id, t.subscribers)
+                    }
+                }
+                return out
+            }
+        }
+        try send(.token(deviceID: "D", token: "T", platform: .ios))
+        try send(.register(deviceID: "D", topics: [TopicSpec(code: "temp"), TopicSpec(code: "all")]))
+        let first = try #require(try topics()["temp"]).id
+        let batch: [EventBody] = [
+            .unregister(deviceID: "D", codes: ["temp"]),
+            .dropTopic(code: "temp"),
+            .register(deviceID: "D", topics: [TopicSpec(code: "temp", title: "Again")]),
+        ]
+        let results = store.submitAndWait(batch.map { Event(project: "demo", body: $0) })
+        #expect(results.allSatisfy { if case .success = $0 { true } else { false } })
+        let second = try #require(try topics()["temp"])
+        #expect(second.id != first && second.subscribers == 1)
+        try send(.unregister(deviceID: "D", codes: ["temp"]))
+        try send(.dropTopic(code: "temp"))
+        #expect(try topics()["temp"] == nil)
+        try send(.register(deviceID: "D", topics: [TopicSpec(code: "temp")]))
+        let third = try #require(try topics()["temp"])
+        #expect(third.id != second.id && third.subscribers == 1)
+        #expect(try counts("temp").total == 1 && counts("all").total == 1)
+        let elsewhere = TemporaryDirectory()
+        let live = try ProjectionDump.of(store)
+        let rebuilt = try foldLog(of: store, into: elsewhere.path)
+        #expect(live == rebuilt, "\(live.differences(from: rebuilt))")
+    }
+
     @Test func aRejectionStopsATokenUntilItIsRegisteredAgain() throws {
         let first = try send(.token(deviceID: "D", token: "T", platform: .android))
         try send(.register(deviceID: "D", topics: [TopicSpec(code: "news")]))
