@@ -145,7 +145,7 @@ struct PostingSet {
         case .few(var f):
             guard f.count > 0, UInt32(f.high) == ordinal >> 16 else { return (false, f.count == 0) }
             let (found, at) = f.search(UInt16(truncatingIfNeeded: ordinal))
-            guard found else { return (false, false) }
+            guard found else { return (false, f.count == 0) }
             for i in at..<(Int(f.count) - 1) { f[i] = f[i + 1] }
             f.count -= 1
             storage = .few(f)

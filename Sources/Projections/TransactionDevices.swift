@@ -17,8 +17,6 @@ struct TransactionDevices {
     /// pid << 32 | ordinal → where its record lies in `bytes`.
     private var records: [UInt64: Range<Int>] = [:]
 
-    var isEmpty: Bool { records.isEmpty }
-
     mutating func removeAll() {
         bytes.removeAll(keepingCapacity: true)
         records.removeAll(keepingCapacity: true)
