@@ -27,6 +27,18 @@ static inline void topicstore_sha256_chain(const void *prefix32, const void *bod
     SHA256_Final(out, &ctx);
 }
 
+/// SHA-256(prefix[0..<32] ‖ head[0..<headCount] ‖ body[0..<count]) into out[0..<32]: a link
+/// over a record whose first bytes are held apart from the rest.
+static inline void topicstore_sha256_chain2(const void *prefix32, const void *head, size_t headCount,
+                                            const void *body, size_t count, unsigned char *out) {
+    SHA256_CTX ctx;
+    SHA256_Init(&ctx);
+    SHA256_Update(&ctx, prefix32, 32);
+    SHA256_Update(&ctx, head, headCount);
+    SHA256_Update(&ctx, body, count);
+    SHA256_Final(out, &ctx);
+}
+
 /// SHA-256 of one buffer into out[0..<32].
 static inline void topicstore_sha256(const void *body, size_t count, unsigned char *out) {
     SHA256_CTX ctx;

@@ -22,6 +22,15 @@ public enum SHA256 {
                                 out.baseAddress!.assumingMemoryBound(to: UInt8.self))
     }
 
+    /// SHA-256(`prefix` ‖ `head` ‖ `body`) into `out`, where `prefix` is exactly 32 bytes.
+    @inline(__always)
+    public static func chain(_ prefix: UnsafeRawBufferPointer, _ head: UnsafeRawBufferPointer, _ body: UnsafeRawBufferPointer,
+                             into out: UnsafeMutableRawBufferPointer) {
+        precondition(prefix.count == byteCount && out.count >= byteCount, "a chain link is 32 bytes")
+        topicstore_sha256_chain2(prefix.baseAddress, head.baseAddress, head.count, body.baseAddress, body.count,
+                                 out.baseAddress!.assumingMemoryBound(to: UInt8.self))
+    }
+
     /// SHA-256 of `bytes`.
     public static func hash(_ bytes: [UInt8]) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: byteCount)

@@ -76,6 +76,18 @@ public struct ChainHash: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
+extension ChainHash {
+    /// The next link over a body held in two parts: SHA-256(self ‖ `head` ‖ `rest`).
+    @inline(__always)
+    public func next(over head: UnsafeRawBufferPointer, _ rest: UnsafeRawBufferPointer) -> ChainHash {
+        var result = ChainHash()
+        withUnsafeBytes { prefix in
+            Swift.withUnsafeMutableBytes(of: &result) { out in SHA256.chain(prefix, head, rest, into: out) }
+        }
+        return result
+    }
+}
+
 /// The end of the log as an auditor anchors it: the last sequence and its link.
 public struct ChainHead: Hashable, Sendable, CustomStringConvertible {
     public var sequence: UInt64

@@ -86,6 +86,19 @@ public struct EventLog: Sendable {
         }
     }
 
+    /// Seals `prepared` with `sequence` (above every key in the log) and
+    /// `timestamp`, chained to `chain` (which it advances), directly into the
+    /// space it reserves through `cursor`, as `append(encoded:sequence:cursor:)`
+    /// does with bytes encoded before.
+    public func append(_ prepared: borrowing PreparedRecord, sequence: UInt64, timestamp: Int64,
+                       chainingFrom chain: inout ChainHash, cursor: inout Cursor) throws {
+        try withUnsafeBytes(of: sequence.bigEndian) { k in
+            try cursor.put(k, reserving: prepared.sealedCount, flags: .append) { out in
+                RecordCodec.seal(prepared, sequence: sequence, timestamp: timestamp, chainingFrom: &chain, into: out)
+            }
+        }
+    }
+
     public func record(at sequence: UInt64, _ txn: borrowing Transaction) throws -> LogRecord? {
         guard let bytes = try txn.get(database, Self.key(sequence)) else { return nil }
         return try RecordCodec.decode(bytes, key: sequence)

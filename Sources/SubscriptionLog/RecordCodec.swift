@@ -45,21 +45,19 @@ public enum RecordCodec {
     public static func encode(_ record: LogRecord, chainingFrom previous: inout ChainHash,
                               version: UInt8 = currentVersion) throws(FieldTooLong) -> [UInt8] {
         precondition(chainedVersions.contains(version), "version \(version) is not written")
-        // The stored form goes into the record; the version 2 form (the same when
-        // `version` is 2) into a scratch buffer the link is computed over.
+        if version == currentVersion {
+            let prepared = try prepare(record.event)
+            return [UInt8](unsafeUninitializedCapacity: prepared.sealedCount) { buffer, initialized in
+                seal(prepared, sequence: record.sequence, timestamp: record.timestamp, chainingFrom: &previous,
+                     into: UnsafeMutableRawBufferPointer(buffer))
+                initialized = prepared.sealedCount
+            }
+        }
+        // Version 2: the link covers the stored fields themselves.
         var link = ChainHash.genesis
         let bytes = try encodeFields(record, version: version, trailer: trailerSize) { base, measure in
             let fieldsSize = measure.size
-            if version == 2 {
-                link = previous.next(over: UnsafeRawBufferPointer(start: base, count: fieldsSize))
-            } else {
-                link = withUnsafeTemporaryAllocation(byteCount: measure.sizeWithNamesAsText, alignment: 8) { scratch in
-                    var canonical = FieldStore(scratch.baseAddress!)
-                    try! writeFields(record, version: 2, into: &canonical)  // measured: nothing is refused
-                    precondition(canonical.at == measure.sizeWithNamesAsText, "a record's version 2 form took other than its measure")
-                    return previous.next(over: UnsafeRawBufferPointer(start: scratch.baseAddress!, count: canonical.at))
-                }
-            }
+            link = previous.next(over: UnsafeRawBufferPointer(start: base, count: fieldsSize))
             link.withUnsafeBytes { (base + fieldsSize).copyMemory(from: $0.baseAddress!, byteCount: ChainHash.byteCount) }
             let crc = CRC32C.checksum(UnsafeRawBufferPointer(start: base, count: fieldsSize + ChainHash.byteCount))
             (base + fieldsSize + ChainHash.byteCount).storeBytes(of: crc.bigEndian, as: UInt32.self)

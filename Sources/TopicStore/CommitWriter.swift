@@ -8,6 +8,8 @@ import SubscriptionLog
 final class CommitWriter: @unchecked Sendable {
     struct Pending {
         let event: Event
+        /// Its log record, encoded by the caller; the writer seals it with a sequence, a time and a link.
+        let prepared: PreparedRecord
         /// The time the caller asks the record to carry (an exported record
         /// loaded again); nil: the commit's time.
         var time: Int64? = nil
@@ -55,14 +57,14 @@ final class CommitWriter: @unchecked Sendable {
         thread.start()
     }
 
-    func enqueue(_ event: Event, done: @escaping @Sendable (Result<Receipt, any Error>) -> Void) {
+    func enqueue(_ pending: Pending) {
         condition.lock()
         if stopping {
             condition.unlock()
-            done(.failure(StoreError.closed))
+            pending.done(.failure(StoreError.closed))
             return
         }
-        queue.append(Pending(event: event, done: done))
+        queue.append(pending)
         condition.signal()
         condition.unlock()
     }

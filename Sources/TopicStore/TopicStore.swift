@@ -455,8 +455,9 @@ public final class TopicStore: Sendable {
     public func submit(_ event: Event) async throws -> Receipt {
         guard let writer else { throw StoreError.readOnly }
         try Validation.validate(event)
+        let prepared = try Self.prepare(event)
         return try await withCheckedThrowingContinuation { continuation in
-            writer.enqueue(event) { continuation.resume(with: $0) }
+            writer.enqueue(CommitWriter.Pending(event: event, prepared: prepared) { continuation.resume(with: $0) })
         }
     }
 
@@ -501,16 +502,29 @@ public final class TopicStore: Sendable {
         var pending: [CommitWriter.Pending] = []
         pending.reserveCapacity(events.count)
         for (i, event) in events.enumerated() {
+            let prepared: PreparedRecord
             do {
                 try Validation.validate(event)
+                prepared = try Self.prepare(event)
             } catch {
                 results.set(i, .failure(error))
                 continue
             }
-            pending.append(CommitWriter.Pending(event: event, time: times?[i]) { result in results.set(i, result) })
+            pending.append(CommitWriter.Pending(event: event, prepared: prepared, time: times?[i]) { result in results.set(i, result) })
         }
         if pending.isEmpty { return }
         writer.enqueue(pending)
+    }
+
+    /// `event`'s log record, encoded on the caller's thread (the writer only
+    /// seals it). Validation keeps out what a record cannot hold; should
+    /// something get past it, it is refused here, alone, as a validation error.
+    static func prepare(_ event: Event) throws(InvalidCommand) -> PreparedRecord {
+        do throws(FieldTooLong) {
+            return try RecordCodec.prepare(event)
+        } catch {
+            throw InvalidCommand([ValidationError(field: error.field, message: error.message)])
+        }
     }
 
     /// One command, blocking: for command-line tools and tests.
@@ -520,8 +534,8 @@ public final class TopicStore: Sendable {
     }
 
     /// Commits `batch` in one transaction: called on the writer thread only. Each command
-    /// has its result: a receipt, or its own refusal (a record the log cannot hold); a
-    /// failure of the transaction is every command's.
+    /// has its receipt (one whose record the log cannot hold was refused when it was
+    /// submitted); a failure of the transaction is every command's.
     /// A reader killed inside its transaction (`kill -9` of an export, of a compaction
     /// planning) leaves its slot in lock.mdb pinning that snapshot: LMDB then reuses no
     /// page freed after it, and the file grows with every commit. LMDB clears such slots
@@ -567,21 +581,12 @@ public final class TopicStore: Sendable {
                         try txn.withCursor(log.database) { logCursor in
                             for pending in batch {
                                 let time = max(min(pending.time ?? now, now), lastTime)
-                                let record = LogRecord(sequence: sequence + 1, timestamp: time, event: pending.event)
-                                let encoded: [UInt8]
-                                do throws(FieldTooLong) {
-                                    encoded = try RecordCodec.encode(record, chainingFrom: &chain)
-                                } catch {
-                                    // Validation keeps such commands out; should one get past it, it is
-                                    // refused alone, before anything of it is written (no sequence, no link).
-                                    receipts.append(.failure(InvalidCommand([ValidationError(field: error.field, message: error.message)])))
-                                    continue
-                                }
                                 sequence += 1
                                 lastTime = time
-                                try log.append(encoded: encoded, sequence: sequence, cursor: &logCursor)
-                                try Fold.apply(record, to: projections, txn)
-                                receipts.append(.success(Receipt(sequence: sequence, timestamp: lastTime)))
+                                try log.append(pending.prepared, sequence: sequence, timestamp: time,
+                                               chainingFrom: &chain, cursor: &logCursor)
+                                try Fold.apply(LogRecord(sequence: sequence, timestamp: time, event: pending.event), to: projections, txn)
+                                receipts.append(.success(Receipt(sequence: sequence, timestamp: time)))
                             }
                         }
                         try projections.flush(txn)

@@ -68,6 +68,28 @@ import TopicStore
     }
 
     /// A name altered inside a version 3 record, its checksum recomputed, breaks the chain there.
+    /// The writer seals records its callers prepared: one prepared event, sealed
+    /// at any sequence and time, is byte for byte the record the version 2 path
+    /// chains to the same link, and decodes to that record.
+    @Test func aPreparedRecordSealsToItsRecordAtAnySequence() throws {
+        var link2 = ChainHash.genesis, link3 = ChainHash.genesis
+        for (i, record) in Self.randomRecords(500, seed: 5).enumerated() {
+            let prepared = try RecordCodec.prepare(record.event)
+            for (sequence, time) in [(record.sequence, record.timestamp), (UInt64(i) << 40 | 7, Int64(i) * 1_000_003 - 5)] {
+                let moved = LogRecord(sequence: sequence, timestamp: time, event: record.event)
+                let previous = link3
+                var sealed = [UInt8](repeating: 0xEE, count: prepared.sealedCount)
+                sealed.withUnsafeMutableBytes {
+                    RecordCodec.seal(prepared, sequence: sequence, timestamp: time, chainingFrom: &link3, into: $0)
+                }
+                _ = try RecordCodec.encode(moved, chainingFrom: &link2, version: 2)
+                #expect(link3 == link2, "record \(i) at \(sequence)")
+                #expect(try sealed.withUnsafeBytes { try RecordCodec.decode($0, key: sequence) } == moved)
+                #expect(try sealed.withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: sequence, previous: previous) } == link3)
+            }
+        }
+    }
+
     @Test func anAlteredCompactNameBreaksTheChain() throws {
         let dir = ReplayTempDir("v3-forged-name")
         let store = try TopicStore(directory: dir.sub("live"))

@@ -71,27 +71,28 @@ import Testing
     }
 
     /// A log record cannot hold a field over 65,535 bytes. The encoder trapped on one and the
-    /// server died; now the writer refuses that command alone (validation refuses such commands
-    /// before they get here: this is the backstop for a gap in it) and commits the others.
-    @Test func aCommandItsRecordCannotHoldIsRefusedAloneInItsCommit() throws {
+    /// server died; now such a command is refused alone when its record is prepared, on the
+    /// caller's thread (validation refuses such commands before that: this is the backstop for
+    /// a gap in it), and the others of its batch commit.
+    @Test func aCommandItsRecordCannotHoldIsRefusedAloneInItsBatch() throws {
         let dir = TemporaryDirectory()
         let store = try TopicStore(directory: dir.path)
         defer { store.close() }
         let huge = "e" + String(repeating: "\u{301}", count: 32_768)
-        let events = [register("a", ["news"]),
-                      Event(project: "demo", body: .register(deviceID: "z", topics: [TopicSpec(code: "zalgo", title: huge)])),
-                      register("b", ["news"])]
-        // Straight to the commit, past `submit`'s validation.
-        let results = try store.commit(events.map { CommitWriter.Pending(event: $0, done: { _ in }) }).get()
-        #expect(results.count == 3)
-        #expect(try results[0].get().sequence == 1)
-        #expect(try results[2].get().sequence == 2)
-        if case .failure(let error as InvalidCommand) = results[1] {
+        let oversized = Event(project: "demo", body: .register(deviceID: "z", topics: [TopicSpec(code: "zalgo", title: huge)]))
+        // The backstop itself, past validation.
+        do {
+            _ = try TopicStore.prepare(oversized)
+            Issue.record("the oversized command was prepared")
+        } catch {
             #expect(error.errors.map(\.field) == ["topics.0.title"])
             #expect(error.description.contains("65537 bytes"), "\(error)")
-        } else {
-            Issue.record("the oversized command was not refused: \(results[1])")
         }
+        let results = store.submitAndWait([register("a", ["news"]), oversized, register("b", ["news"])])
+        #expect(results.count == 3)
+        #expect(try results[0].get().sequence == 1)
+        #expect(throws: InvalidCommand.self) { try results[1].get() }
+        #expect(try results[2].get().sequence == 2)
         #expect(try allRecords(store).map(\.sequence) == [1, 2])
         #expect(try store.submitAndWait(register("c", ["news"])).sequence == 3)
         let counts = try store.read { txn in
