@@ -115,9 +115,15 @@ final class CommitWriter: @unchecked Sendable {
                 condition.unlock()
                 return
             }
-            let n = min(queue.count, maxBatch)
-            let batch = Array(queue.prefix(n))
-            queue.removeFirst(n)
+            // Taking the whole queue moves it: copying commands out and removing them
+            // retained and released every string of every command on this thread.
+            var batch: [Pending] = []
+            if queue.count <= maxBatch {
+                swap(&batch, &queue)
+            } else {
+                batch = Array(queue.prefix(maxBatch))
+                queue.removeFirst(maxBatch)
+            }
             condition.unlock()
 
             guard let store = self.store else {
