@@ -70,7 +70,8 @@ public enum EventJSON {
 
     /// Decodes one JSON text line into a command.
     public static func event(fromLine line: some StringProtocol, defaultProject: String? = nil) throws(InvalidCommand) -> Event {
-        try event(from: try object(fromLine: line), defaultProject: defaultProject)
+        if let scanned = CommandLineScanner.scan(line, defaultProject: defaultProject) { return scanned.event }
+        return try event(from: try object(fromLine: line), defaultProject: defaultProject)
     }
 
     /// A line with the time it carries: an exported record's `ts` (ms since
@@ -84,6 +85,13 @@ public enum EventJSON {
 
     /// `timedEvent` and the line's `seq`, when it has one (a line of `topicstore export`).
     public static func exportedEvent(fromLine line: some StringProtocol, defaultProject: String? = nil)
+        throws(InvalidCommand) -> (event: Event, timestamp: Int64?, sequence: UInt64?) {
+        if let scanned = CommandLineScanner.scan(line, defaultProject: defaultProject) { return scanned }
+        return try generalExportedEvent(fromLine: line, defaultProject: defaultProject)
+    }
+
+    /// `exportedEvent` through a JSON object tree: any line JSON allows, and the errors.
+    static func generalExportedEvent(fromLine line: some StringProtocol, defaultProject: String? = nil)
         throws(InvalidCommand) -> (event: Event, timestamp: Int64?, sequence: UInt64?) {
         let dict = try object(fromLine: line)
         let sequence = dict["seq"].flatMap(int64).flatMap { $0 > 0 ? UInt64($0) : nil }
