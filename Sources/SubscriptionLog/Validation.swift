@@ -108,7 +108,7 @@ public enum Validation {
         if !Limits.projectNameLength.contains(utf8.count) {
             errors.append(ValidationError(field: "project",
                 message: "The project name must be 1 to \(Limits.projectNameLength.upperBound) characters."))
-        } else if !utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || Limits.projectNamePunctuation.contains($0) }) {
+        } else if !name.withUTF8Bytes({ $0.allSatisfy { ByteClass.isProjectName($0) } }) {
             errors.append(ValidationError(field: "project",
                 message: "The project name may contain only lowercase letters, digits, '_', '-' and '.'."))
         }
@@ -157,28 +157,33 @@ public enum Validation {
     /// Whether `s` holds a control character (C0, DEL, C1), checking bytes
     /// first: almost every device id is ASCII, and Unicode properties are slow.
     static func hasControlCharacter(_ s: String) -> Bool {
-        var ascii = true
-        for b in s.utf8 {
-            if b < 0x20 || b == 0x7F { return true }
-            if b >= 0x80 { ascii = false }
+        let ascii = s.withUTF8Bytes { bytes -> Bool? in
+            var ascii = true
+            for b in bytes {
+                if b < 0x20 || b == 0x7F { return nil }
+                if b >= 0x80 { ascii = false }
+            }
+            return ascii
         }
+        guard let ascii else { return true }
         if ascii { return false }
         return s.unicodeScalars.contains { $0.properties.generalCategory == .control }
     }
 
     /// A free text (title, reason): at most `limit` code points in a command (the message says
     /// characters, as MPush's does), at most what a record's field holds in a logged record.
-    static func check(text: String, field: String, name: String, limit: Int, _ rules: Rules, into errors: inout [ValidationError]) {
+    static func check(text: String, field: @autoclosure () -> String, name: String, limit: Int, _ rules: Rules,
+                      into errors: inout [ValidationError]) {
         let bytes = text.utf8.count
         switch rules {
         case .command:
             // Bytes bound code points: most texts are settled without counting them.
             if bytes > limit && text.unicodeScalars.count > limit {
-                errors.append(ValidationError(field: field, message: "The \(name) may not be greater than \(limit) characters."))
+                errors.append(ValidationError(field: field(), message: "The \(name) may not be greater than \(limit) characters."))
             }
         case .logged:
             if bytes > FieldTooLong.limit {
-                errors.append(ValidationError(field: field, message: "The \(name) may not be greater than \(FieldTooLong.limit) bytes."))
+                errors.append(ValidationError(field: field(), message: "The \(name) may not be greater than \(FieldTooLong.limit) bytes."))
             }
         }
     }
@@ -190,21 +195,23 @@ public enum Validation {
         } else if n > Limits.tokenLength.upperBound {
             errors.append(ValidationError(field: field,
                 message: "The token may not be greater than \(Limits.tokenLength.upperBound) bytes."))
-        } else if !token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) {
+        } else if !token.withUTF8Bytes({ $0.allSatisfy { $0 > 0x20 && $0 < 0x7F } }) {
             errors.append(ValidationError(field: field,
                 message: "The token may contain only printable ASCII characters without spaces."))
         }
     }
 
-    static func check(topicCode code: String, field: String, into errors: inout [ValidationError]) {
+    /// `field` is built only for an error: a register names `topics.<i>.code` for each of its
+    /// topics, and building those names was a fifth of validation's instructions.
+    static func check(topicCode code: String, field: @autoclosure () -> String, into errors: inout [ValidationError]) {
         let utf8 = code.utf8
         if utf8.isEmpty {
-            errors.append(ValidationError(field: field, message: "The topic code is required."))
+            errors.append(ValidationError(field: field(), message: "The topic code is required."))
         } else if utf8.count > Limits.topicCodeLength.upperBound {
-            errors.append(ValidationError(field: field,
+            errors.append(ValidationError(field: field(),
                 message: "The topic code may not be greater than \(Limits.topicCodeLength.upperBound) characters."))
-        } else if !utf8.allSatisfy({ isAlphanumeric($0) || Limits.topicCodePunctuation.contains($0) }) {
-            errors.append(ValidationError(field: field,
+        } else if !code.withUTF8Bytes({ $0.allSatisfy { ByteClass.isTopicCode($0) } }) {
+            errors.append(ValidationError(field: field(),
                 message: "The topic code may contain only ASCII letters (A-Z, a-z), digits (0-9) and . _ - ~ @ / + = #."))
         }
     }
@@ -222,4 +229,22 @@ public enum Validation {
     public static func isAlphanumeric(_ c: UInt8) -> Bool {
         (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
     }
+}
+
+/// Which bytes the charsets of topic codes and project names allow, as one table
+/// lookup per byte (a `Set` lookup per punctuation byte before).
+enum ByteClass {
+    private static let topicCode: UInt8 = 1, projectName: UInt8 = 2
+    private static let table: [UInt8] = (0..<256).map { b -> UInt8 in
+        let c = UInt8(b)
+        var bits: UInt8 = 0
+        if Validation.isAlphanumeric(c) || Limits.topicCodePunctuation.contains(c) { bits |= topicCode }
+        if (c >= 0x61 && c <= 0x7A) || (c >= 0x30 && c <= 0x39) || Limits.projectNamePunctuation.contains(c) { bits |= projectName }
+        return bits
+    }
+
+    @inline(__always)
+    static func isTopicCode(_ c: UInt8) -> Bool { table.withUnsafeBufferPointer { $0[Int(c)] } & topicCode != 0 }
+    @inline(__always)
+    static func isProjectName(_ c: UInt8) -> Bool { table.withUnsafeBufferPointer { $0[Int(c)] } & projectName != 0 }
 }

@@ -26,6 +26,12 @@ import Testing
         #expect(fields(.unregisterAll(deviceID: "D"), project: "Demo") == ["project"])
         #expect(fields(.unregisterAll(deviceID: "D"), project: String(repeating: "p", count: 65)) == ["project"])
         #expect(fields(.unregisterAll(deviceID: "D"), project: "my-app_2.prod").isEmpty)
+        // Every byte: lowercase ASCII letters, digits, '_', '-' and '.'; nothing else.
+        for byte in UInt8(0x00)...UInt8(0xFF) {
+            let allowed = (0x61...0x7A).contains(byte) || (0x30...0x39).contains(byte) || [0x5F, 0x2D, 0x2E].contains(byte)
+            let name = String(decoding: [0x70, byte], as: UTF8.self)
+            #expect(fields(.unregisterAll(deviceID: "D"), project: name).isEmpty == allowed, "byte \(byte)")
+        }
     }
 
     @Test func deviceIDs() {
@@ -33,11 +39,17 @@ import Testing
         #expect(fields(.unregisterAll(deviceID: String(repeating: "d", count: 257))) == ["device_id"])
         #expect(fields(.unregisterAll(deviceID: String(repeating: "d", count: 256))).isEmpty)
         #expect(fields(.unregisterAll(deviceID: "bad\nid")) == ["device_id"])
+        #expect(fields(.unregisterAll(deviceID: "bad\u{7F}id")) == ["device_id"])
+        #expect(fields(.unregisterAll(deviceID: "bäd\u{85}id")) == ["device_id"], "a C1 control character")
+        #expect(fields(.unregisterAll(deviceID: "bäd-id")).isEmpty)
     }
 
     @Test func tokens() {
         #expect(fields(.token(deviceID: "D", token: "", platform: .ios)) == ["token"])
         #expect(fields(.token(deviceID: "D", token: "has space", platform: .ios)) == ["token"])
+        #expect(fields(.token(deviceID: "D", token: "tök", platform: .ios)) == ["token"])
+        #expect(fields(.token(deviceID: "D", token: "t\u{7F}", platform: .ios)) == ["token"])
+        #expect(fields(.token(deviceID: "D", token: "~!t", platform: .ios)).isEmpty)
         #expect(fields(.token(deviceID: "D", token: String(repeating: "t", count: 501), platform: .ios)) == ["token"])
         #expect(fields(.token(deviceID: "D", token: String(repeating: "t", count: 500), platform: .android)).isEmpty)
     }
