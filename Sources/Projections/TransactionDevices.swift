@@ -14,33 +14,38 @@
 /// writes are gone with it).
 struct TransactionDevices {
     private var bytes: [UInt8] = []
-    /// pid << 32 | ordinal → where its record lies in `bytes`.
-    private var records: [UInt64: Range<Int>] = [:]
+    /// Device → where its record lies in `bytes`; nil once deleted. An open-addressing
+    /// table: a `Dictionary` keyed by pid ‖ ordinal seeded SipHash at each of the
+    /// ~770k lookups and stores of a 261k-command load.
+    private var records = SlotTable<ProjectionWriter.DeviceKey, Range<Int>?>(capacity: 4096)
 
     mutating func removeAll() {
         bytes.removeAll(keepingCapacity: true)
-        records.removeAll(keepingCapacity: true)
+        if records.count > 0 { records.removeAll() }
     }
 
     /// Device `ordinal`'s record is now `record` (as written, or as read from the table).
     mutating func set(_ pid: UInt32, _ ordinal: UInt32, _ record: UnsafeRawBufferPointer) {
         let start = bytes.count
         bytes.append(contentsOf: record)
-        records[Self.key(pid, ordinal)] = start..<bytes.count
+        let key = ProjectionWriter.DeviceKey(pid: pid, ordinal: ordinal)
+        if let slot = records.slot(of: key) {
+            records.values[slot] = start..<bytes.count
+        } else {
+            records.insert(key, start..<bytes.count)
+        }
     }
 
     /// Device `ordinal` was deleted: the table answers for it again.
     mutating func remove(_ pid: UInt32, _ ordinal: UInt32) {
-        records[Self.key(pid, ordinal)] = nil
+        if let slot = records.slot(of: ProjectionWriter.DeviceKey(pid: pid, ordinal: ordinal)) { records.values[slot] = nil }
     }
 
     /// Calls `body` with device `ordinal`'s record when this transaction holds
     /// it; nil (without calling it) otherwise.
     func withRecord<R>(_ pid: UInt32, _ ordinal: UInt32, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R? {
-        guard let range = records[Self.key(pid, ordinal)] else { return nil }
+        guard let slot = records.slot(of: ProjectionWriter.DeviceKey(pid: pid, ordinal: ordinal)),
+              let range = records.values[slot] else { return nil }
         return try bytes.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[range])) }
     }
-
-    @inline(__always)
-    private static func key(_ pid: UInt32, _ ordinal: UInt32) -> UInt64 { UInt64(pid) << 32 | UInt64(ordinal) }
 }

@@ -142,7 +142,7 @@ final class CommitWriter: @unchecked Sendable {
                 committed += results.count(where: { if case .success = $0 { true } else { false } })
                 sizeBuckets[min(sizeBuckets.count - 1, Int.bitWidth - (batch.count - 1).leadingZeroBitCount)] += 1
                 condition.unlock()
-                for (p, r) in zip(batch, results) { p.done(r) }
+                for i in batch.indices { batch[i].done(results[i]) }
             case .failure(let error):
                 condition.lock()
                 failedBatches += 1

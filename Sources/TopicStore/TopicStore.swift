@@ -579,13 +579,15 @@ public final class TopicStore: Sendable {
                         receipts.reserveCapacity(batch.count)
                         // One cursor appends the batch: it stays on the log's last page.
                         try txn.withCursor(log.database) { logCursor in
-                            for pending in batch {
-                                let time = max(min(pending.time ?? now, now), lastTime)
+                            // By index: `for pending in batch` copied each command (a retain and a
+                            // release of every string it holds and of its completion).
+                            for i in batch.indices {
+                                let time = max(min(batch[i].time ?? now, now), lastTime)
                                 sequence += 1
                                 lastTime = time
-                                try log.append(pending.prepared, sequence: sequence, timestamp: time,
+                                try log.append(batch[i].prepared, sequence: sequence, timestamp: time,
                                                chainingFrom: &chain, cursor: &logCursor)
-                                try Fold.apply(LogRecord(sequence: sequence, timestamp: time, event: pending.event), to: projections, txn)
+                                try Fold.apply(LogRecord(sequence: sequence, timestamp: time, event: batch[i].event), to: projections, txn)
                                 receipts.append(.success(Receipt(sequence: sequence, timestamp: time)))
                             }
                         }
