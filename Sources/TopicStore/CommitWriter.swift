@@ -28,6 +28,14 @@ final class CommitWriter: @unchecked Sendable {
     /// Committed batches by size: bucket i counts batches of at most 2^i commands.
     private var sizeBuckets = [Int](repeating: 0, count: 14)
 
+    /// Committed batches not freed yet. Freeing a batch (its commands' strings, records
+    /// and completions) took ~7% of this thread's instructions in a `load`, where this
+    /// thread sets the pace: the next caller of `enqueue(_ items:)` frees them on its own
+    /// thread, and this thread frees them when it has nothing else to do, or when more
+    /// than `retiredLimit` batches wait (callers that enqueue one command at a time).
+    private var retired: [[Pending]] = []
+    private static let retiredLimit = 2
+
     private var failedBatches = 0
     private var durationBuckets = [Int](repeating: 0, count: CommitCounters.durationBounds.count + 1)
     private var durationSeconds = 0.0
@@ -69,7 +77,8 @@ final class CommitWriter: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Enqueues several commands at once, so a caller's batch reaches the writer whole.
+    /// Enqueues several commands at once, so a caller's batch reaches the writer whole;
+    /// frees the batches committed since the last call (see `retired`) on this thread.
     func enqueue(_ items: [Pending]) {
         condition.lock()
         if stopping {
@@ -78,8 +87,11 @@ final class CommitWriter: @unchecked Sendable {
             return
         }
         queue.append(contentsOf: items)
+        let garbage = retired
+        retired = []
         condition.signal()
         condition.unlock()
+        withExtendedLifetime(garbage) {}  // the last references, released here, outside the lock
     }
 
     /// Takes no more commands, lets the thread commit what is queued, and waits for
@@ -110,9 +122,23 @@ final class CommitWriter: @unchecked Sendable {
         }
         while true {
             condition.lock()
-            while queue.isEmpty && !stopping { condition.wait() }
+            while queue.isEmpty && !stopping {
+                if !retired.isEmpty {
+                    // Nothing to commit: free what no caller took.
+                    let garbage = retired
+                    retired = []
+                    condition.unlock()
+                    withExtendedLifetime(garbage) {}
+                    condition.lock()
+                    continue
+                }
+                condition.wait()
+            }
             if queue.isEmpty && stopping {
+                let garbage = retired
+                retired = []
                 condition.unlock()
+                withExtendedLifetime(garbage) {}
                 return
             }
             // Taking the whole queue moves it: copying commands out and removing them
@@ -149,6 +175,12 @@ final class CommitWriter: @unchecked Sendable {
                 condition.unlock()
                 for p in batch { p.done(.failure(error)) }
             }
+            condition.lock()
+            retired.append(batch)
+            var garbage: [[Pending]] = []
+            if retired.count > Self.retiredLimit { swap(&garbage, &retired) }
+            condition.unlock()
+            withExtendedLifetime(garbage) {}
         }
     }
 }
