@@ -41,38 +41,23 @@ enum CommandLineScanner {
             var project: String?, type: String?, deviceID: String?, token: String?, platform: String?
             var reason: String?, code: String?, topics: [Topic]?
             var rejectedAt: Int64?, sequence: Int64?, timestamp: Int64?
-            var seen: UInt32 = 0
             skipSpace()
-            guard take(UInt8(ascii: "{")) else { return nil }
-            skipSpace()
-            if !take(UInt8(ascii: "}")) {
-                while true {
-                    guard let key = rawString() else { return nil }
-                    skipSpace()
-                    guard take(UInt8(ascii: ":")) else { return nil }
-                    skipSpace()
-                    guard let index = Self.keys.firstIndex(where: { $0.elementsEqual(key) }) else { return nil }
-                    guard seen & (1 << index) == 0 else { return nil }  // which of two a reader keeps is not ours to guess
-                    seen |= 1 << index
-                    switch index {
-                    case 0: guard let v = string() else { return nil }; project = v
-                    case 1: guard let v = string() else { return nil }; type = v
-                    case 2: guard let v = string() else { return nil }; deviceID = v
-                    case 3: guard let v = string() else { return nil }; token = v
-                    case 4: guard let v = string() else { return nil }; platform = v
-                    case 5: guard let v = string() else { return nil }; reason = v
-                    case 6: guard let v = string() else { return nil }; code = v
-                    case 7: guard let v = topicList() else { return nil }; topics = v
-                    case 8: guard let v = integer() else { return nil }; rejectedAt = v
-                    case 9: guard let v = integer() else { return nil }; sequence = v
-                    default: guard let v = integer() else { return nil }; timestamp = v
-                    }
-                    skipSpace()
-                    if take(UInt8(ascii: "}")) { break }
-                    guard take(UInt8(ascii: ",")) else { return nil }
-                    skipSpace()
+            let read = object(keys: Self.keys) { scanner, index in
+                switch index {
+                case 0: project = scanner.string(); return project != nil
+                case 1: type = scanner.string(); return type != nil
+                case 2: deviceID = scanner.string(); return deviceID != nil
+                case 3: token = scanner.string(); return token != nil
+                case 4: platform = scanner.string(); return platform != nil
+                case 5: reason = scanner.string(); return reason != nil
+                case 6: code = scanner.string(); return code != nil
+                case 7: topics = scanner.topicList(); return topics != nil
+                case 8: rejectedAt = scanner.integer(); return rejectedAt != nil
+                case 9: sequence = scanner.integer(); return sequence != nil
+                default: timestamp = scanner.integer(); return timestamp != nil
                 }
             }
+            guard read else { return nil }
             skipSpace()
             guard at == bytes.count else { return nil }
 
@@ -142,39 +127,46 @@ enum CommandLineScanner {
 
         /// `{"code":…, "title":…|null, "single":true|false|null}`, the code required.
         mutating func topicObject() -> Topic? {
-            guard take(UInt8(ascii: "{")) else { return nil }
             var code: String?, title: String?, single: Bool?
-            var seen: UInt8 = 0
-            skipSpace()
-            if !take(UInt8(ascii: "}")) {
-                while true {
-                    guard let key = rawString() else { return nil }
-                    skipSpace()
-                    guard take(UInt8(ascii: ":")) else { return nil }
-                    skipSpace()
-                    guard let index = Self.topicKeys.firstIndex(where: { $0.elementsEqual(key) }),
-                          seen & (1 << index) == 0 else { return nil }
-                    seen |= 1 << index
-                    switch index {
-                    case 0:
-                        guard let v = string() else { return nil }
-                        code = v
-                    case 1:
-                        if !takeWord("null") {
-                            guard let v = string() else { return nil }
-                            title = v
-                        }
-                    default:
-                        if takeWord("true") { single = true } else if takeWord("false") { single = false } else if !takeWord("null") { return nil }
-                    }
-                    skipSpace()
-                    if take(UInt8(ascii: "}")) { break }
-                    guard take(UInt8(ascii: ",")) else { return nil }
-                    skipSpace()
+            let read = object(keys: Self.topicKeys) { scanner, index in
+                switch index {
+                case 0:
+                    code = scanner.string()
+                    return code != nil
+                case 1:
+                    if scanner.takeWord("null") { return true }
+                    title = scanner.string()
+                    return title != nil
+                default:
+                    if scanner.takeWord("true") { single = true } else if scanner.takeWord("false") { single = false } else { return scanner.takeWord("null") }
+                    return true
                 }
             }
-            guard let code else { return nil }
+            guard read, let code else { return nil }
             return Topic(code: code, title: title, single: single)
+        }
+
+        /// `{ "key": value, … }` with keys from `keys`, each at most once (which of two
+        /// a reader keeps is not ours to guess); `value` reads the value of the key at
+        /// its index in `keys` and says whether it could. False at anything else.
+        mutating func object(keys: [[UInt8]], _ value: (inout Scanner, Int) -> Bool) -> Bool {
+            guard take(UInt8(ascii: "{")) else { return false }
+            var seen: UInt32 = 0
+            skipSpace()
+            if take(UInt8(ascii: "}")) { return true }
+            while true {
+                guard let key = rawString() else { return false }
+                skipSpace()
+                guard take(UInt8(ascii: ":")) else { return false }
+                skipSpace()
+                guard let index = keys.firstIndex(where: { $0.elementsEqual(key) }), seen & (1 << index) == 0 else { return false }
+                seen |= 1 << index
+                guard value(&self, index) else { return false }
+                skipSpace()
+                if take(UInt8(ascii: "}")) { return true }
+                guard take(UInt8(ascii: ",")) else { return false }
+                skipSpace()
+            }
         }
 
         /// A string's bytes between its quotes: nil at an escape or a control
