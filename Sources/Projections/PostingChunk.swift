@@ -50,7 +50,7 @@ enum PostingChunk {
     /// `gathered`, each read in place. False, with nothing gathered, when they
     /// do not all fit or a chunk is a bitset or not well-formed (read the topic
     /// the ordinary way then); a listed slice without a chunk is corrupt.
-    static func gather(pid: UInt32, topic: UInt32, slices: [UInt16], into gathered: inout GatheredValues,
+    static func gather(pid: UInt32, topic: UInt32, slices: some Sequence<UInt16>, into gathered: inout GatheredValues,
                        tables: ProjectionTables, _ txn: borrowing Transaction) throws -> Bool {
         let mark = gathered.count
         var fits = true
@@ -83,10 +83,8 @@ enum PostingChunk {
     private static func forEachChunk(pid: UInt32, topic: UInt32, slices: some Sequence<UInt16>, required: Bool,
                                      tables: ProjectionTables, _ txn: borrowing Transaction,
                                      _ body: (UInt16, UnsafeRawBufferPointer) throws -> Bool) throws {
-        var key = Keys.chunk(pid, topic, 0)
         for high in slices {
-            key[4] = UInt8(high >> 8); key[5] = UInt8(high & 0xFF)
-            guard let v = try txn.get(tables.postings, key) else {
+            guard let v = try Keys.withChunk(pid, topic, high, { try txn.get(tables.postings, $0) }) else {
                 if required {
                     throw ProjectionCorruption(place: "postings/\(pid)/\(high)/\(topic)", reason: "the topic lists this slice but it is missing")
                 }

@@ -261,8 +261,8 @@ public struct ProjectionReader: Sendable {
     /// `PostingChunk.gather`); false, with nothing gathered, when they do not.
     func gather(_ pid: UInt32, topic tid: UInt32, into gathered: inout GatheredValues, _ txn: borrowing Transaction) throws -> Bool {
         guard tid >= ProjectionTables.firstTopicID else { return false }
-        guard let stored = try txn.get(tables.topics, Keys.pair(pid, tid)) else { return true }  // no record, no members
-        guard let slices = TopicRecord.slices(of: stored) else { return false }
+        guard let stored = try Keys.withPair(pid, tid, { try txn.get(tables.topics, $0) }) else { return true }  // no record, no members
+        guard let slices = TopicRecord.storedSlices(of: stored) else { return false }
         return try PostingChunk.gather(pid: pid, topic: tid, slices: slices, into: &gathered, tables: tables, txn)
     }
 

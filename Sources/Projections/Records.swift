@@ -214,6 +214,17 @@ public struct TopicRecord: Sendable, Hashable {
     /// needs nothing else); nil when the bytes do not hold a well-formed
     /// record, which the full decode then reports.
     static func slices(of b: UnsafeRawBufferPointer) -> [UInt16]? {
+        guard let stored = storedSlices(of: b) else { return nil }
+        guard stored.count > 0 else { return [] }  // an empty array's initializer would write to the shared empty storage
+        return [UInt16](unsafeUninitializedCapacity: stored.count) { buffer, initialized in
+            for (i, high) in stored.enumerated() { buffer[i] = high }
+            initialized = stored.count
+        }
+    }
+
+    /// The slice list of an encoded record as its stored bytes, for one pass
+    /// without an array: an audience of 100 per-user topics allocated one per topic.
+    static func storedSlices(of b: UnsafeRawBufferPointer) -> StoredSlices? {
         var at = 21
         for _ in 0..<2 {  // code, title
             guard b.count >= at + 2 else { return nil }
@@ -223,10 +234,24 @@ public struct TopicRecord: Sendable, Hashable {
         let n = Int(b.loadBigEndian(at: at, as: UInt32.self))
         at += 4
         guard n <= 65_536, b.count - at == 2 * n else { return nil }
-        guard n > 0 else { return [] }  // an empty array's initializer would write to the shared empty storage
-        return [UInt16](unsafeUninitializedCapacity: n) { buffer, initialized in
-            for i in 0..<n { buffer[i] = b.loadBigEndian(at: at + 2 * i, as: UInt16.self) }
-            initialized = n
+        return StoredSlices(bytes: UnsafeRawBufferPointer(rebasing: b[at...]))
+    }
+
+    /// A record's slices where they are stored (big-endian u16s), valid while those bytes are.
+    struct StoredSlices: Sequence {
+        let bytes: UnsafeRawBufferPointer
+        var count: Int { bytes.count / 2 }
+
+        func makeIterator() -> Iterator { Iterator(bytes: bytes) }
+
+        struct Iterator: IteratorProtocol {
+            let bytes: UnsafeRawBufferPointer
+            var at = 0
+            mutating func next() -> UInt16? {
+                guard at + 2 <= bytes.count else { return nil }
+                defer { at += 2 }
+                return bytes.loadBigEndian(at: at, as: UInt16.self)
+            }
         }
     }
 

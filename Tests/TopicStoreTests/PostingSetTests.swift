@@ -98,6 +98,8 @@ import Testing
             let bytes = record.encoded()
             let inPlace = bytes.withUnsafeBytes { TopicRecord.slices(of: $0) }
             #expect(inPlace == record.slices)
+            let stored = bytes.withUnsafeBytes { b in TopicRecord.storedSlices(of: b).map { ($0.count, Array($0)) } }
+            #expect(stored?.0 == record.slices.count && stored?.1 == record.slices)
             #expect(inPlace == (try bytes.withUnsafeBytes { try TopicRecord(decoding: $0, at: "t") }).slices)
             // Cut short or padded, the bytes are not a record.
             #expect(Array(bytes.dropLast()).withUnsafeBytes { TopicRecord.slices(of: $0) } == nil)
