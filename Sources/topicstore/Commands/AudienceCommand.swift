@@ -50,11 +50,12 @@ enum AudienceCommand: Command {
             if arguments.has("tokens") {
                 let reachable = try reader.reachable(audience, txn)
                 let out = OutputBuffer()
+                let opening = Array("{\"device_id\":".utf8)
                 let ios = Array(",\"platform\":\"ios\",\"token\":".utf8)
                 let android = Array(",\"platform\":\"android\",\"token\":".utf8)
                 try reader.forEachRecipient(projectID: audience.projectID, in: reachable, txn) { _, platform, id, token in
                     out.append { buffer in
-                        buffer.append(contentsOf: Array("{\"device_id\":".utf8))
+                        buffer.append(contentsOf: opening)
                         JSONText.appendQuoted(id, to: &buffer)
                         buffer.append(contentsOf: platform == .ios ? ios : android)
                         JSONText.appendQuoted(token, to: &buffer)
