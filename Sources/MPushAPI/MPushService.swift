@@ -281,6 +281,8 @@ final class MPushService: Sendable {
         var body: [UInt8] = []
         var count = 0
         var next: UInt32?
+        // A line's fixed bytes, made once (not an array per recipient).
+        let opening = Array("{\"device_id\":".utf8), closing: [UInt8] = [0x7D, 0x0A]
         let ios = Array(",\"platform\":\"ios\",\"token\":".utf8)
         let android = Array(",\"platform\":\"android\",\"token\":".utf8)
         let asOf = try store.read { txn -> UInt64 in
@@ -295,11 +297,11 @@ final class MPushService: Sendable {
             if !reachable.isEmpty {
                 try reader.forEachRecipient(projectID: audience.projectID, in: reachable, from: from, txn) { ordinal, platform, id, token in
                     if count == query.limit { next = ordinal; return false }
-                    body.append(contentsOf: Array("{\"device_id\":".utf8))
+                    body.append(contentsOf: opening)
                     JSONText.appendQuoted(id, to: &body)
                     body.append(contentsOf: platform == .ios ? ios : android)
                     JSONText.appendQuoted(token, to: &body)
-                    body.append(contentsOf: [0x7D, 0x0A])
+                    body.append(contentsOf: closing)
                     count += 1
                     return true
                 }

@@ -50,7 +50,7 @@ enum AudienceCommand: Command {
             if arguments.has("tokens") {
                 let reachable = try reader.reachable(audience, txn)
                 let out = OutputBuffer()
-                let opening = Array("{\"device_id\":".utf8)
+                let opening = Array("{\"device_id\":".utf8), closing: [UInt8] = [0x7D, 0x0A]
                 let ios = Array(",\"platform\":\"ios\",\"token\":".utf8)
                 let android = Array(",\"platform\":\"android\",\"token\":".utf8)
                 try reader.forEachRecipient(projectID: audience.projectID, in: reachable, txn) { _, platform, id, token in
@@ -59,7 +59,7 @@ enum AudienceCommand: Command {
                         JSONText.appendQuoted(id, to: &buffer)
                         buffer.append(contentsOf: platform == .ios ? ios : android)
                         JSONText.appendQuoted(token, to: &buffer)
-                        buffer.append(contentsOf: [0x7D, 0x0A])
+                        buffer.append(contentsOf: closing)
                     }
                     return true
                 }
