@@ -252,8 +252,12 @@ public struct ProjectionReader: Sendable {
     /// slice the topic occupies (built-in sets probe every slice of the project).
     public func bitmap(_ pid: UInt32, topic tid: UInt32, _ txn: borrowing Transaction) throws -> Bitmap {
         guard tid >= ProjectionTables.firstTopicID else { return try PostingChunk.read(pid: pid, topic: tid, tables: tables, txn) }
-        guard let stored = try txn.get(tables.topics, Keys.pair(pid, tid)) else { return Bitmap() }
-        let slices = try TopicRecord.slices(of: stored) ?? TopicRecord(decoding: stored, at: "topics/\(pid)/\(tid)").slices
+        guard let stored = try Keys.withPair(pid, tid, { try txn.get(tables.topics, $0) }) else { return Bitmap() }
+        if let slices = TopicRecord.storedSlices(of: stored) {
+            return try PostingChunk.read(pid: pid, topic: tid, slices: slices, required: true, tables: tables, txn)
+        }
+        // Not a well-formed record: the full decode says what is wrong.
+        let slices = try TopicRecord(decoding: stored, at: "topics/\(pid)/\(tid)").slices
         return try PostingChunk.read(pid: pid, topic: tid, slices: slices, required: true, tables: tables, txn)
     }
 

@@ -211,19 +211,9 @@ public struct TopicRecord: Sendable, Hashable {
     }
 
     /// The slice list of an encoded record, read in place (a topic's bitmap
-    /// needs nothing else); nil when the bytes do not hold a well-formed
+    /// needs nothing else) without an array: an audience of 100 per-user topics
+    /// allocated one per topic. nil when the bytes do not hold a well-formed
     /// record, which the full decode then reports.
-    static func slices(of b: UnsafeRawBufferPointer) -> [UInt16]? {
-        guard let stored = storedSlices(of: b) else { return nil }
-        guard stored.count > 0 else { return [] }  // an empty array's initializer would write to the shared empty storage
-        return [UInt16](unsafeUninitializedCapacity: stored.count) { buffer, initialized in
-            for (i, high) in stored.enumerated() { buffer[i] = high }
-            initialized = stored.count
-        }
-    }
-
-    /// The slice list of an encoded record as its stored bytes, for one pass
-    /// without an array: an audience of 100 per-user topics allocated one per topic.
     static func storedSlices(of b: UnsafeRawBufferPointer) -> StoredSlices? {
         var at = 21
         for _ in 0..<2 {  // code, title

@@ -3,10 +3,11 @@
 /// (and refuses a field too long for its length), `FieldStore` then writes
 /// them in place into a buffer of that size.
 ///
-/// The log's writer encodes every record twice (the stored version 3 form
-/// and the version 2 form its chain link covers); appending field by field to
-/// growing arrays took about 4,300 instructions a record (callgrind, the
-/// writer thread of `load`).
+/// Every record is encoded twice (the stored version 3 form and the version 2
+/// form its chain link covers), by `RecordCodec.prepare` on the submitting
+/// caller's thread; appending field by field to growing arrays took about
+/// 4,300 instructions a record (callgrind, when the writer thread of `load`
+/// still did it).
 protocol FieldSink {
     mutating func u8(_ v: UInt8)
     mutating func u64(_ v: UInt64)
