@@ -55,8 +55,8 @@ extension ProjectionReader {
         func evaluate(_ e: AudienceExpression, _ txn: borrowing Transaction) throws -> Bitmap {
             switch e {
             case .topic(let code):
-                guard let tid = try topicID(p.id, code: code, txn) else { unknown.insert(code); return Bitmap() }
-                return try bitmap(p.id, topic: tid, txn)
+                guard let placed = try placement(p.id, code: code, asOf: asOf, txn) else { unknown.insert(code); return Bitmap() }
+                return try bitmap(p.id, placed, txn)
             case .platform(let platform):
                 return try liveDevices(p.id, platform, txn)
             case .allDevices:
@@ -79,10 +79,10 @@ extension ProjectionReader {
                 var parts: [Bitmap] = []
                 for leaf in leaves {
                     guard case .topic(let code) = leaf else { parts.append(try evaluate(leaf, txn)); continue }
-                    guard let tid = try topicID(p.id, code: code, txn) else { unknown.insert(code); continue }
-                    if gathering, try gather(p.id, topic: tid, into: &gathered, txn) { continue }
+                    guard let placed = try placement(p.id, code: code, asOf: asOf, txn) else { unknown.insert(code); continue }
+                    if gathering, try gather(p.id, placed, into: &gathered, txn) { continue }
                     if gathered.count > gathered.limit - gathered.limit / 8 { gathering = false }
-                    parts.append(try bitmap(p.id, topic: tid, txn))
+                    parts.append(try bitmap(p.id, placed, txn))
                 }
                 if gathered.count > 0 { parts.append(gathered.bitmap()) }
                 return Bitmap.union(parts)
@@ -101,11 +101,63 @@ extension ProjectionReader {
         return Audience(project: project, projectID: p.id, asOfSeq: asOf, devices: devices, unknownTopics: unknown.sorted())
     }
 
+    /// Where topic `code` of project `pid` has its members in the snapshot of
+    /// `txn` (at sequence `asOf`); nil when the project has no such topic.
+    /// From the topic cache where it holds the snapshot's topic; else read
+    /// (the code, the topic's record, and, with a cache, the chunk of a topic
+    /// in one slice, to hold a small one's members) and offered to the cache.
+    func placement(_ pid: UInt32, code: String, asOf: UInt64, _ txn: borrowing Transaction) throws -> TopicCache.Placement? {
+        if let held = topicCache?.placement(pid, code: code, asOf: asOf) { return held }
+        guard let tid = try topicID(pid, code: code, txn) else { return nil }
+        guard let stored = try Keys.withPair(pid, tid, { try txn.get(tables.topics, $0) }) else {
+            return .slices(tid: tid, [])  // no record, no members
+        }
+        var placed: TopicCache.Placement
+        if let stored = TopicRecord.storedSlices(of: stored) {
+            let slices = Array(stored)
+            placed = .slices(tid: tid, slices)
+            if topicCache != nil, slices.count == 1,
+               let chunk = try Keys.withChunk(pid, tid, slices[0], { try txn.get(tables.postings, $0) }) {
+                var few = GatheredValues(limit: TopicCache.inlineMembers)
+                if few.append(slice: slices[0], stored: chunk) {
+                    placed = .members(tid: tid, few.withValues(from: 0) { Array($0) })
+                }
+            }
+        } else {
+            // Not a well-formed record: the full decode says what is wrong.
+            placed = .slices(tid: tid, try TopicRecord(decoding: stored, at: "topics/\(pid)/\(tid)").slices)
+        }
+        topicCache?.offer(pid, code: code, placed, readAt: asOf)
+        return placed
+    }
+
+    /// The members of a placed topic as a bitmap.
+    func bitmap(_ pid: UInt32, _ placed: TopicCache.Placement, _ txn: borrowing Transaction) throws -> Bitmap {
+        switch placed {
+        case .members(_, let members): return Bitmap(members)
+        case .slices(let tid, let slices):
+            return try PostingChunk.read(pid: pid, topic: tid, slices: slices, required: true, tables: tables, txn)
+        }
+    }
+
+    /// Gathers the members of a placed topic into `gathered` when they fit (see
+    /// `PostingChunk.gather`); false, with nothing gathered, when they do not.
+    func gather(_ pid: UInt32, _ placed: TopicCache.Placement, into gathered: inout GatheredValues,
+                _ txn: borrowing Transaction) throws -> Bool {
+        switch placed {
+        case .members(_, let members): return members.withUnsafeBufferPointer { gathered.append($0) }
+        case .slices(let tid, let slices):
+            return try PostingChunk.gather(pid: pid, topic: tid, slices: slices, into: &gathered, tables: tables, txn)
+        }
+    }
+
     /// Counts of an audience: total, per platform, and unreachable.
     public func counts(of audience: Audience, _ txn: borrowing Transaction) throws -> AudienceCounts {
         var ios = 0, android = 0
         let slices = audience.devices.sliceKeys
-        if !slices.isEmpty {
+        if let held = smallAudienceLiveCounts(audience, slices: slices.count) {
+            (ios, android) = held
+        } else if !slices.isEmpty {
             // Only the live slices the audience reaches into are read, each in
             // place: a one-device audience reads two small containers, not the
             // whole platform sets. The two live sets of a slice are adjacent
@@ -130,6 +182,15 @@ extension ProjectionReader {
         let total = audience.devices.count
         return AudienceCounts(asOfSeq: audience.asOfSeq, total: total, ios: ios, android: android,
                               withoutToken: total - ios - android, unknownTopics: audience.unknownTopics)
+    }
+
+    /// The live counts of an audience of a few devices per slice (a send to a
+    /// list of users) from the recipient cache, where it holds the snapshot's
+    /// records: a record or two read from memory per device, where the
+    /// snapshot's live sets cost a B-tree search and two containers per slice.
+    private func smallAudienceLiveCounts(_ audience: Audience, slices: Int) -> (ios: Int, android: Int)? {
+        guard let cache = recipientCache, slices > 0, audience.devices.count <= 16 * slices else { return nil }
+        return cache.liveCounts(audience.projectID, audience.devices, asOf: audience.asOfSeq)
     }
 
     /// The devices of `devices` in slice `high` that the stored chunk of

@@ -33,9 +33,13 @@ public struct ProjectionReader: Sendable {
     /// The serving process's copy of the device records, which
     /// `forEachRecipient` reads where it holds the snapshot's records.
     public let recipientCache: RecipientCache?
-    public init(tables: ProjectionTables, recipientCache: RecipientCache? = nil) {
+    /// The serving process's directory of topics, which audiences read where
+    /// it holds the snapshot's topics.
+    public let topicCache: TopicCache?
+    public init(tables: ProjectionTables, recipientCache: RecipientCache? = nil, topicCache: TopicCache? = nil) {
         self.tables = tables
         self.recipientCache = recipientCache
+        self.topicCache = topicCache
     }
 
     public func project(named name: String, _ txn: borrowing Transaction) throws -> ProjectRecord? {
@@ -259,15 +263,6 @@ public struct ProjectionReader: Sendable {
         // Not a well-formed record: the full decode says what is wrong.
         let slices = try TopicRecord(decoding: stored, at: "topics/\(pid)/\(tid)").slices
         return try PostingChunk.read(pid: pid, topic: tid, slices: slices, required: true, tables: tables, txn)
-    }
-
-    /// Gathers the members of topic `tid` into `gathered` when they fit (see
-    /// `PostingChunk.gather`); false, with nothing gathered, when they do not.
-    func gather(_ pid: UInt32, topic tid: UInt32, into gathered: inout GatheredValues, _ txn: borrowing Transaction) throws -> Bool {
-        guard tid >= ProjectionTables.firstTopicID else { return false }
-        guard let stored = try Keys.withPair(pid, tid, { try txn.get(tables.topics, $0) }) else { return true }  // no record, no members
-        guard let slices = TopicRecord.storedSlices(of: stored) else { return false }
-        return try PostingChunk.gather(pid: pid, topic: tid, slices: slices, into: &gathered, tables: tables, txn)
     }
 
     /// Devices with a live token on `platform`.

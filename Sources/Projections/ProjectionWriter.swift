@@ -62,6 +62,11 @@ public final class ProjectionWriter {
     public let recipientCache: RecipientCache?
     /// The device records of the open transaction, for the recipient cache once it commits.
     private var recipientChanges = RecipientCache.Changes()
+    /// The live writer of a serving process drops the topics each commit
+    /// changed from its readers' topic directory (see `TopicCache`); nil otherwise.
+    public let topicCache: TopicCache?
+    /// The topics the open transaction changed (pid << 32 | topic id), for the topic cache once it commits.
+    private var topicChanges: [UInt64] = []
     /// The sequence the open transaction started from, and the writer stamp stored then.
     private var transactionStart: UInt64 = 0
     private var startedOnStamp: UInt64?
@@ -83,10 +88,12 @@ public final class ProjectionWriter {
     /// starts them afresh.
     public let cacheEntries: Int
 
-    public init(tables: ProjectionTables, recipientCache: RecipientCache? = nil, cacheEntries: Int = 200_000) {
+    public init(tables: ProjectionTables, recipientCache: RecipientCache? = nil, topicCache: TopicCache? = nil,
+                cacheEntries: Int = 200_000) {
         self.tables = tables
         self.appliedSequence = 0
         self.recipientCache = recipientCache
+        self.topicCache = topicCache
         self.cacheEntries = cacheEntries
         self.build = nil
         self.directory = DeviceDirectory(recordsChanges: true)
@@ -146,6 +153,7 @@ public final class ProjectionWriter {
         self.tables = tables
         self.appliedSequence = 0
         self.recipientCache = nil
+        self.topicCache = nil
         self.cacheEntries = 200_000  // not used: a build is bounded by `memoryBudget`
         self.build = BuildState(targetIsEmpty: targetIsEmpty, memoryBudget: memoryBudget)
         self.directory = DeviceDirectory(recordsChanges: false)
@@ -211,6 +219,8 @@ public final class ProjectionWriter {
         if case .loaded = sync { deviceIndexLoads += 1 }
         recipientChanges.removeAll()
         transactionStart = appliedSequence
+        topicChanges.removeAll(keepingCapacity: true)
+        topicCache?.beginWrite(at: appliedSequence)
         if let cache = recipientCache, cache.heldSequence != appliedSequence {
             // Others wrote: take the device records their journal lists, or (the first
             // write, or a gap in the journal) read the table again.
@@ -309,6 +319,10 @@ public final class ProjectionWriter {
     /// Tells the writer that the transaction it flushed into committed.
     public func didCommit(transactionID: Int) {
         lastCommittedTransaction = transactionID
+        if let cache = topicCache {
+            cache.didCommit(changing: topicChanges, from: transactionStart, through: appliedSequence)
+            topicChanges.removeAll(keepingCapacity: true)
+        }
         if let cache = recipientCache {
             cache.apply(recipientChanges, from: transactionStart, through: appliedSequence)
             recipientChanges.removeAll()
@@ -448,6 +462,7 @@ public final class ProjectionWriter {
             try txn.delete(tables.topicCodes, Keys.named(pid, code))
         }
         topicCodes.set(pid, code, nil)
+        if topicCache != nil { topicChanges.append(UInt64(pid) << 32 | UInt64(tid)) }
         if let slot = cachedTopicSlot(TopicKey(pid: pid, topic: tid)) {
             topics.values[slot].dirty = false
             topics.values[slot].value.subscribers = 0
@@ -798,6 +813,7 @@ public final class ProjectionWriter {
         try txn.withCursor(tables.topics) { cursor in
             for slot in topicSlots where topics.values[slot].dirty {  // (a slot listed twice goes once)
                 let key = topics.keys[slot]
+                if topicCache != nil { topicChanges.append(UInt64(key.pid) << 32 | UInt64(key.topic)) }
                 let record = topics.values[slot].value.encoded(storingCount: topicLayout == .legacy)
                 topics.values[slot].dirty = false
                 try Keys.withPair(key.pid, key.topic) { k in
@@ -809,6 +825,9 @@ public final class ProjectionWriter {
         try txn.withCursor(tables.postings) { cursor in
             for slot in chunkSlots where postings.chunks.values[slot].dirty {
                 let key = postings.chunks.keys[slot]
+                if topicCache != nil, key.topic >= ProjectionTables.firstTopicID {
+                    topicChanges.append(UInt64(key.pid) << 32 | UInt64(key.topic))
+                }
                 postings.chunks.values[slot].dirty = false
                 try Keys.withChunk(key.pid, key.topic, key.high) { k in
                     if postings.chunks.values[slot].value.isEmpty {

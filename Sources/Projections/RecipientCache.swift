@@ -1,5 +1,7 @@
 import Foundation
 import LMDB
+import Roaring
+import SubscriptionLog
 
 /// The serving process's copy of the device records, by project and ordinal,
 /// so that streaming recipients (`ProjectionReader.forEachRecipient`) reads
@@ -213,6 +215,34 @@ public final class RecipientCache: @unchecked Sendable {
                 }
             }
             return true
+        }
+    }
+
+    /// How many of `devices` (of project `pid`) have a live iOS and a live
+    /// Android token as of sequence `asOf`, read from the held records; nil
+    /// when the cache cannot answer for every one of them (read the snapshot then).
+    func liveCounts(_ pid: UInt32, _ devices: Bitmap, asOf: UInt64) -> (ios: Int, android: Int)? {
+        lock.withLock {
+            guard let held = heldThrough, held >= asOf, let column = columns[pid] else { return nil }
+            var ios = 0, android = 0, answered = true
+            column.offsets.withUnsafeBufferPointer { offsets in
+                column.changed.withUnsafeBufferPointer { changed in
+                    devices.forEachBatch(batchSize: 256) { batch in
+                        for ordinal in batch {
+                            let i = Int(ordinal)
+                            guard i < offsets.count, offsets[i] >= 0, changed[i] <= asOf,
+                                  let f = DeviceRecord.fields(of: arena.record(offsets[i])) else {
+                                answered = false
+                                return false
+                            }
+                            guard f.live else { continue }
+                            if f.platform == Platform.ios.rawValue { ios += 1 } else if f.platform == Platform.android.rawValue { android += 1 }
+                        }
+                        return true
+                    }
+                }
+            }
+            return answered ? (ios, android) : nil
         }
     }
 

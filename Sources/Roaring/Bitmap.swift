@@ -290,6 +290,23 @@ public struct GatheredValues {
         return true
     }
 
+    /// Appends `members` when they fit; false, with nothing gathered, when they do not.
+    public mutating func append(_ members: UnsafeBufferPointer<UInt32>) -> Bool {
+        guard members.count <= limit - count else { return false }
+        if members.isEmpty { return true }
+        values.withUnsafeMutableBufferPointer { all in
+            (all.baseAddress! + count).update(from: members.baseAddress!, count: members.count)
+        }
+        count += members.count
+        return true
+    }
+
+    /// Calls `body` with the values gathered from index `mark` on (`count` before a topic was gathered).
+    public func withValues<R>(from mark: Int, _ body: (UnsafeBufferPointer<UInt32>) throws -> R) rethrows -> R {
+        precondition(mark <= count)
+        return try values.withUnsafeBufferPointer { try body(UnsafeBufferPointer(rebasing: $0[mark..<count])) }
+    }
+
     /// Forgets the values gathered after the first `count` (a topic that did not fit after all).
     public mutating func truncate(to count: Int) {
         precondition(count <= self.count)

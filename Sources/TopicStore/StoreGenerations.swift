@@ -129,6 +129,7 @@ final class Generation: Sendable {
         let tables = self.tables
         projectionWriter = ProjectionWriter(tables: tables,
                                             recipientCache: options.cachesRecipients && !options.readOnly ? RecipientCache() : nil,
+                                            topicCache: options.cachesRecipients && !options.readOnly ? TopicCache() : nil,
                                             cacheEntries: options.writerCacheEntries)
         let version = try Self.whileOpening(env) { try env.read { txn in try tables.storedSchemaVersion(txn) } }
         guard let version else { throw StoreError.notADatabase(path: directory, reason: "it has no schema version") }

@@ -40,6 +40,7 @@ public final class TopicStore: Sendable {
         /// recipients (`RecipientCache`): a serving process turns it on. It
         /// costs about the size of the `devices` table in memory and, like the
         /// writer's indexes, a read of that table when the writer starts.
+        /// With it, the topics audiences name are kept in memory too (`TopicCache`).
         public var cachesRecipients = false
         /// How many topics, device topic lists and topic codes the writer
         /// keeps decoded between batches (a quarter as many posting chunks)
@@ -82,7 +83,8 @@ public final class TopicStore: Sendable {
     public var tables: ProjectionTables { current.tables }
     public var reader: ProjectionReader {
         let g = current
-        return ProjectionReader(tables: g.tables, recipientCache: g.projectionWriter.recipientCache)
+        return ProjectionReader(tables: g.tables, recipientCache: g.projectionWriter.recipientCache,
+                                topicCache: g.projectionWriter.topicCache)
     }
     /// The directory holding the current generation's data.mdb.
     public var environmentDirectory: String { current.directory }

@@ -1,0 +1,145 @@
+import Foundation
+
+/// The serving process's directory of the topics its audiences named: for a
+/// topic code, its id and where its members are (the slices it occupies, or,
+/// for a topic of a few devices, the devices themselves), so that a send to
+/// a list of per-user topics does not search three B-trees per topic (the
+/// code, the topic record, the chunk): those searches were nearly all of
+/// such an audience's time, and SQLite's index probes were as fast.
+///
+/// Filled by readers, emptied by the writer, and exact for every snapshot it
+/// answers, as `RecipientCache` is:
+/// - `heldThrough` is the sequence up to which the writer of this process has
+///   reported what changed. The writer sets it when a write transaction begins
+///   (dropping everything when another process wrote since) and after each
+///   commit, when it also drops the entry of every topic the commit changed
+///   (its record, its code, or any of its chunks).
+/// - A reader offers what it read from a snapshot at sequence S only when S is
+///   `heldThrough`: a commit after S that changed the topic has not been
+///   reported yet, and will drop the entry when it is. The entry is valid
+///   from S on.
+/// - A reader at S takes an entry only when `validFrom` ≤ S ≤ `heldThrough`:
+///   every change in that range dropped it, so it is the snapshot's.
+/// Codes that do not exist are not held (their creation needs no report).
+public final class TopicCache: @unchecked Sendable {
+    /// What is held for a topic.
+    public enum Placement: Sendable, Equatable {
+        /// A topic of at most `inlineMembers` devices: its members, ascending.
+        case members(tid: UInt32, [UInt32])
+        /// A larger one: the slices its chunks are in, ascending.
+        case slices(tid: UInt32, [UInt16])
+
+        var tid: UInt32 {
+            switch self {
+            case .members(let tid, _), .slices(let tid, _): return tid
+            }
+        }
+    }
+
+    /// Topics of at most this many devices are held with their members.
+    public static let inlineMembers = 4
+
+    private struct Entry {
+        var pid: UInt32
+        var placement: Placement
+        /// The first sequence the entry holds for; `UInt64.max` when dropped.
+        var validFrom: UInt64
+    }
+
+    private let lock = NSLock()
+    // Everything below is guarded by `lock`.
+    /// (pid, code) → index in `entries`. An index stays with its code: a
+    /// dropped entry is refilled in place.
+    private var codes = NameIndex()
+    private var entries: [Entry] = []
+    /// pid << 32 | topic id → index in `entries`, for the writer's drops.
+    private var byTopic: [UInt64: Int] = [:]
+    private var heldThrough: UInt64?
+    /// Entries above which the cache starts afresh (each about 200 bytes with
+    /// its index slots and arrays: some 50 MB at the default 262,144).
+    private let capacity: Int
+
+    public convenience init() { self.init(capacity: 1 << 18) }
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    /// The sequence through which the writer reported its changes (nil: none yet).
+    public var heldSequence: UInt64? { lock.withLock { heldThrough } }
+
+    /// Topics held (dropped ones included until refilled).
+    public var count: Int { lock.withLock { entries.count } }
+
+    // MARK: Readers
+
+    /// Where topic `code` of project `pid` is in a snapshot at sequence `asOf`, when held for it.
+    public func placement(_ pid: UInt32, code: String, asOf: UInt64) -> Placement? {
+        lock.withLock {
+            guard let held = heldThrough, asOf <= held, let index = codes.lookup(pid, code), let i = index else { return nil }
+            let e = entries[Int(i)]
+            return e.validFrom <= asOf ? e.placement : nil
+        }
+    }
+
+    /// Offers where topic `code` is, as read from a snapshot at sequence `readAt`;
+    /// taken only when that is the sequence the writer has reported through.
+    public func offer(_ pid: UInt32, code: String, _ placement: Placement, readAt: UInt64) {
+        lock.withLock {
+            guard heldThrough == readAt else { return }
+            let key = UInt64(pid) << 32 | UInt64(placement.tid)
+            if let index = codes.lookup(pid, code), let i = index.map(Int.init) {
+                if entries[i].validFrom <= readAt { return }  // held already, for as long or longer
+                let old = entries[i].placement.tid
+                if old != placement.tid, byTopic[UInt64(pid) << 32 | UInt64(old)] == i {
+                    byTopic[UInt64(pid) << 32 | UInt64(old)] = nil
+                }
+                entries[i] = Entry(pid: pid, placement: placement, validFrom: readAt)
+                byTopic[key] = i
+                return
+            }
+            if entries.count >= capacity { dropEntries() }
+            codes.set(pid, code, UInt32(entries.count))
+            byTopic[key] = entries.count
+            entries.append(Entry(pid: pid, placement: placement, validFrom: readAt))
+        }
+    }
+
+    // MARK: The writer
+
+    /// A write transaction begins on a store at `sequence`: anything held for
+    /// another sequence is dropped (another process wrote), and readers at
+    /// `sequence` may offer.
+    func beginWrite(at sequence: UInt64) {
+        lock.withLock {
+            if heldThrough == sequence { return }
+            forgetAll()
+            heldThrough = sequence
+        }
+    }
+
+    /// A transaction that began at `from` committed through `through`, changing
+    /// `topics` (pid << 32 | topic id, in any order, repeats allowed).
+    func didCommit(changing topics: [UInt64], from: UInt64, through: UInt64) {
+        lock.withLock {
+            guard heldThrough == from else { return forgetAll() }
+            if !byTopic.isEmpty {
+                for key in topics {
+                    if let i = byTopic.removeValue(forKey: key) { entries[i].validFrom = .max }
+                }
+            }
+            heldThrough = through
+        }
+    }
+
+    /// Drops everything (called with the lock held); readers go to their snapshots.
+    private func forgetAll() {
+        dropEntries()
+        heldThrough = nil
+    }
+
+    /// Drops every entry, keeping what the writer reported (called with the lock held).
+    private func dropEntries() {
+        codes.removeAll()
+        entries.removeAll()
+        byTopic.removeAll()
+    }
+}

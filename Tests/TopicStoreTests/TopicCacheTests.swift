@@ -1,0 +1,233 @@
+import Foundation
+import LMDB
+@testable import Projections
+import SubscriptionLog
+import Testing
+import TopicStore
+
+/// The serving process's topic directory (`TopicCache`) and its small-audience
+/// counts from the recipient cache: an audience read through them is exactly
+/// its snapshot's, however the store moved on since, and a store another
+/// process wrote is read from the map until this process's writer begins again.
+@Suite struct TopicCacheTests {
+    static let project = "app"
+
+    static func servingStore(_ path: String) throws -> TopicStore {
+        var options = TopicStore.Options()
+        options.cachesRecipients = true
+        return try TopicStore(directory: path, options: options)
+    }
+
+    /// Device n: a token, `all`, its per-user topic `user.n` (single) and one of five shared topics.
+    static func install(_ n: Int) -> [Event] {
+        [Event(project: project, body: .token(deviceID: "dev-\(n)", token: "tok-\(n)", platform: n % 2 == 0 ? .android : .ios)),
+         Event(project: project, body: .register(deviceID: "dev-\(n)", topics: [
+             TopicSpec(code: "all"), TopicSpec(code: "user.\(n)", single: true), TopicSpec(code: "t\(n % 5)")]))]
+    }
+
+    static func submit(_ store: TopicStore, _ events: [Event]) throws {
+        for r in store.submitAndWait(events) { _ = try r.get() }
+    }
+
+    /// The audience of `codes` through `reader`: its members (ordinals) and counts.
+    static func answer(_ reader: ProjectionReader, _ codes: [String], _ txn: borrowing Transaction) throws -> ([UInt32], AudienceCounts) {
+        let audience = try reader.audience(project: project, try #require(AudienceExpression.anyOf(codes)), txn)
+        return (audience.devices.toArray(), try reader.counts(of: audience, txn))
+    }
+
+    /// Every question asked: a list of per-user topics as one audience, each
+    /// of a few of them alone, and a shared topic with a per-user one.
+    static let questions: [[String]] = [(0..<100).map { "user.\($0 * 3)" }, ["user.7"], ["user.0"], ["user.299"],
+                                        ["t1", "user.4"], ["user.1", "user.2", "user.3", "nope"], ["t3"],
+                                        ["user.9", "user.12", "user.15"]]
+
+    /// Asks every question through the serving reader and through a reader of
+    /// the map alone, in one snapshot; they must agree.
+    static func compare(_ store: TopicStore, _ txn: borrowing Transaction, _ note: String) throws -> [([UInt32], AudienceCounts)] {
+        let map = ProjectionReader(tables: store.tables)
+        var answers: [([UInt32], AudienceCounts)] = []
+        for q in questions {
+            let cached = try answer(store.reader, q, txn), mapped = try answer(map, q, txn)
+            #expect(cached.0 == mapped.0, "\(note): members of \(q.prefix(3))")
+            #expect(cached.1 == mapped.1, "\(note): counts of \(q.prefix(3))")
+            answers.append(cached)
+        }
+        return answers
+    }
+
+    @Test func aSnapshotKeepsItsTopicsWhileTheCacheMovesOn() throws {
+        let dir = TemporaryDirectory()
+        let store = try Self.servingStore(dir.path)
+        defer { store.close() }
+        let topics = try #require(store.reader.topicCache)
+        try Self.submit(store, (0..<300).flatMap(Self.install))
+
+        try store.read { txn in
+            let asOf = try store.tables.appliedSequence(txn)
+            #expect(topics.heldSequence == asOf, "the writer reported its commits")
+            let before = try Self.compare(store, txn, "before")
+            #expect(before[0].1.total == 100 && before[0].1.android == 50 && before[0].1.ios == 50)
+            #expect(topics.count >= 100, "the per-user topics asked for are held")
+            let again = try Self.compare(store, txn, "from the cache")
+            #expect(again.map(\.1) == before.map(\.1))
+
+            // While this snapshot is open: per-user topics lose and gain devices,
+            // one is dropped and created again, tokens move and are rejected.
+            var changes: [Event] = []
+            changes.append(Event(project: Self.project, body: .unregister(deviceID: "dev-0", codes: ["user.0"])))
+            changes.append(Event(project: Self.project, body: .register(deviceID: "dev-1", topics: [TopicSpec(code: "user.3")])))
+            changes.append(Event(project: Self.project, body: .unregisterAll(deviceID: "dev-6")))
+            changes.append(Event(project: Self.project, body: .dropTopic(code: "user.6")))
+            changes.append(Event(project: Self.project, body: .register(deviceID: "dev-2", topics: [TopicSpec(code: "user.6", single: true)])))
+            changes.append(Event(project: Self.project, body: .token(deviceID: "dev-9", token: "tok-12", platform: .ios)))
+            changes.append(Event(project: Self.project, body: .tokenRejected(token: "tok-15", rejectedAt: Int64(Date().timeIntervalSince1970 * 1000) + 60_000, reason: "Unregistered")))
+            changes += (300..<310).flatMap(Self.install)
+            try Self.submit(store, changes)
+            #expect(topics.heldSequence! > asOf)
+
+            let during = try Self.compare(store, txn, "old snapshot")
+            #expect(during.map(\.0) == before.map(\.0) && during.map(\.1) == before.map(\.1),
+                    "the old snapshot answers as before, not with the cache's newer entries")
+        }
+
+        try store.read { txn in
+            #expect(topics.heldSequence == (try store.tables.appliedSequence(txn)))
+            let after = try Self.compare(store, txn, "after")
+            // user.0 lost dev-0; user.3 gained dev-1; user.6 holds dev-2 now; dev-12 lost its token to dev-9; tok-15 was rejected.
+            #expect(after[2].1.total == 0, "user.0 is empty")
+            let list = after[0].1
+            #expect(list.total == 100 + 1 - 1 + 1 - 1, "user.0 and user.6 lost theirs; user.3 and user.6 gained one")
+            #expect(list.withoutToken == 2, "dev-12 and dev-15 are in the list and have no live token")
+            let few = try #require(after.last).1
+            #expect(few.total == 3 && few.withoutToken == 2, "counted from the recipient cache: dev-9 took tok-12, tok-15 was rejected")
+        }
+    }
+
+    @Test func audiencesWhileTheWriterCommitsAreTheirSnapshots() async throws {
+        let dir = TemporaryDirectory()
+        let store = try Self.servingStore(dir.path)
+        defer { store.close() }
+        try Self.submit(store, (0..<300).flatMap(Self.install))
+
+        // A writer moving devices between per-user topics and moving tokens, while three readers ask.
+        let writer = Task.detached {
+            for round in 1...40 {
+                let events = (0..<50).map { i -> Event in
+                    let device = (round * 131 + i * 17) % 320
+                    switch i % 5 {
+                    case 0: return Event(project: Self.project, body: .unregister(deviceID: "dev-\(device)", codes: ["user.\(device)"]))
+                    case 1: return Event(project: Self.project, body: .register(deviceID: "dev-\(device)", topics: [TopicSpec(code: "user.\((device * 7) % 300)")]))
+                    case 2: return Event(project: Self.project, body: .token(deviceID: "dev-\(device)", token: "tok-\(round)-\(i)", platform: .android))
+                    case 3: return Event(project: Self.project, body: .unregisterAll(deviceID: "dev-\(device)"))
+                    default: return Event(project: Self.project, body: .register(deviceID: "dev-\(device)", topics: [TopicSpec(code: "user.\(device)")]))
+                    }
+                }
+                try Self.submit(store, events)
+            }
+        }
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<3 {
+                group.addTask {
+                    for _ in 0..<30 { try store.read { txn in _ = try Self.compare(store, txn, "under writes") } }
+                    return 30
+                }
+            }
+            for try await n in group { #expect(n == 30) }
+        }
+        try await writer.value
+        try store.read { txn in
+            #expect(store.reader.topicCache?.heldSequence == (try store.tables.appliedSequence(txn)))
+            _ = try Self.compare(store, txn, "after the writer")
+        }
+    }
+
+    @Test func anotherProcessWritingSendsReadersToTheMapUntilTheWriterBegins() throws {
+        let binary = BuiltProducts.executable("topicstore")
+        try #require(FileManager.default.isExecutableFile(atPath: binary), "topicstore is built beside the tests")
+        let dir = TemporaryDirectory()
+        let store = try Self.servingStore(dir.path)
+        defer { store.close() }
+        let topics = try #require(store.reader.topicCache)
+        try Self.submit(store, (0..<300).flatMap(Self.install))
+        let held = try #require(topics.heldSequence)
+        try store.read { txn in _ = try Self.compare(store, txn, "filled") }
+
+        // `topicstore load`, in another process, moves per-user topics the cache holds.
+        let load = Process()
+        load.executableURL = URL(fileURLWithPath: binary)
+        load.arguments = ["load", "--data", dir.path, "-"]
+        let input = Pipe()
+        load.standardInput = input
+        load.standardOutput = Pipe()
+        load.standardError = Pipe()
+        try load.run()
+        let lines = (0..<10).map { #"{"project":"app","type":"unregister","device_id":"dev-\#($0 * 3)","topics":["user.\#($0 * 3)"]}"# }
+        input.fileHandleForWriting.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+        try input.fileHandleForWriting.close()
+        load.waitUntilExit()
+        #expect(load.terminationStatus == 0)
+
+        try store.read { txn in
+            #expect(try store.tables.appliedSequence(txn) == held + 10)
+            #expect(topics.heldSequence == held, "this process's writer has not seen the other's commits")
+            let got = try Self.compare(store, txn, "after the other process")
+            #expect(got[0].1.total == 90 && got[2].1.total == 0)
+        }
+        // The next commit here starts the cache afresh; it is used again.
+        try Self.submit(store, [Event(project: Self.project, body: .register(deviceID: "dev-0", topics: [TopicSpec(code: "user.0")]))])
+        try store.read { txn in
+            #expect(topics.heldSequence == (try store.tables.appliedSequence(txn)))
+            let got = try Self.compare(store, txn, "after this writer")
+            #expect(got[0].1.total == 91 && got[2].1.total == 1)
+        }
+    }
+
+    // MARK: The cache's rules
+
+    @Test func offersAreTakenOnlyAtTheReportedSequenceAndHeldUntilTheTopicChanges() {
+        let cache = TopicCache()
+        let news = TopicCache.Placement.slices(tid: 20, [0, 3])
+        cache.offer(1, code: "news", news, readAt: 5)
+        #expect(cache.count == 0, "nothing is taken before the writer reports a sequence")
+
+        cache.beginWrite(at: 5)
+        cache.offer(1, code: "news", news, readAt: 4)
+        #expect(cache.count == 0, "an older snapshot's answer is not taken")
+        cache.offer(1, code: "news", news, readAt: 5)
+        cache.offer(1, code: "user.1", .members(tid: 1 << 31, [7]), readAt: 5)
+        #expect(cache.placement(1, code: "news", asOf: 5) == news)
+        #expect(cache.placement(2, code: "news", asOf: 5) == nil, "another project")
+        #expect(cache.placement(1, code: "news", asOf: 4) == nil, "a snapshot before the entry")
+        #expect(cache.placement(1, code: "news", asOf: 6) == nil, "a snapshot the writer has not reported")
+
+        // A commit 5 → 8 that changed user.1 only.
+        cache.didCommit(changing: [UInt64(1) << 32 | UInt64(1 << 31), UInt64(1) << 32 | 99], from: 5, through: 8)
+        #expect(cache.placement(1, code: "news", asOf: 8) == news)
+        #expect(cache.placement(1, code: "news", asOf: 6) == news, "unchanged from 5 through 8")
+        #expect(cache.placement(1, code: "user.1", asOf: 8) == nil, "changed: dropped")
+        #expect(cache.placement(1, code: "user.1", asOf: 5) == nil, "dropped for every snapshot")
+        cache.offer(1, code: "user.1", .members(tid: 1 << 31, [7, 9]), readAt: 5)
+        #expect(cache.placement(1, code: "user.1", asOf: 8) == nil, "a snapshot from before the change is not taken")
+        cache.offer(1, code: "user.1", .members(tid: 1 << 31, [7, 9]), readAt: 8)
+        #expect(cache.placement(1, code: "user.1", asOf: 8) == .members(tid: 1 << 31, [7, 9]))
+
+        // Another writer committed 8 → 12: this writer begins at 12, and forgets everything.
+        cache.beginWrite(at: 12)
+        #expect(cache.placement(1, code: "news", asOf: 12) == nil && cache.count == 0)
+        // A report that does not follow what the cache holds forgets everything too.
+        cache.offer(1, code: "news", news, readAt: 12)
+        cache.didCommit(changing: [], from: 13, through: 14)
+        #expect(cache.placement(1, code: "news", asOf: 14) == nil && cache.heldSequence == nil)
+    }
+
+    @Test func aFullCacheStartsAfreshAndKeepsWhatTheWriterReported() {
+        let cache = TopicCache(capacity: 8)
+        cache.beginWrite(at: 3)
+        for n in 0..<8 { cache.offer(1, code: "user.\(n)", .members(tid: UInt32(100 + n), [UInt32(n)]), readAt: 3) }
+        #expect(cache.count == 8)
+        cache.offer(1, code: "user.8", .members(tid: 108, [8]), readAt: 3)
+        #expect(cache.count == 1 && cache.placement(1, code: "user.0", asOf: 3) == nil)
+        #expect(cache.placement(1, code: "user.8", asOf: 3) == .members(tid: 108, [8]))
+        #expect(cache.heldSequence == 3)
+    }
+}
