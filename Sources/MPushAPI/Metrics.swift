@@ -113,6 +113,11 @@ final class Metrics: @unchecked Sendable {
             out += "# TYPE topicstore_recipient_cache_sequence gauge\n"
             out += "topicstore_recipient_cache_sequence \(cache.heldSequence ?? 0)\n"
         }
+        if let topics = store.reader.topicCache {
+            out += "# HELP topicstore_topic_cache_entries Topics held by the topic cache (codes audiences named, with their ids and members or slices).\n"
+            out += "# TYPE topicstore_topic_cache_entries gauge\n"
+            out += "topicstore_topic_cache_entries \(topics.count)\n"
+        }
         out += "# HELP topicstore_uptime_seconds Seconds since the server started.\n"
         out += "# TYPE topicstore_uptime_seconds gauge\n"
         out += "topicstore_uptime_seconds \(Int(Date().timeIntervalSince(started)))\n"

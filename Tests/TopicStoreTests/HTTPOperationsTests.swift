@@ -46,6 +46,7 @@ struct HTTPOperationsTests {
         }
         #expect(text.contains("topicstore_db_used_bytes "))
         #expect(text.contains("topicstore_recipient_cache_bytes "))
+        #expect(text.contains("topicstore_topic_cache_entries "))
         // Every line is a comment or `name{labels} value`.
         for line in text.split(separator: "\n") where !line.hasPrefix("#") {
             #expect(line.split(separator: " ").count == 2 && Double(line.split(separator: " ")[1]) != nil, "\(line)")
