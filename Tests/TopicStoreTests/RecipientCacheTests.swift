@@ -32,6 +32,22 @@ import TopicStore
         return got
     }
 
+    /// Runs `topicstore load` on `directory` in another process with `lines`; its exit status.
+    static func loadInAnotherProcess(_ binary: String, _ directory: String, _ lines: [String]) throws -> Int32 {
+        let load = Process()
+        load.executableURL = URL(fileURLWithPath: binary)
+        load.arguments = ["load", "--data", directory, "-"]
+        let input = Pipe()
+        load.standardInput = input
+        load.standardOutput = Pipe()
+        load.standardError = Pipe()
+        try load.run()
+        input.fileHandleForWriting.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+        try input.fileHandleForWriting.close()
+        load.waitUntilExit()
+        return load.terminationStatus
+    }
+
     /// The first few devices whose recipient differs between `a` and `b` (empty when equal).
     static func differences(_ a: [String: String], _ b: [String: String]) -> [String] {
         let keys = Set(a.keys).union(b.keys).filter { a[$0] != b[$0] }.sorted()
@@ -191,19 +207,8 @@ import TopicStore
         let held = try #require(cache.heldSequence)
 
         // `topicstore load`, in another process, gives ten devices new tokens.
-        let load = Process()
-        load.executableURL = URL(fileURLWithPath: binary)
-        load.arguments = ["load", "--data", dir.path, "-"]
-        let input = Pipe()
-        load.standardInput = input
-        load.standardOutput = Pipe()
-        load.standardError = Pipe()
-        try load.run()
         let lines = (0..<10).map { #"{"project":"app","type":"token","device_id":"dev-\#($0 * 10)","token":"other-\#($0)","platform":"ios"}"# }
-        input.fileHandleForWriting.write(Data((lines.joined(separator: "\n") + "\n").utf8))
-        try input.fileHandleForWriting.close()
-        load.waitUntilExit()
-        #expect(load.terminationStatus == 0)
+        #expect(try Self.loadInAnotherProcess(binary, dir.path, lines) == 0)
 
         try store.read { txn in
             #expect(try store.tables.appliedSequence(txn) == held + 10)

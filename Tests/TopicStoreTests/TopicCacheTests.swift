@@ -12,12 +12,6 @@ import TopicStore
 @Suite struct TopicCacheTests {
     static let project = "app"
 
-    static func servingStore(_ path: String) throws -> TopicStore {
-        var options = TopicStore.Options()
-        options.cachesRecipients = true
-        return try TopicStore(directory: path, options: options)
-    }
-
     /// Device n: a token, `all`, its per-user topic `user.n` (single) and one of five shared topics.
     static func install(_ n: Int) -> [Event] {
         [Event(project: project, body: .token(deviceID: "dev-\(n)", token: "tok-\(n)", platform: n % 2 == 0 ? .android : .ios)),
@@ -57,7 +51,7 @@ import TopicStore
 
     @Test func aSnapshotKeepsItsTopicsWhileTheCacheMovesOn() throws {
         let dir = TemporaryDirectory()
-        let store = try Self.servingStore(dir.path)
+        let store = try RecipientCacheTests.servingStore(dir.path)
         defer { store.close() }
         let topics = try #require(store.reader.topicCache)
         try Self.submit(store, (0..<300).flatMap(Self.install))
@@ -105,7 +99,7 @@ import TopicStore
 
     @Test func audiencesWhileTheWriterCommitsAreTheirSnapshots() async throws {
         let dir = TemporaryDirectory()
-        let store = try Self.servingStore(dir.path)
+        let store = try RecipientCacheTests.servingStore(dir.path)
         defer { store.close() }
         try Self.submit(store, (0..<300).flatMap(Self.install))
 
@@ -145,7 +139,7 @@ import TopicStore
         let binary = BuiltProducts.executable("topicstore")
         try #require(FileManager.default.isExecutableFile(atPath: binary), "topicstore is built beside the tests")
         let dir = TemporaryDirectory()
-        let store = try Self.servingStore(dir.path)
+        let store = try RecipientCacheTests.servingStore(dir.path)
         defer { store.close() }
         let topics = try #require(store.reader.topicCache)
         try Self.submit(store, (0..<300).flatMap(Self.install))
@@ -153,19 +147,8 @@ import TopicStore
         try store.read { txn in _ = try Self.compare(store, txn, "filled") }
 
         // `topicstore load`, in another process, moves per-user topics the cache holds.
-        let load = Process()
-        load.executableURL = URL(fileURLWithPath: binary)
-        load.arguments = ["load", "--data", dir.path, "-"]
-        let input = Pipe()
-        load.standardInput = input
-        load.standardOutput = Pipe()
-        load.standardError = Pipe()
-        try load.run()
         let lines = (0..<10).map { #"{"project":"app","type":"unregister","device_id":"dev-\#($0 * 3)","topics":["user.\#($0 * 3)"]}"# }
-        input.fileHandleForWriting.write(Data((lines.joined(separator: "\n") + "\n").utf8))
-        try input.fileHandleForWriting.close()
-        load.waitUntilExit()
-        #expect(load.terminationStatus == 0)
+        #expect(try RecipientCacheTests.loadInAnotherProcess(binary, dir.path, lines) == 0)
 
         try store.read { txn in
             #expect(try store.tables.appliedSequence(txn) == held + 10)
