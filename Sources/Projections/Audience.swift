@@ -104,8 +104,11 @@ extension ProjectionReader {
     /// Where topic `code` of project `pid` has its members in the snapshot of
     /// `txn` (at sequence `asOf`); nil when the project has no such topic.
     /// From the topic cache where it holds the snapshot's topic; else read
-    /// (the code, the topic's record, and, with a cache, the chunk of a topic
-    /// in one slice, to hold a small one's members) and offered to the cache.
+    /// (the code, the topic's record, and, with a cache, the chunk of a single
+    /// topic in one slice, to hold its members when they are few) and offered
+    /// to the cache. Only single topics are probed (in the compact layout their
+    /// ids carry `singleTopicBit`): they are what a list of users names, and
+    /// another small topic's chunk would be read twice on a miss.
     func placement(_ pid: UInt32, code: String, asOf: UInt64, _ txn: borrowing Transaction) throws -> TopicCache.Placement? {
         if let held = topicCache?.placement(pid, code: code, asOf: asOf) { return held }
         guard let tid = try topicID(pid, code: code, txn) else { return nil }
@@ -116,7 +119,7 @@ extension ProjectionReader {
         if let stored = TopicRecord.storedSlices(of: stored) {
             let slices = Array(stored)
             placed = .slices(tid: tid, slices)
-            if topicCache != nil, slices.count == 1,
+            if topicCache != nil, tid & ProjectionTables.singleTopicBit != 0, slices.count == 1,
                let chunk = try Keys.withChunk(pid, tid, slices[0], { try txn.get(tables.postings, $0) }) {
                 var few = GatheredValues(limit: TopicCache.inlineMembers)
                 if few.append(slice: slices[0], stored: chunk) {

@@ -24,7 +24,7 @@ import Foundation
 public final class TopicCache: @unchecked Sendable {
     /// What is held for a topic.
     public enum Placement: Sendable, Equatable {
-        /// A topic of at most `inlineMembers` devices: its members, ascending.
+        /// A single topic of at most `inlineMembers` devices: its members, ascending.
         case members(tid: UInt32, [UInt32])
         /// A larger one: the slices its chunks are in, ascending.
         case slices(tid: UInt32, [UInt16])
