@@ -21,7 +21,7 @@ enum ServeCommand: Command {
             .init(name: "no-file-check", value: nil,
                   help: "start without walking data.mdb page by page first (about 1 s per GB)"),
             .init(name: "no-recipient-cache", value: nil,
-                  help: "stream recipients from the device table only (saves about its size in memory)"),
+                  help: "stream recipients from the device table only, and keep no topic directory (saves about the table's size in memory)"),
         ],
         details: """
         On the first run (no project yet) a project `demo` is created with a fresh client key and
