@@ -275,6 +275,7 @@ public final class ProjectionWriter {
             }
             if theirs.heldSequence == sequence { mine.take(from: theirs) }
         }
+        topicCache?.beginWrite(at: sequence)
         return directory.isLoaded
     }
 
@@ -288,6 +289,8 @@ public final class ProjectionWriter {
     /// second one then sees a later snapshot (another transaction id), and the
     /// cache is read here afterwards instead, from `txn`.
     public func prepare(_ txn: borrowing Transaction, alongside environment: Environment? = nil) throws {
+        // Readers may fill the topic directory from now on (changes are reported from here).
+        if build == nil, let topics = topicCache { topics.beginWrite(at: try tables.appliedSequence(txn)) }
         let loadsDirectory = build == nil && !directory.isLoaded
         let cache = recipientCache.flatMap { $0.heldSequence == nil ? $0 : nil }
         var filledBeside = false

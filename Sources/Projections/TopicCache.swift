@@ -105,7 +105,8 @@ public final class TopicCache: @unchecked Sendable {
 
     // MARK: The writer
 
-    /// A write transaction begins on a store at `sequence`: anything held for
+    /// A write transaction begins on a store at `sequence` (or the writer is
+    /// prepared, or takes over another generation, there): anything held for
     /// another sequence is dropped (another process wrote), and readers at
     /// `sequence` may offer.
     func beginWrite(at sequence: UInt64) {

@@ -165,6 +165,25 @@ import TopicStore
         }
     }
 
+    @Test func aServingStoreOpenedAgainAnswersFromItsDirectoryBeforeItWrites() throws {
+        let dir = TemporaryDirectory()
+        do {
+            let store = try TopicStore(directory: dir.path)
+            defer { store.close() }
+            try Self.submit(store, (0..<300).flatMap(Self.install))
+        }
+        let store = try RecipientCacheTests.servingStore(dir.path)
+        defer { store.close() }
+        let topics = try #require(store.reader.topicCache)
+        try store.read { txn in
+            #expect(topics.heldSequence == (try store.tables.appliedSequence(txn)), "the prepared writer reports from its start")
+            _ = try Self.compare(store, txn, "first")
+            #expect(topics.count >= 100)
+            let again = try Self.compare(store, txn, "from the directory")
+            #expect(again[0].1.total == 100)
+        }
+    }
+
     // MARK: The cache's rules
 
     @Test func offersAreTakenOnlyAtTheReportedSequenceAndHeldUntilTheTopicChanges() {
