@@ -114,7 +114,7 @@ final class Metrics: @unchecked Sendable {
             out += "topicstore_recipient_cache_sequence \(cache.heldSequence ?? 0)\n"
         }
         if let topics = store.reader.topicCache {
-            out += "# HELP topicstore_topic_cache_entries Topics held by the topic cache (codes audiences named, with their ids and members or slices).\n"
+            out += "# HELP topicstore_topic_cache_entries Entries of the topic cache: codes audiences named, with their ids and members or slices (entries a commit dropped count until refilled; the cache starts afresh at 262,144).\n"
             out += "# TYPE topicstore_topic_cache_entries gauge\n"
             out += "topicstore_topic_cache_entries \(topics.count)\n"
         }
