@@ -112,23 +112,14 @@ extension ProjectionReader {
     func placement(_ pid: UInt32, code: String, asOf: UInt64, _ txn: borrowing Transaction) throws -> TopicCache.Placement? {
         if let held = topicCache?.placement(pid, code: code, asOf: asOf) { return held }
         guard let tid = try topicID(pid, code: code, txn) else { return nil }
-        guard let stored = try Keys.withPair(pid, tid, { try txn.get(tables.topics, $0) }) else {
-            return .slices(tid: tid, [])  // no record, no members
-        }
-        var placed: TopicCache.Placement
-        if let stored = TopicRecord.storedSlices(of: stored) {
-            let slices = Array(stored)
-            placed = .slices(tid: tid, slices)
-            if topicCache != nil, tid & ProjectionTables.singleTopicBit != 0, slices.count == 1,
-               let chunk = try Keys.withChunk(pid, tid, slices[0], { try txn.get(tables.postings, $0) }) {
-                var few = GatheredValues(limit: TopicCache.inlineMembers)
-                if few.append(slice: slices[0], stored: chunk) {
-                    placed = .members(tid: tid, few.withValues(from: 0) { Array($0) })
-                }
+        let slices = try self.slices(pid, tid, txn) ?? []  // no record, no members
+        var placed = TopicCache.Placement.slices(tid: tid, slices)
+        if topicCache != nil, tid & ProjectionTables.singleTopicBit != 0, slices.count == 1,
+           let chunk = try Keys.withChunk(pid, tid, slices[0], { try txn.get(tables.postings, $0) }) {
+            var few = GatheredValues(limit: TopicCache.inlineMembers)
+            if few.append(slice: slices[0], stored: chunk) {
+                placed = .members(tid: tid, few.withValues(from: 0) { Array($0) })
             }
-        } else {
-            // Not a well-formed record: the full decode says what is wrong.
-            placed = .slices(tid: tid, try TopicRecord(decoding: stored, at: "topics/\(pid)/\(tid)").slices)
         }
         topicCache?.offer(pid, code: code, placed, readAt: asOf)
         return placed

@@ -256,13 +256,16 @@ public struct ProjectionReader: Sendable {
     /// slice the topic occupies (built-in sets probe every slice of the project).
     public func bitmap(_ pid: UInt32, topic tid: UInt32, _ txn: borrowing Transaction) throws -> Bitmap {
         guard tid >= ProjectionTables.firstTopicID else { return try PostingChunk.read(pid: pid, topic: tid, tables: tables, txn) }
-        guard let stored = try Keys.withPair(pid, tid, { try txn.get(tables.topics, $0) }) else { return Bitmap() }
-        if let slices = TopicRecord.storedSlices(of: stored) {
-            return try PostingChunk.read(pid: pid, topic: tid, slices: slices, required: true, tables: tables, txn)
-        }
-        // Not a well-formed record: the full decode says what is wrong.
-        let slices = try TopicRecord(decoding: stored, at: "topics/\(pid)/\(tid)").slices
+        guard let slices = try slices(pid, tid, txn) else { return Bitmap() }
         return try PostingChunk.read(pid: pid, topic: tid, slices: slices, required: true, tables: tables, txn)
+    }
+
+    /// The slices topic `tid`'s record lists, read in place; nil when it has no record.
+    func slices(_ pid: UInt32, _ tid: UInt32, _ txn: borrowing Transaction) throws -> [UInt16]? {
+        guard let stored = try Keys.withPair(pid, tid, { try txn.get(tables.topics, $0) }) else { return nil }
+        if let slices = TopicRecord.storedSlices(of: stored) { return Array(slices) }
+        // Not a well-formed record: the full decode says what is wrong.
+        return try TopicRecord(decoding: stored, at: "topics/\(pid)/\(tid)").slices
     }
 
     /// Devices with a live token on `platform`.

@@ -40,7 +40,6 @@ public final class TopicCache: @unchecked Sendable {
     public static let inlineMembers = 4
 
     private struct Entry {
-        var pid: UInt32
         var placement: Placement
         /// The first sequence the entry holds for; `UInt64.max` when dropped.
         var validFrom: UInt64
@@ -92,14 +91,14 @@ public final class TopicCache: @unchecked Sendable {
                 if old != placement.tid, byTopic[UInt64(pid) << 32 | UInt64(old)] == i {
                     byTopic[UInt64(pid) << 32 | UInt64(old)] = nil
                 }
-                entries[i] = Entry(pid: pid, placement: placement, validFrom: readAt)
+                entries[i] = Entry(placement: placement, validFrom: readAt)
                 byTopic[key] = i
                 return
             }
             if entries.count >= capacity { dropEntries() }
             codes.set(pid, code, UInt32(entries.count))
             byTopic[key] = entries.count
-            entries.append(Entry(pid: pid, placement: placement, validFrom: readAt))
+            entries.append(Entry(placement: placement, validFrom: readAt))
         }
     }
 
