@@ -19,16 +19,20 @@ import SubscriptionLog
 /// opened for writing has `writer_state`, bookkeeping of the writers (not a
 /// projection: never compared, never rebuilt).
 public struct ProjectionTables: Sendable {
+    /// 5: topic records written from now on are in form 2 (varint sequences
+    /// and lengths, no title when it is the code, no subscriber count in the
+    /// compact layout: see `TopicRecord`); an older store's records keep their
+    /// form until rewritten, and read as before.
     /// 4: device records written from now on hold their device_id and token
     /// as `StoredName`s (a UUID in 16 bytes, a hex token in half its length);
     /// the records an older store has keep their form until rewritten, and
     /// read as before. 3: no `device_ids` table; 2: no `tokens` table.
     /// Opening an older store for writing drops what it has of those tables
-    /// and stamps 4 (an older program then refuses the store rather than
-    /// misread its new records).
-    public static let schemaVersion: UInt32 = 4
+    /// and stamps the current version (an older program then refuses the store
+    /// rather than misread its new records).
+    public static let schemaVersion: UInt32 = 5
     /// The versions this code reads.
-    public static let readableSchemaVersions: ClosedRange<UInt32> = 1...4
+    public static let readableSchemaVersions: ClosedRange<UInt32> = 1...5
     public static let names = ["meta", "projects", "devices",
                                "topics", "topic_codes", "postings", "device_topics"]
 

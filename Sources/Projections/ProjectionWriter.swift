@@ -1004,7 +1004,7 @@ extension ProjectionWriter {
         try txn.withCursor(tables.topics) { cursor in
             for slot in topicSlots {
                 let k = topics.keys[slot]
-                let size = topics.values[slot].value.encodedSize
+                let size = topics.values[slot].value.encodedSize(storingCount: topicLayout == .legacy)
                 if value.count < size { value = [UInt8](repeating: 0, count: max(size, 2 * value.count)) }
                 try value.withUnsafeMutableBytes { vb in
                     let written = topics.values[slot].value.encode(into: vb.baseAddress!, storingCount: topicLayout == .legacy)

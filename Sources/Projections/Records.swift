@@ -179,30 +179,56 @@ public struct TopicRecord: Sendable, Hashable {
     /// has subscribers, ascending: a topic's bitmap is read with one get per slice.
     public var slices: [UInt16] = []
 
-    /// The stored record; without `storingCount` (the compact layout), its subscriber count is stored as 0.
+    // Form 2 (written since schema 5; 20 bytes for a per-user topic `user.1234567` whose title is its code, 55 in form 1):
+    //   u8 flags (0x80 form 2, 1 single, 2 the title is the code, 4 a subscriber count follows,
+    //   8 the last change is the creation) ‖ [u32 subscribers] ‖ varint createdSeq
+    //   ‖ [varint lastChangeSeq] ‖ varint code length ‖ code ‖ [varint title length ‖ title]
+    //   ‖ varint slice count ‖ u16 slices
+    // Form 1 (before, still read; its first byte is 0 or 1): u8 single ‖ u32 subscribers
+    //   ‖ u64 createdSeq ‖ u64 lastChangeSeq ‖ str code ‖ str title ‖ u32 slice count ‖ u16 slices
+    static let form2Flag: UInt8 = 0x80, singleFlag: UInt8 = 1, titleIsCodeFlag: UInt8 = 2
+    static let countFlag: UInt8 = 4, unchangedFlag: UInt8 = 8
+    static let form2Flags: UInt8 = form2Flag | singleFlag | titleIsCodeFlag | countFlag | unchangedFlag
+
+    /// The stored record; without `storingCount` (the compact layout), it stores no subscriber count.
     func encoded(storingCount: Bool = true) -> [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: encodedSize) { buffer, initialized in
+        [UInt8](unsafeUninitializedCapacity: encodedSize(storingCount: storingCount)) { buffer, initialized in
             initialized = encode(into: UnsafeMutableRawPointer(buffer.baseAddress!), storingCount: storingCount)
         }
     }
 
-    /// The length of `encoded()`.
-    var encodedSize: Int { 29 + code.utf8.count + title.utf8.count + 2 * slices.count }
+    /// The length of `encoded(storingCount:)`.
+    func encodedSize(storingCount: Bool = true) -> Int {
+        let codeCount = code.utf8.count
+        var size = 1 + (storingCount ? 4 : 0) + Varint.size(createdSeq)
+        if lastChangeSeq != createdSeq { size += Varint.size(lastChangeSeq) }
+        size += Varint.size(UInt64(codeCount)) + codeCount
+        if title != code { size += Varint.size(UInt64(title.utf8.count)) + title.utf8.count }
+        return size + Varint.size(UInt64(slices.count)) + 2 * slices.count
+    }
 
     /// Writes the encoded record at `p` (which has room for `encodedSize`
     /// bytes) and returns its length: a build writes a million topics, and
     /// appending field by field to an array took most of the write-out's time
     /// for them (as for `DeviceRecord.encode(into:)`).
     func encode(into p: UnsafeMutableRawPointer, storingCount: Bool = true) -> Int {
-        p.storeBytes(of: UInt8(single ? 1 : 0), as: UInt8.self)
-        p.storeBytes(of: (storingCount ? subscribers : 0).bigEndian, toByteOffset: 1, as: UInt32.self)
-        p.storeBytes(of: createdSeq.bigEndian, toByteOffset: 5, as: UInt64.self)
-        p.storeBytes(of: lastChangeSeq.bigEndian, toByteOffset: 13, as: UInt64.self)
-        var at = 21
-        storeString(code, at: p, &at)
-        storeString(title, at: p, &at)
-        p.storeBytes(of: UInt32(slices.count).bigEndian, toByteOffset: at, as: UInt32.self)
-        at += 4
+        let titleIsCode = title == code
+        var flags = Self.form2Flag
+        if single { flags |= Self.singleFlag }
+        if titleIsCode { flags |= Self.titleIsCodeFlag }
+        if storingCount { flags |= Self.countFlag }
+        if lastChangeSeq == createdSeq { flags |= Self.unchangedFlag }
+        p.storeBytes(of: flags, as: UInt8.self)
+        var at = 1
+        if storingCount {
+            p.storeBytes(of: subscribers.bigEndian, toByteOffset: at, as: UInt32.self)
+            at += 4
+        }
+        Varint.write(createdSeq, at: p, &at)
+        if lastChangeSeq != createdSeq { Varint.write(lastChangeSeq, at: p, &at) }
+        Self.storeText(code, at: p, &at)
+        if !titleIsCode { Self.storeText(title, at: p, &at) }
+        Varint.write(UInt64(slices.count), at: p, &at)
         for s in slices {
             p.storeBytes(of: s.bigEndian, toByteOffset: at, as: UInt16.self)
             at += 2
@@ -210,22 +236,87 @@ public struct TopicRecord: Sendable, Hashable {
         return at
     }
 
+    /// A varint length and the UTF-8 bytes.
+    @inline(__always)
+    private static func storeText(_ s: String, at p: UnsafeMutableRawPointer, _ at: inout Int) {
+        let offset = at
+        at += s.withUTF8Bytes { utf8 -> Int in
+            var end = offset
+            Varint.write(UInt64(utf8.count), at: p, &end)
+            if utf8.count > 0 { (p + end).copyMemory(from: utf8.baseAddress!, byteCount: utf8.count) }
+            return end + utf8.count - offset
+        }
+    }
+
+    /// Where the fields of a stored record (either form) are, read in place;
+    /// nil when the bytes are not a well-formed record.
+    struct StoredFields {
+        var single: Bool
+        var subscribers: UInt32
+        var createdSeq: UInt64
+        var lastChangeSeq: UInt64
+        var code: UnsafeRawBufferPointer
+        /// nil: the title is the code.
+        var title: UnsafeRawBufferPointer?
+        var slices: StoredSlices
+    }
+
+    static func fields(of b: UnsafeRawBufferPointer) -> StoredFields? {
+        guard let flags = b.first else { return nil }
+        if flags & form2Flag == 0 {
+            guard flags <= 1, b.count >= 21 else { return nil }
+            var at = 21
+            var texts: [UnsafeRawBufferPointer] = []
+            for _ in 0..<2 {  // code, title
+                guard b.count >= at + 2 else { return nil }
+                let n = Int(b.loadBigEndian(at: at, as: UInt16.self))
+                guard b.count >= at + 2 + n else { return nil }
+                texts.append(UnsafeRawBufferPointer(rebasing: b[at + 2 ..< at + 2 + n]))
+                at += 2 + n
+            }
+            guard b.count >= at + 4 else { return nil }
+            let n = Int(b.loadBigEndian(at: at, as: UInt32.self))
+            at += 4
+            guard n <= 65_536, b.count - at == 2 * n else { return nil }
+            return StoredFields(single: flags == 1, subscribers: b.loadBigEndian(at: 1), createdSeq: b.loadBigEndian(at: 5),
+                                lastChangeSeq: b.loadBigEndian(at: 13), code: texts[0], title: texts[1],
+                                slices: StoredSlices(bytes: UnsafeRawBufferPointer(rebasing: b[at...])))
+        }
+        guard flags & ~form2Flags == 0 else { return nil }
+        var at = 1
+        var subscribers: UInt32 = 0
+        if flags & countFlag != 0 {
+            guard b.count >= 5 else { return nil }
+            subscribers = b.loadBigEndian(at: 1)
+            at = 5
+        }
+        guard let created = Varint.read(b, &at) else { return nil }
+        var last = created
+        if flags & unchangedFlag == 0 {
+            guard let l = Varint.read(b, &at), l != created else { return nil }
+            last = l
+        }
+        func text() -> UnsafeRawBufferPointer? {
+            guard let n = Varint.read(b, &at), n <= UInt64(b.count - at) else { return nil }
+            defer { at += Int(n) }
+            return UnsafeRawBufferPointer(rebasing: b[at ..< at + Int(n)])
+        }
+        guard let code = text() else { return nil }
+        var title: UnsafeRawBufferPointer?
+        if flags & titleIsCodeFlag == 0 {
+            guard let t = text() else { return nil }
+            title = t
+        }
+        guard let n = Varint.read(b, &at), n <= 65_536, UInt64(b.count - at) == 2 * n else { return nil }
+        return StoredFields(single: flags & singleFlag != 0, subscribers: subscribers, createdSeq: created, lastChangeSeq: last,
+                            code: code, title: title, slices: StoredSlices(bytes: UnsafeRawBufferPointer(rebasing: b[at...])))
+    }
+
     /// The slice list of an encoded record, read in place (a topic's bitmap
     /// needs nothing else) without an array: an audience of 100 per-user topics
     /// allocated one per topic. nil when the bytes do not hold a well-formed
     /// record, which the full decode then reports.
-    static func storedSlices(of b: UnsafeRawBufferPointer) -> StoredSlices? {
-        var at = 21
-        for _ in 0..<2 {  // code, title
-            guard b.count >= at + 2 else { return nil }
-            at += 2 + (Int(b[at]) << 8 | Int(b[at + 1]))
-        }
-        guard b.count >= at + 4 else { return nil }
-        let n = Int(b.loadBigEndian(at: at, as: UInt32.self))
-        at += 4
-        guard n <= 65_536, b.count - at == 2 * n else { return nil }
-        return StoredSlices(bytes: UnsafeRawBufferPointer(rebasing: b[at...]))
-    }
+    static func storedSlices(of b: UnsafeRawBufferPointer) -> StoredSlices? { fields(of: b)?.slices }
 
     /// A record's slices where they are stored (big-endian u16s), valid while those bytes are.
     struct StoredSlices: Sequence {
@@ -254,26 +345,17 @@ public struct TopicRecord: Sendable, Hashable {
         self.lastChangeSeq = lastChangeSeq
     }
 
-    init(decoding bytes: UnsafeRawBufferPointer, at place: @autoclosure () -> String) throws {
-        do {
-            var r = ByteReader(bytes)
-            single = try r.u8() != 0
-            subscribers = try r.u32()
-            createdSeq = try r.u64()
-            lastChangeSeq = try r.u64()
-            code = try r.string()
-            title = try r.string()
-            let n = Int(try r.u32())
-            guard n <= 65_536, r.remaining == n * 2 else {
-                throw ProjectionCorruption(place: place(), reason: "slice list of \(n) entries in \(r.remaining) bytes")
-            }
-            slices.reserveCapacity(n)
-            for _ in 0..<n { slices.append(try r.u16()) }
-        } catch let e as ProjectionCorruption {
-            throw e
-        } catch {
-            throw ProjectionCorruption(place: place(), reason: "topic record does not decode: \(error)")
+    public init(decoding bytes: UnsafeRawBufferPointer, at place: @autoclosure () -> String) throws {
+        guard let f = Self.fields(of: bytes) else {
+            throw ProjectionCorruption(place: place(), reason: "topic record does not decode (\(bytes.count) bytes)")
         }
+        single = f.single
+        subscribers = f.subscribers
+        createdSeq = f.createdSeq
+        lastChangeSeq = f.lastChangeSeq
+        code = String(decoding: f.code, as: UTF8.self)
+        title = f.title.map { String(decoding: $0, as: UTF8.self) } ?? code
+        slices = Array(f.slices)
     }
 }
 

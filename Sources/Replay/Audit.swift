@@ -46,7 +46,8 @@ public enum Audit {
         public var differences: [ProjectionDifference]
         public var differenceCount: Int
         public var entriesCompared: Int
-        /// Posting chunks holding the same set in a different roaring encoding (not differences).
+        /// Entries holding the same value in another encoding, not differences: posting chunks in
+        /// another roaring encoding, device and topic records in the form an older version wrote.
         public var equivalentEncodings: Int = 0
         /// The live applied sequence at the last comparison chunk.
         public var comparedAsOf: UInt64
@@ -287,6 +288,8 @@ public enum Audit {
                       x.count == y.count, x.intersectionCount(y) == x.count else { return false }
             case "devices":
                 guard let x = try? DeviceRecord(decoding: a, at: ""), let y = try? DeviceRecord(decoding: b, at: ""), x == y else { return false }
+            case "topics":
+                guard let x = try? TopicRecord(decoding: a, at: ""), let y = try? TopicRecord(decoding: b, at: ""), x == y else { return false }
             default:
                 return false
             }

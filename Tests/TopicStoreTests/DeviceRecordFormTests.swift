@@ -155,7 +155,7 @@ import TopicStore
     }
 
     /// A schema 3 store, its device records as text: read-only, it answers as
-    /// before; opened for writing it is stamped 4, the writer finds its devices
+    /// before; opened for writing it is stamped with the current version, the writer finds its devices
     /// by name (a token moves off an old record), old and new records stream
     /// alike, and the audit finds them equal to the rebuild's compact ones.
     @Test func aSchema3StoreReadsAndAuditsClean() throws {
@@ -197,7 +197,7 @@ import TopicStore
         }
         let store = try TopicStore(directory: dir.path)
         defer { store.close() }
-        #expect(try store.read { txn in try store.tables.storedSchemaVersion(txn) } == 4)
+        #expect(try store.read { txn in try store.tables.storedSchemaVersion(txn) } == ProjectionTables.schemaVersion)
         // The token moves from the old record of the UUID device to a new device; D2 registers a new topic.
         try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D3", token: apns, platform: .ios)))
         try store.submitAndWait(Event(project: "demo", body: .register(deviceID: "D2", topics: [TopicSpec(code: "sport")])))
