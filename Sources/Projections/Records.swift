@@ -266,20 +266,20 @@ public struct TopicRecord: Sendable, Hashable {
         if flags & form2Flag == 0 {
             guard flags <= 1, b.count >= 21 else { return nil }
             var at = 21
-            var texts: [UnsafeRawBufferPointer] = []
-            for _ in 0..<2 {  // code, title
+            // The code, then the title: a u16 length and the bytes (no array: a count reads 100 records).
+            func text() -> UnsafeRawBufferPointer? {
                 guard b.count >= at + 2 else { return nil }
                 let n = Int(b.loadBigEndian(at: at, as: UInt16.self))
                 guard b.count >= at + 2 + n else { return nil }
-                texts.append(UnsafeRawBufferPointer(rebasing: b[at + 2 ..< at + 2 + n]))
-                at += 2 + n
+                defer { at += 2 + n }
+                return UnsafeRawBufferPointer(rebasing: b[at + 2 ..< at + 2 + n])
             }
-            guard b.count >= at + 4 else { return nil }
+            guard let code = text(), let title = text(), b.count >= at + 4 else { return nil }
             let n = Int(b.loadBigEndian(at: at, as: UInt32.self))
             at += 4
             guard n <= 65_536, b.count - at == 2 * n else { return nil }
             return StoredFields(single: flags == 1, subscribers: b.loadBigEndian(at: 1), createdSeq: b.loadBigEndian(at: 5),
-                                lastChangeSeq: b.loadBigEndian(at: 13), code: texts[0], title: texts[1],
+                                lastChangeSeq: b.loadBigEndian(at: 13), code: code, title: title,
                                 slices: StoredSlices(bytes: UnsafeRawBufferPointer(rebasing: b[at...])))
         }
         guard flags & ~form2Flags == 0 else { return nil }
