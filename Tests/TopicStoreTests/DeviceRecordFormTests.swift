@@ -168,19 +168,10 @@ import TopicStore
             try store.submitAndWait(Event(project: "demo", body: .register(deviceID: uuid, topics: [TopicSpec(code: "news")])))
             try store.submitAndWait(Event(project: "demo", body: .register(deviceID: "D2", topics: [TopicSpec(code: "news")])))
             // As that version wrote them: every record with its names as text, and the stamp 3.
-            try store.environment.write { txn in
-                var rewritten: [([UInt8], [UInt8])] = []
-                try txn.withCursor(store.tables.devices) { cursor in
-                    var entry = try cursor.first()
-                    while let (k, v) = entry {
-                        rewritten.append((Array(k), Self.legacyEncoding(try DeviceRecord(decoding: v, at: "test"))))
-                        entry = try cursor.next()
-                    }
-                }
-                #expect(rewritten.count == 2)
-                for (k, v) in rewritten { try txn.put(store.tables.devices, k, v) }
-                try txn.put(store.tables.meta, Array("schemaVersion".utf8), [0, 0, 0, 3])
+            let rewritten = try rewriteAsOlderSchema(store, store.tables.devices, schema: 3) { v in
+                Self.legacyEncoding(try DeviceRecord(decoding: v, at: "test"))
             }
+            #expect(rewritten == 2)
             store.close()
         }
         do {

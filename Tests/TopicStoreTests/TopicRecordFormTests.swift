@@ -130,19 +130,10 @@ import TopicStore
                 TopicSpec(code: "news", title: "News"), TopicSpec(code: "user.1", single: true), TopicSpec(code: "sport")])))
             try store.submitAndWait(Event(project: "demo", body: .register(deviceID: "D2", topics: [TopicSpec(code: "sport")])))
             // As schema 4 wrote them: every topic record in form 1, and the stamp 4.
-            try store.environment.write { txn in
-                var rewritten: [([UInt8], [UInt8])] = []
-                try txn.withCursor(store.tables.topics) { cursor in
-                    var entry = try cursor.first()
-                    while let (k, v) = entry {
-                        rewritten.append((Array(k), Self.form1Encoding(try TopicRecord(decoding: v, at: "test"))))
-                        entry = try cursor.next()
-                    }
-                }
-                #expect(rewritten.count == 3)
-                for (k, v) in rewritten { try txn.put(store.tables.topics, k, v) }
-                try txn.put(store.tables.meta, Array("schemaVersion".utf8), [0, 0, 0, 4])
+            let rewritten = try rewriteAsOlderSchema(store, store.tables.topics, schema: 4) { v in
+                Self.form1Encoding(try TopicRecord(decoding: v, at: "test"))
             }
+            #expect(rewritten == 3)
             store.close()
         }
         func answers(_ store: TopicStore) throws -> [String] {

@@ -163,3 +163,24 @@ extension RunsTopicstore {
         return Run(status: status, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
     }
 }
+
+/// Makes `store` look as an older version left it: every value of `table`
+/// replaced by what `older` makes of it, and the schema stamped `schema`.
+/// Returns how many values were rewritten.
+@discardableResult
+func rewriteAsOlderSchema(_ store: TopicStore, _ table: Database, schema: UInt8,
+                          _ older: (UnsafeRawBufferPointer) throws -> [UInt8]) throws -> Int {
+    try store.environment.write { txn in
+        var rewritten: [([UInt8], [UInt8])] = []
+        try txn.withCursor(table) { cursor in
+            var entry = try cursor.first()
+            while let (k, v) = entry {
+                rewritten.append((Array(k), try older(v)))
+                entry = try cursor.next()
+            }
+        }
+        for (k, v) in rewritten { try txn.put(table, k, v) }
+        try txn.put(store.tables.meta, Array("schemaVersion".utf8), [0, 0, 0, schema])
+        return rewritten.count
+    }
+}
