@@ -399,18 +399,3 @@ public struct ProjectionCorruption: Error, Sendable, CustomStringConvertible {
     }
     public var description: String { "corrupt projection at \(place): \(reason)" }
 }
-
-/// Writes `s` at `p + at` as the records' strings are encoded (u16 big-endian
-/// length, then the UTF-8 bytes, as `ByteWriter.string` appends them) and
-/// moves `at` past it. `p` must have room.
-@inline(__always)
-func storeString(_ s: String, at p: UnsafeMutableRawPointer, _ at: inout Int) {
-    let offset = at
-    let written = s.withUTF8Bytes { utf8 -> Int in
-        precondition(utf8.count <= Int(UInt16.max), "string too long for the record format")
-        p.storeBytes(of: UInt16(utf8.count).bigEndian, toByteOffset: offset, as: UInt16.self)
-        if utf8.count > 0 { (p + offset + 2).copyMemory(from: utf8.baseAddress!, byteCount: utf8.count) }
-        return 2 + utf8.count
-    }
-    at += written
-}
