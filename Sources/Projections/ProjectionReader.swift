@@ -71,20 +71,29 @@ public struct ProjectionReader: Sendable {
         return v.loadBigEndian(at: 0, as: UInt32.self)
     }
 
-    /// Topic `tid` with its subscriber count.
+    /// Topic `tid` with its subscriber count and every slice it occupies.
     public func topic(_ pid: UInt32, _ tid: UInt32, _ txn: borrowing Transaction) throws -> TopicRecord? {
         guard var record = try storedTopic(pid, tid, txn) else { return nil }
+        record.slices = try PostingChunk.withNewest(record.slices, pid: pid, topic: tid, top: top(pid, txn), tables: tables, txn)
         if try tables.topicLayout(txn) == .compact { try count(&record, pid, tid, txn) }
         return record
     }
 
-    /// Topic `tid` as stored (in the compact layout, without its subscriber count).
+    /// Topic `tid` as stored (in the compact layout, without its subscriber
+    /// count, and for a shared topic without the project's newest slice: see
+    /// `PostingChunk.omitsNewest`).
     public func storedTopic(_ pid: UInt32, _ tid: UInt32, _ txn: borrowing Transaction) throws -> TopicRecord? {
         guard let v = try txn.get(tables.topics, Keys.pair(pid, tid)) else { return nil }
         return try TopicRecord(decoding: v, at: "topics/\(pid)/\(tid)")
     }
 
-    /// Fills in the subscriber count of a compact layout's record: its chunks' cardinalities.
+    /// The project's newest slice with any chunk, which a shared topic's record does not list.
+    private func top(_ pid: UInt32, _ txn: borrowing Transaction) throws -> UInt16? {
+        try PostingChunk.maxHigh(pid: pid, tables: tables, txn)
+    }
+
+    /// Fills in the subscriber count of a compact layout's record (whose slices
+    /// are all those it occupies, the newest included): its chunks' cardinalities.
     private func count(_ record: inout TopicRecord, _ pid: UInt32, _ tid: UInt32, _ txn: borrowing Transaction) throws {
         record.subscribers = try PostingChunk.cardinality(pid: pid, topic: tid, slices: record.slices, tables: tables, txn)
     }
@@ -117,6 +126,7 @@ public struct ProjectionReader: Sendable {
             if start.lexicographicallyPrecedes(above) { start = above }
         }
         let compact = try tables.topicLayout(txn) == .compact
+        let top = try top(pid, txn)
         var page = TopicPage(topics: [], next: nil)
         try txn.withCursor(tables.topicCodes) { cursor in
             var entry = try cursor.seek(atLeast: start)
@@ -131,6 +141,7 @@ public struct ProjectionReader: Sendable {
                 guard var record = try storedTopic(pid, tid, txn) else {
                     throw ProjectionCorruption(place: "topic_codes/\(pid)/\(code)", reason: "names topic \(tid), which has no record")
                 }
+                record.slices = try PostingChunk.withNewest(record.slices, pid: pid, topic: tid, top: top, tables: tables, txn)
                 if compact { try count(&record, pid, tid, txn) }
                 page.topics.append(TopicInfo(id: tid, record: record))
                 entry = try cursor.next()
@@ -139,9 +150,10 @@ public struct ProjectionReader: Sendable {
         return page
     }
 
-    /// Every topic of a project, by topic id; with `counted: false`, as stored
-    /// (in the compact layout, without subscriber counts: a topic without
-    /// subscribers is one without slices either way).
+    /// Every topic of a project, by topic id, each with every slice it
+    /// occupies (the newest included); with `counted: false`, in the compact
+    /// layout without subscriber counts (a topic without subscribers is one
+    /// without slices either way).
     public func topics(_ pid: UInt32, _ txn: borrowing Transaction, counted: Bool = true) throws -> [TopicInfo] {
         let prefix = Keys.project(pid)
         var result: [TopicInfo] = []
@@ -153,6 +165,11 @@ public struct ProjectionReader: Sendable {
                 result.append(TopicInfo(id: tid, record: try TopicRecord(decoding: value, at: "topics/\(pid)/\(tid)")))
                 entry = try cursor.next()
             }
+        }
+        let top = try top(pid, txn)
+        for i in result.indices {
+            result[i].record.slices = try PostingChunk.withNewest(result[i].record.slices, pid: pid, topic: result[i].id,
+                                                                  top: top, tables: tables, txn)
         }
         if counted, try tables.topicLayout(txn) == .compact {
             for i in result.indices { try count(&result[i].record, pid, result[i].id, txn) }
@@ -260,12 +277,19 @@ public struct ProjectionReader: Sendable {
         return try PostingChunk.read(pid: pid, topic: tid, slices: slices, required: true, tables: tables, txn)
     }
 
-    /// The slices topic `tid`'s record lists, read in place; nil when it has no record.
+    /// The slices topic `tid` occupies: those its record lists, read in place,
+    /// and the project's newest when the record leaves it out; nil when it has no record.
     func slices(_ pid: UInt32, _ tid: UInt32, _ txn: borrowing Transaction) throws -> [UInt16]? {
         guard let stored = try Keys.withPair(pid, tid, { try txn.get(tables.topics, $0) }) else { return nil }
-        if let slices = TopicRecord.storedSlices(of: stored) { return Array(slices) }
-        // Not a well-formed record: the full decode says what is wrong.
-        return try TopicRecord(decoding: stored, at: "topics/\(pid)/\(tid)").slices
+        let listed: [UInt16]
+        if let slices = TopicRecord.storedSlices(of: stored) {
+            listed = Array(slices)
+        } else {
+            // Not a well-formed record: the full decode says what is wrong.
+            listed = try TopicRecord(decoding: stored, at: "topics/\(pid)/\(tid)").slices
+        }
+        guard PostingChunk.leavesNewestOut(tid) else { return listed }
+        return try PostingChunk.withNewest(listed, pid: pid, topic: tid, top: top(pid, txn), tables: tables, txn)
     }
 
     /// Devices with a live token on `platform`.

@@ -19,6 +19,11 @@ import SubscriptionLog
 /// opened for writing has `writer_state`, bookkeeping of the writers (not a
 /// projection: never compared, never rebuilt).
 public struct ProjectionTables: Sendable {
+    /// 6: a shared topic's record in the compact layout does not list its
+    /// project's newest slice (see `PostingChunk.omitsNewest`); opening an
+    /// older compact store for writing takes that slice out of the records
+    /// that list it, in the same transaction that stamps the version, and
+    /// an older program then refuses the store (it would miss those members).
     /// 5: topic records written from now on are in form 2 (varint sequences
     /// and lengths, no title when it is the code, no subscriber count in the
     /// compact layout: see `TopicRecord`); an older store's records keep their
@@ -30,9 +35,9 @@ public struct ProjectionTables: Sendable {
     /// Opening an older store for writing drops what it has of those tables
     /// and stamps the current version (an older program then refuses the store
     /// rather than misread its new records).
-    public static let schemaVersion: UInt32 = 5
+    public static let schemaVersion: UInt32 = 6
     /// The versions this code reads.
-    public static let readableSchemaVersions: ClosedRange<UInt32> = 1...5
+    public static let readableSchemaVersions: ClosedRange<UInt32> = 1...6
     public static let names = ["meta", "projects", "devices",
                                "topics", "topic_codes", "postings", "device_topics"]
 
@@ -107,6 +112,9 @@ public struct ProjectionTables: Sendable {
                         if let old = try txn.openDatabaseIfPresent(name) { try txn.drop(old) }
                     }
                 }
+                if let stored, stored < 6, try tables.topicLayout(txn) == .compact {
+                    try tables.leaveOutNewestSlices(txn)
+                }
                 if stored == nil || stored! < schemaVersion {
                     var w = ByteWriter(); w.u32(schemaVersion)
                     try txn.put(tables.meta, versionKey, w.bytes)
@@ -116,6 +124,41 @@ public struct ProjectionTables: Sendable {
             }
         }
         return tables
+    }
+
+    /// Brings a compact store's shared topic records to schema 6: the
+    /// records listing their project's newest slice are written without it
+    /// (in a 10M-device store, one walk of 100,000 shared topics' records).
+    func leaveOutNewestSlices(_ txn: borrowing Transaction) throws {
+        var newest: [(pid: UInt32, slice: UInt16)] = []
+        try txn.withCursor(projects) { cursor in
+            var entry = try cursor.first()
+            while let (key, value) = entry {
+                let name = String(decoding: key, as: UTF8.self)
+                let p = try ProjectRecord(decoding: value, at: "projects/\(name)")
+                if let h = PostingChunk.newest(nextOrdinal: p.nextOrdinal) { newest.append((p.id, h)) }
+                entry = try cursor.next()
+            }
+        }
+        for (pid, h) in newest {
+            var rewritten: [(tid: UInt32, record: [UInt8])] = []
+            try txn.withCursor(topics) { cursor in
+                var entry = try Keys.withPair(pid, Self.firstTopicID) { try cursor.seek(atLeast: $0) }
+                while let (key, value) = entry, key.count == 8, key.loadBigEndian(at: 0, as: UInt32.self) == pid {
+                    let tid = key.loadBigEndian(at: 4, as: UInt32.self)
+                    guard PostingChunk.leavesNewestOut(tid) else { break }  // the single topics follow
+                    if TopicRecord.storedSlices(of: value).map({ $0.last == h }) ?? true {  // (a damaged record: decoded to say so)
+                        var record = try TopicRecord(decoding: value, at: "topics/\(pid)/\(tid)")
+                        if record.slices.last == h {
+                            record.slices.removeLast()
+                            rewritten.append((tid, record.encoded(storingCount: false)))
+                        }
+                    }
+                    entry = try cursor.next()
+                }
+            }
+            for (tid, record) in rewritten { try txn.put(topics, Keys.pair(pid, tid), record) }
+        }
     }
 
     /// The schema version stored in `meta`, or nil when this is not a topicstore database.

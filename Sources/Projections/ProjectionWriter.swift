@@ -50,6 +50,8 @@ public final class ProjectionWriter {
     /// counting a loaded record's chunks again is one read per slice (153 for
     /// `all` at 10M devices), and at 10M there are 100,000 such shared topics.
     private var savedCounts: [UInt64: UInt32] = [:]
+    /// `storedTop`'s answers in the open transaction, by pid; forgotten when the transaction's chunks change.
+    private var storedTops: [UInt32: UInt16?] = [:]
     /// Slots changed since the last flush, so a flush touches only them (the
     /// caches themselves may hold hundreds of thousands of clean entries).
     private var dirtyTopics: [Int] = []
@@ -210,6 +212,7 @@ public final class ProjectionWriter {
             clearCaches()
         }
         lastCommittedTransaction = nil
+        storedTops = [:]
         appliedSequence = try tables.appliedSequence(txn)
         topicLayout = try tables.topicLayout(txn)
         startedOnStamp = try tables.writerStamp(txn)
@@ -335,6 +338,7 @@ public final class ProjectionWriter {
     private var lastCommittedTransaction: Int?
 
     private func clearCaches() {
+        storedTops = [:]
         recentCodes.forgetAll()
         savedCounts = [:]
         projects.removeAll()
@@ -409,6 +413,11 @@ public final class ProjectionWriter {
         if build?.targetIsEmpty == true { return nil }
         guard let v = try Keys.withPair(pid, tid, { try txn.get(tables.topics, $0) }) else { return nil }
         var record = try TopicRecord(decoding: v, at: "topics/\(pid)/\(tid)")
+        if PostingChunk.omitsNewest(tid, topicLayout) {
+            // The cache holds every slice the topic occupies; the newest is left out only when stored.
+            record.slices = try PostingChunk.withNewest(record.slices, pid: pid, topic: tid, top: storedTop(pid, txn),
+                                                        tables: tables, txn)
+        }
         if topicLayout == .compact {
             // Not stored: the count kept when the caches were last bounded, or counted from the
             // stored chunks. Either is the count before any change of this event (a topic's record
@@ -422,6 +431,66 @@ public final class ProjectionWriter {
             }
         }
         return addTopic(key, Cached(value: record, dirty: false))
+    }
+
+    /// The newest slice with a chunk of project `pid` in what `txn` holds
+    /// (`PostingChunk.maxHigh`), which stored shared topic records leave out.
+    private func storedTop(_ pid: UInt32, _ txn: borrowing Transaction) throws -> UInt16? {
+        if let held = storedTops[pid] { return held }
+        let top = try PostingChunk.maxHigh(pid: pid, tables: tables, txn)
+        storedTops.updateValue(top, forKey: pid)
+        return top
+    }
+
+    /// The newest slice of every project the caches hold changes for, by pid:
+    /// what the shared topic records written now leave out.
+    private func newestSlices(_ txn: borrowing Transaction) throws -> [UInt32: UInt16] {
+        var newest: [UInt32: UInt16] = [:]
+        for slot in projects.indices {
+            let p = projects[slot].value
+            if let h = PostingChunk.newest(nextOrdinal: p.nextOrdinal) { newest[p.id] = h }
+        }
+        return newest
+    }
+
+    /// When project `pid`'s newest slice (`newest`) has moved on from the one
+    /// the stored records leave out, the records of the shared topics with a
+    /// chunk in the slice left behind must now list it: they are loaded (the
+    /// cache holds every slice a topic occupies) and marked to be written.
+    /// One walk of that slice's keys, once per 65,536 devices; the slices in
+    /// between, if any, hold only chunks this transaction made, whose topics
+    /// are written anyway.
+    private func relistLeftSlice(_ pid: UInt32, newest: UInt16, _ txn: borrowing Transaction) throws {
+        guard let left = try storedTop(pid, txn), left < newest else { return }
+        var tids: [UInt32] = []
+        try txn.withCursor(tables.postings) { cursor in
+            var entry = try Keys.withChunk(pid, ProjectionTables.firstTopicID, left) { try cursor.seek(atLeast: $0) }
+            while let (key, _) = entry, key.count == 10, key.loadBigEndian(at: 0, as: UInt32.self) == pid,
+                  key.loadBigEndian(at: 4, as: UInt16.self) == left {
+                let tid = key.loadBigEndian(at: 6, as: UInt32.self)
+                guard PostingChunk.leavesNewestOut(tid) else { break }  // the single topics follow
+                tids.append(tid)
+                entry = try cursor.next()
+            }
+        }
+        for tid in tids {
+            guard let slot = try topicSlot(pid, tid, txn) else {
+                throw ProjectionCorruption(place: "postings/\(pid)/\(left)/\(tid)", reason: "postings of a missing topic")
+            }
+            modifyTopic(at: slot) { _ in }
+        }
+    }
+
+    /// The record of topic `key` as stored: without its project's newest slice when it leaves that out.
+    private func storedForm(_ key: TopicKey, _ record: TopicRecord, newest: [UInt32: UInt16]) throws -> TopicRecord {
+        guard PostingChunk.omitsNewest(key.topic, topicLayout), let last = record.slices.last else { return record }
+        guard let h = newest[key.pid] else {
+            throw ProjectionCorruption(place: "topics/\(key.pid)/\(key.topic)", reason: "a topic with postings in a project without devices")
+        }
+        guard last == h else { return record }
+        var stored = record
+        stored.slices.removeLast()
+        return stored
     }
 
     /// The slot of a topic the cache holds. A build finds it by topic id in an
@@ -812,12 +881,16 @@ public final class ProjectionWriter {
         // keys mostly share a leaf page, which the cursor stays on instead of
         // searching the tree from its root for every key (the slots are in
         // hash order; sorting a batch's few thousand is cheap by comparison).
+        let newest = try newestSlices(txn)
+        if topicLayout == .compact {
+            for (pid, h) in newest { try relistLeftSlice(pid, newest: h, txn) }
+        }
         let topicSlots = dirtyTopics.sorted { Self.ascending(topics.keys[$0], topics.keys[$1]) }
         try txn.withCursor(tables.topics) { cursor in
             for slot in topicSlots where topics.values[slot].dirty {  // (a slot listed twice goes once)
                 let key = topics.keys[slot]
                 if topicCache != nil { topicChanges.append(UInt64(key.pid) << 32 | UInt64(key.topic)) }
-                let record = topics.values[slot].value.encoded(storingCount: topicLayout == .legacy)
+                let record = try storedForm(key, topics.values[slot].value, newest: newest).encoded(storingCount: topicLayout == .legacy)
                 topics.values[slot].dirty = false
                 try Keys.withPair(key.pid, key.topic) { k in
                     try record.withUnsafeBytes { v in try cursor.put(k, v) }
@@ -860,6 +933,7 @@ public final class ProjectionWriter {
         }
         dirtyTopics.removeAll(keepingCapacity: true)
         postings.dirty.removeAll(keepingCapacity: true)
+        storedTops = [:]
         dirtyMemberships.removeAll(keepingCapacity: true)
         var w = ByteWriter(capacity: 8); w.u64(appliedSequence)
         try txn.put(tables.meta, ProjectionTables.appliedSeqKey, w.bytes)
@@ -999,15 +1073,20 @@ extension ProjectionWriter {
                 try body(UnsafeRawBufferPointer(rebasing: k[0..<8]))
             }
         }
+        let newest = try newestSlices(txn)
+        if !fresh, topicLayout == .compact {
+            for (pid, h) in newest { try relistLeftSlice(pid, newest: h, txn) }
+        }
         // A build's topics are indexed by id: read in that order, they need no sort.
         let topicSlots = build.topicSlotsInKeyOrder().filter { topics.values[$0].dirty }
         try txn.withCursor(tables.topics) { cursor in
             for slot in topicSlots {
                 let k = topics.keys[slot]
-                let size = topics.values[slot].value.encodedSize(storingCount: topicLayout == .legacy)
+                let record = try storedForm(k, topics.values[slot].value, newest: newest)
+                let size = record.encodedSize(storingCount: topicLayout == .legacy)
                 if value.count < size { value = [UInt8](repeating: 0, count: max(size, 2 * value.count)) }
                 try value.withUnsafeMutableBytes { vb in
-                    let written = topics.values[slot].value.encode(into: vb.baseAddress!, storingCount: topicLayout == .legacy)
+                    let written = record.encode(into: vb.baseAddress!, storingCount: topicLayout == .legacy)
                     try pairKey(k.pid, k.topic) { kb in
                         try cursor.put(kb, UnsafeRawBufferPointer(rebasing: vb[0..<written]), flags: append)
                     }

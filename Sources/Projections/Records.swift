@@ -322,6 +322,7 @@ public struct TopicRecord: Sendable, Hashable {
     struct StoredSlices: Sequence {
         let bytes: UnsafeRawBufferPointer
         var count: Int { bytes.count / 2 }
+        var last: UInt16? { count == 0 ? nil : bytes.loadBigEndian(at: 2 * (count - 1), as: UInt16.self) }
 
         func makeIterator() -> Iterator { Iterator(bytes: bytes) }
 

@@ -1,6 +1,6 @@
 import Foundation
 import LMDB
-import Projections
+@testable import Projections
 import Roaring
 import SubscriptionLog
 import Testing
@@ -166,11 +166,13 @@ extension RunsTopicstore {
 
 /// Makes `store` look as an older version left it: every value of `table`
 /// replaced by what `older` makes of it, and the schema stamped `schema`.
-/// Returns how many values were rewritten.
+/// Before schema 6, shared topic records listed their project's newest slice
+/// too: it is put back first. Returns how many values were rewritten.
 @discardableResult
 func rewriteAsOlderSchema(_ store: TopicStore, _ table: Database, schema: UInt8,
                           _ older: (UnsafeRawBufferPointer) throws -> [UInt8]) throws -> Int {
-    try store.environment.write { txn in
+    if schema < 6 { try listNewestSlices(store) }
+    return try store.environment.write { txn in
         var rewritten: [([UInt8], [UInt8])] = []
         try txn.withCursor(table) { cursor in
             var entry = try cursor.first()
@@ -181,6 +183,42 @@ func rewriteAsOlderSchema(_ store: TopicStore, _ table: Database, schema: UInt8,
         }
         for (k, v) in rewritten { try txn.put(table, k, v) }
         try txn.put(store.tables.meta, Array("schemaVersion".utf8), [0, 0, 0, schema])
+        return rewritten.count
+    }
+}
+
+/// Writes each shared topic record of `store` that leaves out its project's
+/// newest slice (schema 6) with that slice listed, as schemas before 6 did.
+/// Returns how many records it rewrote.
+@discardableResult
+func listNewestSlices(_ store: TopicStore) throws -> Int {
+    try store.environment.write { txn in
+        var newest: [(UInt32, UInt16)] = []
+        try txn.withCursor(store.tables.projects) { cursor in
+            var entry = try cursor.first()
+            while let (_, v) = entry {
+                let p = try ProjectRecord(decoding: v, at: "test")
+                if let h = PostingChunk.newest(nextOrdinal: p.nextOrdinal) { newest.append((p.id, h)) }
+                entry = try cursor.next()
+            }
+        }
+        var rewritten: [([UInt8], [UInt8])] = []
+        for (pid, h) in newest {
+            try txn.withCursor(store.tables.topics) { cursor in
+                var entry = try cursor.seek(atLeast: Keys.pair(pid, ProjectionTables.firstTopicID))
+                while let (k, v) = entry, k.count == 8, k.loadBigEndian(at: 0, as: UInt32.self) == pid {
+                    let tid = k.loadBigEndian(at: 4, as: UInt32.self)
+                    if tid & ProjectionTables.singleTopicBit != 0 { break }
+                    var record = try TopicRecord(decoding: v, at: "test")
+                    if record.slices.last != h, try txn.get(store.tables.postings, Keys.chunk(pid, tid, h)) != nil {
+                        record.slices.append(h)
+                        rewritten.append((Array(k), record.encoded(storingCount: false)))
+                    }
+                    entry = try cursor.next()
+                }
+            }
+        }
+        for (k, v) in rewritten { try txn.put(store.tables.topics, k, v) }
         return rewritten.count
     }
 }
