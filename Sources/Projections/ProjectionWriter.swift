@@ -50,6 +50,8 @@ public final class ProjectionWriter {
     /// counting a loaded record's chunks again is one read per slice (153 for
     /// `all` at 10M devices), and at 10M there are 100,000 such shared topics.
     private var savedCounts: [UInt64: UInt32] = [:]
+    /// Slice changes of shared topics since the last flush (see `settleSliceChanges`).
+    private var sliceChanges: [SliceChange] = []
     /// `storedTop`'s answers in the open transaction, by pid; forgotten when the transaction's chunks change.
     private var storedTops: [UInt32: UInt16?] = [:]
     /// Slots changed since the last flush, so a flush touches only them (the
@@ -339,6 +341,7 @@ public final class ProjectionWriter {
 
     private func clearCaches() {
         storedTops = [:]
+        sliceChanges.removeAll()
         recentCodes.forgetAll()
         savedCounts = [:]
         projects.removeAll()
@@ -780,7 +783,32 @@ public final class ProjectionWriter {
         guard let topic = try topicSlot(pid, tid, txn) else {
             throw ProjectionCorruption(place: "topics/\(pid)/\(tid)", reason: "postings of a missing topic")
         }
-        modifyTopic(at: topic) { slice.apply(PostingChunk.high(ordinal), to: &$0.slices) }
+        let high = PostingChunk.high(ordinal)
+        if PostingChunk.omitsNewest(tid, topicLayout) {
+            // Whether the stored record changes depends on the newest slice at flush (`settleSliceChanges`).
+            slice.apply(high, to: &topics.values[topic].value.slices)
+            sliceChanges.append(SliceChange(slot: topic, high: high))
+        } else {
+            modifyTopic(at: topic) { slice.apply(high, to: &$0.slices) }
+        }
+    }
+
+    /// A slice that appeared in or left a shared topic's list (`setBit`), not yet written.
+    struct SliceChange {
+        var slot: Int
+        var high: UInt16
+    }
+
+    /// Marks for writing the shared topics whose stored record a slice change
+    /// of theirs changes: one in any slice but the newest one at flush (a
+    /// record does not list that one, so joining or leaving it changes
+    /// nothing stored, which is what spares the records' pages while the
+    /// newest slice fills).
+    private func settleSliceChanges(_ newest: [UInt32: UInt16]) {
+        for change in sliceChanges where newest[topics.keys[change.slot].pid] != change.high {
+            modifyTopic(at: change.slot) { _ in }
+        }
+        sliceChanges.removeAll(keepingCapacity: true)
     }
 
     // MARK: Prefetch (build mode)
@@ -882,6 +910,7 @@ public final class ProjectionWriter {
         // searching the tree from its root for every key (the slots are in
         // hash order; sorting a batch's few thousand is cheap by comparison).
         let newest = try newestSlices(txn)
+        settleSliceChanges(newest)
         if topicLayout == .compact {
             for (pid, h) in newest { try relistLeftSlice(pid, newest: h, txn) }
         }
@@ -1074,6 +1103,7 @@ extension ProjectionWriter {
             }
         }
         let newest = try newestSlices(txn)
+        settleSliceChanges(newest)
         if !fresh, topicLayout == .compact {
             for (pid, h) in newest { try relistLeftSlice(pid, newest: h, txn) }
         }
