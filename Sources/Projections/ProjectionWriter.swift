@@ -541,6 +541,8 @@ public final class ProjectionWriter {
         if let slot = cachedTopicSlot(TopicKey(pid: pid, topic: tid)) {
             topics.values[slot].dirty = false
             topics.values[slot].value.subscribers = 0
+            // Its last members' slice changes must not mark it for writing at flush.
+            sliceChanges.removeAll { $0.slot == slot }
         }
         if let build { build.droppedTopics.append(TopicKey(pid: pid, topic: tid)) } else { try txn.delete(tables.topics, Keys.pair(pid, tid)) }
     }

@@ -114,6 +114,22 @@ struct NewestSliceTests {
         try Self.unregister(store, &model, [0], from: "late")
         try Self.unregister(store, &model, [65_541], from: "lone")
         try Self.expectAsModel(store, model, "late and lone left")
+        // `early` (slice 0 only) loses every member and is dropped, in one commit: the slice
+        // change must not bring its record back.
+        let early = try store.read { txn in try store.reader.topicID(1, code: "early", txn) }
+        let emptyAndDrop = (0..<1_000).map { Event(project: "demo", body: .unregister(deviceID: "d\($0)", codes: ["early"])) }
+            + [Event(project: "demo", body: .dropTopic(code: "early"))]
+        for result in store.submitAndWait(emptyAndDrop) { _ = try result.get() }
+        let earlyID = try #require(early)
+        try store.read { txn in
+            let code = try store.reader.topicID(1, code: "early", txn)
+            let record = try store.reader.storedTopic(1, earlyID, txn)
+            #expect(code == nil)
+            #expect(record == nil, "the dropped record stays dropped")
+        }
+        model.members["early"] = nil
+        let check = try Audit.run(store)
+        #expect(check.isClean, "\(check.differences.prefix(3))")
 
         // A rebuild written in many rounds (the later ones over a target that already holds records) agrees.
         var rounds = Audit.Options()
