@@ -445,13 +445,29 @@ public final class ProjectionWriter {
         return top
     }
 
-    /// The newest slice of every project the caches hold changes for, by pid:
-    /// what the shared topic records written now leave out.
-    private func newestSlices(_ txn: borrowing Transaction) throws -> [UInt32: UInt16] {
+    /// The newest slice of every project the caches hold, by pid: what the
+    /// shared topic records written now leave out; and the pids of the
+    /// projects changed since they were last written (only their newest slice can have moved on).
+    private func newestSlices() -> (newest: [UInt32: UInt16], changed: [UInt32]) {
         var newest: [UInt32: UInt16] = [:]
+        var changed: [UInt32] = []
         for slot in projects.indices {
             let p = projects[slot].value
             if let h = PostingChunk.newest(nextOrdinal: p.nextOrdinal) { newest[p.id] = h }
+            if projects[slot].dirty { changed.append(p.id) }
+        }
+        return (newest, changed)
+    }
+
+    /// Settles the slice changes (`settleSliceChanges`) and lists the slice
+    /// left behind where a changed project's newest slice moved on
+    /// (`relistLeftSlice`, when `relists`); returns each project's newest
+    /// slice, for `storedForm`. Before the projects are written (they are then clean).
+    private func prepareTopicWrites(relists: Bool, _ txn: borrowing Transaction) throws -> [UInt32: UInt16] {
+        let (newest, changed) = newestSlices()
+        settleSliceChanges(newest)
+        if relists, topicLayout == .compact {
+            for pid in changed { if let h = newest[pid] { try relistLeftSlice(pid, newest: h, txn) } }
         }
         return newest
     }
@@ -899,6 +915,7 @@ public final class ProjectionWriter {
     /// for further events in the same transaction.
     public func flush(_ txn: borrowing Transaction) throws {
         if build != nil { return }  // a build is written by `writeBuild`
+        let newest = try prepareTopicWrites(relists: true, txn)
         for slot in projects.indices where projects[slot].dirty {
             try txn.put(tables.projects, Array(projects.names[slot].utf8), projects[slot].value.encoded())
             projects[slot].dirty = false
@@ -911,11 +928,6 @@ public final class ProjectionWriter {
         // keys mostly share a leaf page, which the cursor stays on instead of
         // searching the tree from its root for every key (the slots are in
         // hash order; sorting a batch's few thousand is cheap by comparison).
-        let newest = try newestSlices(txn)
-        settleSliceChanges(newest)
-        if topicLayout == .compact {
-            for (pid, h) in newest { try relistLeftSlice(pid, newest: h, txn) }
-        }
         let topicSlots = dirtyTopics.sorted { Self.ascending(topics.keys[$0], topics.keys[$1]) }
         try txn.withCursor(tables.topics) { cursor in
             for slot in topicSlots where topics.values[slot].dirty {  // (a slot listed twice goes once)
@@ -1073,6 +1085,8 @@ extension ProjectionWriter {
         let append: Transaction.PutFlags = fresh ? .append : []
         settleCurrentProject(build)
         try adoptPostingWorker(build)
+        // (A fresh target holds no record that leaves a slice out.)
+        let newest = try prepareTopicWrites(relists: !fresh, txn)
         // Meanwhile, on the other core: the topic codes sorted, the devices encoded.
         let codes = build.topicCodes
         let sortedCodes = Background { codes.sortedSlots() }
@@ -1103,11 +1117,6 @@ extension ProjectionWriter {
                 k.storeBytes(of: a.bigEndian, toByteOffset: 4, as: UInt32.self)
                 try body(UnsafeRawBufferPointer(rebasing: k[0..<8]))
             }
-        }
-        let newest = try newestSlices(txn)
-        settleSliceChanges(newest)
-        if !fresh, topicLayout == .compact {
-            for (pid, h) in newest { try relistLeftSlice(pid, newest: h, txn) }
         }
         // A build's topics are indexed by id: read in that order, they need no sort.
         let topicSlots = build.topicSlotsInKeyOrder().filter { topics.values[$0].dirty }
