@@ -74,7 +74,9 @@ public struct ProjectionReader: Sendable {
     /// Topic `tid` with its subscriber count and every slice it occupies.
     public func topic(_ pid: UInt32, _ tid: UInt32, _ txn: borrowing Transaction) throws -> TopicRecord? {
         guard var record = try storedTopic(pid, tid, txn) else { return nil }
-        record.slices = try PostingChunk.withNewest(record.slices, pid: pid, topic: tid, top: top(pid, txn), tables: tables, txn)
+        if PostingChunk.leavesNewestOut(tid) {
+            record.slices = try PostingChunk.withNewest(record.slices, pid: pid, topic: tid, top: top(pid, txn), tables: tables, txn)
+        }
         if try tables.topicLayout(txn) == .compact { try count(&record, pid, tid, txn) }
         return record
     }

@@ -147,12 +147,12 @@ public struct ProjectionTables: Sendable {
                 while let (key, value) = entry, key.count == 8, key.loadBigEndian(at: 0, as: UInt32.self) == pid {
                     let tid = key.loadBigEndian(at: 4, as: UInt32.self)
                     guard PostingChunk.leavesNewestOut(tid) else { break }  // the single topics follow
-                    if TopicRecord.storedSlices(of: value).map({ $0.last == h }) ?? true {  // (a damaged record: decoded to say so)
-                        var record = try TopicRecord(decoding: value, at: "topics/\(pid)/\(tid)")
-                        if record.slices.last == h {
-                            record.slices.removeLast()
-                            rewritten.append((tid, record.encoded(storingCount: false)))
-                        }
+                    // A damaged record is left as it is, for reads and the audit to report
+                    // where it is: it must not keep the store from opening.
+                    if TopicRecord.storedSlices(of: value)?.last == h,
+                       var record = try? TopicRecord(decoding: value, at: "topics/\(pid)/\(tid)") {
+                        record.slices.removeLast()
+                        rewritten.append((tid, record.encoded(storingCount: false)))
                     }
                     entry = try cursor.next()
                 }

@@ -167,9 +167,7 @@ struct NewestSliceTests {
             store.close()
         }
         do {
-            var readOnly = TopicStore.Options()
-            readOnly.readOnly = true
-            let store = try TopicStore(directory: dir.path, options: readOnly)
+            let store = try replayOpenReadOnly(dir.path)
             defer { store.close() }
             try store.read { txn in
                 let pid = try #require(try store.reader.project(named: "demo", txn)).id
@@ -183,6 +181,33 @@ struct NewestSliceTests {
         #expect(try store.read { txn in try store.tables.storedSchemaVersion(txn) } == 6)
         try Self.expectAsModel(store, model, "opened for writing")
         #expect(try listNewestSlices(store) == 5, "the migration took slice 1 out of the five records again")
+    }
+
+    /// A damaged shared topic record does not keep an older store from being
+    /// opened for writing: the migration leaves it, and the audit reports it.
+    @Test("the migration leaves a damaged record for the audit to report")
+    func migrationLeavesDamagedRecords() throws {
+        let dir = TemporaryDirectory("newest-slice-damaged")
+        do {
+            let store = try TopicStore(directory: dir.path)
+            try store.submitAndWait(Event(project: "demo", body: .register(deviceID: "D1", topics: [TopicSpec(code: "news"), TopicSpec(code: "sport")])))
+            #expect(try listNewestSlices(store) == 2)
+            try store.environment.write { txn in
+                let news = try #require(try store.reader.topicID(1, code: "news", txn))
+                var damaged = Array(try #require(try txn.get(store.tables.topics, Keys.pair(1, news))))
+                damaged.removeLast()  // its slice list cut short
+                try txn.put(store.tables.topics, Keys.pair(1, news), damaged)
+                try txn.put(store.tables.meta, Array("schemaVersion".utf8), [0, 0, 0, 5])
+            }
+            store.close()
+        }
+        let store = try TopicStore(directory: dir.path)
+        defer { store.close() }
+        #expect(try store.read { txn in try store.tables.storedSchemaVersion(txn) } == 6)
+        let sport = try store.read { txn in try store.reader.storedTopic(1, try #require(try store.reader.topicID(1, code: "sport", txn)), txn) }
+        #expect(sport?.slices == [], "the sound record lost its newest slice")
+        let report = try Audit.run(store)
+        #expect(!report.isClean && report.differences.contains { $0.table == "topics" }, "\(report.differences.prefix(3))")
     }
 
     /// Compaction drops a topic that has no subscribers: one whose members all
