@@ -53,10 +53,11 @@ struct NewestSliceTests {
 
     /// Every shared topic as the model says: stored without the newest slice,
     /// read with it, counted right; and the audit clean.
-    static func expectAsModel(_ store: TopicStore, _ model: Model, _ when: String) throws {
+    static func expectAsModel(_ store: TopicStore, _ model: Model, _ when: String, codes: [String] = shared,
+                              lastDeviceHasItsTopic: Bool = true) throws {
         try store.read { txn in
             let pid = try #require(try store.reader.project(named: "demo", txn)).id
-            for code in shared {
+            for code in codes {
                 let tid = try #require(try store.reader.topicID(pid, code: code, txn), "\(when): \(code)")
                 let slices = model.slices(code)
                 let stored = try #require(try store.reader.storedTopic(pid, tid, txn))
@@ -68,6 +69,7 @@ struct NewestSliceTests {
                 #expect(counts.total == model.members[code]?.count ?? 0, "\(when): \(code) counted")
             }
             // A single topic lists every slice, the newest too.
+            guard lastDeviceHasItsTopic else { return }
             let last = Int(model.devices) - 1
             let user = try #require(try store.reader.topicID(pid, code: "user.\(last)", txn))
             #expect(try store.reader.storedTopic(pid, user, txn)?.slices == [model.newest], "\(when): a single topic")
@@ -140,6 +142,63 @@ struct NewestSliceTests {
         rounds.scratchDirectory = scratch.path
         let report = try Audit.run(store, options: rounds)
         #expect(report.isClean, "\(report.differences.prefix(3))")
+    }
+
+    /// Random commands over a store near the end of its second slice, until
+    /// new devices open the third: sparse topics whose chunks in old slices
+    /// appear and empty, joins and leaves in the newest slice, unregister-all;
+    /// checked against the model every few batches and audited.
+    @Test("random commands across a newest slice's move keep every record and count right", arguments: [21, 22] as [UInt64])
+    func randomCommandsAcrossTheMove(seed: UInt64) throws {
+        let dir = TemporaryDirectory("newest-slice-random")
+        let store = try TopicStore(directory: dir.path)
+        defer { store.close() }
+        var rng = SeededRandom(seed: seed)
+        let codes = (0..<8).map { "r\($0)" }
+        var model = Model()
+        // A few members a topic in each of the two slices, so its chunks there empty and appear again.
+        try Self.register(store, &model, 0..<130_900, batch: 20_000) { i in
+            codes.indices.filter { k in i == 0 || (i &* 2_654_435_761 &+ k &* 40_503) % 20_011 == 0 }.map { codes[$0] }
+        }
+        var lastHasTopic = true
+        for round in 0..<40 {
+            var events: [Event] = []
+            for _ in 0..<100 {
+                let op = rng.int(100)
+                let code = rng.pick(codes)
+                let members = Array(model.members[code] ?? [])
+                if op < 40 {
+                    // A new device, with some topics.
+                    let i = Int(model.devices)
+                    let picked = codes.filter { _ in rng.int(10) < 2 }
+                    let specs = picked.map { TopicSpec(code: $0) } + [TopicSpec(code: "user.\(i)", single: true)]
+                    events.append(Event(project: "demo", body: .register(deviceID: "d\(i)", topics: specs)))
+                    model.devices += 1
+                    for c in picked { model.members[c, default: []].insert(UInt32(i)) }
+                    lastHasTopic = true
+                } else if op < 65 {
+                    let i = rng.int(Int(model.devices))
+                    events.append(Event(project: "demo", body: .register(deviceID: "d\(i)", topics: [TopicSpec(code: code)])))
+                    model.members[code, default: []].insert(UInt32(i))
+                } else if op < 90, !members.isEmpty {
+                    // Mostly a member in an old slice, whose chunk there holds a few and empties.
+                    let old = members.filter { $0 >> 16 != model.newest }
+                    let i = !old.isEmpty && rng.int(3) > 0 ? rng.pick(old) : rng.pick(members)
+                    events.append(Event(project: "demo", body: .unregister(deviceID: "d\(i)", codes: [code])))
+                    model.members[code]?.remove(i)
+                } else if !members.isEmpty {
+                    let i = rng.pick(members)
+                    events.append(Event(project: "demo", body: .unregisterAll(deviceID: "d\(i)")))
+                    for c in codes { model.members[c]?.remove(i) }
+                    if i == model.devices - 1 { lastHasTopic = false }
+                }
+            }
+            for result in store.submitAndWait(events) { _ = try result.get() }
+            if round % 8 == 7 {
+                try Self.expectAsModel(store, model, "seed \(seed), round \(round)", codes: codes, lastDeviceHasItsTopic: lastHasTopic)
+            }
+        }
+        #expect(model.newest == 2, "new devices reached the third slice")
     }
 
     /// A store written before schema 6 lists the newest slice in its shared
