@@ -129,8 +129,10 @@ public final class TopicStore: Sendable {
                 }
             }
             return try openGeneration(directory: directory, options: options, auxiliary: [])
-        } catch StoreError.notADatabase where CreationLock.waitForCreation(in: directory) {
-            // Half made by a process creating it now: it is done, look again.
+        } catch StoreError.notADatabase where CreationLock.waitForCreation(in: directory) || holdsStore(directory) {
+            // Half made by a process creating it now: it is done, look again. Or made
+            // whole between the two looks `prepare` takes (no data.mdb, then a listing
+            // with one), by a process that has since let go of the lock.
             _ = try prepare(directory: directory, create: !options.readOnly)
             return try openGeneration(directory: directory, options: options, auxiliary: [])
         }
@@ -172,6 +174,12 @@ public final class TopicStore: Sendable {
     /// Files a topicstore directory may hold besides its database.
     static let harmlessNames: Set<String> = ["README.md", ".gitignore", ".gitkeep", "archive", "snapshots"]
 
+    /// Whether `directory` has the file of a store (a data.mdb, or CURRENT naming a generation).
+    private static func holdsStore(_ directory: String) -> Bool {
+        let fm = FileManager.default
+        return fm.fileExists(atPath: directory + "/data.mdb") || fm.fileExists(atPath: directory + "/" + currentFileName)
+    }
+
     /// Checks that `directory` holds a store, or (`create`) is a place to make one:
     /// true when there is none yet, so the caller makes it.
     @discardableResult
@@ -184,7 +192,7 @@ public final class TopicStore: Sendable {
             return true
         }
         guard isDir.boolValue else { throw StoreError.notADatabase(path: directory, reason: "it is not a directory") }
-        if fm.fileExists(atPath: directory + "/data.mdb") || fm.fileExists(atPath: directory + "/" + currentFileName) { return false }
+        if holdsStore(directory) { return false }
         guard create else { throw StoreError.notADatabase(path: directory, reason: "it holds no data.mdb") }
         let foreign = try fm.contentsOfDirectory(atPath: directory).filter {
             !harmlessNames.contains($0) && !$0.hasSuffix(".jsonl") && !$0.hasSuffix(".jsonl.zst") && !$0.hasPrefix(".")
