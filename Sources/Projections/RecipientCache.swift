@@ -77,6 +77,9 @@ public final class RecipientCache: @unchecked Sendable {
         var filled: [UInt32: Column] = [:]
         var records = RecordArena()
         var filledIDs = OrdinalIndex(capacity: try txn.statistics(tables.devices).entries)
+        // Where a device_id stored in fewer bytes is spelled to be hashed (see `DeviceDirectory.load`).
+        let scratch = UnsafeMutableRawPointer.allocate(byteCount: StoredName.longestSpelled, alignment: 8)
+        defer { scratch.deallocate() }
         do {
             try txn.withCursor(tables.devices) { cursor in
                 var entry = try cursor.first()
@@ -93,7 +96,7 @@ public final class RecipientCache: @unchecked Sendable {
                     guard let f = DeviceRecord.fields(of: value) else {
                         throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device record does not decode")
                     }
-                    filledIDs.insert(pid: pid, hash: f.deviceID.withText { OrdinalIndex.hash(pid, $0) }, ordinal: ordinal)
+                    filledIDs.insert(pid: pid, hash: OrdinalIndex.hash(pid, f.deviceID.text(spellingInto: scratch)), ordinal: ordinal)
                     current!.column.set(ordinal, offset: records.appendTextForm(value), changed: 0)
                     entry = try cursor.next()
                 }
