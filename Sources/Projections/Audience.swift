@@ -148,10 +148,9 @@ extension ProjectionReader {
     /// Counts of an audience: total, per platform, and unreachable.
     public func counts(of audience: Audience, _ txn: borrowing Transaction) throws -> AudienceCounts {
         var ios = 0, android = 0
-        let slices = audience.devices.sliceKeys
-        if let held = smallAudienceLiveCounts(audience, slices: slices.count) {
+        if let held = smallAudienceLiveCounts(audience, slices: audience.devices.sliceCount) {
             (ios, android) = held
-        } else if !slices.isEmpty {
+        } else if case let slices = audience.devices.sliceKeys, !slices.isEmpty {
             // Only the live slices the audience reaches into are read, each in
             // place: a one-device audience reads two small containers, not the
             // whole platform sets. The two live sets of a slice are adjacent

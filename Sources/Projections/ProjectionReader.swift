@@ -43,7 +43,8 @@ public struct ProjectionReader: Sendable {
     }
 
     public func project(named name: String, _ txn: borrowing Transaction) throws -> ProjectRecord? {
-        guard let v = try txn.get(tables.projects, Array(name.utf8)) else { return nil }
+        // The name read in place: an array for the key cost an allocation per query.
+        guard let v = try name.withUTF8Bytes({ try txn.get(tables.projects, $0) }) else { return nil }
         let record = try ProjectRecord(decoding: v, at: "projects/\(name)")
         try tables.checkProjectID(record, named: name, txn)  // the one field a reader uses
         return record

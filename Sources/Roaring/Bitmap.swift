@@ -135,6 +135,10 @@ public struct Bitmap: Sendable {
 
     // MARK: Slices (the 65,536-value ranges of the high 16 bits)
 
+    /// How many slices hold at least one value (no array: a count of a small
+    /// audience asks for this on every query).
+    public var sliceCount: Int { Int(topicstore_slice_keys(pointer, nil, 0)) }
+
     /// The slices that hold at least one value, ascending.
     public var sliceKeys: [UInt16] {
         let n = Int(topicstore_slice_keys(pointer, nil, 0))
@@ -189,14 +193,14 @@ public struct Bitmap: Sendable {
         var iterator = roaring_uint32_iterator_t()
         roaring_init_iterator(pointer, &iterator)
         if from > 0, !roaring_move_uint32_iterator_equalorlarger(&iterator, from) { return }
-        var buffer = [UInt32](repeating: 0, count: batchSize)
-        while true {
-            let n = buffer.withUnsafeMutableBufferPointer {
-                Int(roaring_read_uint32_iterator(&iterator, $0.baseAddress, UInt32($0.count)))
+        // A temporary buffer, not an array: a query of a few devices (a count of a
+        // per-user topic) paid more for the array than for the values.
+        try withUnsafeTemporaryAllocation(of: UInt32.self, capacity: batchSize) { buffer in
+            while true {
+                let n = Int(roaring_read_uint32_iterator(&iterator, buffer.baseAddress, UInt32(buffer.count)))
+                if n == 0 { return }
+                if try !body(UnsafeBufferPointer(rebasing: buffer[0..<n])) || n < batchSize { return }
             }
-            if n == 0 { return }
-            let more = try buffer.withUnsafeBufferPointer { try body(UnsafeBufferPointer(rebasing: $0[0..<n])) }
-            if !more || n < batchSize { return }
         }
     }
 
