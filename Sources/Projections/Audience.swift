@@ -39,7 +39,7 @@ extension ProjectionReader {
     /// Resolves `expression` for `project` in the snapshot of `txn`.
     /// An unknown project is an empty audience.
     public func audience(project: String, _ expression: AudienceExpression, _ txn: borrowing Transaction) throws -> Audience {
-        let asOf = try tables.appliedSequence(txn)
+        let asOf = try appliedSequence(txn)
         guard let p = try self.project(named: project, txn) else {
             return Audience(project: project, projectID: 0, asOfSeq: asOf, devices: Bitmap(),
                             unknownTopics: Array(Set(expression.topicCodes)).sorted())
@@ -212,7 +212,7 @@ extension ProjectionReader {
                                  _ body: (_ ordinal: UInt32, _ platform: Platform, _ deviceID: UnsafeRawBufferPointer,
                                           _ token: UnsafeRawBufferPointer) throws -> Bool) throws {
         // The snapshot's sequence, which decides what the cache may answer (only asked when there is one).
-        let asOf = recipientCache == nil ? 0 : try tables.appliedSequence(txn)
+        let asOf = recipientCache == nil ? 0 : try appliedSequence(txn)
         var copied = RecipientCache.Batch()
         // Where names stored in fewer bytes are spelled out (the device_id's, then the token's).
         let scratch = UnsafeMutableRawPointer.allocate(byteCount: 2 * StoredName.longestSpelled, alignment: 8)

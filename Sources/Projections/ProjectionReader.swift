@@ -36,17 +36,31 @@ public struct ProjectionReader: Sendable {
     /// The serving process's directory of topics, which audiences read where
     /// it holds the snapshot's topics.
     public let topicCache: TopicCache?
-    public init(tables: ProjectionTables, recipientCache: RecipientCache? = nil, topicCache: TopicCache? = nil) {
+    /// The facts of the newest snapshot read through this store's file (see `SnapshotFacts`).
+    public let snapshotFacts: SnapshotFacts?
+    public init(tables: ProjectionTables, recipientCache: RecipientCache? = nil, topicCache: TopicCache? = nil,
+                snapshotFacts: SnapshotFacts? = nil) {
         self.tables = tables
         self.recipientCache = recipientCache
         self.topicCache = topicCache
+        self.snapshotFacts = snapshotFacts
+    }
+
+    /// The log sequence the snapshot of `txn` reflects.
+    public func appliedSequence(_ txn: borrowing Transaction) throws -> UInt64 {
+        if let held = snapshotFacts?.appliedSequence(txn) { return held }
+        let sequence = try tables.appliedSequence(txn)
+        snapshotFacts?.setAppliedSequence(sequence, txn)
+        return sequence
     }
 
     public func project(named name: String, _ txn: borrowing Transaction) throws -> ProjectRecord? {
+        if let held = snapshotFacts?.project(name, txn) { return held }
         // The name read in place: an array for the key cost an allocation per query.
         guard let v = try name.withUTF8Bytes({ try txn.get(tables.projects, $0) }) else { return nil }
         let record = try ProjectRecord(decoding: v, at: "projects/\(name)")
         try tables.checkProjectID(record, named: name, txn)  // the one field a reader uses
+        snapshotFacts?.setProject(name, record, txn)
         return record
     }
 
@@ -190,7 +204,7 @@ public struct ProjectionReader: Sendable {
         return try id.withUTF8 { idBytes -> UInt32? in
             let id = UnsafeRawBufferPointer(idBytes)
             if let cache = recipientCache,
-               let candidates = cache.deviceCandidates(pid, id, asOf: try tables.appliedSequence(txn)) {
+               let candidates = cache.deviceCandidates(pid, id, asOf: try appliedSequence(txn)) {
                 for ordinal in candidates {
                     guard let v = try txn.get(tables.devices, Keys.pair(pid, ordinal)) else { continue }
                     guard let f = DeviceRecord.fields(of: v) else {

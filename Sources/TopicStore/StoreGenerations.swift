@@ -80,6 +80,11 @@ final class Generation: Sendable {
     /// valid while no one else writes). Only the writer thread touches it.
     nonisolated(unsafe) let projectionWriter: ProjectionWriter
     var auxiliary: [String: Database] { auxiliaryTables.withLock { $0 } }
+    /// What readers of this file read first, kept for its newest snapshot (see `SnapshotFacts`).
+    let snapshotFacts = SnapshotFacts()
+    /// The newest read snapshot (LMDB transaction id) found not retired: a file once
+    /// retired stays retired, so no older or equal snapshot needs looking again.
+    private let currentThrough = Atomic<Int>(0)
 
     /// The environment in `directory`, LMDB's refusals told as a store's.
     static func openEnvironment(_ directory: String, _ options: Environment.Options) throws -> Environment {
@@ -243,7 +248,12 @@ final class Generation: Sendable {
     }
 
     func isRetired(_ txn: borrowing Transaction) throws -> Bool {
-        try txn.get(tables.meta, Self.retiredKey) != nil
+        // Only read snapshots count: a write transaction may be the one that retires the file.
+        let id = txn.id
+        if txn.isReadOnly, id <= currentThrough.load(ordering: .relaxed) { return false }
+        let retired = try txn.get(tables.meta, Self.retiredKey) != nil
+        if !retired, txn.isReadOnly { currentThrough.max(id, ordering: .relaxed) }
+        return retired
     }
 
     static func retiredTo(_ tables: ProjectionTables, _ txn: borrowing Transaction) throws -> String? {

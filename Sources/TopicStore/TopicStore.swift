@@ -84,7 +84,7 @@ public final class TopicStore: Sendable {
     public var reader: ProjectionReader {
         let g = current
         return ProjectionReader(tables: g.tables, recipientCache: g.projectionWriter.recipientCache,
-                                topicCache: g.projectionWriter.topicCache)
+                                topicCache: g.projectionWriter.topicCache, snapshotFacts: g.snapshotFacts)
     }
     /// The directory holding the current generation's data.mdb.
     public var environmentDirectory: String { current.directory }
