@@ -8,8 +8,10 @@ import Synchronization
 /// reads the same bytes, so facts read in one hold for all of them. One memo
 /// belongs to one file (a store generation); a newer id starts it afresh.
 ///
-/// At 1M devices these reads were three B-tree lookups of a ~550 ns count of a
-/// per-user topic in the serving process.
+/// At 1M devices these reads (the sequence, the project, the next project id
+/// that checks the project's, and the generation's retired mark, which
+/// `Generation` keeps the same way) were four B-tree lookups of a ~570 ns count
+/// of a per-user topic in the serving process; it takes ~410 ns with them kept.
 public final class SnapshotFacts: Sendable {
     private struct Facts {
         var transactionID = -1
