@@ -37,7 +37,7 @@ package struct StoredName {
     }
 
     /// The longest hex text stored as bytes (a u8 byte count); a longer one is stored as text.
-    package static let maximumHexBytes = 255
+    @inlinable package static var maximumHexBytes: Int { 255 }
 
     /// The length of the text the name stands for.
     @inlinable package var textCount: Int {
@@ -148,7 +148,7 @@ package struct StoredName {
     }
 
     /// The longest text a name stored in fewer bytes spells (hex of 255 bytes).
-    package static let longestSpelled = 2 * maximumHexBytes
+    @inlinable package static var longestSpelled: Int { 2 * maximumHexBytes }
 
     /// The text: in place when stored as text, else spelled out at `scratch`
     /// (room for `longestSpelled` bytes) — for loops over many names, which
