@@ -339,7 +339,7 @@ final class MPushService: Sendable {
         guard errors.isEmpty else { throw InvalidCommand(errors) }
         let reader = store.reader
         let (asOf, page) = try store.read { txn -> (UInt64, TopicPage) in
-            let asOf = try store.tables.appliedSequence(txn)
+            let asOf = try reader.appliedSequence(txn)
             guard let p = try reader.project(named: credential.project, txn) else { return (asOf, TopicPage(topics: [], next: nil)) }
             return (asOf, try reader.topicPage(p.id, prefix: prefix, after: after, limit: limit, txn))
         }
@@ -350,7 +350,7 @@ final class MPushService: Sendable {
     private func device(_ deviceID: String, _ credential: Credential) throws -> HTTPResponse {
         let reader = store.reader
         let (asOf, info) = try store.read { txn -> (UInt64, DeviceInfo?) in
-            let asOf = try store.tables.appliedSequence(txn)
+            let asOf = try reader.appliedSequence(txn)
             guard let p = try reader.project(named: credential.project, txn) else { return (asOf, nil) }
             return (asOf, try reader.device(p.id, deviceID: deviceID, txn))
         }
