@@ -88,12 +88,16 @@ public struct Bitmap: Sendable {
     public func intersectionCount(_ other: Bitmap) -> Int { Int(roaring_bitmap_and_cardinality(pointer, other.pointer)) }
 
     /// Up to how many values in all a many-way union gathers them instead of
-    /// calling CRoaring's `or_many`, which makes every container it touches a
-    /// bitset (8 KiB allocated, cleared, counted, and turned back into an array):
-    /// a union of 100 one-device (per-user) topics took 43 µs that way, 2 µs gathered.
+    /// going container by container: a union of 100 one-device (per-user)
+    /// topics took 43 µs through CRoaring's `or_many`, 2 µs gathered.
     public static let gatheredUnionLimit = 1024
 
-    /// The union of many bitmaps in one pass.
+    /// The union of many bitmaps in one pass: gathered when they are small,
+    /// else slice by slice in our C (`topicstore_union_many`), which counts
+    /// each slice once with POPCNT; CRoaring's `or_many` (a bitset per slice,
+    /// counted without POPCNT in Debian's build, most turned back into arrays)
+    /// only where that cannot run. Three mid topics as one audience at 1M
+    /// devices: 59 → 36 µs; at 10M, 1.12 → 0.53 ms.
     public static func union(_ bitmaps: [Bitmap]) -> Bitmap {
         switch bitmaps.count {
         case 0: return Bitmap()
@@ -106,11 +110,14 @@ public struct Bitmap: Sendable {
                 if total > gatheredUnionLimit { break }
             }
             if total <= gatheredUnionLimit { return gatheredUnion(bitmaps, count: total) }
-            var pointers: [UnsafePointer<roaring_bitmap_t>?] = bitmaps.map { $0.pointer }
-            let result = pointers.withUnsafeMutableBufferPointer {
-                roaring_bitmap_or_many($0.count, $0.baseAddress)
+            return withExtendedLifetime(bitmaps) {
+                let pointers: [UnsafeRawPointer?] = bitmaps.map { UnsafeRawPointer($0.pointer) }
+                if let result = pointers.withUnsafeBufferPointer({ topicstore_union_many($0.baseAddress, $0.count) }) {
+                    return Bitmap(owning: result.assumingMemoryBound(to: roaring_bitmap_t.self))
+                }
+                var typed: [UnsafePointer<roaring_bitmap_t>?] = bitmaps.map { $0.pointer }
+                return Bitmap(owning: typed.withUnsafeMutableBufferPointer { roaring_bitmap_or_many($0.count, $0.baseAddress)! })
             }
-            return withExtendedLifetime(bitmaps) { Bitmap(owning: result!) }
         }
     }
 

@@ -2,8 +2,8 @@
 import Testing
 
 /// `Bitmap.union` of many bitmaps takes two paths: small unions (a send to
-/// a list of per-user topics) gather the values, larger ones go through
-/// CRoaring's `or_many`. Both must give exactly the set union.
+/// a list of per-user topics) gather the values, larger ones go slice by
+/// slice through our C (`topicstore_union_many`). Both must give exactly the set union.
 @Suite("Bitmap unions")
 struct BitmapUnionTests {
     /// Random bitmaps of a few values each, spread over several slices and
@@ -31,6 +31,61 @@ struct BitmapUnionTests {
             #expect(union.toArray() == model.sorted(), "round \(round): \(n) bitmaps, \(total) values")
             #expect(union.count == model.count)
         }
-        #expect(gathered > 50 && ored > 50, "both paths ran: \(gathered) gathered, \(ored) through or_many")
+        #expect(gathered > 50 && ored > 50, "both paths ran: \(gathered) gathered, \(ored) slice by slice")
+    }
+
+    /// Unions past the gathering limit go slice by slice through our C: a
+    /// slice only one bitmap has is copied, small arrays are merged, anything
+    /// else is ORed, counted, and kept as a bitset or turned back into an
+    /// array. Random operands mix every container kind in shared slices
+    /// (sparse and mid-sized arrays, bitsets, runs from ranges, a full slice);
+    /// the union must be the set union, with the right count, and must answer
+    /// intersection counts and serialize as a bitmap built from the values does.
+    @Test func aUnionContainerByContainerIsTheSetUnion() throws {
+        var rng = SeededRandom(seed: 0xC0_47A1_4E25)
+        for round in 0..<60 {
+            let n = 3 + rng.int(rng.int(5) == 0 ? 30 : 6)
+            // The model: one flag per value of the four slices.
+            var model = [Bool](repeating: false, count: 4 << 16)
+            var parts: [Bitmap] = []
+            for _ in 0..<n {
+                var values: [UInt32] = []
+                for slice in 0..<UInt32(4) where rng.int(3) != 0 {
+                    let base = slice << 16
+                    switch rng.int(6) {
+                    case 0: for _ in 0..<(1 + rng.int(20)) { values.append(base | UInt32(rng.int(65_536))) }          // a few
+                    case 1: for _ in 0..<(100 + rng.int(3_000)) { values.append(base | UInt32(rng.int(65_536))) }     // an array
+                    case 2: for _ in 0..<(5_000 + rng.int(10_000)) { values.append(base | UInt32(rng.int(65_536))) }  // a bitset
+                    case 3:                                                                                           // runs
+                        for _ in 0..<(1 + rng.int(30)) {
+                            let start = rng.int(65_536), length = 1 + rng.int(3_000)
+                            values += (UInt32(start)..<UInt32(min(65_536, start + length))).map { base | $0 }
+                        }
+                    case 4: values += (0..<UInt32(65_536)).map { base | $0 }                                           // the whole slice
+                    default: values.append(base | 65_535)                                                             // its last value
+                    }
+                }
+                for v in values { model[Int(v)] = true }
+                var part = Bitmap(values)
+                part.optimize()  // ranges become run containers
+                parts.append(part)
+            }
+            let union = Bitmap.union(parts)
+            let expected = model.indices.filter { model[$0] }.map { UInt32($0) }
+            #expect(union.count == expected.count, "round \(round): \(n) bitmaps")
+            let got = union.toArray()
+            let same = got == expected  // (compared apart: a failure would print both arrays whole)
+            #expect(same, "round \(round): \(n) bitmaps; \(got.count) values, \(expected.count) expected")
+            let probed = (0..<2_000).map { _ in UInt32(rng.int(4)) << 16 | UInt32(rng.int(65_536)) }
+            var probe = Bitmap(probed)
+            #expect(union.intersectionCount(probe) == Set(probed.filter { model[Int($0)] }).count, "round \(round)")
+            probe.formUnion(union)
+            #expect(probe.count == expected.count + Set(probed.filter { !model[Int($0)] }).count, "round \(round)")
+            var canonical = union
+            canonical.optimize()
+            var built = Bitmap(expected)
+            built.optimize()
+            #expect(canonical.serialized() == built.serialized(), "round \(round)")
+        }
     }
 }
