@@ -30,6 +30,9 @@ enum { kBitset = 1, kArray = 2, kRun = 3 };
 enum { kCookieNoRun = 12346, kCookie = 12347, kBitsetBytes = 8192, kMaxArray = 4096 };
 /// Up to how many values in all the arrays of one slice are merged by a union (see `union_of_slices`).
 enum { kMergedArray = 128 };
+/// Above how many runs a container in memory is spread into a bitset to be
+/// counted against two stored ones (see `topicstore_slice_intersection_counts`).
+enum { kRunsToBitset = 64 };
 
 /// One container, wherever its bytes are: a bitset (`bytes` holds 8 KiB of
 /// little-endian words), an array (`count` u16 values) or runs (`count` pairs
@@ -254,6 +257,16 @@ static int64_t count_run_run(const slice_t *a, const slice_t *b) {
     return n;
 }
 
+/// The values two containers share (`m` in memory, `s` stored, or either way round).
+static int64_t count_slices(const slice_t *m, const slice_t *s) {
+    if (m->type == kBitset) return count_with_bitset(m->bytes, s);
+    if (s->type == kBitset) return count_with_bitset(s->bytes, m);
+    if (m->type == kArray && s->type == kArray) return count_array_array(m, s);
+    if (m->type == kArray) return count_array_run(m, s);
+    if (s->type == kArray) return count_array_run(s, m);
+    return count_run_run(m, s);
+}
+
 /// Whether the bit counts here may run: the stored bytes are little-endian,
 /// and the POPCNT instruction is there (asked once).
 static int can_count(void) {
@@ -304,12 +317,35 @@ int64_t topicstore_slice_intersection_count(const void *bitmap, uint16_t high, c
     int found = memory_slice(bitmap, high, &m);
     if (found < 0) return -1;
     if (found == 0) return 0;
-    if (m.type == kBitset) return count_with_bitset(m.bytes, &s);
-    if (s.type == kBitset) return count_with_bitset(s.bytes, &m);
-    if (m.type == kArray && s.type == kArray) return count_array_array(&m, &s);
-    if (m.type == kArray) return count_array_run(&m, &s);
-    if (s.type == kArray) return count_array_run(&s, &m);
-    return count_run_run(&m, &s);
+    return count_slices(&m, &s);
+}
+
+static void or_into_words(uint64_t *words, const slice_t *s);
+
+int topicstore_slice_intersection_counts(const void *bitmap, uint16_t high, const void *const stored[2],
+                                         const size_t lengths[2], int64_t counts[2]) {
+    if (!can_count()) return -1;
+    slice_t s[2], m;
+    int present[2];
+    for (int i = 0; i < 2; i++) {
+        present[i] = stored[i] != NULL;
+        if (present[i] && (parse_stored(stored[i], lengths[i], high, &s[i]) != 0 || !stored_is_ordered(&s[i]))) return -1;
+    }
+    counts[0] = counts[1] = 0;
+    int found = memory_slice(bitmap, high, &m);
+    if (found < 0) return -1;
+    if (found == 0) return 0;
+    if (m.type == kRun && m.count > kRunsToBitset) {
+        // Counting each of many runs against a stored bitset (the live sets against
+        // `all`) costs a masked popcount per run, twice: spread them once instead.
+        uint64_t words[kBitsetBytes / 8] __attribute__((aligned(64)));
+        memset(words, 0, sizeof words);
+        or_into_words(words, &m);
+        for (int i = 0; i < 2; i++) if (present[i]) counts[i] = count_with_bitset((const unsigned char *)words, &s[i]);
+        return 0;
+    }
+    for (int i = 0; i < 2; i++) if (present[i]) counts[i] = count_slices(&m, &s[i]);
+    return 0;
 }
 
 int topicstore_remove_run_compression(void *bitmap) {

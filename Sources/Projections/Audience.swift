@@ -171,12 +171,25 @@ extension ProjectionReader {
                 for high in slices {
                     key[4] = UInt8(high >> 8); key[5] = UInt8(high & 0xFF)
                     var entry = try cursor.seek(atLeast: key)
+                    var live: (ios: UnsafeRawBufferPointer?, android: UnsafeRawBufferPointer?) = (nil, nil)
                     for topic in iosTopic...androidTopic {
                         guard let (k, stored) = entry, k.count == 10, k.loadBigEndian(at: 0, as: UInt32.self) == pid,
                               k.loadBigEndian(at: 4, as: UInt16.self) == high, k.loadBigEndian(at: 6, as: UInt32.self) == topic else { continue }
-                        let n = try Self.intersectionCount(audience.devices, high: high, stored: stored, pid: pid, topic: topic)
-                        if topic == iosTopic { ios += n } else { android += n }
+                        if topic == iosTopic { live.ios = stored } else { live.android = stored }
                         entry = try cursor.next()
+                    }
+                    // Both counted at once (a slice of many runs, `all`, is spread into a bitset
+                    // once for both); one by one when a chunk is not well-formed, which reports it.
+                    if let (i, a) = audience.devices.intersectionCounts(inSlice: high, live.ios, live.android) {
+                        ios += i
+                        android += a
+                        continue
+                    }
+                    if let stored = live.ios {
+                        ios += try Self.intersectionCount(audience.devices, high: high, stored: stored, pid: pid, topic: iosTopic)
+                    }
+                    if let stored = live.android {
+                        android += try Self.intersectionCount(audience.devices, high: high, stored: stored, pid: pid, topic: androidTopic)
                     }
                 }
             }

@@ -166,6 +166,27 @@ public struct Bitmap: Sendable {
         return n < 0 ? nil : Int(n)
     }
 
+    /// `intersectionCount(inSlice:stored:)` for two chunks of slice `high` at
+    /// once (nil: no chunk, which shares nothing); nil when either is not one
+    /// well-formed container of that slice, or the CPU lacks POPCNT.
+    public func intersectionCounts(inSlice high: UInt16, _ first: UnsafeRawBufferPointer?,
+                                   _ second: UnsafeRawBufferPointer?) -> (Int, Int)? {
+        if first?.count == 0 || second?.count == 0 { return nil }  // not a chunk: decoding it says what is wrong
+        var counts: (Int64, Int64) = (0, 0)
+        let stored: (UnsafeRawPointer?, UnsafeRawPointer?) = (first?.baseAddress, second?.baseAddress)
+        let lengths: (Int, Int) = (first?.count ?? 0, second?.count ?? 0)
+        let result = withUnsafePointer(to: stored) { s in
+            withUnsafePointer(to: lengths) { l in
+                withUnsafeMutablePointer(to: &counts) { c in
+                    topicstore_slice_intersection_counts(pointer, high, UnsafeRawPointer(s).assumingMemoryBound(to: UnsafeRawPointer?.self),
+                                                         UnsafeRawPointer(l).assumingMemoryBound(to: Int.self),
+                                                         UnsafeMutableRawPointer(c).assumingMemoryBound(to: Int64.self))
+                }
+            }
+        }
+        return result == 0 ? (Int(counts.0), Int(counts.1)) : nil
+    }
+
     /// How many values `stored` (a one-container chunk of slice `high`, as
     /// above) holds, counted in place; nil when it is not one well-formed
     /// container of that slice, or the CPU lacks POPCNT: decode it then.

@@ -32,6 +32,8 @@ struct SliceCountTests {
                 for v in at..<min(at + length, 65_536) { values.append(base | UInt32(v)) }
                 at += length + 1 + rng.int(700)
             }
+        case 4:  // nearly full, with holes: many runs (`all`)
+            for v in 0..<65_536 where rng.int(60) != 0 { values.append(base | UInt32(v)) }
         default:  // a handful at the edges of the slice
             values = [base, base | 1, base | 0xFFFE, base | 0xFFFF].filter { _ in rng.int(2) == 0 }
             if values.isEmpty { values = [base | 0xFFFF] }
@@ -44,8 +46,8 @@ struct SliceCountTests {
     @Test("counts what CRoaring counts, for every pair of container kinds", arguments: [1, 2, 3] as [UInt64])
     func matchesCRoaring(seed: UInt64) throws {
         var rng = SeededRandom(seed: seed)
-        for memoryShape in 0..<4 {
-            for storedShape in 0..<4 {
+        for memoryShape in 0..<5 {
+            for storedShape in 0..<5 {
                 for _ in 0..<6 {
                     let high = UInt16(1 + rng.int(20))
                     // The audience also holds neighbouring slices, which must not count.
@@ -65,6 +67,49 @@ struct SliceCountTests {
                 }
             }
         }
+    }
+
+    /// The two live sets of a slice are counted in one call: it must give
+    /// each what the one-chunk count gives, for every pair of container
+    /// kinds on each side, with either chunk absent, and an audience of many
+    /// runs (spread into a bitset once for both) included.
+    @Test("two chunks counted at once count what each counts alone", arguments: [6, 7] as [UInt64])
+    func twoAtOnceMatchOneByOne(seed: UInt64) throws {
+        var rng = SeededRandom(seed: seed)
+        var spread = 0
+        for memoryShape in 0..<5 {
+            for firstShape in -1..<5 {
+                for secondShape in [-1, 0, 1, 2, 4] {
+                    let high = UInt16(1 + rng.int(20))
+                    var audience = Self.slice(UInt32(high), shape: memoryShape, &rng)
+                    audience.formUnion(Self.slice(UInt32(high) + 1, shape: rng.int(5), &rng))
+                    let first = firstShape < 0 ? nil : Self.slice(UInt32(high), shape: firstShape, &rng).serialized()
+                    let second = secondShape < 0 ? nil : Self.slice(UInt32(high), shape: secondShape, &rng).serialized()
+                    func alone(_ bytes: [UInt8]?) -> Int? {
+                        guard let bytes else { return 0 }
+                        return bytes.withUnsafeBytes { audience.intersectionCount(inSlice: high, stored: $0) }
+                    }
+                    let both = (first ?? []).withUnsafeBytes { f in
+                        (second ?? []).withUnsafeBytes { s in
+                            audience.intersectionCounts(inSlice: high, first == nil ? nil : f, second == nil ? nil : s)
+                        }
+                    }
+                    let expected = (alone(first), alone(second))
+                    #expect(both?.0 == expected.0 && both?.1 == expected.1,
+                            "memory shape \(memoryShape), stored shapes \(firstShape) and \(secondShape)")
+                    if memoryShape == 4 { spread += 1 }
+                    // Nothing in the slice counts nothing; a chunk that is not one of this slice is refused.
+                    let elsewhere = Self.slice(UInt32(high) + 3, shape: memoryShape, &rng)
+                    let none = (first ?? []).withUnsafeBytes { f in elsewhere.intersectionCounts(inSlice: high, first == nil ? nil : f, nil) }
+                    #expect(none?.0 == 0 && none?.1 == 0)
+                    if let first {
+                        let refused = first.withUnsafeBytes { audience.intersectionCounts(inSlice: high + 1, $0, nil) }
+                        #expect(refused == nil, "a chunk of slice \(high) counted as one of \(high + 1)")
+                    }
+                }
+            }
+        }
+        #expect(spread > 0)
     }
 
     @Test("appending stored chunks slice by slice builds the bitmap their union is", arguments: [4, 5] as [UInt64])

@@ -19,6 +19,16 @@
 int64_t topicstore_slice_intersection_count(const void *bitmap, uint16_t high,
                                             const void *stored, size_t length);
 
+/// `topicstore_slice_intersection_count` for two stored chunks of slice
+/// `high` at once (the two live sets of an audience count): `counts[i]`
+/// receives the count for `stored[i]`, 0 where `stored[i]` is NULL (no
+/// chunk). A container of many runs in `bitmap` (`all`) is spread into a
+/// bitset once for both, where counting each run against each stored bitset
+/// cost a masked popcount per run. Returns 0, or -1 when either chunk is
+/// not one well-formed container of slice `high` (count them one by one then).
+int topicstore_slice_intersection_counts(const void *bitmap, uint16_t high, const void *const stored[2],
+                                         const size_t lengths[2], int64_t counts[2]);
+
 /// Appends the container of `stored` (a one-container chunk of slice `high`,
 /// as above) to `bitmap` (a `roaring_bitmap_t *`) whose slices are all below
 /// `high`: one allocation and one copy, where decoding it into a bitmap of its
