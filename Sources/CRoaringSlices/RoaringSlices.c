@@ -17,6 +17,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <roaring/array_util.h>
 #include <roaring/roaring.h>
 #include <roaring/containers/containers.h>
 
@@ -28,8 +29,6 @@
 
 enum { kBitset = 1, kArray = 2, kRun = 3 };
 enum { kCookieNoRun = 12346, kCookie = 12347, kBitsetBytes = 8192, kMaxArray = 4096 };
-/// Up to how many values in all the arrays of one slice are merged by a union (see `union_of_slices`).
-enum { kMergedArray = 128 };
 /// Above how many runs a container in memory is spread into a bitset to be
 /// counted against two stored ones (see `topicstore_slice_intersection_counts`).
 enum { kRunsToBitset = 64 };
@@ -464,20 +463,6 @@ int64_t topicstore_slice_values(uint16_t high, const void *stored, size_t length
 
 // MARK: Many-way union
 
-/// Merges the ascending arrays `a` (`na` values) and `b` into `out`, each value once.
-static int32_t merge_arrays(const uint16_t *a, int32_t na, const uint16_t *b, int32_t nb, uint16_t *out) {
-    int32_t i = 0, j = 0, n = 0;
-    while (i < na && j < nb) {
-        uint16_t x = a[i], y = b[j];
-        out[n++] = x < y ? x : y;
-        i += x <= y;
-        j += y <= x;
-    }
-    while (i < na) out[n++] = a[i++];
-    while (j < nb) out[n++] = b[j++];
-    return n;
-}
-
 /// ORs the container `s` (in memory) into the 1,024 words of `words`.
 static void or_into_words(uint64_t *words, const slice_t *s) {
     switch (s->type) {
@@ -505,39 +490,10 @@ POPCNT_TARGET static int32_t words_popcount(const uint64_t *words) {
     return (int32_t)n;
 }
 
-/// The union of the `n` containers of one slice, as a new container (its
-/// type in `*type`); NULL when an allocation failed. Arrays of at most
-/// `kMergedArray` values in all are merged; anything else is ORed into `words`
-/// (8 KiB of scratch), counted, and kept as a bitset or, when it holds at most
-/// 4,096 values, an array. (A merge is a chain of dependent loads, ~4 ns a
-/// value; the scratch costs about a microsecond a slice whatever it holds:
-/// three mid topics' arrays of ~430 values a slice in all took 1.6 µs merged.)
-static void *union_of_slices(const slice_t *slices, int32_t n, uint64_t *words, uint16_t *merged, uint8_t *type) {
-    int all_arrays = 1;
-    int32_t values = 0;
-    for (int32_t i = 0; i < n; i++) {
-        if (slices[i].type != kArray) { all_arrays = 0; break; }
-        values += slices[i].count;
-    }
-    if (all_arrays && values <= kMergedArray) {
-        // Two halves of `merged` (2 × 4,096 values) take turns as the result so far.
-        uint16_t *result = merged, *spare = merged + kMaxArray;
-        int32_t count = slices[0].count;
-        memcpy(result, slices[0].bytes, 2 * (size_t)count);
-        for (int32_t i = 1; i < n; i++) {
-            count = merge_arrays(result, count, (const uint16_t *)slices[i].bytes, slices[i].count, spare);
-            uint16_t *t = result; result = spare; spare = t;
-        }
-        array_container_t *a = array_container_create_given_capacity(count);
-        if (a == NULL) return NULL;
-        memcpy(a->array, result, 2 * (size_t)count);
-        a->cardinality = count;
-        *type = ARRAY_CONTAINER_TYPE_CODE;
-        return a;
-    }
-    memset(words, 0, kBitsetBytes);
-    for (int32_t i = 0; i < n; i++) or_into_words(words, &slices[i]);
-    int32_t cardinality = words_popcount(words);
+/// The `cardinality` (> 0) values of `words` as a new container: a bitset,
+/// or at 4,096 values or fewer an array, as CRoaring keeps them; NULL when an
+/// allocation failed.
+static void *words_container(const uint64_t *words, int32_t cardinality, uint8_t *type) {
     if (cardinality <= kMaxArray) {
         array_container_t *a = array_container_create_given_capacity(cardinality);
         if (a == NULL) return NULL;
@@ -556,6 +512,39 @@ static void *union_of_slices(const slice_t *slices, int32_t n, uint64_t *words, 
     b->cardinality = cardinality;
     *type = BITSET_CONTAINER_TYPE_CODE;
     return b;
+}
+
+/// The union of the `n` containers of one slice, as a new container (its
+/// type in `*type`); NULL when an allocation failed. Arrays that fit one
+/// array together are merged two at a time (CRoaring's `fast_union_uint16`);
+/// anything else is ORed into `words` (8 KiB of scratch), counted, and kept
+/// as a bitset or, when it holds at most 4,096 values, an array.
+static void *union_of_slices(const slice_t *slices, int32_t n, uint64_t *words, uint16_t *merged, uint8_t *type) {
+    int all_arrays = 1;
+    int32_t values = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (slices[i].type != kArray) { all_arrays = 0; break; }
+        values += slices[i].count;
+    }
+    if (all_arrays && values <= kMaxArray) {
+        // Two halves of `merged` (2 × 4,096 values) take turns as the result so far.
+        uint16_t *result = merged, *spare = merged + kMaxArray;
+        int32_t count = slices[0].count;
+        memcpy(result, slices[0].bytes, 2 * (size_t)count);
+        for (int32_t i = 1; i < n; i++) {
+            count = (int32_t)fast_union_uint16(result, (size_t)count, (const uint16_t *)slices[i].bytes, (size_t)slices[i].count, spare);
+            uint16_t *t = result; result = spare; spare = t;
+        }
+        array_container_t *a = array_container_create_given_capacity(count);
+        if (a == NULL) return NULL;
+        memcpy(a->array, result, 2 * (size_t)count);
+        a->cardinality = count;
+        *type = ARRAY_CONTAINER_TYPE_CODE;
+        return a;
+    }
+    memset(words, 0, kBitsetBytes);
+    for (int32_t i = 0; i < n; i++) or_into_words(words, &slices[i]);
+    return words_container(words, words_popcount(words), type);
 }
 
 void *topicstore_union_many(const void *const *bitmaps, size_t count) {
@@ -617,3 +606,61 @@ void *topicstore_union_many(const void *const *bitmaps, size_t count) {
     }
     return answer;
 }
+
+// MARK: Intersection and difference
+
+/// `x AND y` (`subtract` 0) or `x AND NOT y` (`subtract` 1) of two CRoaring
+/// bitmaps as a new one, NULL when an allocation failed or the CPU lacks
+/// POPCNT. Two bitsets are combined word by word into scratch and counted
+/// with POPCNT; every other pair of containers goes to CRoaring's own
+/// container functions, which are already cheap for them.
+static void *combine(const void *x, const void *y, int subtract) {
+    if (!can_count()) return NULL;
+    const roaring_array_t *ra = &((const roaring_bitmap_t *)x)->high_low_container;
+    const roaring_array_t *rb = &((const roaring_bitmap_t *)y)->high_low_container;
+    roaring_bitmap_t *answer = roaring_bitmap_create();
+    uint64_t *words = aligned_alloc(64, kBitsetBytes);
+    int failed = answer == NULL || words == NULL;
+    int32_t j = 0;
+    for (int32_t i = 0; i < ra->size && !failed; i++) {
+        uint16_t key = ra->keys[i];
+        while (j < rb->size && rb->keys[j] < key) j++;
+        uint8_t ta = ra->typecodes[i];
+        const void *ca = container_unwrap_shared(ra->containers[i], &ta);
+        void *c = NULL;
+        uint8_t t = 0;
+        if (j >= rb->size || rb->keys[j] != key) {
+            if (!subtract) continue;                 // nothing of y here: nothing in common
+            c = container_clone(ca, ta);             // nothing to take away
+            t = ta;
+            if (c == NULL) failed = 1;
+        } else {
+            uint8_t tb = rb->typecodes[j];
+            const void *cb = container_unwrap_shared(rb->containers[j], &tb);
+            if (ta == BITSET_CONTAINER_TYPE_CODE && tb == BITSET_CONTAINER_TYPE_CODE) {
+                const uint64_t *wa = ((const bitset_container_t *)ca)->array, *wb = ((const bitset_container_t *)cb)->array;
+                if (subtract) for (size_t w = 0; w < kBitsetBytes / 8; w++) words[w] = wa[w] & ~wb[w];
+                else for (size_t w = 0; w < kBitsetBytes / 8; w++) words[w] = wa[w] & wb[w];
+                int32_t cardinality = words_popcount(words);
+                if (cardinality == 0) continue;
+                c = words_container(words, cardinality, &t);
+                if (c == NULL) failed = 1;
+            } else {
+                c = subtract ? container_andnot(ca, ta, cb, tb, &t) : container_and(ca, ta, cb, tb, &t);
+                if (c == NULL) failed = 1;
+                else if (!container_nonzero_cardinality(c, t)) { container_free(c, t); continue; }
+            }
+        }
+        if (!failed) ra_append(&answer->high_low_container, key, c, t);
+    }
+    free(words);
+    if (failed) {
+        if (answer != NULL) roaring_bitmap_free(answer);
+        return NULL;
+    }
+    return answer;
+}
+
+void *topicstore_intersection(const void *x, const void *y) { return combine(x, y, 0); }
+
+void *topicstore_difference(const void *x, const void *y) { return combine(x, y, 1); }

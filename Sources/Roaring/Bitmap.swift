@@ -79,12 +79,31 @@ public struct Bitmap: Sendable {
     // MARK: Set algebra
 
     public mutating func formUnion(_ other: Bitmap) { roaring_bitmap_or_inplace(mutablePointer(), other.pointer) }
-    public mutating func formIntersection(_ other: Bitmap) { roaring_bitmap_and_inplace(mutablePointer(), other.pointer) }
-    public mutating func subtract(_ other: Bitmap) { roaring_bitmap_andnot_inplace(mutablePointer(), other.pointer) }
+    public mutating func formIntersection(_ other: Bitmap) { self = intersection(other) }
+    public mutating func subtract(_ other: Bitmap) { self = subtracting(other) }
 
     public func union(_ other: Bitmap) -> Bitmap { Bitmap(owning: roaring_bitmap_or(pointer, other.pointer)) }
-    public func intersection(_ other: Bitmap) -> Bitmap { Bitmap(owning: roaring_bitmap_and(pointer, other.pointer)) }
-    public func subtracting(_ other: Bitmap) -> Bitmap { Bitmap(owning: roaring_bitmap_andnot(pointer, other.pointer)) }
+
+    /// Bitsets are combined and counted by our C with POPCNT (see
+    /// `topicstore_intersection`); CRoaring answers where that cannot run.
+    public func intersection(_ other: Bitmap) -> Bitmap {
+        withExtendedLifetime((self, other)) {
+            if let result = topicstore_intersection(pointer, other.pointer) {
+                return Bitmap(owning: result.assumingMemoryBound(to: roaring_bitmap_t.self))
+            }
+            return Bitmap(owning: roaring_bitmap_and(pointer, other.pointer))
+        }
+    }
+
+    public func subtracting(_ other: Bitmap) -> Bitmap {
+        withExtendedLifetime((self, other)) {
+            if let result = topicstore_difference(pointer, other.pointer) {
+                return Bitmap(owning: result.assumingMemoryBound(to: roaring_bitmap_t.self))
+            }
+            return Bitmap(owning: roaring_bitmap_andnot(pointer, other.pointer))
+        }
+    }
+
     public func intersectionCount(_ other: Bitmap) -> Int { Int(roaring_bitmap_and_cardinality(pointer, other.pointer)) }
 
     /// Up to how many values in all a many-way union gathers them instead of
@@ -102,7 +121,6 @@ public struct Bitmap: Sendable {
         switch bitmaps.count {
         case 0: return Bitmap()
         case 1: return bitmaps[0]
-        case 2: return bitmaps[0].union(bitmaps[1])
         default:
             var total = 0
             for b in bitmaps {

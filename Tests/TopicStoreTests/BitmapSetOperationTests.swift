@@ -4,8 +4,8 @@ import Testing
 /// `Bitmap.union` of many bitmaps takes two paths: small unions (a send to
 /// a list of per-user topics) gather the values, larger ones go slice by
 /// slice through our C (`topicstore_union_many`). Both must give exactly the set union.
-@Suite("Bitmap unions")
-struct BitmapUnionTests {
+@Suite("Bitmap unions, intersections and differences")
+struct BitmapSetOperationTests {
     /// Random bitmaps of a few values each, spread over several slices and
     /// overlapping, some with a dense slice, checked against a Set model;
     /// the sizes put the total on both sides of the gathering limit.
@@ -86,6 +86,52 @@ struct BitmapUnionTests {
             var built = Bitmap(expected)
             built.optimize()
             #expect(canonical.serialized() == built.serialized(), "round \(round)")
+        }
+    }
+
+    /// Intersections and differences combine two bitsets in our C (counted
+    /// with POPCNT) and hand every other pair of containers to CRoaring; the
+    /// results, and the mutating forms, must be the set operations, with the
+    /// right counts, for every pair of container kinds and slices on one side only.
+    @Test func intersectionsAndDifferencesAreTheSetOperations() {
+        var rng = SeededRandom(seed: 0x1A7E_25EC)
+        func random(_ rng: inout SeededRandom, _ model: inout [Bool]) -> Bitmap {
+            var values: [UInt32] = []
+            for slice in 0..<UInt32(4) where rng.int(4) != 0 {
+                let base = slice << 16
+                switch rng.int(5) {
+                case 0: for _ in 0..<(1 + rng.int(40)) { values.append(base | UInt32(rng.int(65_536))) }
+                case 1: for _ in 0..<(100 + rng.int(3_000)) { values.append(base | UInt32(rng.int(65_536))) }
+                case 2: for v in 0..<UInt32(65_536) where rng.int(3) != 0 { values.append(base | v) }     // a dense bitset
+                case 3: for v in 0..<UInt32(65_536) where rng.int(9) == 0 { values.append(base | v) }     // a sparser bitset
+                default:
+                    for _ in 0..<(1 + rng.int(20)) {
+                        let start = rng.int(65_536), length = 1 + rng.int(5_000)
+                        values += (UInt32(start)..<UInt32(min(65_536, start + length))).map { base | $0 }
+                    }
+                }
+            }
+            for v in values { model[Int(v)] = true }
+            var b = Bitmap(values)
+            b.optimize()
+            return b
+        }
+        for round in 0..<60 {
+            var inX = [Bool](repeating: false, count: 4 << 16), inY = inX
+            let x = random(&rng, &inX), y = random(&rng, &inY)
+            let both = inX.indices.filter { inX[$0] && inY[$0] }.map { UInt32($0) }
+            let onlyX = inX.indices.filter { inX[$0] && !inY[$0] }.map { UInt32($0) }
+            let intersection = x.intersection(y), difference = x.subtracting(y)
+            var formed = x, subtracted = x
+            formed.formIntersection(y)
+            subtracted.subtract(y)
+            for (name, got, expected) in [("x ∩ y", intersection, both), ("x \\ y", difference, onlyX),
+                                          ("formIntersection", formed, both), ("subtract", subtracted, onlyX)] {
+                let values = got.toArray()
+                let same = values == expected  // (compared apart: a failure would print both arrays whole)
+                #expect(same && got.count == expected.count, "round \(round), \(name): \(got.count) values, \(expected.count) expected")
+            }
+            #expect(x.toArray().count == inX.filter { $0 }.count, "the operands are left as they were")
         }
     }
 }
