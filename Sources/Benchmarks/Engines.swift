@@ -39,6 +39,8 @@ public struct QueryClass: Sendable {
         return [
             QueryClass(name: "all", queries: [.anyOf([WorkloadSpec.allTopic])], repetitions: 1000 / r),
             QueryClass(name: "3 mid topics", queries: spec.midTopics.map { .anyOf([$0]) }, repetitions: 300 / r),
+            // A send to "any of these topics", the question a send service asks most.
+            QueryClass(name: "3 mid topics in one audience", queries: [.anyOf(spec.midTopics)], repetitions: 1000 / r),
             QueryClass(name: "100 single topics", queries: spec.singleTopics.map { .anyOf([$0]) }, repetitions: 20 / r),
             // A send to a list of users ("topics": ["user.12", "user.15", …]): the same
             // 100 per-user topics, asked as one audience.
