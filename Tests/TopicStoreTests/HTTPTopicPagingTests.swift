@@ -15,7 +15,7 @@ struct HTTPTopicPagingTests {
             events.append(Event(project: "demo", body: .register(deviceID: "D\(n)", topics: [
                 TopicSpec(code: "all"), TopicSpec(code: "t\(n % 7)"), TopicSpec(code: "user.\(n)", title: "User \(n)", single: true)])))
         }
-        for result in try t.store.submitAndWait(events) { _ = try result.get() }
+        for result in t.store.submitAndWait(events) { _ = try result.get() }
         return t
     }
 
