@@ -1,3 +1,4 @@
+import CIntrinsics
 import Foundation
 import LMDB
 import Roaring
@@ -203,9 +204,23 @@ public final class RecipientCache: @unchecked Sendable {
         batch.clear()
         return lock.withLock {
             guard let held = heldThrough, held >= asOf, let column = columns[pid] else { return false }
+            // Read through a local copy: the property, reached once per record, was retained and
+            // released around each call (17% of a stream's samples).
+            let arena = self.arena
             column.offsets.withUnsafeBufferPointer { offsets in
                 column.changed.withUnsafeBufferPointer { changed in
-                    for ordinal in ordinals {
+                    // A record replaced since the fill sits at the arena's end, out of ordinal
+                    // order, where each would be a cache miss in turn (6% of a 1M store's records
+                    // rewritten took its stream from 26 to 20 M/s): each record is asked for
+                    // `ahead` places before it is copied.
+                    let ahead = 16
+                    func prefetch(_ j: Int) {
+                        let i = Int(ordinals[j])
+                        if i < offsets.count, offsets[i] >= 0 { arena.prefetch(offsets[i]) }
+                    }
+                    for j in 0..<min(ahead, ordinals.count) { prefetch(j) }
+                    for (j, ordinal) in ordinals.enumerated() {
+                        if j + ahead < ordinals.count { prefetch(j + ahead) }
                         let i = Int(ordinal)
                         guard i < offsets.count, offsets[i] >= 0, changed[i] <= asOf else {
                             batch.ranges.append(nil)
@@ -346,6 +361,13 @@ struct RecordArena {
         used += size
         bytes += size
         return handle
+    }
+
+    /// Asks the CPU for the first two cache lines of the record behind `handle`.
+    func prefetch(_ handle: Int) {
+        let at = segments[handle >> 32].baseAddress! + (handle & 0xFFFF_FFFF)
+        topicstore_prefetch(at)
+        topicstore_prefetch(at + 64)
     }
 
     /// The record behind `handle`.
