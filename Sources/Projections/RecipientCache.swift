@@ -242,6 +242,7 @@ public final class RecipientCache: @unchecked Sendable {
     func liveCounts(_ pid: UInt32, _ devices: Bitmap, asOf: UInt64) -> (ios: Int, android: Int)? {
         lock.withLock {
             guard let held = heldThrough, held >= asOf, let column = columns[pid] else { return nil }
+            let arena = self.arena  // (see `copy`)
             var ios = 0, android = 0, answered = true
             column.offsets.withUnsafeBufferPointer { offsets in
                 column.changed.withUnsafeBufferPointer { changed in
