@@ -498,13 +498,6 @@ static void or_into_words(uint64_t *words, const slice_t *s) {
     }
 }
 
-POPCNT_TARGET static int32_t words_popcount(const uint64_t *words) {
-    int64_t n = 0;
-    for (size_t w = 0; w < kBitsetBytes / 8; w += 4)
-        n += __builtin_popcountll(words[w]) + __builtin_popcountll(words[w + 1])
-           + __builtin_popcountll(words[w + 2]) + __builtin_popcountll(words[w + 3]);
-    return (int32_t)n;
-}
 
 /// The `cardinality` (> 0) values of `words` as a new container: a bitset,
 /// or at 4,096 values or fewer an array, as CRoaring keeps them; NULL when an
@@ -560,7 +553,7 @@ static void *union_of_slices(const slice_t *slices, int32_t n, uint64_t *words, 
     }
     memset(words, 0, kBitsetBytes);
     for (int32_t i = 0; i < n; i++) or_into_words(words, &slices[i]);
-    return words_container(words, words_popcount(words), type);
+    return words_container(words, (int32_t)bitset_popcount((const unsigned char *)words), type);
 }
 
 void *topicstore_union_many(const void *const *bitmaps, size_t count) {
@@ -657,7 +650,7 @@ static void *combine(const void *x, const void *y, int subtract) {
                 const uint64_t *wa = ((const bitset_container_t *)ca)->array, *wb = ((const bitset_container_t *)cb)->array;
                 if (subtract) for (size_t w = 0; w < kBitsetBytes / 8; w++) words[w] = wa[w] & ~wb[w];
                 else for (size_t w = 0; w < kBitsetBytes / 8; w++) words[w] = wa[w] & wb[w];
-                int32_t cardinality = words_popcount(words);
+                int32_t cardinality = (int32_t)bitset_popcount((const unsigned char *)words);
                 if (cardinality == 0) continue;
                 c = words_container(words, cardinality, &t);
                 if (c == NULL) failed = 1;

@@ -28,48 +28,54 @@ struct BitmapSetOperationTests {
             }
             if n > 2 { if total <= Bitmap.gatheredUnionLimit { gathered += 1 } else { ored += 1 } }
             let union = Bitmap.union(parts)
-            #expect(union.toArray() == model.sorted(), "round \(round): \(n) bitmaps, \(total) values")
+            let same = union.toArray() == model.sorted()  // (compared apart: a failure would print both arrays whole)
+            #expect(same, "round \(round): \(n) bitmaps, \(total) values")
             #expect(union.count == model.count)
         }
         #expect(gathered > 50 && ored > 50, "both paths ran: \(gathered) gathered, \(ored) slice by slice")
     }
 
+    /// A random bitmap over slices 0…3 (each slice left out with chance
+    /// 1/`absent`), each slice one container kind: a few values, an array, a
+    /// dense or a sparser bitset, runs, the whole slice, or its last value
+    /// only. Its values are flagged in `model` (one flag per value of the four slices).
+    static func random(_ rng: inout SeededRandom, _ model: inout [Bool], absent: Int) -> Bitmap {
+        var values: [UInt32] = []
+        for slice in 0..<UInt32(4) where rng.int(absent) != 0 {
+            let base = slice << 16
+            switch rng.int(7) {
+            case 0: for _ in 0..<(1 + rng.int(40)) { values.append(base | UInt32(rng.int(65_536))) }          // a few
+            case 1: for _ in 0..<(100 + rng.int(3_000)) { values.append(base | UInt32(rng.int(65_536))) }     // an array
+            case 2: for v in 0..<UInt32(65_536) where rng.int(3) != 0 { values.append(base | v) }             // a dense bitset
+            case 3: for v in 0..<UInt32(65_536) where rng.int(9) == 0 { values.append(base | v) }             // a sparser bitset
+            case 4:                                                                                           // runs
+                for _ in 0..<(1 + rng.int(30)) {
+                    let start = rng.int(65_536), length = 1 + rng.int(5_000)
+                    values += (UInt32(start)..<UInt32(min(65_536, start + length))).map { base | $0 }
+                }
+            case 5: values += (0..<UInt32(65_536)).map { base | $0 }                                           // the whole slice
+            default: values.append(base | 65_535)                                                             // its last value
+            }
+        }
+        for v in values { model[Int(v)] = true }
+        var b = Bitmap(values)
+        b.optimize()  // ranges become run containers
+        return b
+    }
+
     /// Unions past the gathering limit go slice by slice through our C: a
     /// slice only one bitmap has is copied, small arrays are merged, anything
     /// else is ORed, counted, and kept as a bitset or turned back into an
-    /// array. Random operands mix every container kind in shared slices
-    /// (sparse and mid-sized arrays, bitsets, runs from ranges, a full slice);
-    /// the union must be the set union, with the right count, and must answer
-    /// intersection counts and serialize as a bitmap built from the values does.
+    /// array. Random operands mix every container kind in shared slices (see
+    /// `random`); the union must be the set union, with the right count, and
+    /// must answer intersection counts and serialize as a bitmap built from the values does.
     @Test func aUnionContainerByContainerIsTheSetUnion() throws {
         var rng = SeededRandom(seed: 0xC0_47A1_4E25)
         for round in 0..<60 {
             let n = 3 + rng.int(rng.int(5) == 0 ? 30 : 6)
             // The model: one flag per value of the four slices.
             var model = [Bool](repeating: false, count: 4 << 16)
-            var parts: [Bitmap] = []
-            for _ in 0..<n {
-                var values: [UInt32] = []
-                for slice in 0..<UInt32(4) where rng.int(3) != 0 {
-                    let base = slice << 16
-                    switch rng.int(6) {
-                    case 0: for _ in 0..<(1 + rng.int(20)) { values.append(base | UInt32(rng.int(65_536))) }          // a few
-                    case 1: for _ in 0..<(100 + rng.int(3_000)) { values.append(base | UInt32(rng.int(65_536))) }     // an array
-                    case 2: for _ in 0..<(5_000 + rng.int(10_000)) { values.append(base | UInt32(rng.int(65_536))) }  // a bitset
-                    case 3:                                                                                           // runs
-                        for _ in 0..<(1 + rng.int(30)) {
-                            let start = rng.int(65_536), length = 1 + rng.int(3_000)
-                            values += (UInt32(start)..<UInt32(min(65_536, start + length))).map { base | $0 }
-                        }
-                    case 4: values += (0..<UInt32(65_536)).map { base | $0 }                                           // the whole slice
-                    default: values.append(base | 65_535)                                                             // its last value
-                    }
-                }
-                for v in values { model[Int(v)] = true }
-                var part = Bitmap(values)
-                part.optimize()  // ranges become run containers
-                parts.append(part)
-            }
+            let parts = (0..<n).map { _ in Self.random(&rng, &model, absent: 3) }
             let union = Bitmap.union(parts)
             let expected = model.indices.filter { model[$0] }.map { UInt32($0) }
             #expect(union.count == expected.count, "round \(round): \(n) bitmaps")
@@ -95,30 +101,9 @@ struct BitmapSetOperationTests {
     /// right counts, for every pair of container kinds and slices on one side only.
     @Test func intersectionsAndDifferencesAreTheSetOperations() {
         var rng = SeededRandom(seed: 0x1A7E_25EC)
-        func random(_ rng: inout SeededRandom, _ model: inout [Bool]) -> Bitmap {
-            var values: [UInt32] = []
-            for slice in 0..<UInt32(4) where rng.int(4) != 0 {
-                let base = slice << 16
-                switch rng.int(5) {
-                case 0: for _ in 0..<(1 + rng.int(40)) { values.append(base | UInt32(rng.int(65_536))) }
-                case 1: for _ in 0..<(100 + rng.int(3_000)) { values.append(base | UInt32(rng.int(65_536))) }
-                case 2: for v in 0..<UInt32(65_536) where rng.int(3) != 0 { values.append(base | v) }     // a dense bitset
-                case 3: for v in 0..<UInt32(65_536) where rng.int(9) == 0 { values.append(base | v) }     // a sparser bitset
-                default:
-                    for _ in 0..<(1 + rng.int(20)) {
-                        let start = rng.int(65_536), length = 1 + rng.int(5_000)
-                        values += (UInt32(start)..<UInt32(min(65_536, start + length))).map { base | $0 }
-                    }
-                }
-            }
-            for v in values { model[Int(v)] = true }
-            var b = Bitmap(values)
-            b.optimize()
-            return b
-        }
         for round in 0..<60 {
             var inX = [Bool](repeating: false, count: 4 << 16), inY = inX
-            let x = random(&rng, &inX), y = random(&rng, &inY)
+            let x = Self.random(&rng, &inX, absent: 4), y = Self.random(&rng, &inY, absent: 4)
             let both = inX.indices.filter { inX[$0] && inY[$0] }.map { UInt32($0) }
             let onlyX = inX.indices.filter { inX[$0] && !inY[$0] }.map { UInt32($0) }
             let intersection = x.intersection(y), difference = x.subtracting(y)
