@@ -69,7 +69,7 @@ public enum ProcessMemory {
     /// so that each phase reports its own peak. Returns false where unsupported.
     @discardableResult
     public static func resetPeak() -> Bool {
-        let fd = open("/proc/self/clear_refs", O_WRONLY)
+        let fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC)
         guard fd >= 0 else { return false }
         defer { close(fd) }
         return write(fd, "5", 1) == 1
@@ -96,7 +96,7 @@ public enum ProcessMemory {
     }
 
     private static func statusField(_ name: String, file: String = "/proc/self/status") -> Int? {
-        let fd = open(file, O_RDONLY)
+        let fd = open(file, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var buffer = [UInt8](repeating: 0, count: 8192)

@@ -50,7 +50,7 @@ public enum Archive {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let final = (directory as NSString).appendingPathComponent(fileName(from: from, to: to))
         let tmp = (directory as NSString).appendingPathComponent(".\(fileName(from: from, to: to)).tmp-\(getpid())")
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw ReplayError.io("cannot create \(tmp): \(String(cString: strerror(errno)))") }
         var closed = false
         defer { if !closed { close(fd) } }

@@ -578,7 +578,9 @@ struct PhaseClock {
 final class DirectoryLock {
     private var fd: Int32
     init(_ directory: String) throws {
-        fd = open(directory, O_RDONLY | O_DIRECTORY)
+        // Close-on-exec: a child started meanwhile would otherwise share the lock and keep
+        // the store "busy" for as long as it lives.
+        fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else {
             throw CompactionError.refused("cannot open \(directory): \(String(cString: strerror(errno)))")
         }

@@ -161,7 +161,7 @@ public final class MaybeCompressedInput {
         if path == "-" {
             fd = 0; ownsFD = false
         } else {
-            fd = open(path, O_RDONLY)
+            fd = open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { throw ZstdError("cannot open \(path): \(String(cString: strerror(errno)))") }
             ownsFD = true
         }

@@ -669,7 +669,7 @@ final class HTTP2Engine {
             return c
         }
         defer { freeaddrinfo(info) }
-        let fd = socket(ai.pointee.ai_family, ai.pointee.ai_socktype, ai.pointee.ai_protocol)
+        let fd = socket(ai.pointee.ai_family, ai.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue), ai.pointee.ai_protocol)
         guard fd >= 0 else { fail(c, "socket: \(String(cString: strerror(errno)))"); return c }
         c.fd = fd
         _ = topicstore_set_nonblocking(fd)

@@ -103,6 +103,14 @@ public final class Environment: @unchecked Sendable {
         self.pointer = env
         self.path = path
         self.isReadOnly = options.readOnly
+        // LMDB opens the data file without close-on-exec: a child a process starts
+        // (Foundation's `Process` only closes what was open when it prepared the spawn)
+        // would keep it open, and with it the disk space of a generation compaction removes.
+        var dataFD: mdb_filehandle_t = -1
+        if mdb_env_get_fd(env, &dataFD) == 0, dataFD >= 0 {
+            let flags = fcntl(dataFD, F_GETFD)
+            if flags >= 0 { _ = fcntl(dataFD, F_SETFD, flags | FD_CLOEXEC) }
+        }
         // Before any page is read through the map (refused, deinit closes the environment).
         try checkDataFileLength(sizeBeforeOpen: options.writeMap && !options.readOnly && dataExisted ? Int(data.st_size) : nil)
     }

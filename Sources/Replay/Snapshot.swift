@@ -134,7 +134,7 @@ public enum Durable {
     /// into place and fsyncs the directory.
     public static func write(_ bytes: [UInt8], to path: String) throws {
         let tmp = path + ".tmp-\(getpid())"
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw ReplayError.io("cannot create \(tmp): \(String(cString: strerror(errno)))") }
         var offset = 0
         while offset < bytes.count {
@@ -154,7 +154,7 @@ public enum Durable {
 
     /// fsyncs a directory, so renames and new names in it are durable.
     public static func syncDirectory(_ path: String) throws {
-        let fd = open(path.isEmpty ? "." : path, O_RDONLY | O_DIRECTORY)
+        let fd = open(path.isEmpty ? "." : path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw ReplayError.io("cannot open directory \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         guard fsync(fd) == 0 else { throw ReplayError.io("fsync of directory \(path): \(String(cString: strerror(errno)))") }
@@ -162,7 +162,7 @@ public enum Durable {
 
     /// fsyncs a file.
     public static func syncFile(_ path: String) throws {
-        let fd = open(path, O_RDONLY)
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw ReplayError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         guard fsync(fd) == 0 else { throw ReplayError.io("fsync \(path): \(String(cString: strerror(errno)))") }

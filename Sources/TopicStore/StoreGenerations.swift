@@ -49,7 +49,7 @@ extension TopicStore {
     /// fsync it, rename it over CURRENT, fsync the directory).
     static func setActiveGeneration(_ name: String, in directory: String) throws {
         let tmp = directory + "/.\(currentFileName).\(getpid()).\(UUID().uuidString).tmp"
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw StoreError.notADatabase(path: directory, reason: "cannot write CURRENT: \(String(cString: strerror(errno)))") }
         let bytes = Array((name + "\n").utf8)
         let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
@@ -59,7 +59,7 @@ extension TopicStore {
             unlink(tmp)
             throw StoreError.notADatabase(path: directory, reason: "cannot replace CURRENT: \(String(cString: strerror(errno)))")
         }
-        let dfd = open(directory, O_RDONLY)
+        let dfd = open(directory, O_RDONLY | O_CLOEXEC)
         if dfd >= 0 { fsync(dfd); Glibc.close(dfd) }
     }
 }

@@ -98,6 +98,36 @@ import TopicStore
         #expect(try Compactor.run(directory: dir.sub("data"), options: options).generationAfter != "")
     }
 
+    /// A process started while a compaction runs (the server spawning a child, a parallel test)
+    /// must not inherit the compaction's lock: it would keep the store "busy" for as long as it
+    /// lives, and every later compaction would be refused. Foundation's `Process` closes the
+    /// descriptors it sees open when it prepares the spawn; one opened by another thread after
+    /// that is inherited unless it is close-on-exec. (Found by CI: a test's second compaction was
+    /// refused while the suite's other tests were starting children.) At every step of a run,
+    /// each descriptor open on the store's files is close-on-exec.
+    @Test func everyDescriptorACompactionHoldsIsCloseOnExec() throws {
+        let dir = TemporaryDirectory("compact-cloexec")
+        let (store, cut) = try storeWithCut(dir, before: 40, after: 10, seed: 9)
+        store.close()
+        final class Seen: @unchecked Sendable { var steps: [String] = []; var inherited: [String] = [] }
+        let seen = Seen()
+        let root = URL(fileURLWithPath: dir.path).resolvingSymlinksInPath().path
+        var options = compactionOptions(keepingFrom: cut, archive: dir.sub("archive"))
+        options.testHook = { step in
+            seen.steps.append(step)
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
+                guard let fd = Int32(name),
+                      let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)"),
+                      target.hasPrefix(root) else { continue }
+                let flags = fcntl(fd, F_GETFD)
+                if flags >= 0, flags & FD_CLOEXEC == 0 { seen.inherited.append("\(step): fd \(fd) on \(target)") }
+            }
+        }
+        _ = try Compactor.run(directory: dir.sub("data"), options: options)
+        #expect(seen.steps.contains("copy") && seen.steps.contains("switch"), "\(seen.steps)")
+        #expect(seen.inherited.isEmpty, "\(seen.inherited)")
+    }
+
     /// A store with `before` events, then a cut time, then `after` more events.
     func makeStore(_ dir: TemporaryDirectory, before: Int, after: Int, seed: UInt64) throws -> (TopicStore, Int64) {
         try storeWithCut(dir, before: before, after: after, seed: seed)

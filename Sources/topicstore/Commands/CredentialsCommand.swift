@@ -145,7 +145,7 @@ enum CredentialsCommand: Command {
     static func readFile(_ path: String) throws -> Data {
         var info = stat()
         if stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR { throw UsageError(description: "cannot read \(path): it is a directory") }
-        let fd = open(path, O_RDONLY)
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
             let why: String
             switch errno {
