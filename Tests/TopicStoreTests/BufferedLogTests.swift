@@ -7,7 +7,7 @@ import Testing
     /// A new, empty file in `dir`, open for writing.
     static func logFile(in dir: TemporaryDirectory) throws -> (path: String, fd: Int32) {
         let path = dir.sub("access.log")
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         try #require(fd >= 0)
         return (path, fd)
     }

@@ -101,7 +101,7 @@ import Testing
     @Test func compactBusyHasItsOwnExitCode() throws {
         let dir = TemporaryDirectory("compact-busy")
         let data = try loadedStore(dir, #"{"project":"demo","type":"register","device_id":"d1","topics":["all"]}"# + "\n")
-        let fd = open(data, O_RDONLY | O_DIRECTORY)
+        let fd = open(data, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         #expect(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0, "the lock another compaction would hold")
         let busy = try topicstore(["compact", "--data", data, "--retain", "0"])
         #expect(busy.status == 7 && busy.stderr.contains("another compaction is running") && busy.stderr.contains("nothing was done"), "\(busy.status) \(busy.stderr)")

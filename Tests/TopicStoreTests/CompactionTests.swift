@@ -30,7 +30,7 @@ import TopicStore
         for i in 0..<120_000 { first += Array("{\"seq\":\(i),\"project\":\"demo\",\"type\":\"register\"}\n".utf8) }
         let second: [UInt8] = (0..<1_500_000).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
         let path = dir.sub("x.zst")
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         for part in [first, second] {
             let z = try ZstdCompressor(fd: fd, level: 3)
             try z.write(part)

@@ -95,7 +95,7 @@ final class LoadLoop {
         defer { for c in connections { close(c.fd) } }
         var polled: [pollfd] = []
         for i in 0..<connectionCount {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             guard fd >= 0 else { throw LoadError("socket: \(String(cString: strerror(errno)))") }
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))

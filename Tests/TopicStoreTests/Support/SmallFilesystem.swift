@@ -24,7 +24,7 @@ final class SmallFilesystem: @unchecked Sendable {
     @discardableResult
     func fill() -> String {
         let filler = sub(".filler-\(UUID().uuidString.prefix(8))")
-        let fd = open(filler, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        let fd = open(filler, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         let chunk = [UInt8](repeating: 0, count: 1 << 20)
         if fd >= 0 {
             var size = chunk.count
