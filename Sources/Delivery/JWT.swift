@@ -40,7 +40,8 @@ public final class SigningKey: @unchecked Sendable {
             // The curve by name: secp256k1 has 256 bits too, and APNs signs with P-256 (ES256).
             var name = [CChar](repeating: 0, count: 64)
             var length = 0
-            let curve = EVP_PKEY_get_group_name(k, &name, name.count, &length) == 1 ? String(cString: name) : "unknown"
+            let curve = EVP_PKEY_get_group_name(k, &name, name.count, &length) == 1
+                ? String(decoding: name.prefix(min(length, name.count)).map { UInt8(bitPattern: $0) }, as: UTF8.self) : "unknown"
             guard curve == "prime256v1" || curve == "P-256" else {
                 EVP_PKEY_free(k)
                 throw CryptoError("the EC key is on curve \(curve), not P-256")
