@@ -388,6 +388,26 @@ int topicstore_remove_run_compression(void *bitmap) {
     return 0;
 }
 
+int topicstore_bitsets_for_many_runs(void *bitmap, int32_t most_runs) {
+    roaring_array_t *ra = &((roaring_bitmap_t *)bitmap)->high_low_container;
+    for (int32_t i = 0; i < ra->size; i++) {
+        if (ra->typecodes[i] != RUN_CONTAINER_TYPE_CODE) continue;  // (no shared containers: copy-on-write is off)
+        run_container_t *run = (run_container_t *)ra->containers[i];
+        if (run->n_runs <= most_runs) continue;
+        uint32_t card = 0;
+        for (int32_t r = 0; r < run->n_runs; r++) card += (uint32_t)run->runs[r].length + 1;
+        if (card <= kMaxArray) continue;
+        bitset_container_t *b = bitset_container_create();
+        if (b == NULL) return -1;
+        for (int32_t r = 0; r < run->n_runs; r++) bitset_set_lenrange(b->array, run->runs[r].value, run->runs[r].length);
+        b->cardinality = (int32_t)card;
+        ra->containers[i] = b;
+        ra->typecodes[i] = BITSET_CONTAINER_TYPE_CODE;
+        run_container_free(run);
+    }
+    return 0;
+}
+
 int32_t topicstore_slice_keys(const void *bitmap, uint16_t *keys, int32_t capacity) {
     const roaring_array_t *ra = &((const roaring_bitmap_t *)bitmap)->high_low_container;
     int32_t n = ra->size < capacity ? ra->size : capacity;

@@ -39,7 +39,8 @@ struct SliceCountTests {
             if values.isEmpty { values = [base | 0xFFFF] }
         }
         var b = Bitmap(values)
-        b.optimize()
+        // Shape 4 as stores before the bitset rule (`Bitmap.mostRunsKept`) wrote `all`: runs.
+        b.optimize(mostRuns: shape == 4 ? .max : Bitmap.mostRunsKept)
         return b
     }
 
@@ -204,7 +205,7 @@ struct SliceCountTests {
                     let length = rng.int(2) == 0 ? 1 + rng.int(4_000) : 4_097 + rng.int(60_000)
                     values += (65_536 - length..<65_536).map { high << 16 | UInt32($0) }
                 default:
-                    values += Self.slice(high, shape: rng.int(4), &rng).toArray()
+                    values += Self.slice(high, shape: rng.int(5), &rng).toArray()
                 }
             }
             var edited = Bitmap(values)
@@ -216,6 +217,31 @@ struct SliceCountTests {
             fresh.optimize()
             #expect(edited == fresh)
             #expect(edited.serialized() == fresh.serialized())
+        }
+    }
+
+    @Test("a nearly full slice with scattered holes is kept as a bitset, a few long runs as runs")
+    func manyRunsAreABitset() throws {
+        var rng = SeededRandom(seed: 14)
+        for (holes, bitset) in [(300, false), (600, true), (1_500, true)] {
+            var full = Set(0..<65_536)
+            while full.count > 65_536 - holes { full.remove(rng.int(65_536)) }
+            let values = (full.sorted() as [Int]).map { 3 << 16 | UInt32($0) }
+            var canonical = Bitmap(values), smallest = Bitmap(values)
+            canonical.optimize()
+            smallest.optimize(mostRuns: .max)
+            let bytes = canonical.serialized()
+            // Holes that touch make fewer runs than holes, never more.
+            let runs = smallest.serializedSize < 8_192
+            #expect(runs, "\(holes) holes: CRoaring's smallest form is runs")
+            #expect((bytes.count > 8_192) == bitset, "\(holes) holes: \(bytes.count) bytes")
+            #expect(canonical == smallest && canonical.count == full.count)
+            // Either form counts the same against a stored chunk.
+            let live = Self.slice(3, shape: 1, &rng)
+            let stored = live.serialized()
+            let a = stored.withUnsafeBytes { canonical.intersectionCount(inSlice: 3, stored: $0) }
+            let b = stored.withUnsafeBytes { smallest.intersectionCount(inSlice: 3, stored: $0) }
+            #expect(a == live.intersectionCount(canonical) && b == a)
         }
     }
 

@@ -58,6 +58,10 @@ int64_t topicstore_slice_values(uint16_t high, const void *stored, size_t length
 /// when an allocation failed (the containers done so far stay converted).
 int topicstore_remove_run_compression(void *bitmap);
 
+/// Turns every run container of more than `most_runs` runs that holds more
+/// than 4,096 values into a bitset. 0, or -1 when an allocation failed.
+int topicstore_bitsets_for_many_runs(void *bitmap, int32_t most_runs);
+
 /// The number of containers (slices) in `bitmap` (a `roaring_bitmap_t *`),
 /// and their keys: `keys` receives at most `capacity` of them, ascending.
 int32_t topicstore_slice_keys(const void *bitmap, uint16_t *keys, int32_t capacity);
