@@ -359,6 +359,19 @@ int topicstore_slice_intersection_counts(const void *bitmap, uint16_t high, cons
     return 0;
 }
 
+/// Puts a bitset of the `card` values of `run` in place of container `i`
+/// (which is `run`) and frees `run`; -1 when the allocation failed (nothing changed).
+static int replace_with_bitset(roaring_array_t *ra, int32_t i, run_container_t *run, uint32_t card) {
+    bitset_container_t *b = bitset_container_create();
+    if (b == NULL) return -1;
+    for (int32_t r = 0; r < run->n_runs; r++) bitset_set_lenrange(b->array, run->runs[r].value, run->runs[r].length);
+    b->cardinality = (int32_t)card;
+    ra->containers[i] = b;
+    ra->typecodes[i] = BITSET_CONTAINER_TYPE_CODE;
+    run_container_free(run);
+    return 0;
+}
+
 int topicstore_remove_run_compression(void *bitmap) {
     roaring_array_t *ra = &((roaring_bitmap_t *)bitmap)->high_low_container;
     for (int32_t i = 0; i < ra->size; i++) {
@@ -375,15 +388,10 @@ int topicstore_remove_run_compression(void *bitmap) {
             }
             ra->containers[i] = a;
             ra->typecodes[i] = ARRAY_CONTAINER_TYPE_CODE;
-        } else {
-            bitset_container_t *b = bitset_container_create();
-            if (b == NULL) return -1;
-            for (int32_t r = 0; r < run->n_runs; r++) bitset_set_lenrange(b->array, run->runs[r].value, run->runs[r].length);
-            b->cardinality = (int32_t)card;
-            ra->containers[i] = b;
-            ra->typecodes[i] = BITSET_CONTAINER_TYPE_CODE;
+            run_container_free(run);
+        } else if (replace_with_bitset(ra, i, run, card) != 0) {
+            return -1;
         }
-        run_container_free(run);
     }
     return 0;
 }
@@ -396,14 +404,7 @@ int topicstore_bitsets_for_many_runs(void *bitmap, int32_t most_runs) {
         if (run->n_runs <= most_runs) continue;
         uint32_t card = 0;
         for (int32_t r = 0; r < run->n_runs; r++) card += (uint32_t)run->runs[r].length + 1;
-        if (card <= kMaxArray) continue;
-        bitset_container_t *b = bitset_container_create();
-        if (b == NULL) return -1;
-        for (int32_t r = 0; r < run->n_runs; r++) bitset_set_lenrange(b->array, run->runs[r].value, run->runs[r].length);
-        b->cardinality = (int32_t)card;
-        ra->containers[i] = b;
-        ra->typecodes[i] = BITSET_CONTAINER_TYPE_CODE;
-        run_container_free(run);
+        if (card > kMaxArray && replace_with_bitset(ra, i, run, card) != 0) return -1;
     }
     return 0;
 }
