@@ -304,6 +304,93 @@ POPCNT_TARGET static int64_t copy_counting(uint64_t *words, const unsigned char 
     return n;
 }
 
+/// ANDs the stored bitset `stored` into `words` in place; the values left.
+POPCNT_TARGET static int64_t and_in_place_counting(uint64_t *words, const unsigned char *stored) {
+    int64_t n = 0;
+    for (size_t w = 0; w < kBitsetBytes / 8; w++) {
+        words[w] &= load64(stored, w);
+        n += __builtin_popcountll(words[w]);
+    }
+    return n;
+}
+
+/// Whether value `v` is in the stored bitset `stored`.
+static inline int stored_bit(const unsigned char *stored, uint16_t v) { return (load64(stored, v >> 6) >> (v & 63)) & 1; }
+
+int topicstore_slice_intersect_stored(void *bitmap, uint16_t high, const void *stored, size_t length) {
+    if (!can_count() || stored == NULL) return -1;
+    roaring_array_t *ra = &((roaring_bitmap_t *)bitmap)->high_low_container;
+    int32_t i = ra_get_index(ra, high);
+    if (i < 0) return 0;  // nothing of the bitmap there
+    slice_t s;
+    if (parse_stored(stored, length, high, &s) != 0 || !stored_is_ordered(&s)) return -1;
+    uint8_t type = ra->typecodes[i];
+    if (s.type == kRun || (type != BITSET_CONTAINER_TYPE_CODE && type != ARRAY_CONTAINER_TYPE_CODE)) return -2;
+    if (s.type == kArray) {
+        // The stored values the bitmap's slice holds: at most as many as are stored.
+        if (type == BITSET_CONTAINER_TYPE_CODE) {
+            const bitset_container_t *b = (const bitset_container_t *)ra->containers[i];
+            array_container_t *a = array_container_create_given_capacity(s.count);
+            if (a == NULL) return -3;
+            for (int32_t k = 0; k < s.count; k++) {
+                uint16_t v = load16(s.bytes, k);
+                a->array[a->cardinality] = v;
+                a->cardinality += (int32_t)((b->array[v >> 6] >> (v & 63)) & 1);
+            }
+            bitset_container_free((bitset_container_t *)ra->containers[i]);
+            ra->containers[i] = a;
+            ra->typecodes[i] = ARRAY_CONTAINER_TYPE_CODE;
+            if (a->cardinality == 0) ra_remove_at_index_and_free(ra, i);
+            return 0;
+        }
+        // Two ascending lists, merged into the bitmap's own array.
+        array_container_t *a = (array_container_t *)ra->containers[i];
+        int32_t kept = 0, k = 0;
+        for (int32_t j = 0; j < a->cardinality && k < s.count; j++) {
+            uint16_t v = a->array[j];
+            while (k < s.count && load16(s.bytes, k) < v) k++;
+            if (k < s.count && load16(s.bytes, k) == v) a->array[kept++] = v;
+        }
+        if (kept == 0) ra_remove_at_index_and_free(ra, i);
+        else a->cardinality = kept;
+        return 0;
+    }
+    if (bitset_popcount(s.bytes) != s.count) return -1;  // damaged: the caller's decoding reports it
+    if (type == BITSET_CONTAINER_TYPE_CODE) {
+        bitset_container_t *b = (bitset_container_t *)ra->containers[i];
+        int64_t n = and_in_place_counting(b->array, s.bytes);
+        b->cardinality = (int32_t)n;
+        if (n == 0) {
+            ra_remove_at_index_and_free(ra, i);
+        } else if (n <= kMaxArray) {
+            // As CRoaring keeps it: at most 4,096 values are an array.
+            array_container_t *a = array_container_from_bitset(b);
+            if (a == NULL) return -3;  // the bitset holds the intersection, counted
+            bitset_container_free(b);
+            ra->containers[i] = a;
+            ra->typecodes[i] = ARRAY_CONTAINER_TYPE_CODE;
+        }
+        return 0;
+    }
+    array_container_t *a = (array_container_t *)ra->containers[i];
+    int32_t kept = 0;
+    for (int32_t k = 0; k < a->cardinality; k++) {
+        uint16_t v = a->array[k];
+        a->array[kept] = v;
+        kept += stored_bit(s.bytes, v);
+    }
+    if (kept == 0) ra_remove_at_index_and_free(ra, i);
+    else a->cardinality = kept;
+    return 0;
+}
+
+int topicstore_remove_slice(void *bitmap, uint16_t high) {
+    roaring_array_t *ra = &((roaring_bitmap_t *)bitmap)->high_low_container;
+    int32_t i = ra_get_index(ra, high);
+    if (i >= 0) ra_remove_at_index_and_free(ra, i);
+    return i >= 0;
+}
+
 int64_t topicstore_slice_cardinality(uint16_t high, const void *stored, size_t length) {
     if (!can_count() || stored == NULL) return -1;
     slice_t s;

@@ -98,16 +98,71 @@ extension ProjectionReader {
             case .and(let a, .not(let b)), .and(.not(let b), let a):
                 return try evaluate(a, txn).subtracting(try evaluate(b, txn))
             case .and(let a, let b):
-                var left = try evaluate(a, txn)
+                // A topic or a platform is intersected from its stored chunks, in
+                // place, rather than read into a bitmap of its own first.
+                let (first, leaf) = Self.isLeaf(b) || !Self.isLeaf(a) ? (a, b) : (b, a)
+                var left = try evaluate(first, txn)
                 if left.isEmpty { return left }
-                left.formIntersection(try evaluate(b, txn))
+                if try intersectInPlace(&left, leaf, txn) { return left }
+                left.formIntersection(try evaluate(leaf, txn))
                 return left
             case .not(let a):
                 return try knownDevices(txn).subtracting(try evaluate(a, txn))
             }
         }
+        /// Intersects `left` with topic or platform `leaf` slice by slice, each stored
+        /// bitset read in place (other chunks decoded, one slice at a time). False for a
+        /// small topic held with its members, or when a slice its record lists has no
+        /// chunk: `left` is then partly intersected, and intersecting it with the whole
+        /// `leaf` the ordinary way (which reports the missing chunk) finishes the job.
+        func intersectInPlace(_ left: inout Bitmap, _ leaf: AudienceExpression, _ txn: borrowing Transaction) throws -> Bool {
+            let tid: UInt32
+            var listed: [UInt16]?
+            switch leaf {
+            case .platform(let platform):
+                tid = ProjectionTables.BuiltIn.live(platform)
+            case .topic(let code):
+                guard let placed = try placement(p.id, code: code, asOf: asOf, txn) else {
+                    unknown.insert(code)
+                    left = Bitmap()
+                    return true
+                }
+                guard case .slices(let t, let s) = placed else { return false }
+                tid = t
+                listed = s
+            default:
+                return false
+            }
+            var next = 0  // into `listed`, ascending as the slices are
+            for high in left.sliceKeys {
+                if let l = listed {
+                    while next < l.count, l[next] < high { next += 1 }
+                    if next == l.count || l[next] != high { left.removeSlice(high); continue }
+                }
+                guard let stored = try Keys.withChunk(p.id, tid, high, { try txn.get(tables.postings, $0) }) else {
+                    if listed != nil { return false }
+                    left.removeSlice(high)
+                    continue
+                }
+                if left.formIntersection(inSlice: high, stored: stored) { continue }
+                // Not a stored bitset against a bitset or an array (a newest slice's array,
+                // runs), or damaged: this slice the ordinary way (decoding reports damage).
+                let part = left.intersection(try PostingChunk.decode(stored, pid: p.id, topic: tid, high: high))
+                left.removeSlice(high)
+                if !part.isEmpty { left.formUnion(part) }
+            }
+            return true
+        }
         let devices = try evaluate(expression, txn)
         return Audience(project: project, projectID: p.id, asOfSeq: asOf, devices: devices, unknownTopics: unknown.sorted())
+    }
+
+    /// A topic or a platform: what an AND can intersect from stored chunks in place.
+    static func isLeaf(_ e: AudienceExpression) -> Bool {
+        switch e {
+        case .topic, .platform: return true
+        default: return false
+        }
     }
 
     /// Where topic `code` of project `pid` has its members in the snapshot of

@@ -236,6 +236,25 @@ public struct Bitmap: Sendable {
         topicstore_slice_append(mutablePointer(), high, stored.baseAddress, stored.count) == 0
     }
 
+    /// Keeps of slice `high` only the values `stored` (a one-container chunk of
+    /// that slice in the portable format) also holds, reading the chunk in place
+    /// (no copy of it). False, with nothing changed, when `stored` is not one
+    /// well-formed container of slice `high`, or either side is a run container:
+    /// intersect with the decoded chunk then.
+    public mutating func formIntersection(inSlice high: UInt16, stored: UnsafeRawBufferPointer) -> Bool {
+        guard sliceCount > 0 else { return true }
+        switch topicstore_slice_intersect_stored(mutablePointer(), high, stored.baseAddress, stored.count) {
+        case 0: return true
+        case -3: fatalError("out of memory intersecting a slice")
+        default: return false
+        }
+    }
+
+    /// Removes every value of slice `high`.
+    public mutating func removeSlice(_ high: UInt16) {
+        _ = topicstore_remove_slice(mutablePointer(), high)
+    }
+
     // MARK: Iteration
 
     public func toArray() -> [UInt32] {

@@ -70,6 +70,58 @@ struct SliceCountTests {
         }
     }
 
+    @Test("intersecting a slice with a stored chunk in place is the set intersection, or refused unchanged", arguments: [4, 5] as [UInt64])
+    func intersectsInPlace(seed: UInt64) throws {
+        var rng = SeededRandom(seed: seed)
+        for memoryShape in 0..<5 {
+            for storedShape in 0..<5 {
+                for _ in 0..<6 {
+                    let high = UInt16(1 + rng.int(20))
+                    // Neighbouring slices must stay as they are.
+                    var audience = Self.slice(UInt32(high), shape: memoryShape, &rng)
+                    audience.formUnion(Self.slice(UInt32(high) - 1, shape: rng.int(4), &rng))
+                    audience.formUnion(Self.slice(UInt32(high) + 1, shape: rng.int(4), &rng))
+                    let stored = Self.slice(UInt32(high), shape: storedShape, &rng)
+                    let wholeSlice = Bitmap(Array(UInt32(high) << 16..<(UInt32(high) + 1) << 16))
+                    var expected = audience.intersection(stored)
+                    expected.formUnion(audience.subtracting(wholeSlice))
+                    var result = audience
+                    let done = stored.serialized().withUnsafeBytes { result.formIntersection(inSlice: high, stored: $0) }
+                    if done {
+                        #expect(result == expected && result.count == expected.count, "memory \(memoryShape), stored \(storedShape)")
+                        // The slice in the form CRoaring keeps (at most 4,096 values are an
+                        // array), and gone when nothing is left of it.
+                        #expect(result.serializedSize == expected.serializedSize, "memory \(memoryShape), stored \(storedShape)")
+                        #expect(result.sliceKeys == expected.sliceKeys)
+                    } else {
+                        #expect(result == audience, "refused, so unchanged")
+                        #expect([2, 4].contains(storedShape) || [2, 4].contains(memoryShape), "only runs are refused: \(memoryShape), \(storedShape)")
+                    }
+                }
+            }
+        }
+        // Two bitsets whose intersection is small (an array) or empty (the slice goes).
+        let evens = Bitmap(Array(stride(from: UInt32(9) << 16, to: UInt32(10) << 16, by: 2)))
+        for (other, count) in [(Bitmap(Array(stride(from: UInt32(9) << 16, to: UInt32(9) << 16 + 20_000, by: 3))), 3_334),
+                               (Bitmap(Array(stride(from: UInt32(9) << 16 + 1, to: UInt32(10) << 16, by: 2))), 0)] {
+            var result = evens
+            result.formUnion(Bitmap([UInt32(3) << 16 | 5]))
+            #expect(other.serializedSize > 8_192, "stored as a bitset")
+            #expect(other.serialized().withUnsafeBytes { result.formIntersection(inSlice: 9, stored: $0) })
+            var expected = evens.intersection(other)
+            expected.formUnion(Bitmap([UInt32(3) << 16 | 5]))
+            #expect(result == expected && result.count == count + 1)
+            #expect(result.serializedSize == expected.serializedSize && result.sliceKeys == expected.sliceKeys)
+        }
+        // A stored bitset whose bits do not match its cardinality is refused, the bitmap unchanged.
+        var bits = Self.slice(7, shape: 1, &rng).serialized()
+        bits[bits.count - 1] ^= 0x80
+        var audience = Self.slice(7, shape: 1, &rng)
+        let before = audience
+        #expect(!bits.withUnsafeBytes { audience.formIntersection(inSlice: 7, stored: $0) })
+        #expect(audience == before)
+    }
+
     /// The two live sets of a slice are counted in one call: it must give
     /// each what the one-chunk count gives, for every pair of container
     /// kinds on each side, with either chunk absent, and an audience of many

@@ -58,6 +58,19 @@ int64_t topicstore_slice_values(uint16_t high, const void *stored, size_t length
 /// when an allocation failed (the containers done so far stay converted).
 int topicstore_remove_run_compression(void *bitmap);
 
+/// Intersects the container of slice `high` of `bitmap` (a `roaring_bitmap_t *`)
+/// with the stored chunk `stored` of that slice, in place, without copying the
+/// chunk; a container left empty is removed. 0 when done (also when the bitmap
+/// has nothing in that slice); -1 when `stored` is not one well-formed container
+/// of the slice or the CPU lacks POPCNT, -2 for a pair of kinds this does not do
+/// (runs on either side): the bitmap is unchanged
+/// in both; -3 when an allocation failed (the slice then holds the intersection
+/// as a bitset, whatever its size).
+int topicstore_slice_intersect_stored(void *bitmap, uint16_t high, const void *stored, size_t length);
+
+/// Removes the container of slice `high` from `bitmap`; 1 when there was one.
+int topicstore_remove_slice(void *bitmap, uint16_t high);
+
 /// Turns every run container of more than `most_runs` runs that holds more
 /// than 4,096 values into a bitset. 0, or -1 when an allocation failed.
 int topicstore_bitsets_for_many_runs(void *bitmap, int32_t most_runs);
