@@ -44,6 +44,14 @@ struct SliceCountTests {
         return b
     }
 
+    /// Slice `high` of `shape`, with random slices on either side of it.
+    static func withNeighbours(_ high: UInt16, shape: Int, _ rng: inout SeededRandom) -> Bitmap {
+        var audience = slice(UInt32(high), shape: shape, &rng)
+        audience.formUnion(slice(UInt32(high) - 1, shape: rng.int(4), &rng))
+        audience.formUnion(slice(UInt32(high) + 1, shape: rng.int(4), &rng))
+        return audience
+    }
+
     @Test("counts what CRoaring counts, for every pair of container kinds", arguments: [1, 2, 3] as [UInt64])
     func matchesCRoaring(seed: UInt64) throws {
         var rng = SeededRandom(seed: seed)
@@ -52,9 +60,7 @@ struct SliceCountTests {
                 for _ in 0..<6 {
                     let high = UInt16(1 + rng.int(20))
                     // The audience also holds neighbouring slices, which must not count.
-                    var audience = Self.slice(UInt32(high), shape: memoryShape, &rng)
-                    audience.formUnion(Self.slice(UInt32(high) - 1, shape: rng.int(4), &rng))
-                    audience.formUnion(Self.slice(UInt32(high) + 1, shape: rng.int(4), &rng))
+                    let audience = Self.withNeighbours(high, shape: memoryShape, &rng)
                     let stored = Self.slice(UInt32(high), shape: storedShape, &rng)
                     let expected = audience.intersectionCount(stored)
                     let bytes = stored.serialized()
@@ -78,9 +84,7 @@ struct SliceCountTests {
                 for _ in 0..<6 {
                     let high = UInt16(1 + rng.int(20))
                     // Neighbouring slices must stay as they are.
-                    var audience = Self.slice(UInt32(high), shape: memoryShape, &rng)
-                    audience.formUnion(Self.slice(UInt32(high) - 1, shape: rng.int(4), &rng))
-                    audience.formUnion(Self.slice(UInt32(high) + 1, shape: rng.int(4), &rng))
+                    let audience = Self.withNeighbours(high, shape: memoryShape, &rng)
                     let stored = Self.slice(UInt32(high), shape: storedShape, &rng)
                     let wholeSlice = Bitmap(Array(UInt32(high) << 16..<(UInt32(high) + 1) << 16))
                     var expected = audience.intersection(stored)
