@@ -44,64 +44,62 @@ struct SliceCountTests {
         return b
     }
 
-    /// Slice `high` of `shape`, with random slices on either side of it.
-    static func withNeighbours(_ high: UInt16, shape: Int, _ rng: inout SeededRandom) -> Bitmap {
-        var audience = slice(UInt32(high), shape: shape, &rng)
-        audience.formUnion(slice(UInt32(high) - 1, shape: rng.int(4), &rng))
-        audience.formUnion(slice(UInt32(high) + 1, shape: rng.int(4), &rng))
-        return audience
+    /// Calls `body` six times for every pair of container kinds: an audience
+    /// with slice `high` of the memory shape and random slices on either side
+    /// of it, and a chunk of slice `high` of the stored shape.
+    static func forEachShapePair(_ rng: inout SeededRandom,
+                                 _ body: (_ memoryShape: Int, _ storedShape: Int, _ high: UInt16, _ audience: Bitmap,
+                                          _ stored: Bitmap, _ rng: inout SeededRandom) throws -> Void) rethrows {
+        for memoryShape in 0..<5 {
+            for storedShape in 0..<5 {
+                for _ in 0..<6 {
+                    let high = UInt16(1 + rng.int(20))
+                    var audience = slice(UInt32(high), shape: memoryShape, &rng)
+                    audience.formUnion(slice(UInt32(high) - 1, shape: rng.int(4), &rng))
+                    audience.formUnion(slice(UInt32(high) + 1, shape: rng.int(4), &rng))
+                    let stored = slice(UInt32(high), shape: storedShape, &rng)
+                    try body(memoryShape, storedShape, high, audience, stored, &rng)
+                }
+            }
+        }
     }
 
     @Test("counts what CRoaring counts, for every pair of container kinds", arguments: [1, 2, 3] as [UInt64])
     func matchesCRoaring(seed: UInt64) throws {
         var rng = SeededRandom(seed: seed)
-        for memoryShape in 0..<5 {
-            for storedShape in 0..<5 {
-                for _ in 0..<6 {
-                    let high = UInt16(1 + rng.int(20))
-                    // The audience also holds neighbouring slices, which must not count.
-                    let audience = Self.withNeighbours(high, shape: memoryShape, &rng)
-                    let stored = Self.slice(UInt32(high), shape: storedShape, &rng)
-                    let expected = audience.intersectionCount(stored)
-                    let bytes = stored.serialized()
-                    let counted = bytes.withUnsafeBytes { audience.intersectionCount(inSlice: high, stored: $0) }
-                    #expect(counted == expected, "memory shape \(memoryShape), stored shape \(storedShape)")
-                    // A chunk's own cardinality (the compact layout's subscriber counts).
-                    #expect(bytes.withUnsafeBytes { Bitmap.sliceCardinality(high, stored: $0) } == stored.count)
-                    // An audience with nothing in the slice counts nothing.
-                    let elsewhere = Self.slice(UInt32(high) + 3, shape: memoryShape, &rng)
-                    #expect(bytes.withUnsafeBytes { elsewhere.intersectionCount(inSlice: high, stored: $0) } == 0)
-                }
-            }
+        // The audience also holds neighbouring slices, which must not count.
+        Self.forEachShapePair(&rng) { memoryShape, storedShape, high, audience, stored, rng in
+            let expected = audience.intersectionCount(stored)
+            let bytes = stored.serialized()
+            let counted = bytes.withUnsafeBytes { audience.intersectionCount(inSlice: high, stored: $0) }
+            #expect(counted == expected, "memory shape \(memoryShape), stored shape \(storedShape)")
+            // A chunk's own cardinality (the compact layout's subscriber counts).
+            #expect(bytes.withUnsafeBytes { Bitmap.sliceCardinality(high, stored: $0) } == stored.count)
+            // An audience with nothing in the slice counts nothing.
+            let elsewhere = Self.slice(UInt32(high) + 3, shape: memoryShape, &rng)
+            #expect(bytes.withUnsafeBytes { elsewhere.intersectionCount(inSlice: high, stored: $0) } == 0)
         }
     }
 
     @Test("intersecting a slice with a stored chunk in place is the set intersection, or refused unchanged", arguments: [4, 5] as [UInt64])
     func intersectsInPlace(seed: UInt64) throws {
         var rng = SeededRandom(seed: seed)
-        for memoryShape in 0..<5 {
-            for storedShape in 0..<5 {
-                for _ in 0..<6 {
-                    let high = UInt16(1 + rng.int(20))
-                    // Neighbouring slices must stay as they are.
-                    let audience = Self.withNeighbours(high, shape: memoryShape, &rng)
-                    let stored = Self.slice(UInt32(high), shape: storedShape, &rng)
-                    let wholeSlice = Bitmap(Array(UInt32(high) << 16..<(UInt32(high) + 1) << 16))
-                    var expected = audience.intersection(stored)
-                    expected.formUnion(audience.subtracting(wholeSlice))
-                    var result = audience
-                    let done = stored.serialized().withUnsafeBytes { result.formIntersection(inSlice: high, stored: $0) }
-                    if done {
-                        #expect(result == expected && result.count == expected.count, "memory \(memoryShape), stored \(storedShape)")
-                        // The slice in the form CRoaring keeps (at most 4,096 values are an
-                        // array), and gone when nothing is left of it.
-                        #expect(result.serializedSize == expected.serializedSize, "memory \(memoryShape), stored \(storedShape)")
-                        #expect(result.sliceKeys == expected.sliceKeys)
-                    } else {
-                        #expect(result == audience, "refused, so unchanged")
-                        #expect([2, 4].contains(storedShape) || [2, 4].contains(memoryShape), "only runs are refused: \(memoryShape), \(storedShape)")
-                    }
-                }
+        // Neighbouring slices must stay as they are.
+        Self.forEachShapePair(&rng) { memoryShape, storedShape, high, audience, stored, _ in
+            let wholeSlice = Bitmap(Array(UInt32(high) << 16..<(UInt32(high) + 1) << 16))
+            var expected = audience.intersection(stored)
+            expected.formUnion(audience.subtracting(wholeSlice))
+            var result = audience
+            let done = stored.serialized().withUnsafeBytes { result.formIntersection(inSlice: high, stored: $0) }
+            if done {
+                #expect(result == expected && result.count == expected.count, "memory \(memoryShape), stored \(storedShape)")
+                // The slice in the form CRoaring keeps (at most 4,096 values are an
+                // array), and gone when nothing is left of it.
+                #expect(result.serializedSize == expected.serializedSize, "memory \(memoryShape), stored \(storedShape)")
+                #expect(result.sliceKeys == expected.sliceKeys)
+            } else {
+                #expect(result == audience, "refused, so unchanged")
+                #expect([2, 4].contains(storedShape) || [2, 4].contains(memoryShape), "only runs are refused: \(memoryShape), \(storedShape)")
             }
         }
         // Two bitsets whose intersection is small (an array) or empty (the slice goes).
