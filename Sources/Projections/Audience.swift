@@ -111,7 +111,7 @@ extension ProjectionReader {
             }
         }
         /// Intersects `left` with topic or platform `leaf` slice by slice, each stored
-        /// bitset read in place (other chunks decoded, one slice at a time). False for a
+        /// chunk read in place (one of runs decoded, for its slice alone). False for a
         /// small topic held with its members, or when a slice its record lists has no
         /// chunk: `left` is then partly intersected, and intersecting it with the whole
         /// `leaf` the ordinary way (which reports the missing chunk) finishes the job.
@@ -145,8 +145,8 @@ extension ProjectionReader {
                     continue
                 }
                 if left.formIntersection(inSlice: high, stored: stored) { continue }
-                // Not a stored bitset against a bitset or an array (a newest slice's array,
-                // runs), or damaged: this slice the ordinary way (decoding reports damage).
+                // Runs on either side, or a damaged chunk: this slice the ordinary way
+                // (decoding reports the damage).
                 let part = left.intersection(try PostingChunk.decode(stored, pid: p.id, topic: tid, high: high))
                 left.removeSlice(high)
                 if !part.isEmpty { left.formUnion(part) }
