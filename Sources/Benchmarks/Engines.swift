@@ -95,8 +95,7 @@ final class TopicStoreEngine: @unchecked Sendable {
         let reader = store.reader
         let project = self.project
         return try store.read { txn in
-            let audience = try reader.audience(project: project, e, txn)
-            let c = try reader.counts(of: audience, txn)
+            let c = try reader.counts(project: project, e, txn)
             return AudienceTally(total: c.total, ios: c.ios, android: c.android)
         }
     }

@@ -250,7 +250,7 @@ final class MPushService: Sendable {
         let query = try audienceQuery(request)
         let reader = store.reader
         let counts = try store.read { txn in
-            try reader.counts(of: try reader.audience(project: credential.project, query.expression, txn), txn)
+            try reader.counts(project: credential.project, query.expression, txn)
         }
         return APIResponse.json(200, ["project": credential.project, "asOfSeq": counts.asOfSeq, "total": counts.total,
                                       "ios": counts.ios, "android": counts.android, "withoutToken": counts.withoutToken,

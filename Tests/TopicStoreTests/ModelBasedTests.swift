@@ -215,6 +215,9 @@ import TopicStore
                     #expect(counts.android == live.count - ios, "round \(round) \(name) \(e) android")
                     #expect(counts.withoutToken == expected.count - live.count, "round \(round) \(name) \(e) withoutToken")
                     #expect(counts.asOfSeq == model.lastSequence)
+                    // As a send service asks for counts alone (by windows of slices where the audience is large).
+                    let alone = try reader.counts(project: name, parsed, txn, windowSlices: 1)
+                    #expect(alone == counts, "round \(round) \(name) \(e) counted alone")
                     // Recipients, fetched in small pages with the resumable cursor.
                     let reachable = try reader.reachable(audience, txn)
                     var got: [String: String] = [:]

@@ -44,10 +44,10 @@ enum AudienceCommand: Command {
         let reader = store.reader
         let registered = Console.isRegistered(project, in: store)
         try store.read { txn in
-            let audience = try reader.audience(project: project, expression, txn)
             let unknownProject = try reader.project(named: project, txn) == nil && !registered
             if unknownProject { Console.printError(Console.unknownProject(project) + "; the answer is empty") }
             if arguments.has("tokens") {
+                let audience = try reader.audience(project: project, expression, txn)
                 let reachable = try reader.reachable(audience, txn)
                 let out = OutputBuffer()
                 let opening = Array("{\"device_id\":".utf8), closing: [UInt8] = [0x7D, 0x0A]
@@ -66,7 +66,7 @@ enum AudienceCommand: Command {
                 out.flush()
                 return
             }
-            let counts = try reader.counts(of: audience, txn)
+            let counts = try reader.counts(project: project, expression, txn)
             if arguments.json {
                 var object: [String: Any] = ["asOfSeq": counts.asOfSeq, "total": counts.total, "ios": counts.ios,
                                              "android": counts.android, "withoutToken": counts.withoutToken]
