@@ -18,16 +18,20 @@ struct AudienceEvaluation {
     private(set) var unknown = Set<String>()
     /// Placements already looked up, when one evaluation is run window by
     /// window (nil otherwise: a send to 100 per-user topics looks each up once).
-    /// A list: such an evaluation names a few topics (`ProjectionReader.mostWindowedLeaves`).
+    /// A list: such an evaluation names a few topics (`ProjectionReader.mostWindowedTopics`).
     private var placed: [(code: String, placement: TopicCache.Placement?)]?
     /// Every device the project knows (within the window), once read.
     private var known: Bitmap?
 
-    init(reader: ProjectionReader, pid: UInt32, asOf: UInt64, remembersPlacements: Bool = false) {
+    init(reader: ProjectionReader, pid: UInt32, asOf: UInt64) {
         self.reader = reader
         self.pid = pid
         self.asOf = asOf
-        if remembersPlacements { placed = [] }
+    }
+
+    /// From now on, looks each topic up once (to be run window by window).
+    mutating func remembersPlacements() {
+        if placed == nil { placed = [] }
     }
 
     /// The devices of `e` (within the window).

@@ -3,25 +3,27 @@ import Roaring
 
 extension ProjectionReader {
     /// Slices (65,536 devices each) a count of a large audience evaluates at a
-    /// time: eight bitset slices of an operand are 64 KiB, so every operand
-    /// and result of a window stays in the core's cache.
+    /// time: eight bitset slices of an operand are 64 KiB, so the operands and
+    /// results of a window stay in the core's cache and its memory is reused.
     public static let countWindowSlices = 8
-    /// At most how many topics and platforms an expression counted window by
-    /// window names: a longer list is a send to many small topics, which the
-    /// whole evaluation gathers in one pass.
-    static let mostWindowedLeaves = 8
+    /// At most how many topics an expression counted window by window names:
+    /// a longer list is a send to many small topics, which the whole
+    /// evaluation gathers in one pass.
+    static let mostWindowedTopics = 8
 
     /// The counts of `expression` for `project` in the snapshot of `txn`: what
     /// `counts(of: audience(project:expression, txn), txn)` answers, without
     /// building the whole audience when it is large.
     ///
-    /// An audience over many slices (a platform, every device, a NOT, or a
-    /// topic in more than `windowSlices` slices) is evaluated and counted
-    /// `windowSlices` slices at a time, and the windows' counts are added
-    /// (their devices are disjoint). The whole bitmap of `t1 OR t2` at 10M
-    /// devices is 1.2 MB; building it for a count wrote that much fresh memory
-    /// and read it back, where a window's bitmaps are reused while in cache.
-    /// `windowSlices` 0 evaluates the whole audience at once.
+    /// An audience over many slices (one with a platform, every device or a
+    /// NOT, or a topic in more than `windowSlices` slices; at most
+    /// `mostWindowedTopics` topics) is evaluated and counted `windowSlices`
+    /// slices at a time, and the windows' counts are added (their devices are
+    /// disjoint). The whole bitmap of `t1 OR t2` at 10M devices is 1.2 MB:
+    /// building it for a count wrote that much fresh memory (the kernel clearing
+    /// new pages was 16% of the expression's samples) and read it back, where
+    /// a window's memory is reused while it is in cache. `windowSlices` 0
+    /// evaluates the whole audience at once.
     public func counts(project: String, _ expression: AudienceExpression, _ txn: borrowing Transaction,
                        windowSlices: Int = ProjectionReader.countWindowSlices) throws -> AudienceCounts {
         let asOf = try appliedSequence(txn)
@@ -29,24 +31,42 @@ extension ProjectionReader {
             return AudienceCounts(asOfSeq: asOf, total: 0, ios: 0, android: 0, withoutToken: 0,
                                   unknownTopics: Array(Set(expression.topicCodes)).sorted())
         }
-        var evaluation = AudienceEvaluation(reader: self, pid: p.id, asOf: asOf, remembersPlacements: true)
-        func whole(_ evaluation: inout AudienceEvaluation, _ txn: borrowing Transaction) throws -> AudienceCounts {
+        var evaluation = AudienceEvaluation(reader: self, pid: p.id, asOf: asOf)
+        func counted(_ devices: Bitmap, _ unknown: Set<String>, _ txn: borrowing Transaction) throws -> AudienceCounts {
+            try counts(of: Audience(project: project, projectID: p.id, asOfSeq: asOf, devices: devices,
+                                    unknownTopics: unknown.sorted()), txn)
+        }
+        let shape = Self.shape(of: expression)
+        guard windowSlices > 0, shape.topics <= Self.mostWindowedTopics else {
             let devices = try evaluation.evaluate(expression, txn)
-            return try counts(of: Audience(project: project, projectID: p.id, asOfSeq: asOf, devices: devices,
-                                           unknownTopics: evaluation.unknown.sorted()), txn)
+            return try counted(devices, evaluation.unknown, txn)
         }
-        guard windowSlices > 0, try spansWindows(expression, &evaluation, windowSlices: windowSlices, txn),
-              let top = try PostingChunk.maxHigh(pid: p.id, tables: tables, txn), Int(top) >= windowSlices else {
-            return try whole(&evaluation, txn)
+        var spans = shape.hasSet
+        if !spans, case .topic(let code) = expression {
+            // One topic, the most usual count: its placement decides, and is used.
+            guard let placed = try evaluation.placement(code, txn) else { return try counted(Bitmap(), evaluation.unknown, txn) }
+            guard case .slices(_, let slices) = placed, slices.count > windowSlices else {
+                return try counted(try bitmap(p.id, placed, txn), [], txn)
+            }
+            spans = true
+        } else if !spans {
+            spans = try Self.hasTopic(in: expression, { code in
+                guard case .slices(_, let slices)? = try evaluation.placement(code, txn) else { return false }
+                return slices.count > windowSlices
+            })
         }
+        guard spans, let top = try PostingChunk.maxHigh(pid: p.id, tables: tables, txn), Int(top) >= windowSlices else {
+            let devices = try evaluation.evaluate(expression, txn)
+            return try counted(devices, evaluation.unknown, txn)
+        }
+        evaluation.remembersPlacements()
         var sum = AudienceCounts(asOfSeq: asOf, total: 0, ios: 0, android: 0, withoutToken: 0, unknownTopics: [])
         var start = 0
         while start <= Int(top) {
             evaluation.window = UInt16(start)...UInt16(min(start + windowSlices - 1, Int(top)))
             let devices = try evaluation.evaluate(expression, txn)
             if !devices.isEmpty {
-                let part = try counts(of: Audience(project: project, projectID: p.id, asOfSeq: asOf, devices: devices,
-                                                   unknownTopics: []), txn)
+                let part = try counted(devices, [], txn)
                 sum.total += part.total
                 sum.ios += part.ios
                 sum.android += part.android
@@ -58,28 +78,32 @@ extension ProjectionReader {
         return sum
     }
 
-    /// Whether `expression` is worth counting window by window: it names at most
-    /// `mostWindowedLeaves` topics and platforms, and one of them is a platform,
-    /// every device, a NOT, or a topic in more than `windowSlices` slices. The
-    /// topics looked up are remembered by `evaluation`.
-    private func spansWindows(_ expression: AudienceExpression, _ evaluation: inout AudienceEvaluation,
-                              windowSlices: Int, _ txn: borrowing Transaction) throws -> Bool {
-        var topics: [String] = []
-        var large = false
+    /// How many topics `e` names (counted up to one past `mostWindowedTopics`:
+    /// a list of 100 per-user topics is not walked to its end), and whether it
+    /// names a built-in set (a platform, every device) or a NOT, which reach
+    /// over every slice.
+    private static func shape(of e: AudienceExpression) -> (topics: Int, hasSet: Bool) {
+        var topics = 0, hasSet = false
         func walk(_ e: AudienceExpression) {
+            guard topics <= mostWindowedTopics else { return }
             switch e {
-            case .topic(let code): topics.append(code)
-            case .platform, .allDevices: large = true
-            case .not(let a): large = true; walk(a)
+            case .topic: topics += 1
+            case .platform, .allDevices: hasSet = true
+            case .not(let a): hasSet = true; walk(a)
             case .and(let a, let b), .or(let a, let b): walk(a); walk(b)
             }
         }
-        walk(expression)
-        if topics.count > Self.mostWindowedLeaves { return false }
-        if large { return true }
-        for code in topics {
-            if case .slices(_, let slices)? = try evaluation.placement(code, txn), slices.count > windowSlices { return true }
+        walk(e)
+        return (topics, hasSet)
+    }
+
+    /// Whether `e` names a topic `test` holds for (asked in order, until one does).
+    private static func hasTopic(in e: AudienceExpression, _ test: (String) throws -> Bool) rethrows -> Bool {
+        switch e {
+        case .topic(let code): return try test(code)
+        case .platform, .allDevices: return false
+        case .not(let a): return try hasTopic(in: a, test)
+        case .and(let a, let b), .or(let a, let b): return try hasTopic(in: a, test) || hasTopic(in: b, test)
         }
-        return false
     }
 }
