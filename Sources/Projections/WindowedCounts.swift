@@ -36,28 +36,15 @@ extension ProjectionReader {
             try counts(of: Audience(project: project, projectID: p.id, asOfSeq: asOf, devices: devices,
                                     unknownTopics: unknown.sorted()), txn)
         }
-        let shape = Self.shape(of: expression)
-        guard windowSlices > 0, shape.topics <= Self.mostWindowedTopics else {
+        let top: UInt16
+        switch try plan(expression, &evaluation, pid: p.id, windowSlices: windowSlices, txn) {
+        case .placed(let placed):
+            return try counted(try bitmap(p.id, placed, txn), [], txn)
+        case .whole:
             let devices = try evaluation.evaluate(expression, txn)
             return try counted(devices, evaluation.unknown, txn)
-        }
-        var spans = shape.hasSet
-        if !spans, case .topic(let code) = expression {
-            // One topic, the most usual count: its placement decides, and is used.
-            guard let placed = try evaluation.placement(code, txn) else { return try counted(Bitmap(), evaluation.unknown, txn) }
-            guard case .slices(_, let slices) = placed, slices.count > windowSlices else {
-                return try counted(try bitmap(p.id, placed, txn), [], txn)
-            }
-            spans = true
-        } else if !spans {
-            spans = try Self.hasTopic(in: expression, { code in
-                guard case .slices(_, let slices)? = try evaluation.placement(code, txn) else { return false }
-                return slices.count > windowSlices
-            })
-        }
-        guard spans, let top = try PostingChunk.maxHigh(pid: p.id, tables: tables, txn), Int(top) >= windowSlices else {
-            let devices = try evaluation.evaluate(expression, txn)
-            return try counted(devices, evaluation.unknown, txn)
+        case .windows(let last):
+            top = last
         }
         evaluation.remembersPlacements()
         var sum = AudienceCounts(asOfSeq: asOf, total: 0, ios: 0, android: 0, withoutToken: 0, unknownTopics: [])
@@ -76,6 +63,40 @@ extension ProjectionReader {
         }
         sum.unknownTopics = evaluation.unknown.sorted()
         return sum
+    }
+
+    /// How a count is taken: one topic with the placement that decided it, the
+    /// whole audience at once, or by windows up to slice `through`.
+    private enum CountPlan {
+        case placed(TopicCache.Placement)
+        case whole
+        case windows(through: UInt16)
+    }
+
+    /// Whether `expression` is counted by windows: it names at most
+    /// `mostWindowedTopics` topics, one of which is a set, a NOT, or a topic in
+    /// more than `windowSlices` slices, and the project spans more than a window.
+    /// One small topic, the most usual count, keeps the placement looked up.
+    private func plan(_ expression: AudienceExpression, _ evaluation: inout AudienceEvaluation, pid: UInt32,
+                      windowSlices: Int, _ txn: borrowing Transaction) throws -> CountPlan {
+        let shape = Self.shape(of: expression)
+        guard windowSlices > 0, shape.topics <= Self.mostWindowedTopics else { return .whole }
+        if !shape.hasSet {
+            let spans: Bool
+            if case .topic(let code) = expression {
+                guard let placed = try evaluation.placement(code, txn) else { return .whole }
+                guard case .slices(_, let slices) = placed, slices.count > windowSlices else { return .placed(placed) }
+                spans = true
+            } else {
+                spans = try Self.hasTopic(in: expression, { code in
+                    guard case .slices(_, let slices)? = try evaluation.placement(code, txn) else { return false }
+                    return slices.count > windowSlices
+                })
+            }
+            if !spans { return .whole }
+        }
+        guard let top = try PostingChunk.maxHigh(pid: pid, tables: tables, txn), Int(top) >= windowSlices else { return .whole }
+        return .windows(through: top)
     }
 
     /// How many topics `e` names (counted up to one past `mostWindowedTopics`:
