@@ -240,13 +240,31 @@ public final class RecipientCache: @unchecked Sendable {
     /// Android token as of sequence `asOf`, read from the held records; nil
     /// when the cache cannot answer for every one of them (read the snapshot then).
     func liveCounts(_ pid: UInt32, _ devices: Bitmap, asOf: UInt64) -> (ios: Int, android: Int)? {
+        liveCounts(pid, asOf: asOf) { tally in
+            devices.forEachBatch(batchSize: 256) { tally($0) }
+        }
+    }
+
+    /// The same for a few devices given by their ordinals (a placed topic's
+    /// members: a count of a per-user topic builds no bitmap).
+    func liveCounts(_ pid: UInt32, members: [UInt32], asOf: UInt64) -> (ios: Int, android: Int)? {
+        liveCounts(pid, asOf: asOf) { tally in
+            _ = members.withUnsafeBufferPointer { tally($0) }
+        }
+    }
+
+    /// Live counts of the ordinals `feed` hands to its tally, batch by batch;
+    /// the tally returns false (and the counts are nil) at the first ordinal
+    /// the cache does not hold as of `asOf`.
+    private func liveCounts(_ pid: UInt32, asOf: UInt64,
+                            _ feed: ((UnsafeBufferPointer<UInt32>) -> Bool) -> Void) -> (ios: Int, android: Int)? {
         lock.withLock {
             guard let held = heldThrough, held >= asOf, let column = columns[pid] else { return nil }
             let arena = self.arena  // (see `copy`)
             var ios = 0, android = 0, answered = true
             column.offsets.withUnsafeBufferPointer { offsets in
                 column.changed.withUnsafeBufferPointer { changed in
-                    devices.forEachBatch(batchSize: 256) { batch in
+                    feed { batch in
                         for ordinal in batch {
                             let i = Int(ordinal)
                             guard i < offsets.count, offsets[i] >= 0, changed[i] <= asOf,

@@ -74,8 +74,8 @@ public final class TopicCache: @unchecked Sendable {
     public func placement(_ pid: UInt32, code: String, asOf: UInt64) -> Placement? {
         lock.withLock {
             guard let held = heldThrough, asOf <= held, let index = codes.lookup(pid, code), let i = index else { return nil }
-            let e = entries[Int(i)]
-            return e.validFrom <= asOf ? e.placement : nil
+            // Read in place: a copy of the entry retained and released its placement's array.
+            return entries[Int(i)].validFrom <= asOf ? entries[Int(i)].placement : nil
         }
     }
 

@@ -99,6 +99,9 @@ import TopicStore
             "nope OR even", "even AND nope", "(all AND NOT even) OR edge", "(NOT (run OR sparse)) AND platform:android",
             "user.5000 OR sparse", "edge OR run OR sparse", "run AND even AND platform:ios", "user.135000", "nope",
             "t0 OR t1 OR t2 OR t3 OR t4 OR t5 OR t6 OR t7 OR even",  // more topics than are counted by windows
+            // Few topics, but more nodes than the plan walks (counted whole).
+            String(repeating: "NOT ", count: 40) + "(run OR sparse) AND platform:ios",
+            String(repeating: "NOT ", count: 41) + "even",
         ]
         let readers = [store.reader, ProjectionReader(tables: store.tables)]  // with the serving caches, and without
         for text in texts {
