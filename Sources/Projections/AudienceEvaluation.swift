@@ -70,7 +70,14 @@ struct AudienceEvaluation {
             var gathering = true
             var parts: [Bitmap] = []
             for i in others.indices { parts.append(try evaluate(others[i], txn)) }
-            for i in codes.indices {
+            // Topics the serving process's directory holds with their members are
+            // gathered under one lock (a lock, a lookup and a retain per topic were
+            // a third of a send to 100 per-user topics); the rest one by one.
+            var rest = Array(codes.indices)
+            if window == nil, placed == nil, let directory = reader.topicCache {
+                rest = directory.gatherMembers(pid, codes: codes, asOf: asOf, into: &gathered)
+            }
+            for i in rest {
                 guard let placed = try placement(codes[i], txn) else { continue }
                 if gathering, try reader.gather(pid, placed, into: &gathered, txn) { continue }
                 if gathered.count > gathered.limit - gathered.limit / 8 { gathering = false }

@@ -1,4 +1,5 @@
 import Foundation
+import Roaring
 
 /// The serving process's directory of the topics its audiences named: for a
 /// topic code, its id and where its members are (the slices it occupies, or,
@@ -76,6 +77,28 @@ public final class TopicCache: @unchecked Sendable {
             guard let held = heldThrough, asOf <= held, let index = codes.lookup(pid, code), let i = index else { return nil }
             // Read in place: a copy of the entry retained and released its placement's array.
             return entries[Int(i)].validFrom <= asOf ? entries[Int(i)].placement : nil
+        }
+    }
+
+    /// Gathers into `gathered`, under one lock, the members of each topic of
+    /// `codes` held with its members for a snapshot at `asOf` (a send to a list
+    /// of per-user topics). Returns the indices into `codes` it did not gather
+    /// (not held, held by its slices, or not fitting): look those up one by one.
+    public func gatherMembers(_ pid: UInt32, codes: [String], asOf: UInt64, into gathered: inout GatheredValues) -> [Int] {
+        lock.withLock {
+            guard let held = heldThrough, asOf <= held else { return Array(codes.indices) }
+            // Held in locals for the loop: each access through `self` retained and released them.
+            let names = self.codes, entries = self.entries
+            var rest: [Int] = []
+            for c in codes.indices {
+                guard let index = names.lookup(pid, codes[c]), let i = index.map(Int.init), entries[i].validFrom <= asOf,
+                      case .members(_, let members) = entries[i].placement,
+                      members.withUnsafeBufferPointer({ gathered.append($0) }) else {
+                    rest.append(c)
+                    continue
+                }
+            }
+            return rest
         }
     }
 

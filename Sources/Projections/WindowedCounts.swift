@@ -123,7 +123,9 @@ extension ProjectionReader {
             case .topic: topics += 1
             case .platform, .allDevices: hasSet = true
             case .not(let a): hasSet = true; walk(a)
-            case .and(let a, let b), .or(let a, let b): walk(a); walk(b)
+            // The right operand first: a list's chain of ORs is built to the left,
+            // its last topic on the right of the top node.
+            case .and(let a, let b), .or(let a, let b): walk(b); walk(a)
             }
         }
         walk(e)
