@@ -116,10 +116,14 @@ import TopicStore
                 for (r, reader) in readers.enumerated() {
                     let whole = try reader.counts(of: try reader.audience(project: "w", e, txn), txn)
                     #expect(Tally(whole) == want, "\(text), whole audience, reader \(r)")
+                    // By windows only where the whole evaluation builds dense bitmaps (what
+                    // serving does), and wherever the audience spreads over a window.
                     for window in [0, 1, 2, 3, 8] {
-                        let counted = try reader.counts(project: "w", e, txn, windowSlices: window)
-                        #expect(counted.asOfSeq == whole.asOfSeq && counted.asOfSeq > 0)
-                        #expect(Tally(counted) == want, "\(text), windows of \(window) slices, reader \(r)")
+                        for whenDense in [true, false] {
+                            let counted = try reader.counts(project: "w", e, txn, windowSlices: window, windowsWhenDense: whenDense)
+                            #expect(counted.asOfSeq == whole.asOfSeq && counted.asOfSeq > 0)
+                            #expect(Tally(counted) == want, "\(text), windows of \(window) slices (\(whenDense)), reader \(r)")
+                        }
                     }
                 }
             }
