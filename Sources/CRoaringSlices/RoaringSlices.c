@@ -652,7 +652,8 @@ static size_t merge_union_u16(const uint16_t *a, size_t na, const uint16_t *b, s
 
 /// The union of the `n` containers of one slice, as a new container (its
 /// type in `*type`); NULL when an allocation failed. Arrays that fit one
-/// array together are merged two at a time (`merge_union_u16`);
+/// array together are merged two at a time (`merge_union_u16` for sets of like
+/// sizes, CRoaring's `fast_union_uint16` for skewed ones);
 /// anything else is ORed into `words` (8 KiB of scratch), counted, and kept
 /// as a bitset or, when it holds at most 4,096 values, an array.
 static void *union_of_slices(const slice_t *slices, int32_t n, uint64_t *words, uint16_t *merged, uint8_t *type) {
