@@ -343,13 +343,26 @@ int topicstore_slice_intersect_stored(void *bitmap, uint16_t high, const void *s
             if (a->cardinality == 0) ra_remove_at_index_and_free(ra, i);
             return 0;
         }
-        // Two ascending lists, merged into the bitmap's own array.
+        // Two ascending lists, merged into the bitmap's own array: with no branch
+        // per value when they are of like sizes (as `merge_union_u16`, whose
+        // reasons apply), skipping ahead in the stored one when it is the larger.
         array_container_t *a = (array_container_t *)ra->containers[i];
         int32_t kept = 0, k = 0;
-        for (int32_t j = 0; j < a->cardinality && k < s.count; j++) {
-            uint16_t v = a->array[j];
-            while (k < s.count && load16(s.bytes, k) < v) k++;
-            if (k < s.count && load16(s.bytes, k) == v) a->array[kept++] = v;
+        if (4 * (int64_t)a->cardinality >= s.count && 4 * (int64_t)s.count >= a->cardinality) {
+            int32_t j = 0;
+            while (j < a->cardinality && k < s.count) {
+                uint16_t v = a->array[j], w = load16(s.bytes, k);
+                a->array[kept] = v;  // kept <= j: nothing unread is overwritten
+                kept += v == w;
+                j += v <= w;
+                k += w <= v;
+            }
+        } else {
+            for (int32_t j = 0; j < a->cardinality && k < s.count; j++) {
+                uint16_t v = a->array[j];
+                while (k < s.count && load16(s.bytes, k) < v) k++;
+                if (k < s.count && load16(s.bytes, k) == v) a->array[kept++] = v;
+            }
         }
         if (kept == 0) ra_remove_at_index_and_free(ra, i);
         else a->cardinality = kept;
