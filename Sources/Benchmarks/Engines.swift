@@ -41,6 +41,9 @@ public struct QueryClass: Sendable {
             QueryClass(name: "3 mid topics", queries: spec.midTopics.map { .anyOf([$0]) }, repetitions: 300 / r),
             // A send to "any of these topics", the question a send service asks most.
             QueryClass(name: "3 mid topics in one audience", queries: [.anyOf(spec.midTopics)], repetitions: 1000 / r),
+            // The same kind of send to 20 different triples in turn, as a send service asks.
+            QueryClass(name: "20 different mid-topic triples in one audience", queries: spec.midTopicTriples.map { .anyOf($0) },
+                       repetitions: 50 / r),
             QueryClass(name: "100 single topics", queries: spec.singleTopics.map { .anyOf([$0]) }, repetitions: 20 / r),
             // A send to a list of users ("topics": ["user.12", "user.15", …]): the same
             // 100 per-user topics, asked as one audience.

@@ -144,6 +144,10 @@ import Testing
     @Test func queriesNameTopicsTheWorkloadHas() {
         let spec = WorkloadSpec(devices: 1_000_000)
         #expect(spec.midTopics == ["t100", "t500", "t1000"])
+        let triples = spec.midTopicTriples
+        #expect(triples.count == 20 && Set(triples).count == 20, "20 different triples")
+        #expect(triples.allSatisfy { t in Set(t).count == 3 && t.allSatisfy { (33...1000).contains(Int($0.dropFirst())!) } })
+        #expect(triples == WorkloadSpec(devices: 1_000_000).midTopicTriples, "seeded")
         #expect(spec.singleTopics.count == 100 && Set(spec.singleTopics).count == 100)
         #expect(spec.singleTopics.allSatisfy { $0.hasPrefix("user.") && Int($0.dropFirst(5))! < spec.devices })
         #expect(spec.expression == "(t1 OR t2) AND NOT user.5 AND platform:ios")
