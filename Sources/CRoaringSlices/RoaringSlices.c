@@ -344,8 +344,9 @@ int topicstore_slice_intersect_stored(void *bitmap, uint16_t high, const void *s
             return 0;
         }
         // Two ascending lists, merged into the bitmap's own array: with no branch
-        // per value when they are of like sizes (as `merge_union_u16`, whose
-        // reasons apply), skipping ahead in the stored one when it is the larger.
+        // per value when they are within 4x of each other's size (as
+        // `merge_union_u16`, whose reasons apply); otherwise value by value,
+        // skipping ahead in the stored list, which a skewed pair predicts well.
         array_container_t *a = (array_container_t *)ra->containers[i];
         int32_t kept = 0, k = 0;
         if (4 * (int64_t)a->cardinality >= s.count && 4 * (int64_t)s.count >= a->cardinality) {
