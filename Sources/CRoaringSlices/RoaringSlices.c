@@ -14,6 +14,7 @@
 // checked; anything unexpected returns -1 and the caller decodes the chunk the
 // ordinary way, which reports the corruption with its key.
 #include "CRoaringSlices.h"
+#include "SortedUnion.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -344,8 +345,8 @@ int topicstore_slice_intersect_stored(void *bitmap, uint16_t high, const void *s
             return 0;
         }
         // Two ascending lists, merged into the bitmap's own array: with no branch
-        // per value when they are within 4x of each other's size (as
-        // `merge_union_u16`, whose reasons apply); otherwise value by value,
+        // per value when they are within 4x of each other's size (as the union's
+        // merge in SortedUnion.c, whose reasons apply); otherwise value by value,
         // skipping ahead in the stored list, which a skewed pair predicts well.
         array_container_t *a = (array_container_t *)ra->containers[i];
         int32_t kept = 0, k = 0;
@@ -645,32 +646,13 @@ static void *words_container(const uint64_t *words, int32_t cardinality, uint8_t
     return b;
 }
 
-/// The union of the sorted sets `a` (`na` values) and `b` (`nb`) into `out`
-/// (room for `na + nb`); returns its count. Branch-free in the loop: the
-/// smaller head is stored and each side steps past it (both, when equal).
-/// Debian's CRoaring merges with a branch per value, which the CPU mispredicts
-/// on interleaved sets: an OR of three mid topics at 10M devices spent 59% of
-/// its time there, 3.3 ns a value.
-static size_t merge_union_u16(const uint16_t *a, size_t na, const uint16_t *b, size_t nb, uint16_t *out) {
-    size_t i = 0, j = 0, k = 0;
-    while (i < na && j < nb) {
-        uint16_t x = a[i], y = b[j];
-        out[k++] = x <= y ? x : y;
-        i += x <= y;
-        j += y <= x;
-    }
-    if (i < na) { memcpy(out + k, a + i, 2 * (na - i)); k += na - i; }
-    if (j < nb) { memcpy(out + k, b + j, 2 * (nb - j)); k += nb - j; }
-    return k;
-}
-
 /// The union of the `n` containers of one slice, as a new container (its
 /// type in `*type`); NULL when an allocation failed. Arrays that fit one
-/// array together are merged two at a time (`merge_union_u16` for sets of like
-/// sizes, CRoaring's `fast_union_uint16` for skewed ones);
-/// anything else is ORed into `words` (8 KiB of scratch), counted, and kept
-/// as a bitset or, when it holds at most 4,096 values, an array.
-static void *union_of_slices(const slice_t *slices, int32_t n, uint64_t *words, uint16_t *merged, uint8_t *type) {
+/// array together are merged two at a time, smallest first
+/// (`topicstore_sorted_union`); anything else is ORed into `words` (8 KiB of
+/// scratch), counted, and kept as a bitset or, when it holds at most 4,096
+/// values, an array. `merged` has room for two arrays and the merge's slack.
+static void *union_of_slices(slice_t *slices, int32_t n, uint64_t *words, uint16_t *merged, uint8_t *type) {
     int all_arrays = 1;
     int32_t values = 0;
     for (int32_t i = 0; i < n; i++) {
@@ -678,19 +660,21 @@ static void *union_of_slices(const slice_t *slices, int32_t n, uint64_t *words, 
         values += slices[i].count;
     }
     if (all_arrays && values <= kMaxArray) {
-        // Two halves of `merged` (2 × 4,096 values) take turns as the result so far.
-        uint16_t *result = merged, *spare = merged + kMaxArray;
+        // Smallest first: the result so far stays small, and a small set merged
+        // into a large one is a binary search per small value, not a walk.
+        for (int32_t i = 1; i < n; i++) {
+            slice_t s = slices[i];
+            int32_t j = i;
+            for (; j > 0 && slices[j - 1].count > s.count; j--) slices[j] = slices[j - 1];
+            slices[j] = s;
+        }
+        // Two halves of `merged` take turns as the result so far.
+        uint16_t *result = merged, *spare = merged + kMaxArray + kSortedUnionSlack;
         int32_t count = slices[0].count;
         memcpy(result, slices[0].bytes, 2 * (size_t)count);
         for (int32_t i = 1; i < n; i++) {
-            const uint16_t *next = (const uint16_t *)slices[i].bytes;
-            size_t m = (size_t)slices[i].count;
-            // Sets of like sizes interleave, and a branch per value is mispredicted;
-            // a small one merged into a large one is mostly the large one's run, which
-            // CRoaring's branchy merge predicts and copies faster.
-            int skewed = 4 * (size_t)count < m || 4 * m < (size_t)count;
-            count = (int32_t)(skewed ? fast_union_uint16(result, (size_t)count, next, m, spare)
-                                     : merge_union_u16(result, (size_t)count, next, m, spare));
+            count = (int32_t)topicstore_sorted_union(result, (size_t)count, (const uint16_t *)slices[i].bytes,
+                                                     (size_t)slices[i].count, spare);
             uint16_t *t = result; result = spare; spare = t;
         }
         array_container_t *a = array_container_create_given_capacity(count);
@@ -711,7 +695,7 @@ void *topicstore_union_many(const void *const *bitmaps, size_t count) {
     int32_t *at = calloc(count, sizeof(int32_t));                 // each bitmap's next container
     slice_t *slices = malloc(count * sizeof(slice_t));            // the containers of the slice at hand
     uint64_t *words = aligned_alloc(64, kBitsetBytes);
-    uint16_t *merged = malloc(4 * (size_t)kMaxArray);
+    uint16_t *merged = malloc(2 * sizeof(uint16_t) * (kMaxArray + kSortedUnionSlack));
     int failed = answer == NULL || at == NULL || slices == NULL || words == NULL || merged == NULL;
     while (!failed) {
         // The lowest slice any bitmap has left.

@@ -35,6 +35,40 @@ struct BitmapSetOperationTests {
         #expect(gathered > 50 && ored > 50, "both paths ran: \(gathered) gathered, \(ored) slice by slice")
     }
 
+    /// Arrays that fit one array together are merged two at a time, smallest
+    /// first, by one of three walks (SortedUnion.c): a binary search per value
+    /// when one is 16 times the other, eight values at a time when both have
+    /// 8, one at a time otherwise. Random arrays of every size ratio, spread
+    /// wide or crowded into a narrow range (many values in common), at the
+    /// bottom or the top of the slice (0 and 65,535), with the lengths around
+    /// 8 and 16 where the walks change, must give the set union.
+    @Test func unionsOfArraysOfEverySizeRatioAreTheSetUnion() {
+        var rng = SeededRandom(seed: 0x5EED_0A55)
+        let sizes = [0, 1, 7, 8, 9, 15, 16, 17, 24, 63, 64, 65, 130, 400, 1_000, 2_000]
+        for round in 0..<800 {
+            var model = Set<UInt32>()
+            var parts: [Bitmap] = []
+            for _ in 0..<(2 + rng.int(3)) {
+                let size = rng.int(3) == 0 ? rng.int(2_100) : rng.pick(sizes)
+                // Narrow spans share most values; wide ones interleave.
+                let span = min(65_536, max(size, 1) * rng.pick([1, 2, 4, 64]))
+                let low = rng.pick([0, 65_536 - span, rng.int(65_536 - span + 1)])
+                var values = Set<UInt32>()
+                while values.count < min(size, span) { values.insert(UInt32(low + rng.int(span))) }
+                model.formUnion(values)
+                parts.append(Bitmap(Array(values)))
+            }
+            // Past the gathering limit, so that the union goes slice by slice.
+            let filler = (0..<UInt32(1_100)).map { 9 << 16 | $0 * 7 }
+            model.formUnion(filler)
+            parts.append(Bitmap(filler))
+            let union = Bitmap.union(parts)
+            let same = union.toArray() == model.sorted()  // (compared apart: a failure would print both arrays whole)
+            #expect(same, "round \(round): sizes \(parts.map(\.count))")
+            #expect(union.count == model.count, "round \(round)")
+        }
+    }
+
     /// A random bitmap over slices 0…3 (each slice left out with chance
     /// 1/`absent`), each slice one container kind: a few values, an array, a
     /// dense or a sparser bitset, runs, the whole slice, or its last value
