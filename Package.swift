@@ -29,12 +29,14 @@ let package = Package(
 
         // Our own C: CPU instructions Swift cannot express (a cache prefetch, SSE4.2 CRC-32C).
         .target(name: "CIntrinsics", path: "Sources/CIntrinsics"),
+        // Our own C beside LMDB: its default key order, compared eight bytes at a time.
+        .target(name: "CLMDBKeys", dependencies: ["CLMDB"], path: "Sources/CLMDBKeys"),
         // Our own C over CRoaring's containers: stored chunks counted and appended in place.
         .target(name: "CRoaringSlices", path: "Sources/CRoaringSlices",
                 linkerSettings: [.linkedLibrary("roaring")]),
 
         // Thin typed wrappers.
-        .target(name: "LMDB", dependencies: ["CLMDB"]),
+        .target(name: "LMDB", dependencies: ["CLMDB", "CLMDBKeys"]),
         .target(name: "Roaring", dependencies: ["CRoaring", "CRoaringSlices"]),
         .target(name: "Digest", dependencies: ["CCrypto"]),
 

@@ -1,4 +1,5 @@
 internal import CLMDB
+internal import CLMDBKeys
 import Foundation
 
 /// An LMDB environment: one memory-mapped file holding named databases.
@@ -318,6 +319,7 @@ public final class Environment: @unchecked Sendable {
             for name in names {
                 var dbi: MDB_dbi = 0
                 try check(mdb_dbi_open(txn.pointer, name, create ? UInt32(MDB_CREATE) : 0, &dbi))
+                try orderKeysFast(txn.pointer, dbi)
                 result.append(Database(handle: dbi, name: name))
             }
         } catch {
@@ -333,4 +335,16 @@ public final class Environment: @unchecked Sendable {
 public struct Database: Sendable, Hashable {
     let handle: UInt32
     public let name: String
+}
+
+/// Gives handle `dbi` topicstore's comparison of keys (`topicstore_key_order`:
+/// LMDB's default order, computed eight bytes at a time) where the database
+/// uses the default, byte-wise order; a database of integer or reversed keys
+/// keeps LMDB's own. Set once per handle, before it is read (the handle's
+/// comparison is the environment's, for every transaction after).
+func orderKeysFast(_ txn: OpaquePointer, _ dbi: MDB_dbi) throws {
+    var flags: UInt32 = 0
+    try check(mdb_dbi_flags(txn, dbi, &flags))
+    if flags & UInt32(MDB_INTEGERKEY | MDB_REVERSEKEY) != 0 { return }
+    try check(mdb_set_compare(txn, dbi, topicstore_key_order))
 }

@@ -105,6 +105,7 @@ public struct Transaction: ~Copyable {
         let rc = mdb_dbi_open(pointer, name, 0, &dbi)
         if rc == MDB_NOTFOUND { return nil }
         try check(rc)
+        try orderKeysFast(pointer, dbi)
         return Database(handle: dbi, name: name)
     }
 
