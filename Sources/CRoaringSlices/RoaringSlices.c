@@ -434,6 +434,7 @@ int64_t topicstore_slice_intersection_count(const void *bitmap, uint16_t high, c
 }
 
 static void or_into_words(uint64_t *words, const slice_t *s);
+static void count_against_two(const slice_t *m, const slice_t s[2], const int present[2], uint64_t *words, int64_t counts[2]);
 
 int topicstore_slice_intersection_counts(const void *bitmap, uint16_t high, const void *const stored[2],
                                          const size_t lengths[2], int64_t counts[2]) {
@@ -448,27 +449,37 @@ int topicstore_slice_intersection_counts(const void *bitmap, uint16_t high, cons
     int found = memory_slice(bitmap, high, &m);
     if (found < 0) return -1;
     if (found == 0) return 0;
-    if (m.type == kRun && m.count > kRunsToBitset) {
+    uint64_t words[kBitsetBytes / 8] __attribute__((aligned(64)));
+    count_against_two(&m, s, present, words, counts);
+    return 0;
+}
+
+/// The values `m` shares with `s[0]` and with `s[1]` (where `present`), into
+/// `counts[0]` and `counts[1]` (left as they are where not present); `words`
+/// is 8 KiB of scratch, unless `m` is itself those words.
+static void count_against_two(const slice_t *m, const slice_t s[2], const int present[2], uint64_t *words, int64_t counts[2]) {
+    if (m->type == kRun && m->count > kRunsToBitset) {
         // Counting each of many runs against a stored bitset (the live sets against
         // `all`) costs a masked popcount per run, twice: spread them once instead.
-        uint64_t words[kBitsetBytes / 8] __attribute__((aligned(64)));
-        memset(words, 0, sizeof words);
-        or_into_words(words, &m);
+        memset(words, 0, kBitsetBytes);
+        or_into_words(words, m);
         for (int i = 0; i < 2; i++) if (present[i]) counts[i] = count_with_bitset((const unsigned char *)words, &s[i]);
-        return 0;
+        return;
     }
-    if (m.type == kArray && present[0] && present[1] && s[0].type == kBitset && s[1].type == kBitset) {
+    if (m->type == kArray && present[0] && present[1] && s[0].type == kBitset && s[1].type == kBitset) {
         // The usual case (an audience's array against both platforms' live
         // bitsets): one pass over the values for both counts, not one each.
-        for (int32_t i = 0; i < m.count; i++) {
-            uint16_t v = load16(m.bytes, i);
-            counts[0] += has_bit(s[0].bytes, v);
-            counts[1] += has_bit(s[1].bytes, v);
+        int64_t n0 = 0, n1 = 0;
+        for (int32_t i = 0; i < m->count; i++) {
+            uint16_t v = load16(m->bytes, i);
+            n0 += has_bit(s[0].bytes, v);
+            n1 += has_bit(s[1].bytes, v);
         }
-        return 0;
+        counts[0] = n0;
+        counts[1] = n1;
+        return;
     }
-    for (int i = 0; i < 2; i++) if (present[i]) counts[i] = count_slices(&m, &s[i]);
-    return 0;
+    for (int i = 0; i < 2; i++) if (present[i]) counts[i] = count_slices(m, &s[i]);
 }
 
 /// Puts a bitset of the `card` values of `run` in place of container `i`
@@ -612,25 +623,24 @@ int64_t topicstore_slice_values(uint16_t high, const void *stored, size_t length
 
 // MARK: Many-way union
 
-/// ORs the container `s` (in memory) into the 1,024 words of `words`.
+/// ORs the container `s` (in memory, or stored: its bytes are read with
+/// loads that need no alignment) into the 1,024 words of `words`.
 static void or_into_words(uint64_t *words, const slice_t *s) {
     switch (s->type) {
-    case kBitset: {
-        const uint64_t *other = (const uint64_t *)s->bytes;  // CRoaring's bitsets are aligned words
-        for (size_t w = 0; w < kBitsetBytes / 8; w++) words[w] |= other[w];
+    case kBitset:
+        for (size_t w = 0; w < kBitsetBytes / 8; w++) words[w] |= load64(s->bytes, w);
         break;
-    }
-    case kArray: {
-        const uint16_t *values = (const uint16_t *)s->bytes;
-        for (int32_t i = 0; i < s->count; i++) words[values[i] >> 6] |= UINT64_C(1) << (values[i] & 63);
+    case kArray:
+        for (int32_t i = 0; i < s->count; i++) {
+            uint16_t v = load16(s->bytes, i);
+            words[v >> 6] |= UINT64_C(1) << (v & 63);
+        }
         break;
-    }
     default:
         for (int32_t i = 0; i < s->count; i++) bitset_set_lenrange(words, load16(s->bytes, 2 * i), load16(s->bytes, 2 * i + 1));
         break;
     }
 }
-
 
 /// The `cardinality` (> 0) values of `words` as a new container: a bitset,
 /// or at 4,096 values or fewer an array, as CRoaring keeps them; NULL when an
@@ -816,3 +826,86 @@ static void *combine(const void *x, const void *y, int subtract) {
 void *topicstore_intersection(const void *x, const void *y) { return combine(x, y, 0); }
 
 void *topicstore_difference(const void *x, const void *y) { return combine(x, y, 1); }
+
+// MARK: Counts of a union of stored chunks
+
+/// Reads the stored chunks `stored[0..<n]` and, where present, `live[0..<2]`
+/// of slice `high` into `parts` and `lives`; 0, or -1 when one is not
+/// well-formed, or an array lies at an odd address (LMDB keeps values 2-byte
+/// aligned; the merge reads them as 16-bit values).
+static int parse_union_parts(uint16_t high, const void *const *stored, const size_t *lengths, size_t n,
+                             const void *const live[2], const size_t live_lengths[2],
+                             slice_t *parts, slice_t lives[2], int present[2]) {
+    for (size_t i = 0; i < n; i++) {
+        if (stored[i] == NULL || parse_stored(stored[i], lengths[i], high, &parts[i]) != 0 || !stored_is_ordered(&parts[i])) return -1;
+        if (parts[i].type == kArray && ((uintptr_t)parts[i].bytes & 1) != 0) return -1;
+    }
+    for (int i = 0; i < 2; i++) {
+        present[i] = live[i] != NULL;
+        if (present[i] && (parse_stored(live[i], live_lengths[i], high, &lives[i]) != 0 || !stored_is_ordered(&lives[i]))) return -1;
+    }
+    return 0;
+}
+
+/// How many values container `s` holds (a bitset's counted, not its header's word taken).
+POPCNT_TARGET static int64_t slice_cardinality(const slice_t *s) {
+    switch (s->type) {
+    case kArray: return s->count;
+    case kBitset: return bitset_popcount(s->bytes);
+    default: {
+        int64_t n = 0;
+        for (int32_t i = 0; i < s->count; i++) n += (int64_t)load16(s->bytes, 2 * i + 1) + 1;
+        return n;
+    }
+    }
+}
+
+int topicstore_union_counts(uint16_t high, const void *const *stored, const size_t *lengths, size_t n,
+                            const void *const live[2], const size_t live_lengths[2], void *scratch, int64_t counts[3]) {
+    if (!can_count() || n == 0 || n > kMostUnionCounted) return -1;
+    slice_t parts[kMostUnionCounted], lives[2];
+    int present[2];
+    if (parse_union_parts(high, stored, lengths, n, live, live_lengths, parts, lives, present) != 0) return -1;
+    // The union, as one container: the chunk itself when there is one; arrays
+    // that fit one array merged, smallest first, into the scratch's two halves
+    // in turn; anything else ORed into the scratch's words.
+    uint64_t *words = scratch;
+    uint16_t *result = (uint16_t *)((unsigned char *)scratch + kBitsetBytes);
+    uint16_t *spare = result + kMaxArray + kSortedUnionSlack;
+    slice_t u = parts[0];
+    if (n > 1) {
+        int all_arrays = 1;
+        int64_t values = 0;
+        for (size_t i = 0; i < n; i++) {
+            all_arrays &= parts[i].type == kArray;
+            values += parts[i].count;
+        }
+        if (all_arrays && values <= kMaxArray) {
+            for (size_t i = 1; i < n; i++) {  // smallest first (see `union_of_slices`)
+                slice_t p = parts[i];
+                size_t j = i;
+                for (; j > 0 && parts[j - 1].count > p.count; j--) parts[j] = parts[j - 1];
+                parts[j] = p;
+            }
+            size_t count = (size_t)parts[0].count;
+            memcpy(result, parts[0].bytes, 2 * count);
+            for (size_t i = 1; i < n; i++) {
+                count = topicstore_sorted_union(result, count, (const uint16_t *)parts[i].bytes, (size_t)parts[i].count, spare);
+                uint16_t *t = result; result = spare; spare = t;
+            }
+            u.type = kArray;
+            u.bytes = (const unsigned char *)result;
+            u.count = (int32_t)count;
+        } else {
+            memset(words, 0, kBitsetBytes);
+            for (size_t i = 0; i < n; i++) or_into_words(words, &parts[i]);
+            u.type = kBitset;
+            u.bytes = (const unsigned char *)words;
+            u.count = 0;  // not read: counted below
+        }
+    }
+    counts[0] = slice_cardinality(&u);
+    counts[1] = counts[2] = 0;
+    count_against_two(&u, lives, present, words, counts + 1);  // u is a run chunk when it uses `words`
+    return 0;
+}

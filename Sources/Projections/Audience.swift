@@ -108,15 +108,7 @@ extension ProjectionReader {
             var key = Keys.chunk(pid, iosTopic, 0)
             try txn.withCursor(tables.postings) { cursor in
                 for high in slices {
-                    key[4] = UInt8(high >> 8); key[5] = UInt8(high & 0xFF)
-                    var entry = try cursor.seek(atLeast: key)
-                    var live: (ios: UnsafeRawBufferPointer?, android: UnsafeRawBufferPointer?) = (nil, nil)
-                    for topic in iosTopic...androidTopic {
-                        guard let (k, stored) = entry, k.count == 10, k.loadBigEndian(at: 0, as: UInt32.self) == pid,
-                              k.loadBigEndian(at: 4, as: UInt16.self) == high, k.loadBigEndian(at: 6, as: UInt32.self) == topic else { continue }
-                        if topic == iosTopic { live.ios = stored } else { live.android = stored }
-                        entry = try cursor.next()
-                    }
+                    let live = try Self.liveChunks(pid, high, key: &key, &cursor)
                     // Both counted at once (a slice of many runs, `all`, is spread into a bitset
                     // once for both); one by one when a chunk is not well-formed, which reports it.
                     if let (i, a) = audience.devices.intersectionCounts(inSlice: high, live.ios, live.android) {
@@ -136,6 +128,24 @@ extension ProjectionReader {
         let total = audience.devices.count
         return AudienceCounts(asOfSeq: audience.asOfSeq, total: total, ios: ios, android: android,
                               withoutToken: total - ios - android, unknownTopics: audience.unknownTopics)
+    }
+
+    /// The stored chunks of both platforms' live sets in slice `high` (nil:
+    /// none), borrowed from the snapshot. They are adjacent keys (`pid ‖ high ‖
+    /// 0` and `‖ 1`): one seek, one step. `key` is a chunk key of `pid` to reuse.
+    static func liveChunks(_ pid: UInt32, _ high: UInt16, key: inout [UInt8], _ cursor: inout Cursor) throws
+        -> (ios: UnsafeRawBufferPointer?, android: UnsafeRawBufferPointer?) {
+        let iosTopic = ProjectionTables.BuiltIn.liveIOS, androidTopic = ProjectionTables.BuiltIn.liveAndroid
+        key[4] = UInt8(high >> 8); key[5] = UInt8(high & 0xFF)
+        var entry = try cursor.seek(atLeast: key)
+        var live: (ios: UnsafeRawBufferPointer?, android: UnsafeRawBufferPointer?) = (nil, nil)
+        for topic in iosTopic...androidTopic {
+            guard let (k, stored) = entry, k.count == 10, k.loadBigEndian(at: 0, as: UInt32.self) == pid,
+                  k.loadBigEndian(at: 4, as: UInt16.self) == high, k.loadBigEndian(at: 6, as: UInt32.self) == topic else { continue }
+            if topic == iosTopic { live.ios = stored } else { live.android = stored }
+            entry = try cursor.next()
+        }
+        return live
     }
 
     /// The live counts of an audience of a few devices per slice (a send to a

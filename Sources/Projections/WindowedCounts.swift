@@ -15,7 +15,11 @@ extension ProjectionReader {
     /// `counts(of: audience(project:expression, txn), txn)` answers, without
     /// building the whole audience when it is large.
     ///
-    /// An audience over more than `windowSlices` slices whose whole evaluation
+    /// One topic within a window's slices is counted from its placement. An
+    /// OR of at most `mostCountedInPlace` topics (one topic spread wider
+    /// included) is counted slice by slice from the stored chunks, with no
+    /// bitmap built (`unionCounts`). Any other audience over more than
+    /// `windowSlices` slices whose whole evaluation
     /// would build a dense bitmap (`buildsDense`; at most `mostWindowedTopics`
     /// topics) is evaluated and counted `windowSlices` slices at a time, and the
     /// windows' counts are added (their devices are disjoint). The whole bitmap
@@ -25,7 +29,7 @@ extension ProjectionReader {
     /// reused while it is in cache. `windowSlices` 0 evaluates the whole
     /// audience at once; `windowsWhenDense` false goes by windows wherever the
     /// audience names a set, a NOT or a topic over more than a window, dense or
-    /// not (tests of the windowed evaluation ask for that).
+    /// not, and counts no OR in place (tests of the windowed evaluation ask for that).
     public func counts(project: String, _ expression: AudienceExpression, _ txn: borrowing Transaction,
                        windowSlices: Int = ProjectionReader.countWindowSlices,
                        windowsWhenDense: Bool = true) throws -> AudienceCounts {
@@ -59,6 +63,13 @@ extension ProjectionReader {
             case .slices:
                 break  // spread over more than a window: planned below
             }
+        }
+        // An OR of a few topics, the usual send: counted slice by slice from the
+        // stored chunks, nothing built (`windowsWhenDense` false, which tests of
+        // the windows ask, evaluates it by windows instead).
+        if windowsWhenDense, let codes = Self.topicsOfOR(expression),
+           let counted = try unionCounts(p.id, codes: codes, asOf: asOf, txn) {
+            return counted
         }
         var evaluation = AudienceEvaluation(reader: self, pid: p.id, asOf: asOf)
         let top: UInt16

@@ -167,6 +167,61 @@ struct SliceCountTests {
         #expect(spread > 0)
     }
 
+    @Test("a union of stored chunks counted in place counts what the union of their bitmaps counts", arguments: [8, 9] as [UInt64])
+    func unionCountedInPlace(seed: UInt64) throws {
+        var rng = SeededRandom(seed: seed)
+        var arrays = 0, ored = 0
+        for round in 0..<600 {
+            let high = UInt16(rng.int(6))
+            // 1 to 6 chunks of any kind, mostly arrays (merged when they fit one array).
+            let parts = (0..<(1 + rng.int(6))).map { _ in Self.slice(UInt32(high), shape: rng.int(3) == 0 ? rng.int(5) : 0, &rng) }
+            let live = (0..<2).map { _ -> Bitmap? in rng.int(5) == 0 ? nil : Self.slice(UInt32(high), shape: rng.pick([0, 1, 2, 4]), &rng) }
+            let stored = parts.map { $0.serialized() }
+            let liveBytes = live.map { $0?.serialized() ?? [] }
+            var counter = StoredUnionCounter()
+            func counted(_ chunks: [[UInt8]], inSlice h: UInt16) -> (total: Int, first: Int, second: Int)? {
+                let buffers = chunks.map { bytes in
+                    let b = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 8)
+                    b.copyBytes(from: bytes)
+                    return UnsafeRawBufferPointer(b)
+                }
+                defer { for b in buffers { b.deallocate() } }
+                for b in buffers {
+                    let staged = counter.stage(b)
+                    #expect(staged)
+                }
+                return liveBytes[0].withUnsafeBytes { f in
+                    liveBytes[1].withUnsafeBytes { s in
+                        counter.count(inSlice: h, live[0] == nil ? nil : f, live[1] == nil ? nil : s)
+                    }
+                }
+            }
+            let union = Bitmap.union(parts)
+            let got = try #require(counted(stored, inSlice: high), "round \(round)")
+            #expect(got.total == union.count, "round \(round): \(parts.map(\.count))")
+            #expect(got.first == (live[0].map { union.intersectionCount($0) } ?? 0), "round \(round)")
+            #expect(got.second == (live[1].map { union.intersectionCount($0) } ?? 0), "round \(round)")
+            if parts.count > 1 { if parts.allSatisfy({ $0.count <= 4_096 }) && union.count <= 4_096 { arrays += 1 } else { ored += 1 } }
+            // A chunk of another slice, or a damaged one among them, is refused.
+            #expect(counted(stored, inSlice: high + 1) == nil, "round \(round)")
+            var damaged = stored
+            let i = rng.int(damaged.count)
+            damaged[i] = Array(damaged[i].dropLast())
+            #expect(counted(damaged, inSlice: high) == nil, "round \(round)")
+        }
+        #expect(arrays > 50 && ored > 50, "\(arrays) merged, \(ored) ORed")
+        // At most `mostChunks` are staged.
+        var counter = StoredUnionCounter()
+        let one = Self.slice(0, shape: 0, &rng), chunk = one.serialized()
+        chunk.withUnsafeBytes { b in
+            var staged = 0
+            while counter.stage(b) { staged += 1 }
+            #expect(staged == StoredUnionCounter.mostChunks)
+            let all = counter.count(inSlice: 0, nil, nil)
+            #expect(all?.total == one.count)
+        }
+    }
+
     @Test("appending stored chunks slice by slice builds the bitmap their union is", arguments: [4, 5] as [UInt64])
     func appendMatchesUnion(seed: UInt64) throws {
         var rng = SeededRandom(seed: seed)
@@ -440,6 +495,34 @@ struct SliceCountTests {
         let error = try #require(throws: ProjectionCorruption.self) { try total() }
         #expect(error.reason.contains("header says 4999 members, it holds 5000"), "\(error)")
         #expect(error.place.hasPrefix("postings/1/0/"), "\(error.place)")
+    }
+
+    @Test("a corrupt chunk of a topic in an OR makes a count fail naming the chunk")
+    func corruptChunkInAnOR() throws {
+        let dir = TemporaryDirectory("slice-count")
+        let store = try TopicStore(directory: dir.path)
+        defer { store.close() }
+        var events: [Event] = []
+        for i in 0..<200 {
+            events.append(Event(project: "alpha", body: .token(deviceID: "d\(i)", token: "tok\(i)", platform: i % 3 == 0 ? .android : .ios)))
+            events.append(Event(project: "alpha", body: .register(deviceID: "d\(i)", topics: [TopicSpec(code: i % 2 == 0 ? "news" : "sport")])))
+        }
+        for result in store.submitAndWait(events) { _ = try result.get() }
+        let reader = store.reader
+        func counts() throws -> AudienceCounts {
+            try store.read { txn in try reader.counts(project: "alpha", try AudienceExpression(parsing: "news OR sport OR nope"), txn) }
+        }
+        let before = try counts()
+        #expect(before.total == 200 && before.android == 67 && before.ios == 133 && before.unknownTopics == ["nope"])
+        // sport's chunk of slice 0 (`pid ‖ high16 ‖ topic`) cut short by a byte.
+        let tid = try #require(try store.read { txn in try reader.topicID(1, code: "sport", txn) })
+        let key: [UInt8] = [0, 0, 0, 1, 0, 0] + withUnsafeBytes(of: tid.bigEndian) { Array($0) }
+        try store.environment.write { txn in
+            let value = try #require(try txn.get(store.tables.postings, key))
+            try txn.put(store.tables.postings, key, Array(value.dropLast()))
+        }
+        let error = try #require(throws: ProjectionCorruption.self) { try counts() }
+        #expect(error.place == "postings/1/0/\(tid)", "\(error)")
     }
 
     @Test("a corrupt live-token chunk makes a count fail naming the chunk")

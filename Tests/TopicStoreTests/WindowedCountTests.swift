@@ -116,8 +116,9 @@ import TopicStore
                 for (r, reader) in readers.enumerated() {
                     let whole = try reader.counts(of: try reader.audience(project: "w", e, txn), txn)
                     #expect(Tally(whole) == want, "\(text), whole audience, reader \(r)")
-                    // By windows only where the whole evaluation builds dense bitmaps (what
-                    // serving does), and wherever the audience spreads over a window.
+                    // As serving counts (an OR of topics in place from the stored chunks, by
+                    // windows only where the whole evaluation builds dense bitmaps), and by
+                    // windows wherever the audience spreads over a window.
                     for window in [0, 1, 2, 3, 8] {
                         for whenDense in [true, false] {
                             let counted = try reader.counts(project: "w", e, txn, windowSlices: window, windowsWhenDense: whenDense)

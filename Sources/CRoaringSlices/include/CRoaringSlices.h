@@ -100,4 +100,22 @@ void *topicstore_union_many(const void *const *bitmaps, size_t count);
 void *topicstore_intersection(const void *x, const void *y);
 void *topicstore_difference(const void *x, const void *y);
 
+/// At most how many chunks `topicstore_union_counts` takes at once.
+enum { kMostUnionCounted = 64 };
+/// The bytes of scratch `topicstore_union_counts` needs (64-byte aligned).
+enum { kUnionCountsScratchBytes = 8192 + 4 * (4096 + 8) };
+
+/// Counts the union of the `n` stored chunks `stored[i]` (`lengths[i]`
+/// bytes each; one-container chunks of slice `high`, as above: the topics of
+/// an OR) into `counts[0]`, and how many of its values the stored chunks
+/// `live[0]` and `live[1]` also hold (the live sets of both platforms; NULL:
+/// no chunk, none) into `counts[1]` and `counts[2]`. Nothing is built or
+/// allocated: arrays that fit one array are merged in `scratch`
+/// (`kUnionCountsScratchBytes`, 64-byte aligned), anything else is ORed
+/// into a bitset there. Returns 0, or -1 when a chunk is not one well-formed
+/// container of slice `high`, `n` is 0 or above `kMostUnionCounted`, or the
+/// CPU lacks POPCNT (count the ordinary way then, which reports damage).
+int topicstore_union_counts(uint16_t high, const void *const *stored, const size_t *lengths, size_t n,
+                            const void *const live[2], const size_t live_lengths[2], void *scratch, int64_t counts[3]);
+
 #endif

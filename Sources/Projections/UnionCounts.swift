@@ -1,0 +1,77 @@
+import LMDB
+import Roaring
+
+extension ProjectionReader {
+    /// At most how many topics an OR counted in place names (`unionCounts`):
+    /// a longer list is a send to many small topics, which the evaluation
+    /// gathers in one pass.
+    static let mostCountedInPlace = mostWindowedTopics
+
+    /// The codes of `e` when it is an OR of at most `mostCountedInPlace`
+    /// topics and nothing else; nil otherwise (asked node by node, up to one
+    /// topic past the limit).
+    static func topicsOfOR(_ e: AudienceExpression) -> [String]? {
+        var codes: [String] = []
+        func walk(_ e: AudienceExpression) -> Bool {
+            switch e {
+            case .topic(let code):
+                codes.append(code)
+                return codes.count <= mostCountedInPlace
+            case .or(let a, let b):
+                return walk(b) && walk(a)
+            default:
+                return false
+            }
+        }
+        guard walk(e) else { return nil }
+        return codes
+    }
+
+    /// The counts of the OR of topics `codes`, taken slice by slice from the
+    /// stored chunks of the topics and of the live sets (`StoredUnionCounter`):
+    /// no bitmap is built. Building each topic's bitmap and their union, to
+    /// count it and let it go, was an allocation per topic and slice and a copy
+    /// of every member. nil when a topic is held with its members (a per-user
+    /// topic in the serving directory: the evaluation gathers those), or when
+    /// a chunk a topic lists is missing or is not well-formed: the evaluation
+    /// counts it then, and reports the damage where it reads it.
+    func unionCounts(_ pid: UInt32, codes: [String], asOf: UInt64, _ txn: borrowing Transaction) throws -> AudienceCounts? {
+        var topics: [(tid: UInt32, slices: [UInt16])] = []
+        var unknown = Set<String>()
+        for code in codes {
+            guard let placed = try placement(pid, code: code, asOf: asOf, txn) else {
+                unknown.insert(code)
+                continue
+            }
+            guard case .slices(let tid, let slices) = placed else { return nil }
+            topics.append((tid, slices))
+        }
+        var counts = AudienceCounts(asOfSeq: asOf, total: 0, ios: 0, android: 0, withoutToken: 0, unknownTopics: unknown.sorted())
+        var counter = StoredUnionCounter()
+        var next = [Int](repeating: 0, count: topics.count)  // each topic's next slice in its list
+        var key = Keys.chunk(pid, ProjectionTables.BuiltIn.liveIOS, 0)
+        let counted = try txn.withCursor(tables.postings) { cursor -> Bool in
+            while true {
+                // The lowest slice a topic has left, and the chunks of every topic there.
+                var lowest: UInt16?
+                for i in topics.indices where next[i] < topics[i].slices.count {
+                    lowest = min(lowest ?? .max, topics[i].slices[next[i]])
+                }
+                guard let high = lowest else { return true }
+                for i in topics.indices where next[i] < topics[i].slices.count && topics[i].slices[next[i]] == high {
+                    next[i] += 1
+                    guard let (_, chunk) = try Keys.withChunk(pid, topics[i].tid, high, { try cursor.seek(exactly: $0) }),
+                          counter.stage(chunk) else { return false }
+                }
+                let live = try Self.liveChunks(pid, high, key: &key, &cursor)
+                guard let (total, ios, android) = counter.count(inSlice: high, live.ios, live.android) else { return false }
+                counts.total += total
+                counts.ios += ios
+                counts.android += android
+            }
+        }
+        guard counted else { return nil }
+        counts.withoutToken = counts.total - counts.ios - counts.android
+        return counts
+    }
+}

@@ -1,0 +1,64 @@
+internal import CRoaringSlices
+
+/// Counts the union of stored chunks, slice by slice, without building it
+/// (`topicstore_union_counts`): the chunks of one slice (one topic each, for
+/// an OR of topics) are staged, then counted with the slice's two live
+/// chunks. Building each topic's bitmap and their union, to count it and
+/// throw it away, allocated a container per topic and slice and copied every value.
+public struct StoredUnionCounter: ~Copyable {
+    /// At most how many chunks one count takes.
+    public static let mostChunks = Int(kMostUnionCounted)
+
+    private let scratch: UnsafeMutableRawPointer
+    private let chunks: UnsafeMutablePointer<UnsafeRawPointer?>
+    private let lengths: UnsafeMutablePointer<Int>
+    private var staged = 0
+
+    public init() {
+        scratch = .allocate(byteCount: Int(kUnionCountsScratchBytes), alignment: 64)
+        chunks = .allocate(capacity: Self.mostChunks)
+        lengths = .allocate(capacity: Self.mostChunks)
+    }
+
+    deinit {
+        scratch.deallocate()
+        chunks.deallocate()
+        lengths.deallocate()
+    }
+
+    /// Stages `chunk` (borrowed: it must stay valid until the count) for the
+    /// next count; false when `mostChunks` are staged already.
+    public mutating func stage(_ chunk: UnsafeRawBufferPointer) -> Bool {
+        guard staged < Self.mostChunks else { return false }
+        chunks[staged] = chunk.baseAddress
+        lengths[staged] = chunk.count
+        staged += 1
+        return true
+    }
+
+    /// The size of the union of the staged chunks of slice `high`, and how
+    /// many of its values `first` and `second` (stored chunks of that slice;
+    /// nil: none) hold; nil when no chunk is staged, one is not a well-formed
+    /// container of that slice, or the CPU lacks POPCNT (count the ordinary way
+    /// then, which reports damage). Unstages the chunks.
+    public mutating func count(inSlice high: UInt16, _ first: UnsafeRawBufferPointer?,
+                               _ second: UnsafeRawBufferPointer?) -> (total: Int, first: Int, second: Int)? {
+        defer { staged = 0 }
+        if first?.count == 0 || second?.count == 0 { return nil }  // not a chunk: decoding it says what is wrong
+        for i in 0..<staged where lengths[i] == 0 { return nil }
+        var counts: (Int64, Int64, Int64) = (0, 0, 0)
+        let live: (UnsafeRawPointer?, UnsafeRawPointer?) = (first?.baseAddress, second?.baseAddress)
+        let liveLengths: (Int, Int) = (first?.count ?? 0, second?.count ?? 0)
+        let result = withUnsafePointer(to: live) { l in
+            withUnsafePointer(to: liveLengths) { n in
+                withUnsafeMutablePointer(to: &counts) { c in
+                    topicstore_union_counts(high, chunks, lengths, staged,
+                                            UnsafeRawPointer(l).assumingMemoryBound(to: UnsafeRawPointer?.self),
+                                            UnsafeRawPointer(n).assumingMemoryBound(to: Int.self), scratch,
+                                            UnsafeMutableRawPointer(c).assumingMemoryBound(to: Int64.self))
+                }
+            }
+        }
+        return result == 0 ? (Int(counts.0), Int(counts.1), Int(counts.2)) : nil
+    }
+}
