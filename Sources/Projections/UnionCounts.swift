@@ -46,7 +46,14 @@ extension ProjectionReader {
             guard case .slices(let tid, let slices) = placed else { return nil }
             topics.append((tid, slices))
         }
-        var counts = AudienceCounts(asOfSeq: asOf, total: 0, ios: 0, android: 0, withoutToken: 0, unknownTopics: unknown.sorted())
+        return try unionCounts(pid, topics, unknown: unknown.sorted(), asOf: asOf, txn)
+    }
+
+    /// `unionCounts(_:codes:asOf:_:)` of topics already placed in their slices
+    /// (`unknown`: the codes named that the project does not have).
+    func unionCounts(_ pid: UInt32, _ topics: [(tid: UInt32, slices: [UInt16])], unknown: [String], asOf: UInt64,
+                     _ txn: borrowing Transaction) throws -> AudienceCounts? {
+        var counts = AudienceCounts(asOfSeq: asOf, total: 0, ios: 0, android: 0, withoutToken: 0, unknownTopics: unknown)
         var counter = StoredUnionCounter()
         var next = [Int](repeating: 0, count: topics.count)  // each topic's next slice in its list
         var key = Keys.chunk(pid, ProjectionTables.BuiltIn.liveIOS, 0)

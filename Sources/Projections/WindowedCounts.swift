@@ -60,14 +60,17 @@ extension ProjectionReader {
                 return try counted(try bitmap(p.id, placed, txn), [], txn)
             case .slices(_, let slices) where windowSlices == 0 || slices.count <= windowSlices:
                 return try counted(try bitmap(p.id, placed, txn), [], txn)
-            case .slices:
-                break  // spread over more than a window: planned below
+            case .slices(let tid, let slices):
+                // Spread over more than a window: counted from its chunks in place, or planned below.
+                if windowsWhenDense, let counted = try unionCounts(p.id, [(tid, slices)], unknown: [], asOf: asOf, txn) {
+                    return counted
+                }
             }
         }
         // An OR of a few topics, the usual send: counted slice by slice from the
         // stored chunks, nothing built (`windowsWhenDense` false, which tests of
         // the windows ask, evaluates it by windows instead).
-        if windowsWhenDense, let codes = Self.topicsOfOR(expression),
+        if windowsWhenDense, case .or = expression, let codes = Self.topicsOfOR(expression),
            let counted = try unionCounts(p.id, codes: codes, asOf: asOf, txn) {
             return counted
         }
