@@ -406,21 +406,24 @@ int topicstore_remove_slice(void *bitmap, uint16_t high) {
     return i >= 0;
 }
 
+/// How many values container `s` holds (a bitset's counted, not its header's word taken).
+POPCNT_TARGET static int64_t slice_cardinality(const slice_t *s) {
+    switch (s->type) {
+    case kArray: return s->count;
+    case kBitset: return bitset_popcount(s->bytes);
+    default: {
+        int64_t n = 0;
+        for (int32_t i = 0; i < s->count; i++) n += (int64_t)load16(s->bytes, 2 * i + 1) + 1;
+        return n;
+    }
+    }
+}
+
 int64_t topicstore_slice_cardinality(uint16_t high, const void *stored, size_t length) {
     if (!can_count() || stored == NULL) return -1;
     slice_t s;
     if (parse_stored(stored, length, high, &s) != 0 || !stored_is_ordered(&s)) return -1;
-    switch (s.type) {
-    case kArray:
-        return s.count;
-    case kBitset:
-        return bitset_popcount(s.bytes);
-    default: {
-        int64_t n = 0;
-        for (int32_t i = 0; i < s.count; i++) n += (int64_t)load16(s.bytes, 2 * i + 1) + 1;
-        return n;
-    }
-    }
+    return slice_cardinality(&s);
 }
 
 int64_t topicstore_slice_intersection_count(const void *bitmap, uint16_t high, const void *stored, size_t length) {
@@ -845,19 +848,6 @@ static int parse_union_parts(uint16_t high, const void *const *stored, const siz
         if (present[i] && (parse_stored(live[i], live_lengths[i], high, &lives[i]) != 0 || !stored_is_ordered(&lives[i]))) return -1;
     }
     return 0;
-}
-
-/// How many values container `s` holds (a bitset's counted, not its header's word taken).
-POPCNT_TARGET static int64_t slice_cardinality(const slice_t *s) {
-    switch (s->type) {
-    case kArray: return s->count;
-    case kBitset: return bitset_popcount(s->bytes);
-    default: {
-        int64_t n = 0;
-        for (int32_t i = 0; i < s->count; i++) n += (int64_t)load16(s->bytes, 2 * i + 1) + 1;
-        return n;
-    }
-    }
 }
 
 int topicstore_union_counts(uint16_t high, const void *const *stored, const size_t *lengths, size_t n,
