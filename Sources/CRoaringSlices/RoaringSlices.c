@@ -14,7 +14,7 @@
 // checked; anything unexpected returns -1 and the caller decodes the chunk the
 // ordinary way, which reports the corruption with its key.
 #include "CRoaringSlices.h"
-#include "SortedUnion.h"
+#include "SortedArrays.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -192,8 +192,7 @@ static int stored_runs_in_slice(const slice_t *s) {
 /// no check).
 static int stored_is_ordered(const slice_t *s) {
     if (s->type == kArray) {
-        for (int32_t i = 1; i < s->count; i++)
-            if (load16(s->bytes, i) <= load16(s->bytes, i - 1)) return 0;
+        return topicstore_values_ascend(s->bytes, (size_t)s->count);
     } else if (s->type == kRun) {
         if (!stored_runs_in_slice(s)) return 0;
         for (int32_t i = 1; i < s->count; i++)
@@ -346,7 +345,7 @@ int topicstore_slice_intersect_stored(void *bitmap, uint16_t high, const void *s
         }
         // Two ascending lists, merged into the bitmap's own array: with no branch
         // per value when they are within 4x of each other's size (as the union's
-        // merge in SortedUnion.c, whose reasons apply); otherwise value by value,
+        // merge in SortedArrays.c, whose reasons apply); otherwise value by value,
         // skipping ahead in the stored list, which a skewed pair predicts well.
         array_container_t *a = (array_container_t *)ra->containers[i];
         int32_t kept = 0, k = 0;

@@ -36,7 +36,7 @@ struct BitmapSetOperationTests {
     }
 
     /// Arrays that fit one array together are merged two at a time, smallest
-    /// first, by one of three walks (SortedUnion.c): a binary search per value
+    /// first, by one of three walks (SortedArrays.c): a binary search per value
     /// when one is 16 times the other, eight values at a time when both have
     /// 8, one at a time otherwise. Random arrays of every size ratio, spread
     /// wide or crowded into a narrow range (many values in common), at the

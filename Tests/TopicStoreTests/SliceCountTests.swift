@@ -419,6 +419,29 @@ struct SliceCountTests {
         #expect(count(Array(bytes.prefix(9)) + [0, 0]) == nil)
     }
 
+    /// The check that a stored array ascends goes eight neighbours at a time
+    /// from 9 values on, and one pair at a time for the rest: two neighbours
+    /// out of order, or equal, anywhere in arrays of 2 to 40 values, make the
+    /// chunk refused; the array as written is accepted.
+    @Test("an array chunk is refused wherever two neighbours are out of order or equal")
+    func arraysOutOfOrderAnywhere() {
+        for length in 2...40 {
+            let values = (0..<UInt32(length)).map { 3 << 16 | ($0 * 37 + 1) }
+            let good = Bitmap(values).serialized()
+            let header = good.count - 2 * length  // the values come last
+            #expect(good.withUnsafeBytes { Bitmap.sliceCardinality(3, stored: $0) } == length)
+            for at in 0..<(length - 1) {
+                var swapped = good, equal = good
+                swapped.swapAt(header + 2 * at, header + 2 * at + 2)
+                swapped.swapAt(header + 2 * at + 1, header + 2 * at + 3)
+                equal[header + 2 * at + 2] = equal[header + 2 * at]
+                equal[header + 2 * at + 3] = equal[header + 2 * at + 1]
+                #expect(swapped.withUnsafeBytes { Bitmap.sliceCardinality(3, stored: $0) } == nil, "\(length) values, pair \(at) swapped")
+                #expect(equal.withUnsafeBytes { Bitmap.sliceCardinality(3, stored: $0) } == nil, "\(length) values, pair \(at) equal")
+            }
+        }
+    }
+
     /// Damaged chunks: whatever the bytes, the C reads only inside them (the
     /// suite runs under AddressSanitizer with `swift test --sanitize=address`),
     /// and what it does not refuse it reads as CRoaring's decoder does.
