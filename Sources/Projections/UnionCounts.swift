@@ -36,7 +36,7 @@ extension ProjectionReader {
     /// a chunk a topic lists is missing or is not well-formed: the evaluation
     /// counts it then, and reports the damage where it reads it.
     func unionCounts(_ pid: UInt32, codes: [String], asOf: UInt64, _ txn: borrowing Transaction) throws -> AudienceCounts? {
-        var topics: [(tid: UInt32, slices: [UInt16])] = []
+        var topics: [PlacedTopic] = []
         var unknown = Set<String>()
         for code in codes {
             guard let placed = try placement(pid, code: code, asOf: asOf, txn) else {
@@ -44,40 +44,75 @@ extension ProjectionReader {
                 continue
             }
             guard case .slices(let tid, let slices) = placed else { return nil }
-            topics.append((tid, slices))
+            topics.append(PlacedTopic(code: code, tid: tid, slices: slices))
         }
         return try unionCounts(pid, topics, unknown: unknown.sorted(), asOf: asOf, txn)
     }
 
+    /// A topic of an OR counted in place, where its chunks are.
+    struct PlacedTopic {
+        let code: String
+        let tid: UInt32
+        let slices: [UInt16]
+    }
+
     /// `unionCounts(_:codes:asOf:_:)` of topics already placed in their slices
-    /// (`unknown`: the codes named that the project does not have).
-    func unionCounts(_ pid: UInt32, _ topics: [(tid: UInt32, slices: [UInt16])], unknown: [String], asOf: UInt64,
+    /// (`unknown`: the codes named that the project does not have). In the
+    /// serving process, a topic's chunks come from the topic directory where it
+    /// holds them for the snapshot (`TopicCache.chunks`), and are offered to it
+    /// once read from the snapshot; the live sets' chunks are always the snapshot's.
+    func unionCounts(_ pid: UInt32, _ topics: [PlacedTopic], unknown: [String], asOf: UInt64,
                      _ txn: borrowing Transaction) throws -> AudienceCounts? {
         var counts = AudienceCounts(asOfSeq: asOf, total: 0, ios: 0, android: 0, withoutToken: 0, unknownTopics: unknown)
         var counter = StoredUnionCounter()
+        // Each topic's chunks held by the directory (kept alive for the count), or
+        // those read from the snapshot, to offer it afterwards.
+        let held: [TopicChunks?] = topics.map { topicCache?.chunks(pid, code: $0.code, asOf: asOf) }
+        var read: [[UnsafeRawBufferPointer]] = topics.map { _ in [] }
         var next = [Int](repeating: 0, count: topics.count)  // each topic's next slice in its list
         var key = Keys.chunk(pid, ProjectionTables.BuiltIn.liveIOS, 0)
-        let counted = try txn.withCursor(tables.postings) { cursor -> Bool in
-            while true {
-                // The lowest slice a topic has left, and the chunks of every topic there.
-                var lowest: UInt16?
-                for i in topics.indices where next[i] < topics[i].slices.count {
-                    lowest = min(lowest ?? .max, topics[i].slices[next[i]])
+        let counted = try withExtendedLifetime(held) {
+            try txn.withCursor(tables.postings) { cursor -> Bool in
+                while true {
+                    // The lowest slice a topic has left, and the chunks of every topic there.
+                    var lowest: UInt16?
+                    for i in topics.indices where next[i] < topics[i].slices.count {
+                        lowest = min(lowest ?? .max, topics[i].slices[next[i]])
+                    }
+                    guard let high = lowest else { return true }
+                    for i in topics.indices where next[i] < topics[i].slices.count && topics[i].slices[next[i]] == high {
+                        let chunk: UnsafeRawBufferPointer
+                        if let h = held[i], h.count == topics[i].slices.count {
+                            chunk = h[next[i]]
+                        } else {
+                            guard let (_, stored) = try Keys.withChunk(pid, topics[i].tid, high, { try cursor.seek(exactly: $0) }) else {
+                                return false
+                            }
+                            chunk = stored
+                            if topicCache != nil { read[i].append(stored) }
+                        }
+                        next[i] += 1
+                        guard counter.stage(chunk) else { return false }
+                    }
+                    let live = try Self.liveChunks(pid, high, key: &key, &cursor)
+                    guard let (total, ios, android) = counter.count(inSlice: high, live.ios, live.android) else { return false }
+                    counts.total += total
+                    counts.ios += ios
+                    counts.android += android
                 }
-                guard let high = lowest else { return true }
-                for i in topics.indices where next[i] < topics[i].slices.count && topics[i].slices[next[i]] == high {
-                    next[i] += 1
-                    guard let (_, chunk) = try Keys.withChunk(pid, topics[i].tid, high, { try cursor.seek(exactly: $0) }),
-                          counter.stage(chunk) else { return false }
-                }
-                let live = try Self.liveChunks(pid, high, key: &key, &cursor)
-                guard let (total, ios, android) = counter.count(inSlice: high, live.ios, live.android) else { return false }
-                counts.total += total
-                counts.ios += ios
-                counts.android += android
             }
         }
         guard counted else { return nil }
+        // Chunks read from the snapshot (still mapped: the transaction is open),
+        // offered to the directory for the counts after this one.
+        if let directory = topicCache {
+            for i in topics.indices where held[i] == nil && !read[i].isEmpty && read[i].count == topics[i].slices.count {
+                let size = read[i].reduce(0) { $0 + $1.count }
+                if size <= TopicCache.mostChunkBytes {
+                    directory.offerChunks(pid, code: topics[i].code, tid: topics[i].tid, TopicChunks(read[i]), readAt: asOf)
+                }
+            }
+        }
         counts.withoutToken = counts.total - counts.ios - counts.android
         return counts
     }

@@ -62,7 +62,8 @@ extension ProjectionReader {
                 return try counted(try bitmap(p.id, placed, txn), [], txn)
             case .slices(let tid, let slices):
                 // Spread over more than a window: counted from its chunks in place, or planned below.
-                if windowsWhenDense, let counted = try unionCounts(p.id, [(tid, slices)], unknown: [], asOf: asOf, txn) {
+                if windowsWhenDense, let counted = try unionCounts(p.id, [PlacedTopic(code: code, tid: tid, slices: slices)],
+                                                                   unknown: [], asOf: asOf, txn) {
                     return counted
                 }
             }

@@ -33,7 +33,7 @@ import TopicStore
     /// of a few of them alone, and a shared topic with a per-user one.
     static let questions: [[String]] = [(0..<100).map { "user.\($0 * 3)" }, ["user.7"], ["user.0"], ["user.299"],
                                         ["t1", "user.4"], ["user.1", "user.2", "user.3", "nope"], ["t3"],
-                                        ["user.9", "user.12", "user.15"]]
+                                        ["t1", "t2"], ["t0", "t3", "t4", "nope"], ["user.9", "user.12", "user.15"]]
 
     /// Asks every question through the serving reader and through a reader of
     /// the map alone, in one snapshot; they must agree.
@@ -44,6 +44,13 @@ import TopicStore
             let cached = try answer(store.reader, q, txn), mapped = try answer(map, q, txn)
             #expect(cached.0 == mapped.0, "\(note): members of \(q.prefix(3))")
             #expect(cached.1 == mapped.1, "\(note): counts of \(q.prefix(3))")
+            // Counted alone, as a send service asks: an OR of shared topics from the
+            // chunks the directory holds for the snapshot, once a count offered them.
+            let e = try #require(AudienceExpression.anyOf(q))
+            for _ in 0..<2 {
+                let alone = try store.reader.counts(project: project, e, txn)
+                #expect(alone == mapped.1, "\(note): \(q.prefix(3)) counted alone")
+            }
             answers.append(cached)
         }
         return answers
@@ -220,6 +227,45 @@ import TopicStore
         cache.offer(1, code: "news", news, readAt: 12)
         cache.didCommit(changing: [], from: 13, through: 14)
         #expect(cache.placement(1, code: "news", asOf: 14) == nil && cache.heldSequence == nil)
+    }
+
+    @Test func chunksAreHeldWithTheirTopicAndDroppedWhenItChanges() throws {
+        let cache = TopicCache()
+        let news = TopicCache.Placement.slices(tid: 20, [0, 3])
+        let bytes: [[UInt8]] = [[1, 2, 3], [4, 5, 6, 7]]
+        let chunks = bytes[0].withUnsafeBytes { a in bytes[1].withUnsafeBytes { b in TopicChunks([a, b]) } }
+        #expect(chunks.count == 2 && Array(chunks[0]) == [1, 2, 3] && Array(chunks[1]) == [4, 5, 6, 7])
+        #expect(Int(bitPattern: chunks[1].baseAddress) % 2 == 0, "each chunk at an even offset")
+        cache.beginWrite(at: 5)
+        cache.offerChunks(1, code: "news", tid: 20, chunks, readAt: 5)
+        #expect(cache.chunks(1, code: "news", asOf: 5) == nil, "not held without the topic's placement")
+        cache.offer(1, code: "news", news, readAt: 5)
+        cache.offerChunks(1, code: "news", tid: 20, chunks, readAt: 4)
+        #expect(cache.chunks(1, code: "news", asOf: 5) == nil, "an older snapshot's chunks are not taken")
+        cache.offerChunks(1, code: "news", tid: 21, chunks, readAt: 5)
+        #expect(cache.chunks(1, code: "news", asOf: 5) == nil, "another topic's chunks are not taken")
+        let one = bytes[0].withUnsafeBytes { TopicChunks([$0]) }
+        cache.offerChunks(1, code: "news", tid: 20, one, readAt: 5)
+        #expect(cache.chunks(1, code: "news", asOf: 5) == nil, "one chunk for two slices is not taken")
+        cache.offerChunks(1, code: "news", tid: 20, chunks, readAt: 5)
+        #expect(cache.chunks(1, code: "news", asOf: 5) === chunks)
+        #expect(cache.chunks(1, code: "news", asOf: 6) == nil, "a snapshot the writer has not reported")
+        // A commit that changed another topic keeps them; one that changed news drops them.
+        cache.didCommit(changing: [UInt64(1) << 32 | 99], from: 5, through: 7)
+        #expect(cache.chunks(1, code: "news", asOf: 7) === chunks)
+        cache.didCommit(changing: [UInt64(1) << 32 | 20], from: 7, through: 8)
+        #expect(cache.chunks(1, code: "news", asOf: 8) == nil && cache.chunks(1, code: "news", asOf: 7) == nil)
+        // Held again only with a placement read after the change.
+        cache.offer(1, code: "news", news, readAt: 8)
+        #expect(cache.chunks(1, code: "news", asOf: 8) == nil, "a new placement holds no chunks until they are offered")
+        cache.offerChunks(1, code: "news", tid: 20, chunks, readAt: 8)
+        #expect(cache.chunks(1, code: "news", asOf: 8) === chunks)
+        // Too large a topic is not held.
+        let large = [UInt8](repeating: 0, count: TopicCache.mostChunkBytes + 1)
+        let big = large.withUnsafeBytes { TopicChunks([$0]) }
+        cache.offer(1, code: "big", .slices(tid: 30, [2]), readAt: 8)
+        cache.offerChunks(1, code: "big", tid: 30, big, readAt: 8)
+        #expect(cache.chunks(1, code: "big", asOf: 8) == nil)
     }
 
     @Test func aFullCacheStartsAfreshAndKeepsWhatTheWriterReported() {
