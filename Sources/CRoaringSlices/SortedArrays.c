@@ -165,9 +165,10 @@ SSE41_TARGET static size_t union_by_vectors(const uint16_t *a, size_t na, const 
     const size_t n_rest = union_by_value(held, 8, s, ns, rest);
     return append_union(rest, n_rest, l, nl, out, k);
 }
-/// `topicstore_values_ascend` eight neighbours at a time (`n` at least 9):
-/// a pair is out of order when the larger of the two is the first.
-SSE41_TARGET static int ascend_by_vectors(const unsigned char *bytes, size_t n) {
+/// How many of the `n` values at `bytes` the vector check has covered (`n`
+/// at least 9: every pair among the first ones returned), or 0 when a pair
+/// there is out of order: the larger of each pair compared with its first.
+SSE41_TARGET static size_t ascend_by_vectors(const unsigned char *bytes, size_t n) {
     __m128i wrong = _mm_setzero_si128();
     size_t i = 0;
     for (; i + 9 <= n; i += 8) {
@@ -175,25 +176,19 @@ SSE41_TARGET static int ascend_by_vectors(const unsigned char *bytes, size_t n) 
         __m128i next = _mm_loadu_si128((const __m128i *)(bytes + 2 * i + 2));
         wrong = _mm_or_si128(wrong, _mm_cmpeq_epi16(_mm_max_epu16(v, next), v));
     }
-    if (!_mm_testz_si128(wrong, wrong)) return 0;
-    for (; i + 1 < n; i++) {
-        uint16_t x, y;
-        memcpy(&x, bytes + 2 * i, 2);
-        memcpy(&y, bytes + 2 * i + 2, 2);
-        if (y <= x) return 0;
-    }
-    return 1;
+    return _mm_testz_si128(wrong, wrong) ? i + 1 : 0;
 }
 #endif
 
 int topicstore_values_ascend(const unsigned char *bytes, size_t n) {
+    size_t i = 1;  // the pairs (i - 1, i) left to check
 #if defined(__x86_64__)
     if (n >= 9) {
         pthread_once(&vectors_once, set_up_vectors);
-        if (has_sse41) return ascend_by_vectors(bytes, n);
+        if (has_sse41 && (i = ascend_by_vectors(bytes, n)) == 0) return 0;
     }
 #endif
-    for (size_t i = 1; i < n; i++) {
+    for (; i < n; i++) {
         uint16_t x, y;
         memcpy(&x, bytes + 2 * i - 2, 2);
         memcpy(&y, bytes + 2 * i, 2);
