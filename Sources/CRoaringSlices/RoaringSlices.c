@@ -15,6 +15,7 @@
 // ordinary way, which reports the corruption with its key.
 #include "CRoaringSlices.h"
 #include "SortedArrays.h"
+#include "StoredChunk.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -22,48 +23,9 @@
 #include <roaring/roaring.h>
 #include <roaring/containers/containers.h>
 
-#if defined(__x86_64__)
-#define POPCNT_TARGET __attribute__((target("popcnt")))
-#else
-#define POPCNT_TARGET
-#endif
-
-enum { kBitset = 1, kArray = 2, kRun = 3 };
-enum { kCookieNoRun = 12346, kCookie = 12347, kBitsetBytes = 8192, kMaxArray = 4096 };
 /// Above how many runs a container in memory is spread into a bitset to be
 /// counted against two stored ones (see `topicstore_slice_intersection_counts`).
 enum { kRunsToBitset = 64 };
-
-/// One container, wherever its bytes are: a bitset (`bytes` holds 8 KiB of
-/// little-endian words), an array (`count` u16 values) or runs (`count` pairs
-/// of u16 start and length - 1).
-typedef struct {
-    int type;
-    const unsigned char *bytes;
-    int32_t count;
-} slice_t;
-
-static inline uint16_t load16(const unsigned char *p, size_t i) {
-    uint16_t v;
-    memcpy(&v, p + 2 * i, 2);
-    return v;
-}
-
-static inline uint32_t load32(const unsigned char *p) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
-static inline uint64_t load64(const unsigned char *p, size_t word) {
-    uint64_t v;
-    memcpy(&v, p + 8 * word, 8);
-    return v;
-}
-
-static inline int has_bit(const unsigned char *bitset, uint32_t v) {
-    return (bitset[v >> 3] >> (v & 7)) & 1;
-}
 
 /// Set bits of `bitset` in [start, end] (inclusive).
 POPCNT_TARGET static int64_t range_popcount(const unsigned char *bitset, uint32_t start, uint32_t end) {
@@ -85,51 +47,6 @@ POPCNT_TARGET static int64_t and_popcount(const unsigned char *a, const unsigned
         n += __builtin_popcountll(load64(a, w + 3) & load64(b, w + 3));
     }
     return n;
-}
-
-/// Reads the one container of a stored chunk of slice `high`; 0 on success.
-static int parse_stored(const unsigned char *p, size_t length, uint16_t high, slice_t *out) {
-    if (length < 4) return -1;
-    uint32_t cookie = load32(p);
-    size_t at;
-    int run = 0;
-    if (cookie == kCookieNoRun) {
-        // cookie, container count, key and cardinality - 1, one offset.
-        if (length < 16 || load32(p + 4) != 1) return -1;
-        at = 8;
-    } else if ((cookie & 0xFFFF) == kCookie) {
-        // cookie with count - 1 in its high half, the run flags, key and
-        // cardinality - 1; no offsets below four containers.
-        if ((cookie >> 16) != 0 || length < 9) return -1;
-        run = p[4] & 1;
-        at = 5;
-    } else {
-        return -1;
-    }
-    if (load16(p + at, 0) != high) return -1;
-    uint32_t cardinality = (uint32_t)load16(p + at, 1) + 1;
-    at += cookie == kCookieNoRun ? 8 : 4;
-    const unsigned char *data = p + at;
-    size_t rest = length - at;
-    if (run) {
-        if (rest < 2) return -1;
-        uint32_t runs = load16(data, 0);
-        if (runs == 0 || rest != 2 + 4 * (size_t)runs) return -1;  // an empty chunk is never stored
-        out->type = kRun;
-        out->bytes = data + 2;
-        out->count = (int32_t)runs;
-    } else if (cardinality <= kMaxArray) {
-        if (rest != 2 * (size_t)cardinality) return -1;
-        out->type = kArray;
-        out->bytes = data;
-        out->count = (int32_t)cardinality;
-    } else {
-        if (rest != kBitsetBytes) return -1;
-        out->type = kBitset;
-        out->bytes = data;
-        out->count = (int32_t)cardinality;
-    }
-    return 0;
 }
 
 /// Container `i` of `ra` as a slice (a shared one resolved to what it
@@ -176,29 +93,6 @@ static int memory_slice(const roaring_bitmap_t *bitmap, uint16_t high, slice_t *
         else return container_slice(ra, mid, out);
     }
     return 0;
-}
-
-/// Whether every stored run ends inside the slice: one that did not would make
-/// CRoaring write past a bitset later. Branch-free, a run-heavy chunk (`all`)
-/// has a thousand of them.
-static int stored_runs_in_slice(const slice_t *s) {
-    uint32_t bad = 0;
-    for (int32_t i = 0; i < s->count; i++) bad |= (uint32_t)load16(s->bytes, 2 * i) + load16(s->bytes, 2 * i + 1) > 0xFFFF;
-    return bad == 0;
-}
-
-/// Checks that stored values and runs ascend without overlapping and that
-/// runs end inside the slice (the in-memory side is CRoaring's own and needs
-/// no check).
-static int stored_is_ordered(const slice_t *s) {
-    if (s->type == kArray) {
-        return topicstore_values_ascend(s->bytes, (size_t)s->count);
-    } else if (s->type == kRun) {
-        if (!stored_runs_in_slice(s)) return 0;
-        for (int32_t i = 1; i < s->count; i++)
-            if (load16(s->bytes, 2 * i) <= (uint32_t)load16(s->bytes, 2 * i - 2) + load16(s->bytes, 2 * i - 1)) return 0;
-    }
-    return 1;
 }
 
 POPCNT_TARGET static int64_t count_with_bitset(const unsigned char *bitset, const slice_t *other) {
@@ -266,26 +160,6 @@ static int64_t count_slices(const slice_t *m, const slice_t *s) {
     return count_run_run(m, s);
 }
 
-/// Whether the bit counts here may run: the stored bytes are little-endian,
-/// and the POPCNT instruction is there (asked once).
-static int can_count(void) {
-#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-    return 0;  // decode the stored bytes instead
-#endif
-#if defined(__x86_64__)
-    static int popcnt = -1;
-    int has = __atomic_load_n(&popcnt, __ATOMIC_RELAXED);
-    if (has < 0) {
-        __builtin_cpu_init();
-        has = __builtin_cpu_supports("popcnt") ? 1 : 0;
-        __atomic_store_n(&popcnt, has, __ATOMIC_RELAXED);
-    }
-    return has;
-#else
-    return 1;
-#endif
-}
-
 POPCNT_TARGET static int64_t bitset_popcount(const unsigned char *bitset) {
     int64_t n = 0;
     for (size_t w = 0; w < kBitsetBytes / 8; w++) n += __builtin_popcountll(load64(bitset, w));
@@ -318,12 +192,12 @@ POPCNT_TARGET static int64_t and_in_place_counting(uint64_t *words, const unsign
 static inline int stored_bit(const unsigned char *stored, uint16_t v) { return (load64(stored, v >> 6) >> (v & 63)) & 1; }
 
 int topicstore_slice_intersect_stored(void *bitmap, uint16_t high, const void *stored, size_t length) {
-    if (!can_count() || stored == NULL) return -1;
+    if (!topicstore_can_count() || stored == NULL) return -1;
     roaring_array_t *ra = &((roaring_bitmap_t *)bitmap)->high_low_container;
     int32_t i = ra_get_index(ra, high);
     if (i < 0) return 0;  // nothing of the bitmap there
     slice_t s;
-    if (parse_stored(stored, length, high, &s) != 0 || !stored_is_ordered(&s)) return -1;
+    if (topicstore_parse_stored(stored, length, high, &s) != 0 || !topicstore_stored_is_ordered(&s)) return -1;
     uint8_t type = ra->typecodes[i];
     if (s.type == kRun || (type != BITSET_CONTAINER_TYPE_CODE && type != ARRAY_CONTAINER_TYPE_CODE)) return -2;
     if (s.type == kArray) {
@@ -419,33 +293,32 @@ POPCNT_TARGET static int64_t slice_cardinality(const slice_t *s) {
 }
 
 int64_t topicstore_slice_cardinality(uint16_t high, const void *stored, size_t length) {
-    if (!can_count() || stored == NULL) return -1;
+    if (!topicstore_can_count() || stored == NULL) return -1;
     slice_t s;
-    if (parse_stored(stored, length, high, &s) != 0 || !stored_is_ordered(&s)) return -1;
+    if (topicstore_parse_stored(stored, length, high, &s) != 0 || !topicstore_stored_is_ordered(&s)) return -1;
     return slice_cardinality(&s);
 }
 
 int64_t topicstore_slice_intersection_count(const void *bitmap, uint16_t high, const void *stored, size_t length) {
-    if (!can_count() || stored == NULL) return -1;
+    if (!topicstore_can_count() || stored == NULL) return -1;
     slice_t s, m;
-    if (parse_stored(stored, length, high, &s) != 0 || !stored_is_ordered(&s)) return -1;
+    if (topicstore_parse_stored(stored, length, high, &s) != 0 || !topicstore_stored_is_ordered(&s)) return -1;
     int found = memory_slice(bitmap, high, &m);
     if (found < 0) return -1;
     if (found == 0) return 0;
     return count_slices(&m, &s);
 }
 
-static void or_into_words(uint64_t *words, const slice_t *s);
 static void count_against_two(const slice_t *m, const slice_t s[2], const int present[2], uint64_t *words, int64_t counts[2]);
 
 int topicstore_slice_intersection_counts(const void *bitmap, uint16_t high, const void *const stored[2],
                                          const size_t lengths[2], int64_t counts[2]) {
-    if (!can_count()) return -1;
+    if (!topicstore_can_count()) return -1;
     slice_t s[2], m;
     int present[2];
     for (int i = 0; i < 2; i++) {
         present[i] = stored[i] != NULL;
-        if (present[i] && (parse_stored(stored[i], lengths[i], high, &s[i]) != 0 || !stored_is_ordered(&s[i]))) return -1;
+        if (present[i] && (topicstore_parse_stored(stored[i], lengths[i], high, &s[i]) != 0 || !topicstore_stored_is_ordered(&s[i]))) return -1;
     }
     counts[0] = counts[1] = 0;
     int found = memory_slice(bitmap, high, &m);
@@ -464,7 +337,7 @@ static void count_against_two(const slice_t *m, const slice_t s[2], const int pr
         // Counting each of many runs against a stored bitset (the live sets against
         // `all`) costs a masked popcount per run, twice: spread them once instead.
         memset(words, 0, kBitsetBytes);
-        or_into_words(words, m);
+        topicstore_or_into_words(words, m);
         for (int i = 0; i < 2; i++) if (present[i]) counts[i] = count_with_bitset((const unsigned char *)words, &s[i]);
         return;
     }
@@ -549,12 +422,12 @@ int topicstore_slice_append(void *bitmap, uint16_t high, const void *stored, siz
     // Run order is not checked here: CRoaring's own reader does not either, it
     // is most of the cost for a run-heavy topic such as `all`, and the audit
     // compares every stored chunk with a rebuild. Runs past the slice are refused.
-    if (stored == NULL || parse_stored(stored, length, high, &s) != 0) return -1;
-    if (s.type == kRun && !stored_runs_in_slice(&s)) return -1;
+    if (stored == NULL || topicstore_parse_stored(stored, length, high, &s) != 0) return -1;
+    if (s.type == kRun && !topicstore_stored_runs_in_slice(&s)) return -1;
     // A bitset's cardinality is taken from its header, as CRoaring's reader takes it, so a
     // damaged header would make every count of the bitmap wrong: it must match the bits
     // (counted as they are copied, below).
-    if (s.type == kBitset && !can_count()) return -1;
+    if (s.type == kBitset && !topicstore_can_count()) return -1;
     roaring_array_t *ra = &((roaring_bitmap_t *)bitmap)->high_low_container;
     if (ra->size > 0 && ra->keys[ra->size - 1] >= high) return -1;
     void *container;
@@ -600,7 +473,7 @@ int64_t topicstore_slice_values(uint16_t high, const void *stored, size_t length
     return -1;
 #endif
     slice_t s;
-    if (stored == NULL || parse_stored(stored, length, high, &s) != 0 || !stored_is_ordered(&s)) return -1;
+    if (stored == NULL || topicstore_parse_stored(stored, length, high, &s) != 0 || !topicstore_stored_is_ordered(&s)) return -1;
     const uint32_t base = (uint32_t)high << 16;
     switch (s.type) {
     case kArray:
@@ -624,25 +497,6 @@ int64_t topicstore_slice_values(uint16_t high, const void *stored, size_t length
 }
 
 // MARK: Many-way union
-
-/// ORs the container `s` (in memory, or stored: its bytes are read with
-/// loads that need no alignment) into the 1,024 words of `words`.
-static void or_into_words(uint64_t *words, const slice_t *s) {
-    switch (s->type) {
-    case kBitset:
-        for (size_t w = 0; w < kBitsetBytes / 8; w++) words[w] |= load64(s->bytes, w);
-        break;
-    case kArray:
-        for (int32_t i = 0; i < s->count; i++) {
-            uint16_t v = load16(s->bytes, i);
-            words[v >> 6] |= UINT64_C(1) << (v & 63);
-        }
-        break;
-    default:
-        for (int32_t i = 0; i < s->count; i++) bitset_set_lenrange(words, load16(s->bytes, 2 * i), load16(s->bytes, 2 * i + 1));
-        break;
-    }
-}
 
 /// The `cardinality` (> 0) values of `words` as a new container: a bitset,
 /// or at 4,096 values or fewer an array, as CRoaring keeps them; NULL when an
@@ -707,12 +561,12 @@ static void *union_of_slices(slice_t *slices, int32_t n, uint64_t *words, uint16
         return a;
     }
     memset(words, 0, kBitsetBytes);
-    for (int32_t i = 0; i < n; i++) or_into_words(words, &slices[i]);
+    for (int32_t i = 0; i < n; i++) topicstore_or_into_words(words, &slices[i]);
     return words_container(words, (int32_t)bitset_popcount((const unsigned char *)words), type);
 }
 
 void *topicstore_union_many(const void *const *bitmaps, size_t count) {
-    if (!can_count() || count == 0 || count > (size_t)INT32_MAX) return NULL;
+    if (!topicstore_can_count() || count == 0 || count > (size_t)INT32_MAX) return NULL;
     roaring_bitmap_t *answer = roaring_bitmap_create();
     int32_t *at = calloc(count, sizeof(int32_t));                 // each bitmap's next container
     slice_t *slices = malloc(count * sizeof(slice_t));            // the containers of the slice at hand
@@ -779,7 +633,7 @@ void *topicstore_union_many(const void *const *bitmaps, size_t count) {
 /// with POPCNT; every other pair of containers goes to CRoaring's own
 /// container functions, which are already cheap for them.
 static void *combine(const void *x, const void *y, int subtract) {
-    if (!can_count()) return NULL;
+    if (!topicstore_can_count()) return NULL;
     const roaring_array_t *ra = &((const roaring_bitmap_t *)x)->high_low_container;
     const roaring_array_t *rb = &((const roaring_bitmap_t *)y)->high_low_container;
     roaring_bitmap_t *answer = roaring_bitmap_create();
@@ -839,19 +693,19 @@ static int parse_union_parts(uint16_t high, const void *const *stored, const siz
                              const void *const live[2], const size_t live_lengths[2],
                              slice_t *parts, slice_t lives[2], int present[2]) {
     for (size_t i = 0; i < n; i++) {
-        if (stored[i] == NULL || parse_stored(stored[i], lengths[i], high, &parts[i]) != 0 || !stored_is_ordered(&parts[i])) return -1;
+        if (stored[i] == NULL || topicstore_parse_stored(stored[i], lengths[i], high, &parts[i]) != 0 || !topicstore_stored_is_ordered(&parts[i])) return -1;
         if (parts[i].type == kArray && ((uintptr_t)parts[i].bytes & 1) != 0) return -1;
     }
     for (int i = 0; i < 2; i++) {
         present[i] = live[i] != NULL;
-        if (present[i] && (parse_stored(live[i], live_lengths[i], high, &lives[i]) != 0 || !stored_is_ordered(&lives[i]))) return -1;
+        if (present[i] && (topicstore_parse_stored(live[i], live_lengths[i], high, &lives[i]) != 0 || !topicstore_stored_is_ordered(&lives[i]))) return -1;
     }
     return 0;
 }
 
 int topicstore_union_counts(uint16_t high, const void *const *stored, const size_t *lengths, size_t n,
                             const void *const live[2], const size_t live_lengths[2], void *scratch, int64_t counts[3]) {
-    if (!can_count() || n == 0 || n > kMostUnionCounted) return -1;
+    if (!topicstore_can_count() || n == 0 || n > kMostUnionCounted) return -1;
     slice_t parts[kMostUnionCounted], lives[2];
     int present[2];
     if (parse_union_parts(high, stored, lengths, n, live, live_lengths, parts, lives, present) != 0) return -1;
@@ -887,7 +741,7 @@ int topicstore_union_counts(uint16_t high, const void *const *stored, const size
             u.count = (int32_t)count;
         } else {
             memset(words, 0, kBitsetBytes);
-            for (size_t i = 0; i < n; i++) or_into_words(words, &parts[i]);
+            for (size_t i = 0; i < n; i++) topicstore_or_into_words(words, &parts[i]);
             u.type = kBitset;
             u.bytes = (const unsigned char *)words;
             u.count = 0;  // not read: counted below
