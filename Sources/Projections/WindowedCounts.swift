@@ -82,6 +82,12 @@ extension ProjectionReader {
             let devices = try evaluation.evaluate(expression, txn)
             return try counted(devices, evaluation.unknown, txn)
         case .windows(let last):
+            // Counted slice by slice from the stored chunks, nothing built; the
+            // windows of bitmaps are left for damage (which they report) and for
+            // tests of the windows.
+            if windowsWhenDense, let counted = try expressionCounts(p.id, expression, asOf: asOf, txn) {
+                return counted
+            }
             top = last
         }
         evaluation.remembersPlacements()

@@ -98,6 +98,8 @@ import TopicStore
             "(sparse OR run) AND platform:ios", "NOT even", "platform:android", "devices:all", "run AND NOT edge",
             "nope OR even", "even AND nope", "(all AND NOT even) OR edge", "(NOT (run OR sparse)) AND platform:android",
             "user.5000 OR sparse", "edge OR run OR sparse", "run AND even AND platform:ios", "user.135000", "nope",
+            // Slices where the right of a difference has nothing (slice 0 here) are still counted.
+            "even AND NOT (run OR edge)", "(sparse OR user.5000) AND NOT (edge AND run)", "(edge OR run) AND (even OR user.135000)",
             "t0 OR t1 OR t2 OR t3 OR t4 OR t5 OR t6 OR t7 OR even",  // more topics than are counted by windows
             // Few topics, but more nodes than the plan walks (counted whole).
             String(repeating: "NOT ", count: 40) + "(run OR sparse) AND platform:ios",
@@ -132,5 +134,29 @@ import TopicStore
         // An unknown project counts nothing and names the topics asked for.
         let none = try store.read { txn in try store.reader.counts(project: "elsewhere", try AudienceExpression(parsing: "b OR a"), txn, windowSlices: 1) }
         #expect(none.total == 0 && none.unknownTopics == ["a", "b"])
+    }
+
+    @Test("a damaged chunk of a topic in an expression counted in place makes the count fail naming the chunk")
+    func damagedChunkInAnExpression() throws {
+        let dir = TemporaryDirectory("windowed-damage")
+        let model = try Self.build(into: dir.sub("data"))
+        let store = try TopicStore(directory: dir.sub("data"))
+        defer { store.close() }
+        let reader = store.reader
+        let e = try AudienceExpression(parsing: "(even OR sparse) AND NOT run AND platform:ios")
+        func counts() throws -> AudienceCounts {
+            try store.read { txn in try reader.counts(project: "w", e, txn, windowSlices: 1) }
+        }
+        let members = model.filter { Self.isMember(e, $0) }
+        #expect(try counts().total == members.count && members.count > 10_000)
+        // even's chunk of slice 1 (`pid ‖ high16 ‖ topic`) cut short by a byte.
+        let tid = try #require(try store.read { txn in try reader.topicID(1, code: "even", txn) })
+        let key: [UInt8] = [0, 0, 0, 1, 0, 1] + withUnsafeBytes(of: tid.bigEndian) { Array($0) }
+        try store.environment.write { txn in
+            let value = try #require(try txn.get(store.tables.postings, key))
+            try txn.put(store.tables.postings, key, Array(value.dropLast()))
+        }
+        let error = try #require(throws: ProjectionCorruption.self) { try counts() }
+        #expect(error.place == "postings/1/1/\(tid)", "\(error)")
     }
 }

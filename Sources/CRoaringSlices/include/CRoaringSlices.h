@@ -118,4 +118,47 @@ enum { kUnionCountsScratchBytes = 8192 + 4 * (4096 + 8) };
 int topicstore_union_counts(uint16_t high, const void *const *stored, const size_t *lengths, size_t n,
                             const void *const live[2], const size_t live_lengths[2], void *scratch, int64_t counts[3]);
 
+/// The steps of an audience's program for `topicstore_expression_counts`, in
+/// postfix order, each `op << 8 | leaf`: push a leaf; combine the top of the
+/// stack with a leaf; or combine the two top values into one.
+enum {
+    kExpressionPush = 0,
+    kExpressionAnd = 1,        ///< top = top ∩ leaf
+    kExpressionOr = 2,         ///< top = top ∪ leaf
+    kExpressionAndNot = 3,     ///< top = top \ leaf
+    kExpressionAndTop = 4,     ///< pop b; top = top ∩ b
+    kExpressionOrTop = 5,      ///< pop b; top = top ∪ b
+    kExpressionAndNotTop = 6,  ///< pop b; top = top \ b
+};
+/// A leaf is a stored chunk, or (from memory) ascending 16-bit values.
+enum { kExpressionLeafChunk = 0, kExpressionLeafValues = 1 };
+/// At most how many leaves, and how deep a stack, a program has.
+enum { kMostExpressionLeaves = 32, kMostExpressionDepth = 16 };
+/// The scratch `topicstore_expression_counts` needs for `n` leaves (64-byte aligned).
+#define TOPICSTORE_EXPRESSION_SCRATCH_BYTES(n) ((size_t)((n) + 2) * 8192 + (size_t)kMostExpressionDepth * 512)
+
+/// Counts the devices of an audience in slice `high`: `program` (`steps`
+/// steps, see above) over the `n` leaves `leaves[i]`, each a stored
+/// one-container chunk of the slice (`kinds[i]` kExpressionLeafChunk,
+/// `lengths[i]` bytes) or ascending 16-bit values (kExpressionLeafValues,
+/// `lengths[i]` values); NULL is the empty set. `counts[0]` receives the
+/// result's size, `counts[1]` and `counts[2]` how many of its devices the
+/// stored chunks `live[0]` and `live[1]` (NULL: none) hold. Every operand is
+/// read as a bitset, a stored one in place, and the result is counted as it
+/// is evaluated, 64 words at a time: nothing is built or allocated (`scratch`:
+/// `TOPICSTORE_EXPRESSION_SCRATCH_BYTES(n)`, 64-byte aligned). Returns 0, or
+/// -1 when the program is not well-formed, a chunk is not one well-formed,
+/// ordered container of slice `high`, or the CPU lacks POPCNT (count the
+/// ordinary way then, which reports damage).
+int topicstore_expression_counts(uint16_t high, const uint16_t *program, size_t steps,
+                                 const void *const *leaves, const size_t *lengths, const uint8_t *kinds, size_t n,
+                                 const void *const live[2], const size_t live_lengths[2], void *scratch, int64_t counts[3]);
+
+/// Whether `topicstore_expression_counts` evaluates with AVX-512 (its vector
+/// popcount included), which it does where the CPU has it unless
+/// `topicstore_expression_kernels(0)` asked for the x86-64 baseline (tests
+/// run both). `topicstore_expression_kernels(1)` goes back to the CPU's best.
+int topicstore_expression_vector_kernels(void);
+void topicstore_expression_kernels(int vector);
+
 #endif
