@@ -125,31 +125,55 @@ static void evaluate_counting_avx512(const uint16_t *program, size_t steps, cons
 }
 #endif
 
-/// -1: not asked yet; 0: the baseline; 1: AVX-512 with its vector popcount.
-static int vector_kernels = -1;
-
-void topicstore_expression_kernels(int vector) {
-    int has = 0;
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw")
-          && __builtin_cpu_supports("avx512vpopcntdq");
-#endif
-    __atomic_store_n(&vector_kernels, vector && has, __ATOMIC_RELAXED);
+/// The values of the bitset `words` and how many of them the bitsets `first`
+/// and `second` hold, in one pass (a union's counts; see `topicstore_count_words`).
+static inline __attribute__((always_inline)) void count_words(const unsigned char *words, const unsigned char *first,
+                                                              const unsigned char *second, int64_t counts[3]) {
+    uint64_t total = 0, a = 0, b = 0;
+    for (size_t w = 0; w < kSliceWords; w++) {
+        uint64_t r = load64(words, w);
+        total += (uint64_t)__builtin_popcountll(r);
+        a += (uint64_t)__builtin_popcountll(r & load64(first, w));
+        b += (uint64_t)__builtin_popcountll(r & load64(second, w));
+    }
+    counts[0] = (int64_t)total;
+    counts[1] = (int64_t)a;
+    counts[2] = (int64_t)b;
 }
 
-int topicstore_expression_vector_kernels(void) {
-    int v = __atomic_load_n(&vector_kernels, __ATOMIC_RELAXED);
-    if (v < 0) {
-        topicstore_expression_kernels(1);
-        v = __atomic_load_n(&vector_kernels, __ATOMIC_RELAXED);
+POPCNT_TARGET static void count_words_popcnt(const unsigned char *words, const unsigned char *first,
+                                             const unsigned char *second, int64_t counts[3]) {
+    count_words(words, first, second, counts);
+}
+
+#if defined(__x86_64__)
+__attribute__((target("popcnt,avx512f,avx512vl,avx512bw,avx512vpopcntdq")))
+static void count_words_avx512(const unsigned char *words, const unsigned char *first, const unsigned char *second,
+                               int64_t counts[3]) {
+    count_words(words, first, second, counts);
+}
+#endif
+
+int topicstore_has_vector_kernels(void) {
+#if defined(__x86_64__)
+    static int has = -1;  // not asked yet
+    int h = __atomic_load_n(&has, __ATOMIC_RELAXED);
+    if (h < 0) {
+        __builtin_cpu_init();
+        h = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw")
+            && __builtin_cpu_supports("avx512vpopcntdq");
+        __atomic_store_n(&has, h, __ATOMIC_RELAXED);
     }
-    return v;
+    return h;
+#else
+    return 0;
+#endif
 }
 
 int topicstore_expression_counts(uint16_t high, const uint16_t *program, size_t steps,
                                  const void *const *leaves, const size_t *lengths, const uint8_t *kinds, size_t n,
-                                 const void *const live[2], const size_t live_lengths[2], void *scratch, int64_t counts[3]) {
+                                 const void *const live[2], const size_t live_lengths[2], void *scratch, int64_t counts[3],
+                                 int vector) {
     if (!topicstore_can_count() || n > kMostExpressionLeaves || !program_is_valid(program, steps, n)) return -1;
     uint64_t *spare = scratch;  // 8 KiB a leaf and a live set, then the stack
     const unsigned char *words[kMostExpressionLeaves];
@@ -165,11 +189,24 @@ int topicstore_expression_counts(uint16_t high, const uint16_t *program, size_t 
         if (live_words[i] == (const unsigned char *)spare) spare += kSliceWords;
     }
 #if defined(__x86_64__)
-    if (topicstore_expression_vector_kernels()) {
+    if (vector && topicstore_has_vector_kernels()) {
         evaluate_counting_avx512(program, steps, words, live_words, spare, counts);
         return 0;
     }
 #endif
     evaluate_counting_popcnt(program, steps, words, live_words, spare, counts);
     return 0;
+}
+
+void topicstore_count_words(const unsigned char *words, const unsigned char *first, const unsigned char *second,
+                            int64_t counts[3], int vector) {
+    if (first == NULL) first = (const unsigned char *)kNoWords;
+    if (second == NULL) second = (const unsigned char *)kNoWords;
+#if defined(__x86_64__)
+    if (vector && topicstore_has_vector_kernels()) {
+        count_words_avx512(words, first, second, counts);
+        return;
+    }
+#endif
+    count_words_popcnt(words, first, second, counts);
 }

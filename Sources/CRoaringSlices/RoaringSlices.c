@@ -704,7 +704,8 @@ static int parse_union_parts(uint16_t high, const void *const *stored, const siz
 }
 
 int topicstore_union_counts(uint16_t high, const void *const *stored, const size_t *lengths, size_t n,
-                            const void *const live[2], const size_t live_lengths[2], void *scratch, int64_t counts[3]) {
+                            const void *const live[2], const size_t live_lengths[2], void *scratch, int64_t counts[3],
+                            int vector) {
     if (!topicstore_can_count() || n == 0 || n > kMostUnionCounted) return -1;
     slice_t parts[kMostUnionCounted], lives[2];
     int present[2];
@@ -746,6 +747,19 @@ int topicstore_union_counts(uint16_t high, const void *const *stored, const size
             u.bytes = (const unsigned char *)words;
             u.count = 0;  // not read: counted below
         }
+    }
+    // A bitset, or runs enough to be spread into one, against live sets that are
+    // bitsets (or none): all three counts in one pass, with AVX-512 where the CPU has it.
+    int dense = u.type == kBitset || (u.type == kRun && u.count > kRunsToBitset);
+    for (int i = 0; i < 2; i++) dense &= !present[i] || lives[i].type == kBitset;
+    if (dense) {
+        if (u.type == kRun) {
+            memset(words, 0, kBitsetBytes);
+            topicstore_or_into_words(words, &u);
+            u.bytes = (const unsigned char *)words;
+        }
+        topicstore_count_words(u.bytes, present[0] ? lives[0].bytes : NULL, present[1] ? lives[1].bytes : NULL, counts, vector);
+        return 0;
     }
     counts[0] = slice_cardinality(&u);
     counts[1] = counts[2] = 0;

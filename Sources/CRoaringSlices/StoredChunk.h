@@ -70,4 +70,11 @@ int topicstore_can_count(void);
 /// alignment) into the 1,024 words of `words`.
 void topicstore_or_into_words(uint64_t *words, const slice_t *s);
 
+/// The values of the bitset `words` (8 KiB, any alignment) into `counts[0]`,
+/// and how many of them the bitsets `first` and `second` (NULL: none) hold
+/// into `counts[1]` and `counts[2]`: one pass, with AVX-512 where
+/// `vector` is non-zero and the CPU has it (ExpressionCounts.c).
+void topicstore_count_words(const unsigned char *words, const unsigned char *first, const unsigned char *second,
+                            int64_t counts[3], int vector);
+
 #endif

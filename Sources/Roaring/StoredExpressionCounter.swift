@@ -41,13 +41,13 @@ public struct StoredExpressionCounter: ~Copyable {
         }
     }
 
-    /// Whether counts evaluate with AVX-512 and its vector popcount, as they
-    /// do where the CPU has them. Setting it false makes them use the x86-64
-    /// baseline (with POPCNT), true the CPU's best again: tests count both ways.
-    public static var usesVectorInstructions: Bool {
-        get { topicstore_expression_vector_kernels() != 0 }
-        set { topicstore_expression_kernels(newValue ? 1 : 0) }
-    }
+    /// Whether the CPU has AVX-512 with its vector popcount, which counts use
+    /// unless `allowsVectorInstructions` is false.
+    public static var cpuHasVectorInstructions: Bool { topicstore_has_vector_kernels() != 0 }
+
+    /// False keeps this counter to the x86-64 baseline (with POPCNT) where the
+    /// CPU has AVX-512: tests count both ways.
+    public var allowsVectorInstructions = true
 
     /// At most how many leaves a program has, and how deep its stack goes.
     public static let mostLeaves = Int(kMostExpressionLeaves)
@@ -140,7 +140,8 @@ public struct StoredExpressionCounter: ~Copyable {
                     topicstore_expression_counts(high, program.baseAddress, program.count, leaves, lengths, kinds, leafCount,
                                                  UnsafeRawPointer(l).assumingMemoryBound(to: UnsafeRawPointer?.self),
                                                  UnsafeRawPointer(n).assumingMemoryBound(to: Int.self), scratch,
-                                                 UnsafeMutableRawPointer(c).assumingMemoryBound(to: Int64.self))
+                                                 UnsafeMutableRawPointer(c).assumingMemoryBound(to: Int64.self),
+                                                 allowsVectorInstructions ? 1 : 0)
                 }
             }
         }

@@ -14,6 +14,11 @@ public struct StoredUnionCounter: ~Copyable {
     private let lengths: UnsafeMutablePointer<Int>
     private var staged = 0
 
+    /// False keeps this counter to the x86-64 baseline (with POPCNT) where the
+    /// CPU has AVX-512 (`StoredExpressionCounter.cpuHasVectorInstructions`):
+    /// tests count both ways.
+    public var allowsVectorInstructions = true
+
     public init() {
         scratch = .allocate(byteCount: Int(kUnionCountsScratchBytes), alignment: 64)
         chunks = .allocate(capacity: Self.mostChunks)
@@ -55,7 +60,8 @@ public struct StoredUnionCounter: ~Copyable {
                     topicstore_union_counts(high, chunks, lengths, staged,
                                             UnsafeRawPointer(l).assumingMemoryBound(to: UnsafeRawPointer?.self),
                                             UnsafeRawPointer(n).assumingMemoryBound(to: Int.self), scratch,
-                                            UnsafeMutableRawPointer(c).assumingMemoryBound(to: Int64.self))
+                                            UnsafeMutableRawPointer(c).assumingMemoryBound(to: Int64.self),
+                                            allowsVectorInstructions ? 1 : 0)
                 }
             }
         }

@@ -114,9 +114,11 @@ enum { kUnionCountsScratchBytes = 8192 + 4 * (4096 + 8) };
 /// (`kUnionCountsScratchBytes`, 64-byte aligned), anything else is ORed
 /// into a bitset there. Returns 0, or -1 when a chunk is not one well-formed
 /// container of slice `high`, `n` is 0 or above `kMostUnionCounted`, or the
-/// CPU lacks POPCNT (count the ordinary way then, which reports damage).
+/// CPU lacks POPCNT (count the ordinary way then, which reports damage). A
+/// dense union is counted with AVX-512 where the CPU has it, unless `vector` is 0.
 int topicstore_union_counts(uint16_t high, const void *const *stored, const size_t *lengths, size_t n,
-                            const void *const live[2], const size_t live_lengths[2], void *scratch, int64_t counts[3]);
+                            const void *const live[2], const size_t live_lengths[2], void *scratch, int64_t counts[3],
+                            int vector);
 
 /// The steps of an audience's program for `topicstore_expression_counts`, in
 /// postfix order, each `op << 8 | leaf`: push a leaf; combine the top of the
@@ -149,16 +151,16 @@ enum { kMostExpressionLeaves = 32, kMostExpressionDepth = 16 };
 /// `TOPICSTORE_EXPRESSION_SCRATCH_BYTES(n)`, 64-byte aligned). Returns 0, or
 /// -1 when the program is not well-formed, a chunk is not one well-formed,
 /// ordered container of slice `high`, or the CPU lacks POPCNT (count the
-/// ordinary way then, which reports damage).
+/// ordinary way then, which reports damage). `vector` 0 keeps to the x86-64
+/// baseline (with POPCNT) where the CPU has AVX-512 (tests count both ways).
 int topicstore_expression_counts(uint16_t high, const uint16_t *program, size_t steps,
                                  const void *const *leaves, const size_t *lengths, const uint8_t *kinds, size_t n,
-                                 const void *const live[2], const size_t live_lengths[2], void *scratch, int64_t counts[3]);
+                                 const void *const live[2], const size_t live_lengths[2], void *scratch, int64_t counts[3],
+                                 int vector);
 
-/// Whether `topicstore_expression_counts` evaluates with AVX-512 (its vector
-/// popcount included), which it does where the CPU has it unless
-/// `topicstore_expression_kernels(0)` asked for the x86-64 baseline (tests
-/// run both). `topicstore_expression_kernels(1)` goes back to the CPU's best.
-int topicstore_expression_vector_kernels(void);
-void topicstore_expression_kernels(int vector);
+/// Whether the CPU has AVX-512 with its vector popcount, which the counts
+/// of `topicstore_expression_counts` and `topicstore_union_counts` use when
+/// their `vector` is non-zero (asked once).
+int topicstore_has_vector_kernels(void);
 
 #endif
