@@ -255,10 +255,11 @@ public struct BenchmarkRunner {
         return Double(after - before) / Double(commands)
     }
 
-    func sample(_ classes: [QueryClass], _ ask: (AudienceQuery) throws -> AudienceTally) throws -> [String: LatencySamples] {
+    func sample(_ classes: [QueryClass], _ ask: (PreparedQuery) throws -> AudienceTally) throws -> [String: LatencySamples] {
         var result: [String: LatencySamples] = [:]
         for c in classes {
-            result[c.name] = try sampleLatencies(c.queries, repetitions: c.repetitions, budgetSeconds: budget) { q in
+            let prepared = try c.queries.map(PreparedQuery.init)  // parsed before the clock runs
+            result[c.name] = try sampleLatencies(prepared, repetitions: c.repetitions, budgetSeconds: budget) { q in
                 _ = try ask(q)
             }
         }
@@ -266,7 +267,7 @@ public struct BenchmarkRunner {
     }
 
     /// `sample` repeated until at least `seconds` have passed, so a concurrent writer commits many batches meanwhile.
-    func sample(forAtLeast seconds: Double, _ classes: [QueryClass], _ ask: (AudienceQuery) throws -> AudienceTally) throws -> [String: LatencySamples] {
+    func sample(forAtLeast seconds: Double, _ classes: [QueryClass], _ ask: (PreparedQuery) throws -> AudienceTally) throws -> [String: LatencySamples] {
         let deadline = monotonicNanos() + UInt64(seconds * 1e9)
         var result = try sample(classes, ask)
         while monotonicNanos() < deadline {
@@ -275,9 +276,9 @@ public struct BenchmarkRunner {
         return result
     }
 
-    func answers(_ classes: [QueryClass], _ ask: (AudienceQuery) throws -> AudienceTally) throws -> [AudienceQuery: AudienceTally] {
+    func answers(_ classes: [QueryClass], _ ask: (PreparedQuery) throws -> AudienceTally) throws -> [AudienceQuery: AudienceTally] {
         var result: [AudienceQuery: AudienceTally] = [:]
-        for c in classes { for q in c.queries { result[q] = try ask(q) } }
+        for c in classes { for q in c.queries { result[q] = try ask(try PreparedQuery(q)) } }
         return result
     }
 
@@ -371,10 +372,10 @@ public struct BenchmarkRunner {
         let churn: ChurnStream
         (r.churnRate, r.churnWrittenPerCommand, churn) = try ingestChurn { try sql.apply($0) }
         let reader = try sql.openReader()
-        func ask(_ q: AudienceQuery) throws -> AudienceTally {
-            switch q {
+        func ask(_ q: PreparedQuery) throws -> AudienceTally {
+            switch q.query {
             case .anyOf(let codes): return try reader.counts(anyOf: codes)
-            case .expression: return try reader.counts(expression: try q.parsed())
+            case .expression: return try reader.counts(expression: q.expression)
             }
         }
         progress("SQLite: audience counts")
