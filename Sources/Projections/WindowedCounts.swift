@@ -68,6 +68,10 @@ extension ProjectionReader {
                 }
             }
         }
+        // A send to a list of per-user topics that the serving caches hold.
+        if case .or = expression, let counted = heldListCounts(p.id, expression, asOf: asOf) {
+            return counted
+        }
         // An OR of a few topics, the usual send: counted slice by slice from the
         // stored chunks, nothing built (`windowsWhenDense` false, which tests of
         // the windows ask, evaluates it by windows instead).
