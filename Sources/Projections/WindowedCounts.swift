@@ -15,21 +15,26 @@ extension ProjectionReader {
     /// `counts(of: audience(project:expression, txn), txn)` answers, without
     /// building the whole audience when it is large.
     ///
-    /// One topic within a window's slices is counted from its placement. An
-    /// OR of at most `mostCountedInPlace` topics (one topic spread wider
-    /// included) is counted slice by slice from the stored chunks, with no
-    /// bitmap built (`unionCounts`). Any other audience over more than
-    /// `windowSlices` slices whose whole evaluation
-    /// would build a dense bitmap (`buildsDense`; at most `mostWindowedTopics`
-    /// topics) is evaluated and counted `windowSlices` slices at a time, and the
-    /// windows' counts are added (their devices are disjoint). The whole bitmap
+    /// One topic within a window's slices is counted from its placement. A
+    /// list of topics the serving caches hold with their members (per-user
+    /// topics) is counted from them alone (`heldListCounts`). An OR of at
+    /// most `mostCountedInPlace` topics (one topic spread wider included) is
+    /// counted slice by slice from the stored chunks, with no bitmap built
+    /// (`unionCounts`). Any other audience over more than `windowSlices`
+    /// slices whose whole evaluation would build a dense bitmap
+    /// (`buildsDense`; at most `mostWindowedTopics` topics) is counted slice
+    /// by slice from the stored chunks by a program over bitsets
+    /// (`expressionCounts`); failing that (a damaged chunk, a program too
+    /// deep), it is evaluated and counted `windowSlices` slices at a time,
+    /// and the windows' counts are added (their devices are disjoint). The whole bitmap
     /// of `t1 OR t2` at 10M devices is 1.2 MB: building it for a count wrote that
     /// much fresh memory (the kernel clearing new pages was 16% of the
     /// expression's samples) and read it back, where a window's memory is
     /// reused while it is in cache. `windowSlices` 0 evaluates the whole
     /// audience at once; `windowsWhenDense` false goes by windows wherever the
     /// audience names a set, a NOT or a topic over more than a window, dense or
-    /// not, and counts no OR in place (tests of the windowed evaluation ask for that).
+    /// not, and counts no OR or expression in place (tests of the windowed
+    /// evaluation ask for that).
     public func counts(project: String, _ expression: AudienceExpression, _ txn: borrowing Transaction,
                        windowSlices: Int = ProjectionReader.countWindowSlices,
                        windowsWhenDense: Bool = true) throws -> AudienceCounts {
