@@ -82,6 +82,10 @@ final class Generation: Sendable {
     var auxiliary: [String: Database] { auxiliaryTables.withLock { $0 } }
     /// What readers of this file read first, kept for its newest snapshot (see `SnapshotFacts`).
     let snapshotFacts = SnapshotFacts()
+    /// The reader of this generation with its serving caches, made once: making
+    /// one per query (copying the tables and caches in, destroying them after)
+    /// was a sixth of a count of one per-user topic.
+    let reader: ProjectionReader
     /// The newest read snapshot (LMDB transaction id) found not retired: a file once
     /// retired stays retired, so no older or equal snapshot needs looking again.
     private let currentThrough = Atomic<Int>(0)
@@ -136,6 +140,8 @@ final class Generation: Sendable {
                                             recipientCache: options.cachesRecipients && !options.readOnly ? RecipientCache() : nil,
                                             topicCache: options.cachesRecipients && !options.readOnly ? TopicCache() : nil,
                                             cacheEntries: options.writerCacheEntries)
+        reader = ProjectionReader(tables: tables, recipientCache: projectionWriter.recipientCache,
+                                  topicCache: projectionWriter.topicCache, snapshotFacts: snapshotFacts)
         let version = try Self.whileOpening(env) { try env.read { txn in try tables.storedSchemaVersion(txn) } }
         guard let version else { throw StoreError.notADatabase(path: directory, reason: "it has no schema version") }
         // Opened for writing, `ProjectionTables.open` has brought an older version up to date.

@@ -81,11 +81,7 @@ public final class TopicStore: Sendable {
     public var environment: Environment { current.environment }
     public var log: EventLog { current.log }
     public var tables: ProjectionTables { current.tables }
-    public var reader: ProjectionReader {
-        let g = current
-        return ProjectionReader(tables: g.tables, recipientCache: g.projectionWriter.recipientCache,
-                                topicCache: g.projectionWriter.topicCache, snapshotFacts: g.snapshotFacts)
-    }
+    public var reader: ProjectionReader { current.reader }
     /// The directory holding the current generation's data.mdb.
     public var environmentDirectory: String { current.directory }
     /// The current generation's name ("" when data.mdb sits in the store directory itself).
