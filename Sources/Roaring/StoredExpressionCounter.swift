@@ -129,22 +129,10 @@ public struct StoredExpressionCounter: ~Copyable {
     /// damage). The leaves stay set.
     public func count(inSlice high: UInt16, _ first: UnsafeRawBufferPointer?,
                       _ second: UnsafeRawBufferPointer?) -> (total: Int, first: Int, second: Int)? {
-        if first?.count == 0 || second?.count == 0 { return nil }  // not a chunk: decoding it says what is wrong
         for i in 0..<leafCount where lengths[i] < 0 { return nil }
-        var counts: (Int64, Int64, Int64) = (0, 0, 0)
-        let live: (UnsafeRawPointer?, UnsafeRawPointer?) = (first?.baseAddress, second?.baseAddress)
-        let liveLengths: (Int, Int) = (first?.count ?? 0, second?.count ?? 0)
-        let result = withUnsafePointer(to: live) { l in
-            withUnsafePointer(to: liveLengths) { n in
-                withUnsafeMutablePointer(to: &counts) { c in
-                    topicstore_expression_counts(high, program.baseAddress, program.count, leaves, lengths, kinds, leafCount,
-                                                 UnsafeRawPointer(l).assumingMemoryBound(to: UnsafeRawPointer?.self),
-                                                 UnsafeRawPointer(n).assumingMemoryBound(to: Int.self), scratch,
-                                                 UnsafeMutableRawPointer(c).assumingMemoryBound(to: Int64.self),
-                                                 allowsVectorInstructions ? 1 : 0)
-                }
-            }
+        return countingAgainstLiveChunks(first, second) { live, liveLengths, counts in
+            topicstore_expression_counts(high, program.baseAddress, program.count, leaves, lengths, kinds, leafCount,
+                                         live, liveLengths, scratch, counts, allowsVectorInstructions ? 1 : 0)
         }
-        return result == 0 ? (Int(counts.0), Int(counts.1), Int(counts.2)) : nil
     }
 }

@@ -49,22 +49,10 @@ public struct StoredUnionCounter: ~Copyable {
     public mutating func count(inSlice high: UInt16, _ first: UnsafeRawBufferPointer?,
                                _ second: UnsafeRawBufferPointer?) -> (total: Int, first: Int, second: Int)? {
         defer { staged = 0 }
-        if first?.count == 0 || second?.count == 0 { return nil }  // not a chunk: decoding it says what is wrong
         for i in 0..<staged where lengths[i] == 0 { return nil }
-        var counts: (Int64, Int64, Int64) = (0, 0, 0)
-        let live: (UnsafeRawPointer?, UnsafeRawPointer?) = (first?.baseAddress, second?.baseAddress)
-        let liveLengths: (Int, Int) = (first?.count ?? 0, second?.count ?? 0)
-        let result = withUnsafePointer(to: live) { l in
-            withUnsafePointer(to: liveLengths) { n in
-                withUnsafeMutablePointer(to: &counts) { c in
-                    topicstore_union_counts(high, chunks, lengths, staged,
-                                            UnsafeRawPointer(l).assumingMemoryBound(to: UnsafeRawPointer?.self),
-                                            UnsafeRawPointer(n).assumingMemoryBound(to: Int.self), scratch,
-                                            UnsafeMutableRawPointer(c).assumingMemoryBound(to: Int64.self),
-                                            allowsVectorInstructions ? 1 : 0)
-                }
-            }
+        return countingAgainstLiveChunks(first, second) { live, liveLengths, counts in
+            topicstore_union_counts(high, chunks, lengths, staged, live, liveLengths, scratch, counts,
+                                    allowsVectorInstructions ? 1 : 0)
         }
-        return result == 0 ? (Int(counts.0), Int(counts.1), Int(counts.2)) : nil
     }
 }
