@@ -1,3 +1,4 @@
+import LMDB
 import Roaring
 
 extension ProjectionReader {
@@ -6,14 +7,16 @@ extension ProjectionReader {
     static let mostListedTopics = 4096
 
     /// The counts of a send to a list of topics (`user.12 OR user.15 OR …`)
-    /// when the serving process's topic directory holds every one of them with
-    /// its members as of `asOf`, and its recipient cache their devices: the
-    /// members gathered under one lock, sorted, and counted from the cache,
-    /// with no evaluation, bitmap or snapshot read. nil otherwise (a topic not
-    /// held, or held by its slices, or a code the project does not have: the
-    /// evaluation reads those, and the directory then holds them for the next
-    /// send).
-    func heldListCounts(_ pid: UInt32, _ expression: AudienceExpression, asOf: UInt64) -> AudienceCounts? {
+    /// when every one of them is a topic of a few devices or an unknown code:
+    /// the members of those the serving process's topic directory holds as
+    /// of `asOf` are gathered under one lock, the others placed from the
+    /// snapshot (and offered to the directory for the next send), then the
+    /// devices are sorted, counted once each and counted from the recipient
+    /// cache, with no evaluation or bitmap. nil when a topic is held by its
+    /// slices (a shared topic), or without the serving caches: the evaluation
+    /// counts those.
+    func heldListCounts(_ pid: UInt32, _ expression: AudienceExpression, asOf: UInt64,
+                        _ txn: borrowing Transaction) throws -> AudienceCounts? {
         guard let directory = topicCache, let cache = recipientCache else { return nil }
         var codes: [String] = []
         func collect(_ e: AudienceExpression) -> Bool {
@@ -29,7 +32,17 @@ extension ProjectionReader {
         }
         guard collect(expression) else { return nil }
         var gathered = GatheredValues(limit: TopicCache.inlineMembers * codes.count)
-        guard directory.gatherMembers(pid, codes: codes, asOf: asOf, into: &gathered).isEmpty else { return nil }
+        var unknown = Set<String>()
+        for i in directory.gatherMembers(pid, codes: codes, asOf: asOf, into: &gathered) {
+            switch try placement(pid, code: codes[i], asOf: asOf, txn) {
+            case nil:
+                unknown.insert(codes[i])
+            case .members(_, let members)?:
+                guard members.withUnsafeBufferPointer({ gathered.append($0) }) else { return nil }
+            case .slices(_, let slices)?:
+                guard slices.isEmpty else { return nil }  // a shared topic: the evaluation's
+            }
+        }
         // A device may be on several of the topics: counted once.
         var members = gathered.withValues(from: 0) { Array($0) }
         members.sort()
@@ -41,6 +54,6 @@ extension ProjectionReader {
         members.removeLast(members.count - unique)
         guard let (ios, android) = cache.liveCounts(pid, members: members, asOf: asOf) else { return nil }
         return AudienceCounts(asOfSeq: asOf, total: unique, ios: ios, android: android,
-                              withoutToken: unique - ios - android, unknownTopics: [])
+                              withoutToken: unique - ios - android, unknownTopics: unknown.sorted())
     }
 }

@@ -16,8 +16,8 @@ extension ProjectionReader {
     /// building the whole audience when it is large.
     ///
     /// One topic within a window's slices is counted from its placement. A
-    /// list of topics the serving caches hold with their members (per-user
-    /// topics) is counted from them alone (`heldListCounts`). An OR of at
+    /// list of topics of a few devices each (per-user topics) is counted
+    /// from their members in the serving caches (`heldListCounts`). An OR of at
     /// most `mostCountedInPlace` topics (one topic spread wider included) is
     /// counted slice by slice from the stored chunks, with no bitmap built
     /// (`unionCounts`). Any other audience over more than `windowSlices`
@@ -73,8 +73,8 @@ extension ProjectionReader {
                 }
             }
         }
-        // A send to a list of per-user topics that the serving caches hold.
-        if case .or = expression, let counted = heldListCounts(p.id, expression, asOf: asOf) {
+        // A send to a list of per-user topics, counted from the serving caches.
+        if case .or = expression, let counted = try heldListCounts(p.id, expression, asOf: asOf, txn) {
             return counted
         }
         // An OR of a few topics, the usual send: counted slice by slice from the
