@@ -26,6 +26,9 @@
 /// Above how many runs a container in memory is spread into a bitset to be
 /// counted against two stored ones (see `topicstore_slice_intersection_counts`).
 enum { kRunsToBitset = 64 };
+/// From how many values in all the arrays of a union are ORed into words
+/// rather than merged, where the count's vector pass runs (`topicstore_union_counts`).
+enum { kUnionByWordsValues = 256 };
 
 /// Set bits of `bitset` in [start, end] (inclusive).
 POPCNT_TARGET static int64_t range_popcount(const unsigned char *bitset, uint32_t start, uint32_t end) {
@@ -724,7 +727,13 @@ int topicstore_union_counts(uint16_t high, const void *const *stored, const size
             all_arrays &= parts[i].type == kArray;
             values += parts[i].count;
         }
-        if (all_arrays && values <= kMaxArray) {
+        // With AVX-512, arrays of many values are ORed into words and counted in
+        // one vector pass against live bitsets, rather than merged and then looked
+        // up value by value in both live sets.
+        int lives_are_bitsets = 1;
+        for (int i = 0; i < 2; i++) lives_are_bitsets &= !present[i] || lives[i].type == kBitset;
+        int by_words = vector && values >= kUnionByWordsValues && lives_are_bitsets && topicstore_has_vector_kernels();
+        if (all_arrays && values <= kMaxArray && !by_words) {
             for (size_t i = 1; i < n; i++) {  // smallest first (see `union_of_slices`)
                 slice_t p = parts[i];
                 size_t j = i;
