@@ -127,6 +127,8 @@ static void evaluate_counting_avx512(const uint16_t *program, size_t steps, cons
 
 /// The values of the bitset `words` and how many of them the bitsets `first`
 /// and `second` hold, in one pass (a union's counts; see `topicstore_count_words`).
+/// `evaluate_counting` with a program of one leaf counts the same, but copies
+/// each block to its stack first: `all` at 10M was 10-20% slower that way.
 static inline __attribute__((always_inline)) void count_words(const unsigned char *words, const unsigned char *first,
                                                               const unsigned char *second, int64_t counts[3]) {
     uint64_t total = 0, a = 0, b = 0;

@@ -3,10 +3,10 @@ import Roaring
 
 extension ProjectionReader {
     /// At most how many topics a list counted from the serving caches names
-    /// (`heldListCounts`); a longer one is evaluated.
+    /// (`heldListCounts`, with the codes from `topicsOfOR`); a longer one is evaluated.
     static let mostListedTopics = 4096
 
-    /// The counts of a send to a list of topics (`user.12 OR user.15 OR …`)
+    /// The counts of a send to a list of topics `codes` (`user.12 OR user.15 OR …`)
     /// when every one of them is a topic of a few devices or an unknown code:
     /// the members of those the serving process's topic directory holds as
     /// of `asOf` are gathered under one lock, the others placed from the
@@ -15,22 +15,9 @@ extension ProjectionReader {
     /// cache, with no evaluation or bitmap. nil when a topic is held by its
     /// slices (a shared topic), or without the serving caches: the evaluation
     /// counts those.
-    func heldListCounts(_ pid: UInt32, _ expression: AudienceExpression, asOf: UInt64,
+    func heldListCounts(_ pid: UInt32, codes: [String], asOf: UInt64,
                         _ txn: borrowing Transaction) throws -> AudienceCounts? {
         guard let directory = topicCache, let cache = recipientCache else { return nil }
-        var codes: [String] = []
-        func collect(_ e: AudienceExpression) -> Bool {
-            switch e {
-            case .topic(let code):
-                codes.append(code)
-                return codes.count <= Self.mostListedTopics
-            case .or(let a, let b):
-                return collect(a) && collect(b)
-            default:
-                return false
-            }
-        }
-        guard collect(expression) else { return nil }
         var gathered = GatheredValues(limit: TopicCache.inlineMembers * codes.count)
         var unknown = Set<String>()
         for i in directory.gatherMembers(pid, codes: codes, asOf: asOf, into: &gathered) {

@@ -7,16 +7,15 @@ extension ProjectionReader {
     /// gathers in one pass.
     static let mostCountedInPlace = mostWindowedTopics
 
-    /// The codes of `e` when it is an OR of at most `mostCountedInPlace`
-    /// topics and nothing else; nil otherwise (asked node by node, up to one
-    /// topic past the limit).
-    static func topicsOfOR(_ e: AudienceExpression) -> [String]? {
+    /// The codes of `e` when it is an OR of at most `limit` topics and nothing
+    /// else; nil otherwise (asked node by node, up to one topic past the limit).
+    static func topicsOfOR(_ e: AudienceExpression, atMost limit: Int = mostCountedInPlace) -> [String]? {
         var codes: [String] = []
         func walk(_ e: AudienceExpression) -> Bool {
             switch e {
             case .topic(let code):
                 codes.append(code)
-                return codes.count <= mostCountedInPlace
+                return codes.count <= limit
             case .or(let a, let b):
                 return walk(b) && walk(a)
             default:

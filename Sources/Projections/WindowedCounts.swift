@@ -73,16 +73,16 @@ extension ProjectionReader {
                 }
             }
         }
-        // A send to a list of per-user topics, counted from the serving caches.
-        if case .or = expression, let counted = try heldListCounts(p.id, expression, asOf: asOf, txn) {
-            return counted
-        }
-        // An OR of a few topics, the usual send: counted slice by slice from the
-        // stored chunks, nothing built (`windowsWhenDense` false, which tests of
-        // the windows ask, evaluates it by windows instead).
-        if windowsWhenDense, case .or = expression, let codes = Self.topicsOfOR(expression),
-           let counted = try unionCounts(p.id, codes: codes, asOf: asOf, txn) {
-            return counted
+        if case .or = expression, let codes = Self.topicsOfOR(expression, atMost: Self.mostListedTopics) {
+            // A send to a list of per-user topics, counted from the serving caches.
+            if let counted = try heldListCounts(p.id, codes: codes, asOf: asOf, txn) { return counted }
+            // An OR of a few topics, the usual send: counted slice by slice from the
+            // stored chunks, nothing built (`windowsWhenDense` false, which tests of
+            // the windows ask, evaluates it by windows instead).
+            if windowsWhenDense, codes.count <= Self.mostCountedInPlace,
+               let counted = try unionCounts(p.id, codes: codes, asOf: asOf, txn) {
+                return counted
+            }
         }
         var evaluation = AudienceEvaluation(reader: self, pid: p.id, asOf: asOf)
         let top: UInt16

@@ -522,6 +522,19 @@ struct SliceCountTests {
         #expect(error.place.hasPrefix("postings/1/0/"), "\(error.place)")
     }
 
+    /// Cuts the chunk of topic `code` (project 1) in slice `high` short by a
+    /// byte, as a damaged value would be; returns the topic's id.
+    static func cutChunkShort(_ store: TopicStore, code: String, high: UInt16) throws -> UInt32 {
+        let tid = try #require(try store.read { txn in try store.reader.topicID(1, code: code, txn) })
+        // `pid ‖ high16 ‖ topic`
+        let key: [UInt8] = [0, 0, 0, 1, UInt8(high >> 8), UInt8(high & 0xFF)] + withUnsafeBytes(of: tid.bigEndian) { Array($0) }
+        try store.environment.write { txn in
+            let value = try #require(try txn.get(store.tables.postings, key))
+            try txn.put(store.tables.postings, key, Array(value.dropLast()))
+        }
+        return tid
+    }
+
     @Test("a corrupt chunk of a topic in an OR makes a count fail naming the chunk")
     func corruptChunkInAnOR() throws {
         let dir = TemporaryDirectory("slice-count")
@@ -539,13 +552,7 @@ struct SliceCountTests {
         }
         let before = try counts()
         #expect(before.total == 200 && before.android == 67 && before.ios == 133 && before.unknownTopics == ["nope"])
-        // sport's chunk of slice 0 (`pid ‖ high16 ‖ topic`) cut short by a byte.
-        let tid = try #require(try store.read { txn in try reader.topicID(1, code: "sport", txn) })
-        let key: [UInt8] = [0, 0, 0, 1, 0, 0] + withUnsafeBytes(of: tid.bigEndian) { Array($0) }
-        try store.environment.write { txn in
-            let value = try #require(try txn.get(store.tables.postings, key))
-            try txn.put(store.tables.postings, key, Array(value.dropLast()))
-        }
+        let tid = try Self.cutChunkShort(store, code: "sport", high: 0)
         let error = try #require(throws: ProjectionCorruption.self) { try counts() }
         #expect(error.place == "postings/1/0/\(tid)", "\(error)")
     }

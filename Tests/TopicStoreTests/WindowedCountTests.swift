@@ -149,13 +149,8 @@ import TopicStore
         }
         let members = model.filter { Self.isMember(e, $0) }
         #expect(try counts().total == members.count && members.count > 10_000)
-        // even's chunk of slice 1 (`pid ‖ high16 ‖ topic`) cut short by a byte.
-        let tid = try #require(try store.read { txn in try reader.topicID(1, code: "even", txn) })
-        let key: [UInt8] = [0, 0, 0, 1, 0, 1] + withUnsafeBytes(of: tid.bigEndian) { Array($0) }
-        try store.environment.write { txn in
-            let value = try #require(try txn.get(store.tables.postings, key))
-            try txn.put(store.tables.postings, key, Array(value.dropLast()))
-        }
+        // even's chunk of slice 1 cut short by a byte.
+        let tid = try SliceCountTests.cutChunkShort(store, code: "even", high: 1)
         let error = try #require(throws: ProjectionCorruption.self) { try counts() }
         #expect(error.place == "postings/1/1/\(tid)", "\(error)")
     }
