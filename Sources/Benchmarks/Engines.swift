@@ -100,13 +100,8 @@ final class TopicStoreEngine: @unchecked Sendable {
     var transactionID: Int { store.environment.info().lastTransactionID }
 
     func counts(_ q: PreparedQuery) throws -> AudienceTally {
-        let e = q.expression
-        let reader = store.reader
-        let project = self.project
-        return try store.read { txn in
-            let c = try reader.counts(project: project, e, txn)
-            return AudienceTally(total: c.total, ios: c.ios, android: c.android)
-        }
+        let c = try store.counts(project: project, q.expression)
+        return AudienceTally(total: c.total, ios: c.ios, android: c.android)
     }
 
     /// Streams the reachable recipients of `topic` (forEachRecipient) into `sink`:

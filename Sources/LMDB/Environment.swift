@@ -245,6 +245,15 @@ public final class Environment: @unchecked Sendable {
                     readersInUse: Int(info.me_numreaders))
     }
 
+    /// The id of the newest committed transaction, read from the meta pages with no
+    /// transaction and no system call: what a reader may compare with the id of a
+    /// snapshot it holds answers for. Read it where the map cannot be resized meanwhile.
+    public var lastTransactionID: Int {
+        var info = MDB_envinfo()
+        mdb_env_info(pointer, &info)
+        return info.me_last_txnid
+    }
+
     /// Whether the database file was removed (unlinked) while open: LMDB goes
     /// on writing into the removed file, which nothing will open again.
     public var fileWasRemoved: Bool {

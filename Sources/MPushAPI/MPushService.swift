@@ -248,10 +248,7 @@ final class MPushService: Sendable {
 
     private func audienceCount(_ request: HTTPRequest, _ credential: Credential) throws -> HTTPResponse {
         let query = try audienceQuery(request)
-        let reader = store.reader
-        let counts = try store.read { txn in
-            try reader.counts(project: credential.project, query.expression, txn)
-        }
+        let counts = try store.counts(project: credential.project, query.expression)
         return APIResponse.json(200, ["project": credential.project, "asOfSeq": counts.asOfSeq, "total": counts.total,
                                       "ios": counts.ios, "android": counts.android, "withoutToken": counts.withoutToken,
                                       "unknownTopics": counts.unknownTopics, "expr": query.expression.description])

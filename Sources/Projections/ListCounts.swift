@@ -17,7 +17,7 @@ extension ProjectionReader {
     /// counts those.
     func heldListCounts(_ pid: UInt32, codes: [String], asOf: UInt64,
                         _ txn: borrowing Transaction) throws -> AudienceCounts? {
-        guard let directory = topicCache, let cache = recipientCache else { return nil }
+        guard let directory = topicCache else { return nil }
         var gathered = GatheredValues(limit: TopicCache.inlineMembers * codes.count)
         var unknown = Set<String>()
         for i in directory.gatherMembers(pid, codes: codes, asOf: asOf, into: &gathered) {
@@ -30,6 +30,15 @@ extension ProjectionReader {
                 guard slices.isEmpty else { return nil }  // a shared topic: the evaluation's
             }
         }
+        return gatheredCounts(pid, &gathered, asOf: asOf, unknown: unknown.sorted())
+    }
+
+    /// The counts of the devices `gathered` holds (repeats allowed) in the
+    /// snapshot at `asOf`, from the recipient cache; nil when it cannot
+    /// answer for every one of them.
+    func gatheredCounts(_ pid: UInt32, _ gathered: inout GatheredValues, asOf: UInt64,
+                        unknown: [String]) -> AudienceCounts? {
+        guard let cache = recipientCache else { return nil }
         // A device may be on several of the topics: counted once.
         var members = gathered.withValues(from: 0) { Array($0) }
         members.sort()
@@ -41,6 +50,6 @@ extension ProjectionReader {
         members.removeLast(members.count - unique)
         guard let (ios, android) = cache.liveCounts(pid, members: members, asOf: asOf) else { return nil }
         return AudienceCounts(asOfSeq: asOf, total: unique, ios: ios, android: android,
-                              withoutToken: unique - ios - android, unknownTopics: unknown.sorted())
+                              withoutToken: unique - ios - android, unknownTopics: unknown)
     }
 }

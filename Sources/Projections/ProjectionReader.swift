@@ -61,6 +61,7 @@ public struct ProjectionReader: Sendable {
         let record = try ProjectRecord(decoding: v, at: "projects/\(name)")
         try tables.checkProjectID(record, named: name, txn)  // the one field a reader uses
         snapshotFacts?.setProject(name, record, txn)
+        topicCache?.noteProject(name, id: record.id)
         return record
     }
 

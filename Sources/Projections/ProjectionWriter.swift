@@ -225,7 +225,7 @@ public final class ProjectionWriter {
         recipientChanges.removeAll()
         transactionStart = appliedSequence
         topicChanges.removeAll(keepingCapacity: true)
-        topicCache?.beginWrite(at: appliedSequence)
+        topicCache?.beginWrite(at: appliedSequence, snapshot: Self.snapshot(of: txn))
         if let cache = recipientCache, cache.heldSequence != appliedSequence {
             // Others wrote: take the device records their journal lists, or (the first
             // write, or a gap in the journal) read the table again.
@@ -280,7 +280,7 @@ public final class ProjectionWriter {
             }
             if theirs.heldSequence == sequence { mine.take(from: theirs) }
         }
-        topicCache?.beginWrite(at: sequence)
+        topicCache?.beginWrite(at: sequence, snapshot: Self.snapshot(of: txn))
         return directory.isLoaded
     }
 
@@ -295,7 +295,9 @@ public final class ProjectionWriter {
     /// cache is read here afterwards instead, from `txn`.
     public func prepare(_ txn: borrowing Transaction, alongside environment: Environment? = nil) throws {
         // Readers may fill the topic directory from now on (changes are reported from here).
-        if build == nil, let topics = topicCache { topics.beginWrite(at: try tables.appliedSequence(txn)) }
+        if build == nil, let topics = topicCache {
+            topics.beginWrite(at: try tables.appliedSequence(txn), snapshot: Self.snapshot(of: txn))
+        }
         let loadsDirectory = build == nil && !directory.isLoaded
         let cache = recipientCache.flatMap { $0.heldSequence == nil ? $0 : nil }
         var filledBeside = false
@@ -325,16 +327,24 @@ public final class ProjectionWriter {
     }
 
     /// Tells the writer that the transaction it flushed into committed.
+    /// The recipient cache is brought up first: the topic directory's report
+    /// lets readers without a transaction ask both for the new snapshot.
     public func didCommit(transactionID: Int) {
         lastCommittedTransaction = transactionID
-        if let cache = topicCache {
-            cache.didCommit(changing: topicChanges, from: transactionStart, through: appliedSequence)
-            topicChanges.removeAll(keepingCapacity: true)
-        }
         if let cache = recipientCache {
             cache.apply(recipientChanges, from: transactionStart, through: appliedSequence)
             recipientChanges.removeAll()
         }
+        if let cache = topicCache {
+            cache.didCommit(changing: topicChanges, from: transactionStart, through: appliedSequence, transaction: transactionID)
+            topicChanges.removeAll(keepingCapacity: true)
+        }
+    }
+
+    /// The committed snapshot `txn` reads, by LMDB transaction id: a write
+    /// transaction's id is one past the snapshot it began on.
+    static func snapshot(of txn: borrowing Transaction) -> Int {
+        txn.isReadOnly ? txn.id : txn.id - 1
     }
 
     private var lastCommittedTransaction: Int?

@@ -253,6 +253,11 @@ public final class RecipientCache: @unchecked Sendable {
         }
     }
 
+    /// The same, borrowing the ordinals.
+    func liveCounts(_ pid: UInt32, members: UnsafeBufferPointer<UInt32>, asOf: UInt64) -> (ios: Int, android: Int)? {
+        liveCounts(pid, asOf: asOf) { tally in _ = tally(members) }
+    }
+
     /// Live counts of the ordinals `feed` hands to its tally, batch by batch;
     /// the tally returns false (and the counts are nil) at the first ordinal
     /// the cache does not hold as of `asOf`.

@@ -22,6 +22,13 @@ import Roaring
 /// - A reader at S takes an entry only when `validFrom` ≤ S ≤ `heldThrough`:
 ///   every change in that range dropped it, so it is the snapshot's.
 /// Codes that do not exist are not held (their creation needs no report).
+///
+/// A reader with no transaction (`heldPlacement`, `gatherHeldMembers`) asks
+/// for the newest committed snapshot: it names LMDB's newest transaction id,
+/// and is answered at `heldThrough` only when the writer reported that
+/// sequence as that very transaction (`heldTransaction`). A commit of any
+/// process since, this writer's included until it reports, moves LMDB's id
+/// past it, and the reader goes to a snapshot.
 public final class TopicCache: @unchecked Sendable {
     /// What is held for a topic.
     public enum Placement: Sendable, Equatable {
@@ -46,6 +53,20 @@ public final class TopicCache: @unchecked Sendable {
     /// Bytes of chunks held at most, across topics (64 MiB).
     public static let chunkBudget = 64 << 20
 
+    /// A topic's members held for the newest committed snapshot (`heldMembers`).
+    public struct HeldMembers {
+        /// The topic's project.
+        public var pid: UInt32
+        /// The snapshot's sequence.
+        public var asOf: UInt64
+        var members: InlineMembers
+
+        /// Calls `body` with the members, ascending.
+        public func withMembers<R>(_ body: (UnsafeBufferPointer<UInt32>) -> R) -> R {
+            members.withValues(body)
+        }
+    }
+
     private struct Entry {
         var placement: Placement
         /// The first sequence the entry holds for; `UInt64.max` when dropped.
@@ -67,27 +88,6 @@ public final class TopicCache: @unchecked Sendable {
         }
     }
 
-    /// At most `inlineMembers` devices, in place: all of a topic's (`isAll`),
-    /// or none held (a topic held by its slices).
-    private struct InlineMembers {
-        var values: (UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0)
-        var count: UInt8 = 0
-        var isAll = false
-
-        /// None held.
-        init() {}
-
-        /// All of a topic's members (none: a topic everyone left).
-        init(_ members: [UInt32]) {
-            guard members.count <= TopicCache.inlineMembers else { return }
-            withUnsafeMutableBytes(of: &values) { raw in
-                for (i, m) in members.enumerated() { raw.storeBytes(of: m, toByteOffset: 4 * i, as: UInt32.self) }
-            }
-            count = UInt8(members.count)
-            isAll = true
-        }
-    }
-
     private let lock = NSLock()
     // Everything below is guarded by `lock`.
     /// (pid, code) → index in `entries`. An index stays with its code: a
@@ -97,6 +97,12 @@ public final class TopicCache: @unchecked Sendable {
     /// pid << 32 | topic id → index in `entries`, for the writer's drops.
     private var byTopic: [UInt64: Int] = [:]
     private var heldThrough: UInt64?
+    /// The LMDB transaction id of the committed snapshot at `heldThrough`, when
+    /// the writer knows it (nil otherwise).
+    private var heldTransaction: Int?
+    /// Projects' ids by name, as readers found them: a project keeps its id
+    /// in a file for ever, so these are dropped only with everything.
+    private var projectIDs: [String: UInt32] = [:]
     /// Bytes of the chunks held (`chunkBudget` at most).
     private var chunkBytes = 0
     /// Entries above which the cache starts afresh (each about 200 bytes with
@@ -124,6 +130,40 @@ public final class TopicCache: @unchecked Sendable {
         }
     }
 
+    /// The members of topic `code` of project `project` in the newest committed
+    /// snapshot, with that snapshot's sequence and the project's id, when LMDB's
+    /// newest transaction is `tip` and the cache holds the topic for it with its
+    /// members (a topic of a few devices); nil otherwise (read a snapshot then).
+    /// Copied out as values: no array is retained.
+    public func heldMembers(project: String, code: String, tip: Int) -> HeldMembers? {
+        lock.withLock {
+            guard heldTransaction == tip, let asOf = heldThrough, let pid = projectIDs[project],
+                  let index = codes.lookup(pid, code), let i = index.map(Int.init),
+                  entries[i].validFrom <= asOf, entries[i].members.isAll else { return nil }
+            return HeldMembers(pid: pid, asOf: asOf, members: entries[i].members)
+        }
+    }
+
+    /// `gatherMembers` for the newest committed snapshot, when LMDB's newest
+    /// transaction is `tip`: the project's id and the snapshot's sequence when
+    /// every topic of `codes` was gathered; nil otherwise (some not held, or
+    /// held by their slices, or the cache not at that snapshot), with
+    /// `gathered` to be discarded.
+    public func gatherHeldMembers(project: String, codes: [String], tip: Int,
+                                  into gathered: inout GatheredValues) -> (pid: UInt32, asOf: UInt64)? {
+        lock.withLock {
+            guard heldTransaction == tip, let asOf = heldThrough, let pid = projectIDs[project] else { return nil }
+            return gatherLocked(pid, codes: codes, asOf: asOf, into: &gathered, stoppingAtFirstMiss: true).isEmpty ? (pid, asOf) : nil
+        }
+    }
+
+    /// Notes that project `name` has id `pid` (as a snapshot of this store's file holds it).
+    public func noteProject(_ name: String, id pid: UInt32) {
+        lock.withLock {
+            if projectIDs[name] == nil { projectIDs[name] = pid }
+        }
+    }
+
     /// Gathers into `gathered`, under one lock, the members of each topic of
     /// `codes` held with its members for a snapshot at `asOf` (a send to a list
     /// of per-user topics; a topic with no member left gathers nothing). Returns
@@ -132,26 +172,33 @@ public final class TopicCache: @unchecked Sendable {
     public func gatherMembers(_ pid: UInt32, codes: [String], asOf: UInt64, into gathered: inout GatheredValues) -> [Int] {
         lock.withLock {
             guard let held = heldThrough, asOf <= held else { return Array(codes.indices) }
-            // Held in locals for the loop: each access through `self` retained and released them.
-            let names = self.codes
-            var rest: [Int] = []
-            entries.withUnsafeBufferPointer { entries in
-                for c in codes.indices {
-                    guard let index = names.lookup(pid, codes[c]), let i = index.map(Int.init), entries[i].validFrom <= asOf,
-                          entries[i].members.isAll else {
-                        rest.append(c)
-                        continue
-                    }
-                    var members = entries[i].members
-                    let fits = withUnsafeBytes(of: &members.values) { raw in
-                        gathered.append(UnsafeBufferPointer(start: raw.baseAddress!.assumingMemoryBound(to: UInt32.self),
-                                                            count: Int(members.count)))
-                    }
-                    if !fits { rest.append(c) }
+            return gatherLocked(pid, codes: codes, asOf: asOf, into: &gathered, stoppingAtFirstMiss: false)
+        }
+    }
+
+    /// `gatherMembers` with the lock held; with `stoppingAtFirstMiss`, only the
+    /// first index not gathered is returned.
+    private func gatherLocked(_ pid: UInt32, codes: [String], asOf: UInt64, into gathered: inout GatheredValues,
+                              stoppingAtFirstMiss: Bool) -> [Int] {
+        // Held in locals for the loop: each access through `self` retained and released them.
+        let names = self.codes
+        var rest: [Int] = []
+        entries.withUnsafeBufferPointer { entries in
+            for c in codes.indices {
+                guard let index = names.lookup(pid, codes[c]), let i = index.map(Int.init), entries[i].validFrom <= asOf,
+                      entries[i].members.isAll else {
+                    rest.append(c)
+                    if stoppingAtFirstMiss { return }
+                    continue
+                }
+                let fits = entries[i].members.withValues { gathered.append($0) }
+                if !fits {
+                    rest.append(c)
+                    if stoppingAtFirstMiss { return }
                 }
             }
-            return rest
         }
+        return rest
     }
 
     /// The stored chunks of topic `code` of project `pid` in a snapshot at
@@ -208,21 +255,26 @@ public final class TopicCache: @unchecked Sendable {
 
     // MARK: The writer
 
-    /// A write transaction begins on a store at `sequence` (or the writer is
-    /// prepared, or takes over another generation, there): anything held for
-    /// another sequence is dropped (another process wrote), and readers at
-    /// `sequence` may offer.
-    func beginWrite(at sequence: UInt64) {
+    /// A write transaction begins on a store at `sequence`, the committed
+    /// snapshot `snapshot` (LMDB's transaction id; or the writer is prepared, or
+    /// takes over another generation, there): anything held for another
+    /// sequence is dropped (another process wrote), and readers at `sequence`
+    /// may offer.
+    func beginWrite(at sequence: UInt64, snapshot: Int? = nil) {
         lock.withLock {
-            if heldThrough == sequence { return }
-            forgetAll()
-            heldThrough = sequence
+            if heldThrough != sequence {
+                forgetAll()
+                heldThrough = sequence
+            }
+            heldTransaction = snapshot
         }
     }
 
     /// A transaction that began at `from` committed through `through`, changing
-    /// `topics` (pid << 32 | topic id, in any order, repeats allowed).
-    func didCommit(changing topics: [UInt64], from: UInt64, through: UInt64) {
+    /// `topics` (pid << 32 | topic id, in any order, repeats allowed); it is
+    /// LMDB's transaction `transaction` when given, which readers without a
+    /// transaction of their own may then be answered for.
+    func didCommit(changing topics: [UInt64], from: UInt64, through: UInt64, transaction: Int? = nil) {
         lock.withLock {
             guard heldThrough == from else { return forgetAll() }
             if !byTopic.isEmpty {
@@ -237,13 +289,25 @@ public final class TopicCache: @unchecked Sendable {
                 }
             }
             heldThrough = through
+            heldTransaction = transaction
+        }
+    }
+
+    /// LMDB transaction `transaction` committed on the snapshot just before it
+    /// and changed no projection (a write of the auxiliary tables): what is held
+    /// for that snapshot holds for this one, if the writer had reported it.
+    public func didCommitBeside(transaction: Int) {
+        lock.withLock {
+            if heldTransaction == transaction - 1 { heldTransaction = transaction }
         }
     }
 
     /// Drops everything (called with the lock held); readers go to their snapshots.
     private func forgetAll() {
         dropEntries()
+        projectIDs.removeAll()
         heldThrough = nil
+        heldTransaction = nil
     }
 
     /// Drops every entry, keeping what the writer reported (called with the lock held).
@@ -252,6 +316,35 @@ public final class TopicCache: @unchecked Sendable {
         entries.removeAll()
         byTopic.removeAll()
         chunkBytes = 0
+    }
+}
+
+/// At most `TopicCache.inlineMembers` devices, in place: all of a topic's
+/// (`isAll`), or none held (a topic held by its slices).
+struct InlineMembers {
+    private var values: (UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0)
+    private var count: UInt8 = 0
+    private(set) var isAll = false
+
+    /// None held.
+    init() {}
+
+    /// All of a topic's members (none: a topic everyone left).
+    init(_ members: [UInt32]) {
+        guard members.count <= TopicCache.inlineMembers else { return }
+        withUnsafeMutableBytes(of: &values) { raw in
+            for (i, m) in members.enumerated() { raw.storeBytes(of: m, toByteOffset: 4 * i, as: UInt32.self) }
+        }
+        count = UInt8(members.count)
+        isAll = true
+    }
+
+    /// Calls `body` with the members held.
+    func withValues<R>(_ body: (UnsafeBufferPointer<UInt32>) -> R) -> R {
+        var values = self.values
+        return withUnsafeBytes(of: &values) { raw in
+            body(UnsafeBufferPointer(start: raw.baseAddress!.assumingMemoryBound(to: UInt32.self), count: Int(count)))
+        }
     }
 }
 

@@ -240,6 +240,20 @@ public final class TopicStore: Sendable {
         try readGeneration { txn, _ in try body(txn) }
     }
 
+    /// The counts of `expression` for `project` in the newest committed snapshot:
+    /// `reader.counts(project:_:_:)` in a read transaction, or, in a serving
+    /// process whose caches hold that snapshot, from them with no transaction
+    /// (`ProjectionReader.heldCounts`: a per-user topic, a list of them).
+    public func counts(project: String, _ expression: AudienceExpression) throws -> AudienceCounts {
+        let g = try openGeneration()
+        // The newest transaction id is read from the meta pages: not while the map moves.
+        if g.reader.topicCache != nil,
+           let held = mapLock.withReadLock({ g.reader.heldCounts(project: project, expression, tip: g.environment.lastTransactionID) }) {
+            return held
+        }
+        return try readGeneration { txn, g in try g.reader.counts(project: project, expression, txn) }
+    }
+
     /// Throws `StoreError.removed` when the database file was deleted while open
     /// (a health check: the store then acknowledges no command).
     public func checkFileIsPresent() throws {
@@ -348,12 +362,18 @@ public final class TopicStore: Sendable {
         while true {
             let g = try openGeneration()
             do {
-                return try mapLock.withReadLock {
+                var transaction = 0
+                let result = try mapLock.withReadLock {
                     try g.environment.write { txn in
                         if try g.isRetired(txn) { throw Generation.Retired() }
+                        transaction = txn.id
                         return try body(txn, g.auxiliary)
                     }
                 }
+                // The projections did not change: counts answered from the caches for
+                // the snapshot before go on for this one (see `counts(project:_:)`).
+                g.reader.topicCache?.didCommitBeside(transaction: transaction)
+                return result
             } catch LMDBError.mapFull {
                 try growMap(g)
             } catch LMDBError.mapResized {

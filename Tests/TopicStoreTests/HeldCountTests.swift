@@ -1,0 +1,221 @@
+import Foundation
+import LMDB
+@testable import Projections
+import Roaring
+import SubscriptionLog
+import Synchronization
+import Testing
+import TopicStore
+
+/// Counts a serving process answers from its caches with no read transaction
+/// (`TopicStore.counts(project:_:)`, `ProjectionReader.heldCounts`): they are
+/// the newest committed snapshot's exactly, are asked only for the LMDB
+/// transaction the writer reported last, and a commit anyone else makes sends
+/// readers back to a snapshot.
+@Suite struct HeldCountTests {
+    static let project = TopicCacheTests.project
+
+    /// Per-user topics alone and as lists (the held path), an unknown code,
+    /// shared topics (always read from a snapshot).
+    static let questions: [String] = ["user.7", "user.0", "user.299", "user.3",
+                                      (0..<100).map { "user.\($0 * 3)" }.joined(separator: " OR "),
+                                      "user.1 OR user.2 OR user.6", "user.1 OR nope", "t1", "t1 OR user.4", "nope"]
+
+    /// Every question's counts read from the map alone, in one snapshot.
+    static func mapped(_ store: TopicStore) throws -> [AudienceCounts] {
+        let map = ProjectionReader(tables: store.tables)
+        return try store.read { txn in
+            try questions.map { try map.counts(project: project, try AudienceExpression(parsing: $0), txn) }
+        }
+    }
+
+    /// Every question's counts as a send service asks them.
+    static func asked(_ store: TopicStore) throws -> [AudienceCounts] {
+        try questions.map { try store.counts(project: project, try AudienceExpression(parsing: $0)) }
+    }
+
+    /// Whether the question was answered without a transaction for LMDB's newest one.
+    static func heldAnswer(_ store: TopicStore, _ question: String, tip: Int? = nil) throws -> AudienceCounts? {
+        store.reader.heldCounts(project: project, try AudienceExpression(parsing: question),
+                                tip: tip ?? store.environment.lastTransactionID)
+    }
+
+    @Test func countsAreTheNewestSnapshotsAfterEveryCommit() throws {
+        let dir = TemporaryDirectory()
+        let store = try RecipientCacheTests.servingStore(dir.path)
+        defer { store.close() }
+        try TopicCacheTests.submit(store, (0..<300).flatMap(TopicCacheTests.install))
+
+        let rounds: [[Event]] = [
+            [Event(project: Self.project, body: .unregister(deviceID: "dev-0", codes: ["user.0"])),
+             Event(project: Self.project, body: .register(deviceID: "dev-1", topics: [TopicSpec(code: "user.3")]))],
+            [Event(project: Self.project, body: .token(deviceID: "dev-9", token: "tok-7", platform: .ios)),
+             Event(project: Self.project, body: .tokenRejected(token: "tok-3", rejectedAt: Int64(Date().timeIntervalSince1970 * 1000) + 60_000,
+                                                                 reason: "Unregistered"))],
+            [Event(project: Self.project, body: .unregisterAll(deviceID: "dev-6")),
+             Event(project: Self.project, body: .dropTopic(code: "user.6"))],
+            [Event(project: Self.project, body: .register(deviceID: "dev-2", topics: [TopicSpec(code: "user.6", single: true)])),
+             Event(project: Self.project, body: .register(deviceID: "dev-8", topics: [TopicSpec(code: "user.new", single: true)]))],
+            (300..<310).flatMap(TopicCacheTests.install),
+        ]
+        var previous = try Self.mapped(store)
+        for (n, round) in ([[]] + rounds).enumerated() {
+            if !round.isEmpty { try TopicCacheTests.submit(store, round) }
+            let expected = try Self.mapped(store)
+            #expect(try Self.asked(store) == expected, "round \(n): as a send service asks (first ask)")
+            #expect(try Self.asked(store) == expected, "round \(n): asked again, from the caches")
+            if n > 0 { #expect(expected.map(\.asOfSeq) != previous.map(\.asOfSeq), "round \(n) committed") }
+            previous = expected
+            // Answered from the caches, for the newest transaction only.
+            let tip = store.environment.lastTransactionID
+            #expect(try Self.heldAnswer(store, "user.7") == expected[0], "round \(n)")
+            // (A list naming a code no topic has, user.6 once dropped, is read from a snapshot.)
+            #expect(try Self.heldAnswer(store, Self.questions[4]) == (expected[4].unknownTopics.isEmpty ? expected[4] : nil),
+                    "round \(n): a list of 100")
+            #expect(try Self.heldAnswer(store, "user.7", tip: tip - 1) == nil, "an older transaction")
+            #expect(try Self.heldAnswer(store, "user.7", tip: tip + 1) == nil, "a newer transaction")
+            #expect(try Self.heldAnswer(store, "t1") == nil && Self.heldAnswer(store, "t1 OR user.4") == nil,
+                    "a shared topic is read from a snapshot")
+            #expect(try Self.heldAnswer(store, "user.1 OR nope") == nil, "an unknown code is read from a snapshot")
+        }
+        let final = try Self.mapped(store)
+        #expect(final[1].total == 0 && final[3].total == 2, "user.0 lost dev-0; user.3 gained dev-1")
+        #expect(final[3].withoutToken == 1, "tok-3 was rejected")
+        #expect(final[0].total == 1 && final[0].withoutToken == 1, "dev-9 took tok-7 from dev-7")
+    }
+
+    @Test func anotherProcessCommittingSendsCountsToTheSnapshot() throws {
+        let binary = BuiltProducts.executable("topicstore")
+        try #require(FileManager.default.isExecutableFile(atPath: binary), "topicstore is built beside the tests")
+        let dir = TemporaryDirectory()
+        let store = try RecipientCacheTests.servingStore(dir.path)
+        defer { store.close() }
+        try TopicCacheTests.submit(store, (0..<300).flatMap(TopicCacheTests.install))
+        let before = try Self.asked(store)
+        #expect(try Self.heldAnswer(store, "user.3")?.total == 1)
+
+        // `topicstore load`, in another process, empties user.3 and user.7.
+        let lines = [3, 7].map { #"{"project":"app","type":"unregister","device_id":"dev-\#($0)","topics":["user.\#($0)"]}"# }
+        #expect(try RecipientCacheTests.loadInAnotherProcess(binary, dir.path, lines) == 0)
+
+        #expect(try Self.heldAnswer(store, "user.3") == nil, "LMDB's newest transaction is not the one the writer reported")
+        let after = try Self.asked(store)
+        #expect(after == (try Self.mapped(store)))
+        #expect(after[0].total == 0 && after[3].total == 0 && after[0].asOfSeq == before[0].asOfSeq + 2)
+        // This process's next commit brings the caches to the newest snapshot again.
+        try TopicCacheTests.submit(store, [Event(project: Self.project, body: .register(deviceID: "dev-3", topics: [TopicSpec(code: "user.3")]))])
+        _ = try Self.asked(store)
+        let held = try #require(try Self.heldAnswer(store, "user.3"))
+        #expect(held.total == 1 && held.asOfSeq == before[0].asOfSeq + 3)
+    }
+
+    @Test func aWriteOfTheAuxiliaryTablesKeepsCountsHeld() throws {
+        let dir = TemporaryDirectory()
+        let store = try RecipientCacheTests.servingStore(dir.path)
+        defer { store.close() }
+        try store.openAuxiliary(["extra"])
+        try TopicCacheTests.submit(store, (0..<30).flatMap(TopicCacheTests.install))
+        let before = try Self.asked(store)
+        let tip = store.environment.lastTransactionID
+        #expect(try Self.heldAnswer(store, "user.7") == before[0])
+        try store.writeAuxiliary { txn, t in try txn.put(t["extra"]!, Array("k".utf8), Array("v".utf8)) }
+        #expect(store.environment.lastTransactionID == tip + 1)
+        #expect(try Self.heldAnswer(store, "user.7") == before[0], "nothing the caches hold changed")
+        #expect(try Self.heldAnswer(store, "user.7", tip: tip) == nil)
+    }
+
+    @Test func countsWhileTheWriterCommitsAreExactSnapshots() async throws {
+        let dir = TemporaryDirectory()
+        let store = try RecipientCacheTests.servingStore(dir.path)
+        defer { store.close() }
+        try TopicCacheTests.submit(store, (0..<300).flatMap(TopicCacheTests.install))
+
+        // The writer records what the map holds after each of its commits; it is the only writer.
+        let expected = Mutex<[UInt64: [AudienceCounts]]>([:])
+        let first = try Self.mapped(store)
+        expected.withLock { $0[first[0].asOfSeq] = first }
+        let writer = Task.detached {
+            for round in 1...40 {
+                let events = (0..<20).map { i -> Event in
+                    let device = (round * 131 + i * 17) % 320
+                    switch i % 4 {
+                    case 0: return Event(project: Self.project, body: .unregister(deviceID: "dev-\(device)", codes: ["user.\(device)"]))
+                    case 1: return Event(project: Self.project, body: .register(deviceID: "dev-\(device)", topics: [TopicSpec(code: "user.\((device * 7) % 300)")]))
+                    case 2: return Event(project: Self.project, body: .token(deviceID: "dev-\(device)", token: "tok-\(round)-\(i)", platform: .android))
+                    default: return Event(project: Self.project, body: .register(deviceID: "dev-\(device)", topics: [TopicSpec(code: "user.\(device)")]))
+                    }
+                }
+                try TopicCacheTests.submit(store, events)
+                let now = try Self.mapped(store)
+                expected.withLock { $0[now[0].asOfSeq] = now }
+            }
+        }
+        let answers = try await withThrowingTaskGroup(of: [AudienceCounts].self) { group in
+            for _ in 0..<2 {
+                group.addTask {
+                    var got: [AudienceCounts] = []
+                    for _ in 0..<100 { got += try Self.asked(store) }
+                    return got
+                }
+            }
+            var all: [AudienceCounts] = []
+            for try await got in group { all += got }
+            return all
+        }
+        try await writer.value
+        let byCommit = expected.withLock { $0 }
+        #expect(byCommit.count == 41)
+        for (i, answer) in answers.enumerated() {
+            let q = i % Self.questions.count
+            let wanted = try #require(byCommit[answer.asOfSeq], "answer \(i) is of a committed snapshot (\(answer.asOfSeq))")
+            #expect(answer == wanted[q], "\(Self.questions[q].prefix(20)) as of \(answer.asOfSeq)")
+        }
+    }
+
+    // MARK: The directory's rules
+
+    @Test func theDirectoryAnswersWithNoTransactionOnlyForTheOneReported() throws {
+        let cache = TopicCache()
+        func members(_ code: String, tip: Int) -> [UInt32]? {
+            cache.heldMembers(project: "app", code: code, tip: tip)?.withMembers { Array($0) }
+        }
+        cache.beginWrite(at: 5, snapshot: 40)
+        cache.offer(1, code: "user.1", .members(tid: 1 << 31, [7]), readAt: 5)
+        cache.offer(1, code: "news", .slices(tid: 20, [0, 3]), readAt: 5)
+        #expect(members("user.1", tip: 40) == nil, "the project's id is not known yet")
+        cache.noteProject("app", id: 1)
+        let held = try #require(cache.heldMembers(project: "app", code: "user.1", tip: 40))
+        #expect(held.pid == 1 && held.asOf == 5 && held.withMembers { Array($0) } == [7])
+        #expect(members("user.1", tip: 41) == nil && members("user.1", tip: 39) == nil, "another transaction")
+        #expect(members("news", tip: 40) == nil, "a topic held by its slices")
+        #expect(cache.heldMembers(project: "other", code: "user.1", tip: 40) == nil, "another project")
+
+        // Transaction 41 took 5 → 8 and changed user.1.
+        cache.didCommit(changing: [UInt64(1) << 32 | UInt64(1 << 31)], from: 5, through: 8, transaction: 41)
+        #expect(members("user.1", tip: 41) == nil, "dropped")
+        cache.offer(1, code: "user.1", .members(tid: 1 << 31, [7, 9]), readAt: 8)
+        #expect(members("user.1", tip: 41) == [7, 9] && members("user.1", tip: 40) == nil)
+        cache.offer(1, code: "user.2", .members(tid: 1 << 31 | 2, [3]), readAt: 8)
+        cache.offer(1, code: "user.3", .members(tid: 1 << 31 | 3, []), readAt: 8)
+        var gathered = GatheredValues(limit: 16)
+        let list = try #require(cache.gatherHeldMembers(project: "app", codes: ["user.1", "user.2", "user.3"], tip: 41, into: &gathered))
+        #expect(list.pid == 1 && list.asOf == 8 && gathered.withValues(from: 0) { Array($0) } == [7, 9, 3])
+        var partial = GatheredValues(limit: 16)
+        #expect(cache.gatherHeldMembers(project: "app", codes: ["user.1", "news"], tip: 41, into: &partial) == nil)
+        #expect(cache.gatherHeldMembers(project: "app", codes: ["user.1", "user.9"], tip: 41, into: &partial) == nil)
+        #expect(cache.gatherHeldMembers(project: "app", codes: ["user.1"], tip: 42, into: &partial) == nil)
+
+        // A commit reported without its transaction: answered for none.
+        cache.didCommit(changing: [], from: 8, through: 9)
+        #expect(members("user.1", tip: 41) == nil && members("user.1", tip: 42) == nil)
+        // The writer begins on snapshot 42 at that sequence: answered for it.
+        cache.beginWrite(at: 9, snapshot: 42)
+        #expect(members("user.1", tip: 42) == [7, 9])
+        // Another process wrote (the writer begins at another sequence): everything goes, ids too.
+        cache.beginWrite(at: 12, snapshot: 50)
+        cache.offer(1, code: "user.1", .members(tid: 1 << 31, [7]), readAt: 12)
+        #expect(members("user.1", tip: 50) == nil, "the project's id is noted again first")
+        cache.noteProject("app", id: 1)
+        #expect(members("user.1", tip: 50) == [7])
+    }
+}
