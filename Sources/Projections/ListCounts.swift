@@ -41,15 +41,42 @@ extension ProjectionReader {
         guard let cache = recipientCache else { return nil }
         // A device may be on several of the topics: counted once.
         var members = gathered.withValues(from: 0) { Array($0) }
-        members.sort()
-        var unique = 0
-        for m in members where unique == 0 || members[unique - 1] != m {
-            members[unique] = m
-            unique += 1
-        }
-        members.removeLast(members.count - unique)
-        guard let (ios, android) = cache.liveCounts(pid, members: members, asOf: asOf) else { return nil }
+        let unique = members.withUnsafeMutableBufferPointer { Self.keepDistinct($0) }
+        guard let (ios, android) = members.withUnsafeBufferPointer({
+            cache.liveCounts(pid, members: UnsafeBufferPointer(rebasing: $0[..<unique]), asOf: asOf)
+        }) else { return nil }
         return AudienceCounts(asOfSeq: asOf, total: unique, ios: ios, android: android,
                               withoutToken: unique - ios - android, unknownTopics: unknown)
+    }
+
+    /// Moves the distinct values of `values` to its front, in no particular
+    /// order, and returns how many there are: through a table of twice as
+    /// many slots, not a sort (sorting the 100 members of a list was a third
+    /// of its count).
+    static func keepDistinct(_ values: UnsafeMutableBufferPointer<UInt32>) -> Int {
+        guard values.count > 1 else { return values.count }
+        var bits = 4
+        while 1 << bits < 2 * values.count { bits += 1 }
+        let size = 1 << bits, mask = size - 1
+        // Slots hold value + 1; 0 is empty (kept as 64-bit values, so any UInt32 fits).
+        let table = UnsafeMutablePointer<UInt64>.allocate(capacity: size)
+        defer { table.deallocate() }
+        table.initialize(repeating: 0, count: size)
+        var unique = 0
+        for v in values {
+            let key = UInt64(v) + 1
+            var slot = Int(truncatingIfNeeded: (UInt64(v) &* 0x9E37_79B9_7F4A_7C15) >> UInt64(64 - bits))
+            while true {
+                if table[slot] == key { break }
+                if table[slot] == 0 {
+                    table[slot] = key
+                    values[unique] = v
+                    unique += 1
+                    break
+                }
+                slot = (slot + 1) & mask
+            }
+        }
+        return unique
     }
 }

@@ -178,24 +178,17 @@ public final class TopicCache: @unchecked Sendable {
 
     /// `gatherMembers` with the lock held; with `stoppingAtFirstMiss`, only the
     /// first index not gathered is returned.
-    private func gatherLocked(_ pid: UInt32, codes: [String], asOf: UInt64, into gathered: inout GatheredValues,
+    private func gatherLocked(_ pid: UInt32, codes names: [String], asOf: UInt64, into gathered: inout GatheredValues,
                               stoppingAtFirstMiss: Bool) -> [Int] {
-        // Held in locals for the loop: each access through `self` retained and released them.
-        let names = self.codes
         var rest: [Int] = []
         entries.withUnsafeBufferPointer { entries in
-            for c in codes.indices {
-                guard let index = names.lookup(pid, codes[c]), let i = index.map(Int.init), entries[i].validFrom <= asOf,
-                      entries[i].members.isAll else {
+            codes.lookupEach(pid, names) { c, index in
+                guard let index, let i = index.map(Int.init), entries[i].validFrom <= asOf, entries[i].members.isAll,
+                      entries[i].members.withValues({ gathered.append($0) }) else {
                     rest.append(c)
-                    if stoppingAtFirstMiss { return }
-                    continue
+                    return !stoppingAtFirstMiss
                 }
-                let fits = entries[i].members.withValues { gathered.append($0) }
-                if !fits {
-                    rest.append(c)
-                    if stoppingAtFirstMiss { return }
-                }
+                return true
             }
         }
         return rest

@@ -218,4 +218,18 @@ import TopicStore
         cache.noteProject("app", id: 1)
         #expect(members("user.1", tip: 50) == [7])
     }
+
+    @Test func aListsMembersAreCountedOnceEach() {
+        var rng = SystemRandomNumberGenerator()
+        for n in [0, 1, 2, 3, 17, 100, 1000, 5000] {
+            for spread in [UInt32(4), 1_000, UInt32.max] {
+                var values = (0..<n).map { _ in UInt32.random(in: 0...spread, using: &rng) }
+                if n > 2 { values[n / 2] = UInt32.max; values[n - 1] = 0; values[0] = UInt32.max }
+                let want = Set(values)
+                let unique = values.withUnsafeMutableBufferPointer { ProjectionReader.keepDistinct($0) }
+                #expect(unique == want.count, "\(n) values up to \(spread)")
+                #expect(Set(values[..<unique]) == want && Set(values[..<unique]).count == unique)
+            }
+        }
+    }
 }
