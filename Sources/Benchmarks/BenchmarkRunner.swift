@@ -139,7 +139,7 @@ public struct BenchmarkRunner {
         report.rows = rows
         report.goals = goals(ts: ts, raw: raw, sql: sql, classes: classes)
         report.notes.append("SQLite: WAL, synchronous=FULL, 128 MiB cache, mmap; one project per file; the same encoded records in an events table.")
-        report.notes.append("Latencies include opening the read transaction; each query class is sampled round-robin (samples in --json).")
+        report.notes.append("Latencies include opening the read transaction where one is opened (topicstore answers per-user topics from its serving caches without one when they hold the newest commit; SQLite always opens one); each query class is sampled round-robin (samples in --json).")
         report.seconds = Double(monotonicNanos() - started) / 1e9
         return report
     }
