@@ -41,7 +41,7 @@ public final class ProjectionWriter {
     /// `Dictionary` keyed by (pid, code) hashed each with SipHash (about
     /// 1,300 instructions to insert a new topic's code). A dropped topic's
     /// code is a tombstone, which sends its next lookup to the store.
-    private var topicCodes = NameIndex()
+    private let topicCodes = NameIndex()
     /// The last few thousand codes looked up (see `RecentTopicCodes`).
     private let recentCodes = RecentTopicCodes()
     /// In the compact layout, the subscriber counts of topics over several

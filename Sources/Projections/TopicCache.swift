@@ -23,7 +23,7 @@ import Roaring
 ///   every change in that range dropped it, so it is the snapshot's.
 /// Codes that do not exist are not held (their creation needs no report).
 ///
-/// A reader with no transaction (`heldPlacement`, `gatherHeldMembers`) asks
+/// A reader with no transaction (`heldMembers`, `gatherHeldMembers`) asks
 /// for the newest committed snapshot: it names LMDB's newest transaction id,
 /// and is answered at `heldThrough` only when the writer reported that
 /// sequence as that very transaction (`heldTransaction`). A commit of any
@@ -92,7 +92,7 @@ public final class TopicCache: @unchecked Sendable {
     // Everything below is guarded by `lock`.
     /// (pid, code) → index in `entries`. An index stays with its code: a
     /// dropped entry is refilled in place.
-    private var codes = NameIndex()
+    private let codes = NameIndex()
     private var entries: [Entry] = []
     /// pid << 32 | topic id → index in `entries`, for the writer's drops.
     private var byTopic: [UInt64: Int] = [:]
