@@ -136,16 +136,7 @@ import TopicStore
         expected.withLock { $0[first[0].asOfSeq] = first }
         let writer = Task.detached {
             for round in 1...40 {
-                let events = (0..<20).map { i -> Event in
-                    let device = (round * 131 + i * 17) % 320
-                    switch i % 4 {
-                    case 0: return Event(project: Self.project, body: .unregister(deviceID: "dev-\(device)", codes: ["user.\(device)"]))
-                    case 1: return Event(project: Self.project, body: .register(deviceID: "dev-\(device)", topics: [TopicSpec(code: "user.\((device * 7) % 300)")]))
-                    case 2: return Event(project: Self.project, body: .token(deviceID: "dev-\(device)", token: "tok-\(round)-\(i)", platform: .android))
-                    default: return Event(project: Self.project, body: .register(deviceID: "dev-\(device)", topics: [TopicSpec(code: "user.\(device)")]))
-                    }
-                }
-                try TopicCacheTests.submit(store, events)
+                try TopicCacheTests.submit(store, TopicCacheTests.moves(round: round, count: 20))
                 let now = try Self.mapped(store)
                 expected.withLock { $0[now[0].asOfSeq] = now }
             }

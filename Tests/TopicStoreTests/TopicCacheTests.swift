@@ -19,6 +19,21 @@ import TopicStore
              TopicSpec(code: "all"), TopicSpec(code: "user.\(n)", single: true), TopicSpec(code: "t\(n % 5)")]))]
     }
 
+    /// Round `round` of a writer moving devices between per-user topics, moving tokens, and
+    /// emptying devices: `count` commands over devices dev-0…dev-319 (some not installed).
+    static func moves(round: Int, count: Int) -> [Event] {
+        (0..<count).map { i -> Event in
+            let device = (round * 131 + i * 17) % 320
+            switch i % 5 {
+            case 0: return Event(project: project, body: .unregister(deviceID: "dev-\(device)", codes: ["user.\(device)"]))
+            case 1: return Event(project: project, body: .register(deviceID: "dev-\(device)", topics: [TopicSpec(code: "user.\((device * 7) % 300)")]))
+            case 2: return Event(project: project, body: .token(deviceID: "dev-\(device)", token: "tok-\(round)-\(i)", platform: .android))
+            case 3: return Event(project: project, body: .unregisterAll(deviceID: "dev-\(device)"))
+            default: return Event(project: project, body: .register(deviceID: "dev-\(device)", topics: [TopicSpec(code: "user.\(device)")]))
+            }
+        }
+    }
+
     static func submit(_ store: TopicStore, _ events: [Event]) throws {
         for r in store.submitAndWait(events) { _ = try r.get() }
     }
@@ -112,19 +127,7 @@ import TopicStore
 
         // A writer moving devices between per-user topics and moving tokens, while three readers ask.
         let writer = Task.detached {
-            for round in 1...40 {
-                let events = (0..<50).map { i -> Event in
-                    let device = (round * 131 + i * 17) % 320
-                    switch i % 5 {
-                    case 0: return Event(project: Self.project, body: .unregister(deviceID: "dev-\(device)", codes: ["user.\(device)"]))
-                    case 1: return Event(project: Self.project, body: .register(deviceID: "dev-\(device)", topics: [TopicSpec(code: "user.\((device * 7) % 300)")]))
-                    case 2: return Event(project: Self.project, body: .token(deviceID: "dev-\(device)", token: "tok-\(round)-\(i)", platform: .android))
-                    case 3: return Event(project: Self.project, body: .unregisterAll(deviceID: "dev-\(device)"))
-                    default: return Event(project: Self.project, body: .register(deviceID: "dev-\(device)", topics: [TopicSpec(code: "user.\(device)")]))
-                    }
-                }
-                try Self.submit(store, events)
-            }
+            for round in 1...40 { try Self.submit(store, Self.moves(round: round, count: 50)) }
         }
         try await withThrowingTaskGroup(of: Int.self) { group in
             for _ in 0..<3 {
