@@ -135,6 +135,8 @@ extension ProjectionReader {
         var first = [Int](repeating: 0, count: placed.count)  // a member leaf's first member in the slice at hand
         var present = [Bool](repeating: false, count: placed.count)
         var key = Keys.chunk(pid, ProjectionTables.BuiltIn.liveIOS, 0)
+        var heldLive: [TopicChunks] = [], budget = Self.liveChunksOfferedPerCount
+        defer { withExtendedLifetime(heldLive) {} }
         let counted = try withExtendedLifetime(placed) {
             try txn.withCursor(tables.postings) { cursor -> Bool in
                 for high in 0...top {
@@ -156,7 +158,7 @@ extension ProjectionReader {
                         }
                     }
                     guard Self.mayHoldDevices(program.steps, present) else { continue }
-                    let live = try Self.liveChunks(pid, high, key: &key, &cursor)
+                    let live = try liveChunks(pid, high, asOf: asOf, key: &key, &cursor, held: &heldLive, offering: &budget)
                     for i in placed.indices {
                         switch placed[i] {
                         case .slices(let tid, _, let held):

@@ -71,6 +71,8 @@ public final class ProjectionWriter {
     public let topicCache: TopicCache?
     /// The topics the open transaction changed (pid << 32 | topic id), for the topic cache once it commits.
     private var topicChanges: [UInt64] = []
+    /// The slices whose live sets' chunks the open transaction changed (pid << 32 | slice), likewise.
+    private var liveSliceChanges: [UInt64] = []
     /// The sequence the open transaction started from, and the writer stamp stored then.
     private var transactionStart: UInt64 = 0
     private var startedOnStamp: UInt64?
@@ -225,6 +227,7 @@ public final class ProjectionWriter {
         recipientChanges.removeAll()
         transactionStart = appliedSequence
         topicChanges.removeAll(keepingCapacity: true)
+        liveSliceChanges.removeAll(keepingCapacity: true)
         topicCache?.beginWrite(at: appliedSequence, snapshot: Self.snapshot(of: txn))
         if let cache = recipientCache, cache.heldSequence != appliedSequence {
             // Others wrote: take the device records their journal lists, or (the first
@@ -336,8 +339,10 @@ public final class ProjectionWriter {
             recipientChanges.removeAll()
         }
         if let cache = topicCache {
-            cache.didCommit(changing: topicChanges, from: transactionStart, through: appliedSequence, transaction: transactionID)
+            cache.didCommit(changing: topicChanges, liveSlices: liveSliceChanges, from: transactionStart,
+                            through: appliedSequence, transaction: transactionID)
             topicChanges.removeAll(keepingCapacity: true)
+            liveSliceChanges.removeAll(keepingCapacity: true)
         }
     }
 
@@ -954,8 +959,12 @@ public final class ProjectionWriter {
         try txn.withCursor(tables.postings) { cursor in
             for slot in chunkSlots where postings.chunks.values[slot].dirty {
                 let key = postings.chunks.keys[slot]
-                if topicCache != nil, key.topic >= ProjectionTables.firstTopicID {
-                    topicChanges.append(UInt64(key.pid) << 32 | UInt64(key.topic))
+                if topicCache != nil {
+                    if key.topic >= ProjectionTables.firstTopicID {
+                        topicChanges.append(UInt64(key.pid) << 32 | UInt64(key.topic))
+                    } else if key.topic == ProjectionTables.BuiltIn.liveIOS || key.topic == ProjectionTables.BuiltIn.liveAndroid {
+                        liveSliceChanges.append(UInt64(key.pid) << 32 | UInt64(key.high))
+                    }
                 }
                 postings.chunks.values[slot].dirty = false
                 try Keys.withChunk(key.pid, key.topic, key.high) { k in

@@ -22,6 +22,8 @@ import Roaring
 /// - A reader at S takes an entry only when `validFrom` ≤ S ≤ `heldThrough`:
 ///   every change in that range dropped it, so it is the snapshot's.
 /// Codes that do not exist are not held (their creation needs no report).
+/// The live sets' chunks of a slice are held under the same rules, dropped
+/// when a commit changes either of them in that slice.
 ///
 /// A reader with no transaction (`heldMembers`, `gatherHeldMembers`) asks
 /// for the newest committed snapshot: it names LMDB's newest transaction id,
@@ -103,7 +105,10 @@ public final class TopicCache: @unchecked Sendable {
     /// Projects' ids by name, as readers found them: a project keeps its id
     /// in a file for ever, so these are dropped only with everything.
     private var projectIDs: [String: UInt32] = [:]
-    /// Bytes of the chunks held (`chunkBudget` at most).
+    /// pid << 32 | slice → the live sets' chunks of that slice (`liveChunks`),
+    /// iOS's then Android's, an empty one where the snapshot has none.
+    private var live: [UInt64: (chunks: TopicChunks, validFrom: UInt64)] = [:]
+    /// Bytes of the chunks held, topics' and live sets' (`chunkBudget` at most).
     private var chunkBytes = 0
     /// Entries above which the cache starts afresh (each about 200 bytes with
     /// its index slots and arrays: some 50 MB at the default 262,144).
@@ -222,6 +227,31 @@ public final class TopicCache: @unchecked Sendable {
         }
     }
 
+    /// The chunks of both live sets in slice `high` of project `pid` in a
+    /// snapshot at sequence `asOf`, when held for it: iOS's then Android's, an
+    /// empty one where the snapshot has none. A count then searches no B-tree
+    /// for them (a quarter of a mid topic's count at 1M devices).
+    public func liveChunks(_ pid: UInt32, _ high: UInt16, asOf: UInt64) -> TopicChunks? {
+        lock.withLock {
+            guard let held = heldThrough, asOf <= held, let entry = live[UInt64(pid) << 32 | UInt64(high)],
+                  entry.validFrom <= asOf else { return nil }
+            return entry.chunks
+        }
+    }
+
+    /// Offers the live sets' chunks of slice `high` (as `liveChunks` holds
+    /// them), read from a snapshot at sequence `readAt`; taken only at the
+    /// sequence the writer has reported through, within the budget.
+    public func offerLiveChunks(_ pid: UInt32, _ high: UInt16, _ chunks: TopicChunks, readAt: UInt64) {
+        lock.withLock {
+            let key = UInt64(pid) << 32 | UInt64(high)
+            guard heldThrough == readAt, chunks.count == 2, live[key] == nil,
+                  chunkBytes + chunks.byteCount <= Self.chunkBudget else { return }
+            live[key] = (chunks, readAt)
+            chunkBytes += chunks.byteCount
+        }
+    }
+
     /// Offers where topic `code` is, as read from a snapshot at sequence `readAt`;
     /// taken only when that is the sequence the writer has reported through.
     public func offer(_ pid: UInt32, code: String, _ placement: Placement, readAt: UInt64) {
@@ -264,12 +294,17 @@ public final class TopicCache: @unchecked Sendable {
     }
 
     /// A transaction that began at `from` committed through `through`, changing
-    /// `topics` (pid << 32 | topic id, in any order, repeats allowed); it is
+    /// `topics` (pid << 32 | topic id, in any order, repeats allowed) and the
+    /// live sets' chunks of `liveSlices` (pid << 32 | slice); it is
     /// LMDB's transaction `transaction` when given, which readers without a
     /// transaction of their own may then be answered for.
-    func didCommit(changing topics: [UInt64], from: UInt64, through: UInt64, transaction: Int? = nil) {
+    func didCommit(changing topics: [UInt64], liveSlices: [UInt64] = [], from: UInt64, through: UInt64,
+                   transaction: Int? = nil) {
         lock.withLock {
             guard heldThrough == from else { return forgetAll() }
+            for key in liveSlices {
+                if let dropped = live.removeValue(forKey: key) { chunkBytes -= dropped.chunks.byteCount }
+            }
             if !byTopic.isEmpty {
                 for key in topics {
                     if let i = byTopic.removeValue(forKey: key) {
@@ -308,6 +343,7 @@ public final class TopicCache: @unchecked Sendable {
         codes.removeAll()
         entries.removeAll()
         byTopic.removeAll()
+        live.removeAll()
         chunkBytes = 0
     }
 }

@@ -59,7 +59,7 @@ extension ProjectionReader {
     /// (`unknown`: the codes named that the project does not have). In the
     /// serving process, a topic's chunks come from the topic directory where it
     /// holds them for the snapshot (`TopicCache.chunks`), and are offered to it
-    /// once read from the snapshot; the live sets' chunks are always the snapshot's.
+    /// once read from the snapshot; so are the live sets' chunks (`liveChunks`).
     func unionCounts(_ pid: UInt32, _ topics: [PlacedTopic], unknown: [String], asOf: UInt64,
                      _ txn: borrowing Transaction) throws -> AudienceCounts? {
         var counts = AudienceCounts(asOfSeq: asOf, total: 0, ios: 0, android: 0, withoutToken: 0, unknownTopics: unknown)
@@ -70,6 +70,8 @@ extension ProjectionReader {
         var read: [[UnsafeRawBufferPointer]] = topics.map { _ in [] }
         var next = [Int](repeating: 0, count: topics.count)  // each topic's next slice in its list
         var key = Keys.chunk(pid, ProjectionTables.BuiltIn.liveIOS, 0)
+        var heldLive: [TopicChunks] = [], budget = Self.liveChunksOfferedPerCount
+        defer { withExtendedLifetime(heldLive) {} }
         let counted = try withExtendedLifetime(held) {
             try txn.withCursor(tables.postings) { cursor -> Bool in
                 while true {
@@ -93,7 +95,7 @@ extension ProjectionReader {
                         next[i] += 1
                         guard counter.stage(chunk) else { return false }
                     }
-                    let live = try Self.liveChunks(pid, high, key: &key, &cursor)
+                    let live = try liveChunks(pid, high, asOf: asOf, key: &key, &cursor, held: &heldLive, offering: &budget)
                     guard let (total, ios, android) = counter.count(inSlice: high, live.ios, live.android) else { return false }
                     counts.total += total
                     counts.ios += ios

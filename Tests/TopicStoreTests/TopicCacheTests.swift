@@ -271,6 +271,38 @@ import TopicStore
         #expect(cache.chunks(1, code: "big", asOf: 8) == nil)
     }
 
+    @Test func liveSetsChunksAreHeldPerSliceUntilACommitChangesThem() {
+        let cache = TopicCache()
+        let bytes: [[UInt8]] = [[1, 2, 3, 4], []]  // iOS's chunk; no Android devices in the slice
+        let chunks = bytes[0].withUnsafeBytes { a in bytes[1].withUnsafeBytes { b in TopicChunks([a, b]) } }
+        cache.offerLiveChunks(1, 3, chunks, readAt: 5)
+        #expect(cache.liveChunks(1, 3, asOf: 5) == nil, "nothing is taken before the writer reports a sequence")
+        cache.beginWrite(at: 5)
+        cache.offerLiveChunks(1, 3, chunks, readAt: 4)
+        #expect(cache.liveChunks(1, 3, asOf: 5) == nil, "an older snapshot's chunks are not taken")
+        cache.offerLiveChunks(1, 3, chunks, readAt: 5)
+        #expect(cache.liveChunks(1, 3, asOf: 5) === chunks)
+        #expect(cache.liveChunks(1, 4, asOf: 5) == nil && cache.liveChunks(2, 3, asOf: 5) == nil, "another slice, another project")
+        #expect(cache.liveChunks(1, 3, asOf: 4) == nil, "a snapshot before they were read")
+        #expect(cache.liveChunks(1, 3, asOf: 6) == nil, "a snapshot the writer has not reported")
+        let one = bytes[0].withUnsafeBytes { TopicChunks([$0]) }
+        cache.offerLiveChunks(1, 4, one, readAt: 5)
+        #expect(cache.liveChunks(1, 4, asOf: 5) == nil, "both platforms' chunks or none")
+
+        // A commit 5 → 7 that changed the live sets of slice 9 only, then one that changed slice 3's.
+        cache.didCommit(changing: [UInt64(1) << 32 | 20], liveSlices: [UInt64(1) << 32 | 9], from: 5, through: 7)
+        #expect(cache.liveChunks(1, 3, asOf: 7) === chunks && cache.liveChunks(1, 3, asOf: 6) === chunks)
+        cache.didCommit(changing: [], liveSlices: [UInt64(1) << 32 | 3, UInt64(1) << 32 | 3], from: 7, through: 8)
+        #expect(cache.liveChunks(1, 3, asOf: 8) == nil && cache.liveChunks(1, 3, asOf: 7) == nil, "dropped for every snapshot")
+        cache.offerLiveChunks(1, 3, chunks, readAt: 7)
+        #expect(cache.liveChunks(1, 3, asOf: 8) == nil, "a snapshot from before the change is not taken")
+        cache.offerLiveChunks(1, 3, chunks, readAt: 8)
+        #expect(cache.liveChunks(1, 3, asOf: 8) === chunks)
+        // Another writer committed: everything goes.
+        cache.beginWrite(at: 12)
+        #expect(cache.liveChunks(1, 3, asOf: 12) == nil)
+    }
+
     @Test func aFullCacheStartsAfreshAndKeepsWhatTheWriterReported() {
         let cache = TopicCache(capacity: 8)
         cache.beginWrite(at: 3)
