@@ -52,7 +52,7 @@ public final class TopicCache: @unchecked Sendable {
     /// Topics whose stored chunks come to at most this many bytes have them held
     /// too (`chunks(_:code:asOf:)`), within `chunkBudget` bytes in all.
     public static let mostChunkBytes = 256 << 10
-    /// Bytes of chunks held at most, across topics (64 MiB).
+    /// Bytes of chunks held at most, across topics and live sets (64 MiB).
     public static let chunkBudget = 64 << 20
 
     /// A topic's members held for the newest committed snapshot (`heldMembers`).
