@@ -106,11 +106,12 @@ extension ProjectionReader {
             let pid = audience.projectID
             let iosTopic = ProjectionTables.BuiltIn.liveIOS, androidTopic = ProjectionTables.BuiltIn.liveAndroid
             var key = Keys.chunk(pid, iosTopic, 0)
-            var held: [TopicChunks] = [], budget = Self.liveChunksOfferedPerCount
+            let held = topicCache?.heldLive(pid, asOf: audience.asOfSeq)
+            var budget = Self.liveChunksOfferedPerCount
             defer { withExtendedLifetime(held) {} }
             try txn.withCursor(tables.postings) { cursor in
                 for high in slices {
-                    let live = try liveChunks(pid, high, asOf: audience.asOfSeq, key: &key, &cursor, held: &held, offering: &budget)
+                    let live = try liveChunks(pid, high, asOf: audience.asOfSeq, key: &key, &cursor, held: held, offering: &budget)
                     // Both counted at once (a slice of many runs, `all`, is spread into a bitset
                     // once for both); one by one when a chunk is not well-formed, which reports it.
                     if let (i, a) = audience.devices.intersectionCounts(inSlice: high, live.ios, live.android) {
@@ -151,17 +152,16 @@ extension ProjectionReader {
     }
 
     /// `liveChunks(_:_:key:_:)` for a snapshot at `asOf` through the serving
-    /// process's topic directory: held there for the snapshot (the object is
-    /// appended to `held`, which the caller keeps alive while it reads the
+    /// process's topic directory: held there for the snapshot (`held`, taken
+    /// once for the count, which the caller keeps alive while it reads the
     /// chunks), or read from the snapshot and, while `offering` has room for
     /// them, copied to it for the counts after this one (a budget per count
     /// bounds what one count spends copying after a commit dropped them).
     func liveChunks(_ pid: UInt32, _ high: UInt16, asOf: UInt64, key: inout [UInt8], _ cursor: inout Cursor,
-                    held: inout [TopicChunks], offering budget: inout Int)
+                    held: TopicCache.HeldLive?, offering budget: inout Int)
         throws -> (ios: UnsafeRawBufferPointer?, android: UnsafeRawBufferPointer?) {
         guard let directory = topicCache else { return try Self.liveChunks(pid, high, key: &key, &cursor) }
-        if let chunks = directory.liveChunks(pid, high, asOf: asOf) {
-            held.append(chunks)
+        if let chunks = held?.chunks(high) {
             return (chunks[0].count > 0 ? chunks[0] : nil, chunks[1].count > 0 ? chunks[1] : nil)
         }
         let live = try Self.liveChunks(pid, high, key: &key, &cursor)

@@ -135,7 +135,8 @@ extension ProjectionReader {
         var first = [Int](repeating: 0, count: placed.count)  // a member leaf's first member in the slice at hand
         var present = [Bool](repeating: false, count: placed.count)
         var key = Keys.chunk(pid, ProjectionTables.BuiltIn.liveIOS, 0)
-        var heldLive: [TopicChunks] = [], budget = Self.liveChunksOfferedPerCount
+        let heldLive = topicCache?.heldLive(pid, asOf: asOf)
+        var budget = Self.liveChunksOfferedPerCount
         defer { withExtendedLifetime(heldLive) {} }
         let counted = try withExtendedLifetime(placed) {
             try txn.withCursor(tables.postings) { cursor -> Bool in
@@ -158,7 +159,7 @@ extension ProjectionReader {
                         }
                     }
                     guard Self.mayHoldDevices(program.steps, present) else { continue }
-                    let live = try liveChunks(pid, high, asOf: asOf, key: &key, &cursor, held: &heldLive, offering: &budget)
+                    let live = try liveChunks(pid, high, asOf: asOf, key: &key, &cursor, held: heldLive, offering: &budget)
                     for i in placed.indices {
                         switch placed[i] {
                         case .slices(let tid, _, let held):

@@ -70,7 +70,8 @@ extension ProjectionReader {
         var read: [[UnsafeRawBufferPointer]] = topics.map { _ in [] }
         var next = [Int](repeating: 0, count: topics.count)  // each topic's next slice in its list
         var key = Keys.chunk(pid, ProjectionTables.BuiltIn.liveIOS, 0)
-        var heldLive: [TopicChunks] = [], budget = Self.liveChunksOfferedPerCount
+        let heldLive = topicCache?.heldLive(pid, asOf: asOf)
+        var budget = Self.liveChunksOfferedPerCount
         defer { withExtendedLifetime(heldLive) {} }
         let counted = try withExtendedLifetime(held) {
             try txn.withCursor(tables.postings) { cursor -> Bool in
@@ -95,7 +96,7 @@ extension ProjectionReader {
                         next[i] += 1
                         guard counter.stage(chunk) else { return false }
                     }
-                    let live = try liveChunks(pid, high, asOf: asOf, key: &key, &cursor, held: &heldLive, offering: &budget)
+                    let live = try liveChunks(pid, high, asOf: asOf, key: &key, &cursor, held: heldLive, offering: &budget)
                     guard let (total, ios, android) = counter.count(inSlice: high, live.ios, live.android) else { return false }
                     counts.total += total
                     counts.ios += ios
