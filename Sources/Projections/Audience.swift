@@ -105,13 +105,11 @@ extension ProjectionReader {
             // keys (`pid ‖ high ‖ 0` and `‖ 1`): one seek, one step.
             let pid = audience.projectID
             let iosTopic = ProjectionTables.BuiltIn.liveIOS, androidTopic = ProjectionTables.BuiltIn.liveAndroid
-            var key = Keys.chunk(pid, iosTopic, 0)
-            let held = topicCache?.heldLive(pid, asOf: audience.asOfSeq)
-            var budget = Self.liveChunksOfferedPerCount
-            defer { withExtendedLifetime(held) {} }
+            var liveSets = LiveChunkReader(self, pid: pid, asOf: audience.asOfSeq)
+            defer { withExtendedLifetime(liveSets) {} }
             try txn.withCursor(tables.postings) { cursor in
                 for high in slices {
-                    let live = try liveChunks(pid, high, asOf: audience.asOfSeq, key: &key, &cursor, held: held, offering: &budget)
+                    let live = try liveSets.chunks(high, &cursor)
                     // Both counted at once (a slice of many runs, `all`, is spread into a bitset
                     // once for both); one by one when a chunk is not well-formed, which reports it.
                     if let (i, a) = audience.devices.intersectionCounts(inSlice: high, live.ios, live.android) {
@@ -150,33 +148,6 @@ extension ProjectionReader {
         }
         return live
     }
-
-    /// `liveChunks(_:_:key:_:)` for a snapshot at `asOf` through the serving
-    /// process's topic directory: held there for the snapshot (`held`, taken
-    /// once for the count, which the caller keeps alive while it reads the
-    /// chunks), or read from the snapshot and, while `offering` has room for
-    /// them, copied to it for the counts after this one (a budget per count
-    /// bounds what one count spends copying after a commit dropped them).
-    func liveChunks(_ pid: UInt32, _ high: UInt16, asOf: UInt64, key: inout [UInt8], _ cursor: inout Cursor,
-                    held: TopicCache.HeldLive?, offering budget: inout Int)
-        throws -> (ios: UnsafeRawBufferPointer?, android: UnsafeRawBufferPointer?) {
-        guard let directory = topicCache else { return try Self.liveChunks(pid, high, key: &key, &cursor) }
-        if let chunks = held?.chunks(high) {
-            return (chunks[0].count > 0 ? chunks[0] : nil, chunks[1].count > 0 ? chunks[1] : nil)
-        }
-        let live = try Self.liveChunks(pid, high, key: &key, &cursor)
-        let size = (live.ios?.count ?? 0) + (live.android?.count ?? 0)
-        // An empty stored chunk is damage, which the count reports: never held.
-        if size <= budget, live.ios?.count != 0, live.android?.count != 0 {
-            budget -= size
-            let none = UnsafeRawBufferPointer(start: nil, count: 0)
-            directory.offerLiveChunks(pid, high, TopicChunks([live.ios ?? none, live.android ?? none]), readAt: asOf)
-        }
-        return live
-    }
-
-    /// Bytes of live sets' chunks one count may copy to the topic directory (`liveChunks`).
-    static let liveChunksOfferedPerCount = 64 << 10
 
     /// The live counts of an audience of a few devices per slice (a send to a
     /// list of users) from the recipient cache, where it holds the snapshot's

@@ -134,10 +134,8 @@ extension ProjectionReader {
         var next = [Int](repeating: 0, count: placed.count)  // each listed leaf's next slice or member
         var first = [Int](repeating: 0, count: placed.count)  // a member leaf's first member in the slice at hand
         var present = [Bool](repeating: false, count: placed.count)
-        var key = Keys.chunk(pid, ProjectionTables.BuiltIn.liveIOS, 0)
-        let heldLive = topicCache?.heldLive(pid, asOf: asOf)
-        var budget = Self.liveChunksOfferedPerCount
-        defer { withExtendedLifetime(heldLive) {} }
+        var liveSets = LiveChunkReader(self, pid: pid, asOf: asOf)
+        defer { withExtendedLifetime(liveSets) {} }
         let counted = try withExtendedLifetime(placed) {
             try txn.withCursor(tables.postings) { cursor -> Bool in
                 for high in 0...top {
@@ -159,7 +157,7 @@ extension ProjectionReader {
                         }
                     }
                     guard Self.mayHoldDevices(program.steps, present) else { continue }
-                    let live = try liveChunks(pid, high, asOf: asOf, key: &key, &cursor, held: heldLive, offering: &budget)
+                    let live = try liveSets.chunks(high, &cursor)
                     for i in placed.indices {
                         switch placed[i] {
                         case .slices(let tid, _, let held):

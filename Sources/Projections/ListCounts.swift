@@ -17,7 +17,7 @@ extension ProjectionReader {
     /// counts those.
     func heldListCounts(_ pid: UInt32, codes: [String], asOf: UInt64,
                         _ txn: borrowing Transaction) throws -> AudienceCounts? {
-        guard let directory = topicCache else { return nil }
+        guard let directory = topicCache, recipientCache != nil else { return nil }
         var gathered = GatheredValues(limit: TopicCache.inlineMembers * codes.count)
         var unknown = Set<String>()
         for i in directory.gatherMembers(pid, codes: codes, asOf: asOf, into: &gathered) {

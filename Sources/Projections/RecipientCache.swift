@@ -248,9 +248,7 @@ public final class RecipientCache: @unchecked Sendable {
     /// The same for a few devices given by their ordinals (a placed topic's
     /// members: a count of a per-user topic builds no bitmap).
     func liveCounts(_ pid: UInt32, members: [UInt32], asOf: UInt64) -> (ios: Int, android: Int)? {
-        liveCounts(pid, asOf: asOf) { tally in
-            _ = members.withUnsafeBufferPointer { tally($0) }
-        }
+        members.withUnsafeBufferPointer { liveCounts(pid, members: $0, asOf: asOf) }
     }
 
     /// The same, borrowing the ordinals.

@@ -268,7 +268,7 @@ public final class TopicCache: @unchecked Sendable {
         heldLive(pid, asOf: asOf)?.chunks(high)
     }
 
-    /// Offers the live sets' chunks of slice `high` (as `liveChunks` holds
+    /// Offers the live sets' chunks of slice `high` (as `HeldLive.chunks` gives
     /// them), read from a snapshot at sequence `readAt`; taken only at the
     /// sequence the writer has reported through, within the budget.
     public func offerLiveChunks(_ pid: UInt32, _ high: UInt16, _ chunks: TopicChunks, readAt: UInt64) {

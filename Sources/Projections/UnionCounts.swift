@@ -59,7 +59,7 @@ extension ProjectionReader {
     /// (`unknown`: the codes named that the project does not have). In the
     /// serving process, a topic's chunks come from the topic directory where it
     /// holds them for the snapshot (`TopicCache.chunks`), and are offered to it
-    /// once read from the snapshot; so are the live sets' chunks (`liveChunks`).
+    /// once read from the snapshot; so are the live sets' chunks (`LiveChunkReader`).
     func unionCounts(_ pid: UInt32, _ topics: [PlacedTopic], unknown: [String], asOf: UInt64,
                      _ txn: borrowing Transaction) throws -> AudienceCounts? {
         var counts = AudienceCounts(asOfSeq: asOf, total: 0, ios: 0, android: 0, withoutToken: 0, unknownTopics: unknown)
@@ -69,10 +69,8 @@ extension ProjectionReader {
         let held: [TopicChunks?] = topics.map { topicCache?.chunks(pid, code: $0.code, asOf: asOf) }
         var read: [[UnsafeRawBufferPointer]] = topics.map { _ in [] }
         var next = [Int](repeating: 0, count: topics.count)  // each topic's next slice in its list
-        var key = Keys.chunk(pid, ProjectionTables.BuiltIn.liveIOS, 0)
-        let heldLive = topicCache?.heldLive(pid, asOf: asOf)
-        var budget = Self.liveChunksOfferedPerCount
-        defer { withExtendedLifetime(heldLive) {} }
+        var liveSets = LiveChunkReader(self, pid: pid, asOf: asOf)
+        defer { withExtendedLifetime(liveSets) {} }
         let counted = try withExtendedLifetime(held) {
             try txn.withCursor(tables.postings) { cursor -> Bool in
                 while true {
@@ -96,7 +94,7 @@ extension ProjectionReader {
                         next[i] += 1
                         guard counter.stage(chunk) else { return false }
                     }
-                    let live = try liveChunks(pid, high, asOf: asOf, key: &key, &cursor, held: heldLive, offering: &budget)
+                    let live = try liveSets.chunks(high, &cursor)
                     guard let (total, ios, android) = counter.count(inSlice: high, live.ios, live.android) else { return false }
                     counts.total += total
                     counts.ios += ios
