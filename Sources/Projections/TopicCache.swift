@@ -105,6 +105,10 @@ public final class TopicCache: @unchecked Sendable {
     /// Projects' ids by name, as readers found them: a project keeps its id
     /// in a file for ever, so these are dropped only with everything.
     private var projectIDs: [String: UInt32] = [:]
+    /// The project found last: a serving process mostly hears of one, and
+    /// comparing its name costs less than hashing it (SipHash was a tenth of a
+    /// per-user topic's count).
+    private var lastProject: (name: String, pid: UInt32)?
     /// pid → by slice, the live sets' chunks of that slice (`heldLive`), iOS's
     /// then Android's, an empty one where the snapshot has none. A reader takes
     /// a project's array once per count (copied on write after that), where a
@@ -144,7 +148,7 @@ public final class TopicCache: @unchecked Sendable {
     /// Copied out as values: no array is retained.
     public func heldMembers(project: String, code: String, tip: Int) -> HeldMembers? {
         lock.withLock {
-            guard heldTransaction == tip, let asOf = heldThrough, let pid = projectIDs[project],
+            guard heldTransaction == tip, let asOf = heldThrough, let pid = projectIDLocked(project),
                   let index = codes.lookup(pid, code), let i = index.map(Int.init),
                   entries[i].validFrom <= asOf, entries[i].members.isAll else { return nil }
             return HeldMembers(pid: pid, asOf: asOf, members: entries[i].members)
@@ -159,7 +163,7 @@ public final class TopicCache: @unchecked Sendable {
     public func gatherHeldMembers(project: String, codes: [String], tip: Int,
                                   into gathered: inout GatheredValues) -> (pid: UInt32, asOf: UInt64)? {
         lock.withLock {
-            guard heldTransaction == tip, let asOf = heldThrough, let pid = projectIDs[project] else { return nil }
+            guard heldTransaction == tip, let asOf = heldThrough, let pid = projectIDLocked(project) else { return nil }
             return gatherLocked(pid, codes: codes, asOf: asOf, into: &gathered, stoppingAtFirstMiss: true).isEmpty ? (pid, asOf) : nil
         }
     }
@@ -169,6 +173,14 @@ public final class TopicCache: @unchecked Sendable {
         lock.withLock {
             if projectIDs[name] == nil { projectIDs[name] = pid }
         }
+    }
+
+    /// Project `name`'s id, if a reader noted it (called with the lock held).
+    private func projectIDLocked(_ name: String) -> UInt32? {
+        if let last = lastProject, last.name == name { return last.pid }
+        guard let pid = projectIDs[name] else { return nil }
+        lastProject = (name, pid)
+        return pid
     }
 
     /// Gathers into `gathered`, under one lock, the members of each topic of
@@ -373,6 +385,7 @@ public final class TopicCache: @unchecked Sendable {
     private func forgetAll() {
         dropEntries()
         projectIDs.removeAll()
+        lastProject = nil
         heldThrough = nil
         heldTransaction = nil
     }

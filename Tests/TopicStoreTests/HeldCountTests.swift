@@ -180,6 +180,15 @@ import TopicStore
         #expect(members("user.1", tip: 41) == nil && members("user.1", tip: 39) == nil, "another transaction")
         #expect(members("news", tip: 40) == nil, "a topic held by its slices")
         #expect(cache.heldMembers(project: "other", code: "user.1", tip: 40) == nil, "another project")
+        // Two projects with the same code, asked in turn: each answers with its own id and members.
+        cache.offer(2, code: "user.1", .members(tid: 1 << 31, [4, 5]), readAt: 5)
+        cache.noteProject("second", id: 2)
+        for _ in 0..<2 {
+            let second = try #require(cache.heldMembers(project: "second", code: "user.1", tip: 40))
+            #expect(second.pid == 2 && second.withMembers { Array($0) } == [4, 5])
+            let first = try #require(cache.heldMembers(project: "app", code: "user.1", tip: 40))
+            #expect(first.pid == 1 && first.withMembers { Array($0) } == [7])
+        }
 
         // Transaction 41 took 5 → 8 and changed user.1.
         cache.didCommit(changing: [UInt64(1) << 32 | UInt64(1 << 31)], from: 5, through: 8, transaction: 41)
