@@ -1,4 +1,3 @@
-import Benchmarks
 @testable import Projections
 import Testing
 
@@ -25,7 +24,7 @@ import Testing
     }
 
     @Test func hashOfEveryLengthAndPlacementIsTheBytewiseOne() {
-        var rng = SeededGenerator(seed: 1)
+        var rng = SeededRandom(seed: 1)
         for length in 0...40 {
             for _ in 0..<20 {
                 let name = (0..<length).map { _ in UInt8.random(in: 0...255, using: &rng) }
@@ -46,7 +45,7 @@ import Testing
     @Test func lookupsMatchADictionary() {
         let index = NameIndex()
         var model: [String: UInt32] = [:]
-        var rng = SeededGenerator(seed: 2)
+        var rng = SeededRandom(seed: 2)
         let letters = Array("abcdefghijklmnopqrstuvwxyz0123456789._")
         func key(_ pid: UInt32, _ name: String) -> String { "\(pid)/\(name)" }
         var names: [String] = []
@@ -76,12 +75,4 @@ import Testing
             #expect(each == names.map { model[key(pid, $0)] })
         }
     }
-}
-
-/// The benchmark's seeded generator as a `RandomNumberGenerator`: the same
-/// names and bytes on every run.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: Xoshiro256
-    init(seed: UInt64) { state = Xoshiro256(seed: seed) }
-    mutating func next() -> UInt64 { state.next() }
 }
