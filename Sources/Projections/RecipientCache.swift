@@ -34,22 +34,44 @@ public final class RecipientCache: @unchecked Sendable {
     /// The sequence of the last `fill`.
     private var filledAt: UInt64?
 
+    /// One project's records by ordinal, in memory the cache allocates and
+    /// frees itself (`free`): a count reads a column under the lock without
+    /// retaining and releasing two arrays (a fifth of a per-user topic's count).
+    /// A copy shares the memory; only the copy kept in `columns` is freed.
     struct Column {
         /// Each ordinal's record in the arena (a handle from `RecordArena.append`); -1: no record.
-        var offsets: [Int] = []
+        private(set) var offsets = UnsafeMutableBufferPointer<Int>(start: nil, count: 0)
         /// The sequence of the event that last wrote each ordinal's record.
-        var changed: [UInt64] = []
+        private(set) var changed = UnsafeMutableBufferPointer<UInt64>(start: nil, count: 0)
 
         mutating func set(_ ordinal: UInt32, offset: Int, changed seq: UInt64) {
             let i = Int(ordinal)
-            if i >= offsets.count {
-                let n = max(i + 1, offsets.count * 2)
-                offsets.append(contentsOf: repeatElement(-1, count: n - offsets.count))
-                changed.append(contentsOf: repeatElement(0, count: n - changed.count))
-            }
+            if i >= offsets.count { grow(to: max(i + 1, offsets.count * 2)) }
             offsets[i] = offset
             changed[i] = seq
         }
+
+        /// Sets the handle of ordinal `i`, which has a record (`compactArena`).
+        mutating func move(_ i: Int, to offset: Int) { offsets[i] = offset }
+
+        private mutating func grow(to n: Int) {
+            let o = UnsafeMutableBufferPointer<Int>.allocate(capacity: n)
+            let c = UnsafeMutableBufferPointer<UInt64>.allocate(capacity: n)
+            let (_, oi) = o.initialize(from: offsets)
+            o[oi...].initialize(repeating: -1)
+            let (_, ci) = c.initialize(from: changed)
+            c[ci...].initialize(repeating: 0)
+            free()
+            (offsets, changed) = (o, c)
+        }
+
+        /// Frees the memory (this column and its copies must not be used afterwards).
+        func free() {
+            offsets.deallocate()
+            changed.deallocate()
+        }
+
+        static func free(_ columns: [UInt32: Column]) { for c in columns.values { c.free() } }
     }
 
     /// Garbage (bytes of replaced records) above which the arena is copied
@@ -60,7 +82,10 @@ public final class RecipientCache: @unchecked Sendable {
 
     init(compactingAfter garbageBytes: Int) { compactionThreshold = garbageBytes }
 
-    deinit { arena.free() }
+    deinit {
+        arena.free()
+        Column.free(columns)
+    }
 
     /// The sequence the cache holds the table at (nil: nothing usable).
     public var heldSequence: UInt64? { lock.withLock { heldThrough } }
@@ -70,7 +95,7 @@ public final class RecipientCache: @unchecked Sendable {
 
     /// Bytes held (the arena and the columns).
     public var footprint: Int {
-        lock.withLock { arena.capacity + ids.footprint + columns.values.reduce(0) { $0 + $1.offsets.capacity * 16 } }
+        lock.withLock { arena.capacity + ids.footprint + columns.values.reduce(0) { $0 + $1.offsets.count * 16 } }
     }
 
     /// Fills the cache from `txn`'s device table, which holds the events through `sequence`.
@@ -81,10 +106,11 @@ public final class RecipientCache: @unchecked Sendable {
         // Where a device_id stored in fewer bytes is spelled to be hashed (see `DeviceDirectory.load`).
         let scratch = UnsafeMutableRawPointer.allocate(byteCount: StoredName.longestSpelled, alignment: 8)
         defer { scratch.deallocate() }
+        // The column being filled, not yet in `filled`.
+        var current: (pid: UInt32, column: Column)?
         do {
             try txn.withCursor(tables.devices) { cursor in
                 var entry = try cursor.first()
-                var current: (pid: UInt32, column: Column)?
                 while let (key, value) = entry {
                     guard key.count == 8 else {
                         throw ProjectionCorruption(place: "devices/\(Array(key))", reason: "key of \(key.count) bytes")
@@ -102,16 +128,20 @@ public final class RecipientCache: @unchecked Sendable {
                     entry = try cursor.next()
                 }
                 if let c = current { filled[c.pid] = c.column }
+                current = nil
             }
         } catch {
             records.free()
+            current?.column.free()
+            Column.free(filled)
             throw error
         }
         let old = lock.withLock {
             defer { columns = filled; arena = records; garbage = 0; heldThrough = sequence; ids = filledIDs; filledAt = sequence }
-            return arena
+            return (arena, columns)
         }
-        old.free()
+        old.0.free()
+        Column.free(old.1)
     }
 
     /// Takes everything `other` holds (a cache of the same device records in
@@ -126,16 +156,18 @@ public final class RecipientCache: @unchecked Sendable {
             return held
         }
         let old = lock.withLock {
-            let replaced = arena
+            let replaced = (arena, columns)
             (columns, arena, garbage, heldThrough, ids, filledAt) = taken
             return replaced
         }
-        old.free()
+        old.0.free()
+        Column.free(old.1)
     }
 
     /// Forgets everything, so readers go to the snapshot until the next `fill`
     /// (called with the lock held).
     private func forgetAll() {
+        Column.free(columns)
         columns = [:]
         arena.free()
         arena = RecordArena()
@@ -207,30 +239,27 @@ public final class RecipientCache: @unchecked Sendable {
             // Read through a local copy: the property, reached once per record, was retained and
             // released around each call (17% of a stream's samples).
             let arena = self.arena
-            column.offsets.withUnsafeBufferPointer { offsets in
-                column.changed.withUnsafeBufferPointer { changed in
-                    // A record replaced since the fill sits at the arena's end, out of ordinal
-                    // order, where each would be a cache miss in turn (6% of a 1M store's records
-                    // rewritten took its stream from 26 to 20 M/s): each record is asked for
-                    // `ahead` places before it is copied.
-                    let ahead = 16
-                    func prefetch(_ j: Int) {
-                        let i = Int(ordinals[j])
-                        if i < offsets.count, offsets[i] >= 0 { arena.prefetch(offsets[i]) }
-                    }
-                    for j in 0..<min(ahead, ordinals.count) { prefetch(j) }
-                    for (j, ordinal) in ordinals.enumerated() {
-                        if j + ahead < ordinals.count { prefetch(j + ahead) }
-                        let i = Int(ordinal)
-                        guard i < offsets.count, offsets[i] >= 0, changed[i] <= asOf else {
-                            batch.ranges.append(nil)
-                            continue
-                        }
-                        let start = batch.bytes.count
-                        batch.bytes.append(contentsOf: arena.record(offsets[i]))
-                        batch.ranges.append(start..<batch.bytes.count)
-                    }
+            let (offsets, changed) = (column.offsets, column.changed)
+            // A record replaced since the fill sits at the arena's end, out of ordinal
+            // order, where each would be a cache miss in turn (6% of a 1M store's records
+            // rewritten took its stream from 26 to 20 M/s): each record is asked for
+            // `ahead` places before it is copied.
+            let ahead = 16
+            func prefetch(_ j: Int) {
+                let i = Int(ordinals[j])
+                if i < offsets.count, offsets[i] >= 0 { arena.prefetch(offsets[i]) }
+            }
+            for j in 0..<min(ahead, ordinals.count) { prefetch(j) }
+            for (j, ordinal) in ordinals.enumerated() {
+                if j + ahead < ordinals.count { prefetch(j + ahead) }
+                let i = Int(ordinal)
+                guard i < offsets.count, offsets[i] >= 0, changed[i] <= asOf else {
+                    batch.ranges.append(nil)
+                    continue
                 }
+                let start = batch.bytes.count
+                batch.bytes.append(contentsOf: arena.record(offsets[i]))
+                batch.ranges.append(start..<batch.bytes.count)
             }
             return true
         }
@@ -265,22 +294,19 @@ public final class RecipientCache: @unchecked Sendable {
             guard let held = heldThrough, held >= asOf, let column = columns[pid] else { return nil }
             let arena = self.arena  // (see `copy`)
             var ios = 0, android = 0, answered = true
-            column.offsets.withUnsafeBufferPointer { offsets in
-                column.changed.withUnsafeBufferPointer { changed in
-                    feed { batch in
-                        for ordinal in batch {
-                            let i = Int(ordinal)
-                            guard i < offsets.count, offsets[i] >= 0, changed[i] <= asOf,
-                                  let f = DeviceRecord.fields(of: arena.record(offsets[i])) else {
-                                answered = false
-                                return false
-                            }
-                            guard f.live else { continue }
-                            if f.platform == Platform.ios.rawValue { ios += 1 } else if f.platform == Platform.android.rawValue { android += 1 }
-                        }
-                        return true
+            let (offsets, changed) = (column.offsets, column.changed)
+            feed { batch in
+                for ordinal in batch {
+                    let i = Int(ordinal)
+                    guard i < offsets.count, offsets[i] >= 0, changed[i] <= asOf,
+                          let f = DeviceRecord.fields(of: arena.record(offsets[i])) else {
+                        answered = false
+                        return false
                     }
+                    guard f.live else { continue }
+                    if f.platform == Platform.ios.rawValue { ios += 1 } else if f.platform == Platform.android.rawValue { android += 1 }
                 }
+                return true
             }
             return answered ? (ios, android) : nil
         }
@@ -330,7 +356,7 @@ public final class RecipientCache: @unchecked Sendable {
         for pid in Array(columns.keys) {
             var column = columns.removeValue(forKey: pid)!
             for i in column.offsets.indices where column.offsets[i] >= 0 {
-                column.offsets[i] = compacted.append(arena.record(column.offsets[i]))
+                column.move(i, to: compacted.append(arena.record(column.offsets[i])))
             }
             columns[pid] = column
         }
@@ -342,16 +368,21 @@ public final class RecipientCache: @unchecked Sendable {
 
 /// Records in 4 MiB segments that never move: growing copies nothing already
 /// held (an array doubling held twice the table during the copy), and the
-/// memory stays within a segment of what the records take.
+/// memory stays within a segment of what the records take. The table of
+/// segments is memory the arena allocates too, not an array: a copy of the
+/// arena, as each reader takes under the cache's lock, retains nothing.
 struct RecordArena {
-    private static let segmentSize = 4 << 20
-    private var segments: [UnsafeMutableRawBufferPointer] = []
+    private let segmentSize: Int
+    private var segments = UnsafeMutableBufferPointer<UnsafeMutableRawBufferPointer>(start: nil, count: 0)
+    private var segmentCount = 0
     /// Bytes used in the last segment.
     private var used = 0
     /// Bytes of every record appended (with their length fields).
     private(set) var bytes = 0
 
-    var capacity: Int { segments.reduce(0) { $0 + $1.count } }
+    init(segmentSize: Int = 4 << 20) { self.segmentSize = segmentSize }
+
+    var capacity: Int { segments.prefix(segmentCount).reduce(0) { $0 + $1.count } }
 
     /// Appends `record`; returns its handle (segment << 32 | offset).
     mutating func append(_ record: UnsafeRawBufferPointer) -> Int {
@@ -372,17 +403,28 @@ struct RecordArena {
     /// Appends a record of `length` bytes that `write` puts at the pointer it is given; returns its handle.
     private mutating func append(length: Int, _ write: (UnsafeMutableRawPointer) -> Void) -> Int {
         let size = 4 + length
-        if segments.isEmpty || used + size > segments[segments.count - 1].count {
-            segments.append(.allocate(byteCount: max(Self.segmentSize, size), alignment: 8))
+        if segmentCount == 0 || used + size > segments[segmentCount - 1].count {
+            addSegment(.allocate(byteCount: max(segmentSize, size), alignment: 8))
             used = 0
         }
-        let segment = segments[segments.count - 1]
+        let segment = segments[segmentCount - 1]
         segment.storeBytes(of: UInt32(length), toByteOffset: used, as: UInt32.self)
         write(segment.baseAddress! + used + 4)
-        let handle = (segments.count - 1) << 32 | used
+        let handle = (segmentCount - 1) << 32 | used
         used += size
         bytes += size
         return handle
+    }
+
+    private mutating func addSegment(_ segment: UnsafeMutableRawBufferPointer) {
+        if segmentCount == segments.count {
+            let grown = UnsafeMutableBufferPointer<UnsafeMutableRawBufferPointer>.allocate(capacity: max(16, 2 * segments.count))
+            _ = grown.initialize(from: segments)
+            segments.deallocate()
+            segments = grown
+        }
+        segments.initializeElement(at: segmentCount, to: segment)
+        segmentCount += 1
     }
 
     /// Asks the CPU for the first two cache lines of the record behind `handle`.
@@ -400,5 +442,8 @@ struct RecordArena {
     }
 
     /// Frees the segments (the arena must not be used afterwards).
-    func free() { for s in segments { s.deallocate() } }
+    func free() {
+        for s in segments.prefix(segmentCount) { s.deallocate() }
+        segments.deallocate()
+    }
 }

@@ -282,4 +282,24 @@ import TopicStore
         #expect(cache.heldSequence == nil)
         #expect(!ordinals.withUnsafeBufferPointer { cache.copy(pid, $0, asOf: sequence, into: &batch) })
     }
+
+    /// The arena's records stay where they were put while it grows past the
+    /// table of segments it started with, records larger than a segment included.
+    @Test func theArenaKeepsEveryRecordAcrossManySegments() {
+        var arena = RecordArena(segmentSize: 64)
+        defer { arena.free() }
+        var rng = SeededRandom(seed: 7)
+        var held: [(handle: Int, bytes: [UInt8])] = []
+        for i in 0..<2_000 {
+            // Mostly small records, some longer than a segment.
+            let length = i % 97 == 0 ? 64 + Int(rng.next() % 200) : Int(rng.next() % 40)
+            let bytes = (0..<length).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+            held.append((bytes.withUnsafeBytes { arena.append($0) }, bytes))
+        }
+        #expect(held.last!.handle >> 32 > 100, "more segments than the table started with")
+        for (n, (handle, bytes)) in held.enumerated() {
+            #expect(Array(arena.record(handle)) == bytes, "record \(n)")
+        }
+        #expect(arena.bytes == held.reduce(0) { $0 + 4 + $1.bytes.count })
+    }
 }
