@@ -34,46 +34,6 @@ public final class RecipientCache: @unchecked Sendable {
     /// The sequence of the last `fill`.
     private var filledAt: UInt64?
 
-    /// One project's records by ordinal, in memory the cache allocates and
-    /// frees itself (`free`): a count reads a column under the lock without
-    /// retaining and releasing two arrays (a fifth of a per-user topic's count).
-    /// A copy shares the memory; only the copy kept in `columns` is freed.
-    struct Column {
-        /// Each ordinal's record in the arena (a handle from `RecordArena.append`); -1: no record.
-        private(set) var offsets = UnsafeMutableBufferPointer<Int>(start: nil, count: 0)
-        /// The sequence of the event that last wrote each ordinal's record.
-        private(set) var changed = UnsafeMutableBufferPointer<UInt64>(start: nil, count: 0)
-
-        mutating func set(_ ordinal: UInt32, offset: Int, changed seq: UInt64) {
-            let i = Int(ordinal)
-            if i >= offsets.count { grow(to: max(i + 1, offsets.count * 2)) }
-            offsets[i] = offset
-            changed[i] = seq
-        }
-
-        /// Sets the handle of ordinal `i`, which has a record (`compactArena`).
-        mutating func move(_ i: Int, to offset: Int) { offsets[i] = offset }
-
-        private mutating func grow(to n: Int) {
-            let o = UnsafeMutableBufferPointer<Int>.allocate(capacity: n)
-            let c = UnsafeMutableBufferPointer<UInt64>.allocate(capacity: n)
-            let (_, oi) = o.initialize(from: offsets)
-            o[oi...].initialize(repeating: -1)
-            let (_, ci) = c.initialize(from: changed)
-            c[ci...].initialize(repeating: 0)
-            free()
-            (offsets, changed) = (o, c)
-        }
-
-        /// Frees the memory (this column and its copies must not be used afterwards).
-        func free() {
-            offsets.deallocate()
-            changed.deallocate()
-        }
-
-        static func free(_ columns: [UInt32: Column]) { for c in columns.values { c.free() } }
-    }
-
     /// Garbage (bytes of replaced records) above which the arena is copied
     /// afresh, when it is also more than half of the arena.
     private let compactionThreshold: Int
@@ -95,7 +55,7 @@ public final class RecipientCache: @unchecked Sendable {
 
     /// Bytes held (the arena and the columns).
     public var footprint: Int {
-        lock.withLock { arena.capacity + ids.footprint + columns.values.reduce(0) { $0 + $1.offsets.count * 16 } }
+        lock.withLock { arena.capacity + ids.footprint + columns.values.reduce(0) { $0 + $1.cells.count * MemoryLayout<Cell>.stride } }
     }
 
     /// Fills the cache from `txn`'s device table, which holds the events through `sequence`.
@@ -124,7 +84,7 @@ public final class RecipientCache: @unchecked Sendable {
                         throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device record does not decode")
                     }
                     filledIDs.insert(pid: pid, hash: OrdinalIndex.hash(pid, f.deviceID.text(spellingInto: scratch)), ordinal: ordinal)
-                    current!.column.set(ordinal, offset: records.appendTextForm(value), changed: 0)
+                    current!.column.set(ordinal, handle: records.appendTextForm(value), reach: Reach(f), changed: 0)
                     entry = try cursor.next()
                 }
                 if let c = current { filled[c.pid] = c.column }
@@ -192,16 +152,16 @@ public final class RecipientCache: @unchecked Sendable {
                         current = (change.pid, columns.removeValue(forKey: change.pid) ?? Column())
                     }
                     let i = Int(change.ordinal)
-                    let held = i < current!.column.offsets.count && current!.column.offsets[i] >= 0
-                    if held {
-                        garbage += 4 + arena.record(current!.column.offsets[i]).count
-                    }
-                    if !held, let range = change.range, let f = DeviceRecord.fields(of: UnsafeRawBufferPointer(rebasing: all[range])) {
+                    let old = i < current!.column.cells.count ? current!.column.cells[i].handle : nil
+                    if let old { garbage += 4 + arena.record(old).count }
+                    let record = change.range.map { UnsafeRawBufferPointer(rebasing: all[$0]) }
+                    let fields = record.flatMap(DeviceRecord.fields(of:))
+                    if old == nil, let f = fields {
                         // A device's first record: its device_id goes into the index.
                         ids.insert(pid: change.pid, hash: f.deviceID.withText { OrdinalIndex.hash(change.pid, $0) }, ordinal: change.ordinal)
                     }
-                    let handle = change.range.map { arena.appendTextForm(UnsafeRawBufferPointer(rebasing: all[$0])) } ?? -1
-                    current!.column.set(change.ordinal, offset: handle, changed: change.sequence)
+                    let handle = record.map { arena.appendTextForm($0) }
+                    current!.column.set(change.ordinal, handle: handle, reach: Reach(fields), changed: change.sequence)
                 }
                 if let c = current { columns[c.pid] = c.column }
             }
@@ -239,7 +199,7 @@ public final class RecipientCache: @unchecked Sendable {
             // Read through a local copy: the property, reached once per record, was retained and
             // released around each call (17% of a stream's samples).
             let arena = self.arena
-            let (offsets, changed) = (column.offsets, column.changed)
+            let cells = column.cells
             // A record replaced since the fill sits at the arena's end, out of ordinal
             // order, where each would be a cache miss in turn (6% of a 1M store's records
             // rewritten took its stream from 26 to 20 M/s): each record is asked for
@@ -247,18 +207,18 @@ public final class RecipientCache: @unchecked Sendable {
             let ahead = 16
             func prefetch(_ j: Int) {
                 let i = Int(ordinals[j])
-                if i < offsets.count, offsets[i] >= 0 { arena.prefetch(offsets[i]) }
+                if i < cells.count, let handle = cells[i].handle { arena.prefetch(handle) }
             }
             for j in 0..<min(ahead, ordinals.count) { prefetch(j) }
             for (j, ordinal) in ordinals.enumerated() {
                 if j + ahead < ordinals.count { prefetch(j + ahead) }
                 let i = Int(ordinal)
-                guard i < offsets.count, offsets[i] >= 0, changed[i] <= asOf else {
+                guard i < cells.count, let handle = cells[i].handle, cells[i].changed <= asOf else {
                     batch.ranges.append(nil)
                     continue
                 }
                 let start = batch.bytes.count
-                batch.bytes.append(contentsOf: arena.record(offsets[i]))
+                batch.bytes.append(contentsOf: arena.record(handle))
                 batch.ranges.append(start..<batch.bytes.count)
             }
             return true
@@ -292,19 +252,24 @@ public final class RecipientCache: @unchecked Sendable {
                             _ feed: ((UnsafeBufferPointer<UInt32>) -> Bool) -> Void) -> (ios: Int, android: Int)? {
         lock.withLock {
             guard let held = heldThrough, held >= asOf, let column = columns[pid] else { return nil }
-            let arena = self.arena  // (see `copy`)
             var ios = 0, android = 0, answered = true
-            let (offsets, changed) = (column.offsets, column.changed)
+            let cells = column.cells
             feed { batch in
                 for ordinal in batch {
                     let i = Int(ordinal)
-                    guard i < offsets.count, offsets[i] >= 0, changed[i] <= asOf,
-                          let f = DeviceRecord.fields(of: arena.record(offsets[i])) else {
+                    // (The records themselves are not read: their cells say what a count needs.)
+                    guard i < cells.count, cells[i].changed <= asOf else {
                         answered = false
                         return false
                     }
-                    guard f.live else { continue }
-                    if f.platform == Platform.ios.rawValue { ios += 1 } else if f.platform == Platform.android.rawValue { android += 1 }
+                    switch cells[i].reach {
+                    case .ios: ios += 1
+                    case .android: android += 1
+                    case .unreachable: continue
+                    case .none, .undecodable:
+                        answered = false
+                        return false
+                    }
                 }
                 return true
             }
@@ -355,8 +320,8 @@ public final class RecipientCache: @unchecked Sendable {
         var compacted = RecordArena()
         for pid in Array(columns.keys) {
             var column = columns.removeValue(forKey: pid)!
-            for i in column.offsets.indices where column.offsets[i] >= 0 {
-                column.move(i, to: compacted.append(arena.record(column.offsets[i])))
+            for i in column.cells.indices {
+                if let handle = column.cells[i].handle { column.move(i, to: compacted.append(arena.record(handle))) }
             }
             columns[pid] = column
         }
