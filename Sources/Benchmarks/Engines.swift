@@ -50,6 +50,9 @@ public struct QueryClass: Sendable {
     public var queries: [AudienceQuery]
     public var repetitions: Int
 
+    /// Lists of per-user topics asked round-robin (fewer in quick runs).
+    static let singleTopicLists = 500
+
     public static func standard(for spec: WorkloadSpec, quick: Bool) -> [QueryClass] {
         let r = quick ? 5 : 1
         return [
@@ -64,6 +67,10 @@ public struct QueryClass: Sendable {
             // A send to a list of users ("topics": ["user.12", "user.15", …]): the same
             // 100 per-user topics, asked as one audience.
             QueryClass(name: "100 single topics in one audience", queries: [.anyOf(spec.singleTopics)], repetitions: 1000 / r),
+            // Sends to lists of users, a different list each time: their users were not asked
+            // lately (the warm-up asks each list once, as a first send would).
+            QueryClass(name: "\(singleTopicLists / r) different lists of 100 single topics in one audience",
+                       queries: spec.singleTopicLists(singleTopicLists / r).map { .anyOf($0) }, repetitions: 3),
             QueryClass(name: "expression", queries: [.expression(spec.expression)], repetitions: 1000 / r),
         ]
     }

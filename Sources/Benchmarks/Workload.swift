@@ -84,6 +84,25 @@ public struct WorkloadSpec: Sendable, Hashable {
         return result
     }
 
+    /// `count` different lists of 100 (or fewer on tiny workloads) per-user
+    /// topics, seeded, asked round-robin as one audience each: a send service
+    /// sends to a list of users once, so the users of the next send were not
+    /// asked lately and their entries are not in the CPU's cache, where the
+    /// same 100 asked over and over (`singleTopics`) are.
+    public func singleTopicLists(_ count: Int) -> [[String]] {
+        var rng = Xoshiro256(seed: SplitMix64.mix(seed, 0x4C_49_53_54))
+        let want = Swift.min(100, devices)
+        return (0..<count).map { _ in
+            var picked = Set<Int>()
+            var list: [String] = []
+            while list.count < want {
+                let d = rng.below(devices)
+                if picked.insert(d).inserted { list.append(Self.userTopic(d)) }
+            }
+            return list
+        }
+    }
+
     /// The boolean audience the benchmark asks for.
     public var expression: String { "(t1 OR t2) AND NOT \(Self.userTopic(5 % devices)) AND platform:ios" }
 }

@@ -12,8 +12,8 @@ import Testing
         let report = try BenchmarkRunner(config: config).run()
 
         #expect(report.disagreements.isEmpty, "\(report.disagreements)")
-        #expect(report.comparedQueries == 1 + 3 + 1 + 20 + 100 + 1 + 1)
-        #expect(report.rows.count == 25)
+        #expect(report.comparedQueries == 1 + 3 + 1 + 20 + 100 + 1 + 100 + 1)
+        #expect(report.rows.count == 27)
         for row in report.rows {
             #expect((row.topicstore?.value ?? 0) > 0, "\(row.name): topicstore figure")
             if !row.name.hasPrefix("replay") { #expect((row.sqlite?.value ?? 0) > 0, "\(row.name): SQLite figure") }
@@ -38,7 +38,7 @@ import Testing
         #expect(report.goals[7].met == ((replay.topicstore?.value ?? 0) >= 1_000_000))
 
         let json = try JSONSerialization.jsonObject(with: Data(report.json.utf8)) as? [String: Any]
-        #expect((json?["rows"] as? [Any])?.count == 25)
+        #expect((json?["rows"] as? [Any])?.count == 27)
         #expect(((json?["workload"] as? [String: Any])?["devices"] as? Int) == 3_000)
         #expect(report.text.contains("| audience count: all |"))
         // The directories it measured exist with data in them.
@@ -66,7 +66,7 @@ import Testing
         #expect(((json["workload"] as? [String: Any])?["devices"] as? Int) == 20_000)
         let cross = json["crossCheck"] as? [String: Any]
         #expect((cross?["disagreements"] as? [Any])?.isEmpty == true)
-        #expect((cross?["compared"] as? Int) == 1 + 3 + 1 + 20 + 100 + 1 + 1)
+        #expect((cross?["compared"] as? Int) == 1 + 3 + 1 + 20 + 100 + 1 + 100 + 1)
         #expect((json["goals"] as? [Any])?.count == 8)
         #expect(progress.contains("SQLite: token streaming"))
 

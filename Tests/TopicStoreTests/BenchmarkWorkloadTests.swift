@@ -150,6 +150,10 @@ import Testing
         #expect(triples == WorkloadSpec(devices: 1_000_000).midTopicTriples, "seeded")
         #expect(spec.singleTopics.count == 100 && Set(spec.singleTopics).count == 100)
         #expect(spec.singleTopics.allSatisfy { $0.hasPrefix("user.") && Int($0.dropFirst(5))! < spec.devices })
+        let lists = spec.singleTopicLists(50)
+        #expect(lists.count == 50 && Set(lists).count == 50, "different lists")
+        #expect(lists.allSatisfy { l in Set(l).count == 100 && l.allSatisfy { $0.hasPrefix("user.") && Int($0.dropFirst(5))! < spec.devices } })
+        #expect(lists == spec.singleTopicLists(50), "seeded")
         #expect(spec.expression == "(t1 OR t2) AND NOT user.5 AND platform:ios")
     }
 }
