@@ -163,28 +163,71 @@ final class NameIndex: @unchecked Sendable {
     /// once for them all (held for each lookup, they were retained and released
     /// each time: a third of looking up the 100 codes of a list); `body` gets
     /// each name's index and answer, and returns false to stop.
+    ///
+    /// Names are taken `lookaheadGroup` at a time: each is hashed, its home
+    /// slot asked of memory and its bytes kept aside (when short), then the
+    /// group is probed. The slots of a list of per-user topics not asked
+    /// lately are cache misses, which one probe after another waited for one
+    /// after another.
     func lookupEach(_ pid: UInt32, _ names: [String], _ body: (Int, UInt32??) -> Bool) {
-        let size = slots.count
-        slots.withUnsafeBufferPointer { ss in
-            arena.withUnsafeBytes { a in
-                for (n, name) in names.enumerated() {
-                    let answer = name.withUTF8Bytes { bytes -> UInt32?? in
-                        let tag = Self.tag(Self.hash(pid, bytes))
-                        var b = Self.home(tag, size)
-                        while true {
-                            let s = ss[b]
-                            if s.state == 0 { return nil }
-                            if s.tag == tag, s.pid == pid, Int(s.length) == bytes.count,
-                               bytes.count == 0 || memcmp(a.baseAddress! + Int(s.offset), bytes.baseAddress!, bytes.count) == 0 {
-                                return .some(s.state == 1 ? s.value : nil)
+        let size = slots.count, group = Self.lookaheadGroup, kept = Self.keptNameBytes
+        names.withUnsafeBufferPointer { nb in
+            slots.withUnsafeBufferPointer { ss in
+                arena.withUnsafeBytes { a in
+                    withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 2 * group) { tagsAndLengths in
+                        withUnsafeTemporaryAllocation(byteCount: group * kept, alignment: 16) { bytes in
+                            var start = 0
+                            while start < nb.count {
+                                let end = min(start + group, nb.count)
+                                for n in start..<end {
+                                    let k = n - start
+                                    let tag = nb[n].withUTF8Bytes { name -> UInt32 in
+                                        // A name longer than its place is read from the String again.
+                                        tagsAndLengths[group + k] = UInt32(name.count)
+                                        if name.count <= kept, let base = name.baseAddress {
+                                            bytes.baseAddress!.advanced(by: k * kept).copyMemory(from: base, byteCount: name.count)
+                                        }
+                                        return Self.tag(Self.hash(pid, name))
+                                    }
+                                    tagsAndLengths[k] = tag
+                                    topicstore_prefetch(ss.baseAddress! + Self.home(tag, size))
+                                }
+                                for n in start..<end {
+                                    let k = n - start, length = Int(tagsAndLengths[group + k])
+                                    let answer = length <= kept
+                                        ? Self.probe(ss, a, pid, tagsAndLengths[k], UnsafeRawBufferPointer(rebasing: bytes[(k * kept)..<(k * kept + length)]))
+                                        : nb[n].withUTF8Bytes { Self.probe(ss, a, pid, tagsAndLengths[k], $0) }
+                                    if !body(n, answer) { return }
+                                }
+                                start = end
                             }
-                            b += 1
-                            if b == size { b = 0 }
                         }
                     }
-                    if !body(n, answer) { return }
                 }
             }
+        }
+    }
+
+    /// Names whose slots `lookupEach` asks for together.
+    static let lookaheadGroup = 16
+    /// Bytes of each name `lookupEach` keeps aside between hashing and probing.
+    static let keptNameBytes = 32
+
+    /// `lookup`'s probe of `slots` from the home slot of `tag`.
+    @inline(__always)
+    private static func probe(_ slots: UnsafeBufferPointer<Slot>, _ arena: UnsafeRawBufferPointer, _ pid: UInt32,
+                              _ tag: UInt32, _ name: UnsafeRawBufferPointer) -> UInt32?? {
+        let size = slots.count
+        var b = home(tag, size)
+        while true {
+            let s = slots[b]
+            if s.state == 0 { return nil }
+            if s.tag == tag, s.pid == pid, Int(s.length) == name.count,
+               name.count == 0 || memcmp(arena.baseAddress! + Int(s.offset), name.baseAddress!, name.count) == 0 {
+                return .some(s.state == 1 ? s.value : nil)
+            }
+            b += 1
+            if b == size { b = 0 }
         }
     }
 

@@ -255,7 +255,16 @@ public final class RecipientCache: @unchecked Sendable {
             var ios = 0, android = 0, answered = true
             let cells = column.cells
             feed { batch in
-                for ordinal in batch {
+                // Each cell asked of memory `ahead` ordinals before it is read: the cells of a
+                // list's members not asked lately are cache misses, waited for one after another.
+                let ahead = 16
+                for ordinal in batch.prefix(ahead) where Int(ordinal) < cells.count {
+                    topicstore_prefetch(cells.baseAddress! + Int(ordinal))
+                }
+                for (j, ordinal) in batch.enumerated() {
+                    if j + ahead < batch.count, Int(batch[j + ahead]) < cells.count {
+                        topicstore_prefetch(cells.baseAddress! + Int(batch[j + ahead]))
+                    }
                     let i = Int(ordinal)
                     // (The records themselves are not read: their cells say what a count needs.)
                     guard i < cells.count, cells[i].changed <= asOf else {

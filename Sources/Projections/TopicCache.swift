@@ -1,3 +1,4 @@
+import CIntrinsics
 import Foundation
 import Roaring
 
@@ -197,17 +198,38 @@ public final class TopicCache: @unchecked Sendable {
 
     /// `gatherMembers` with the lock held; with `stoppingAtFirstMiss`, only the
     /// first index not gathered is returned.
+    ///
+    /// The codes are looked up first, each entry found asked of memory, and
+    /// gathered after: the entries of a list's per-user topics not asked
+    /// lately are cache misses, which gathered as each code was found were
+    /// waited for one after another.
     private func gatherLocked(_ pid: UInt32, codes names: [String], asOf: UInt64, into gathered: inout GatheredValues,
                               stoppingAtFirstMiss: Bool) -> [Int] {
         var rest: [Int] = []
         entries.withUnsafeBufferPointer { entries in
-            codes.lookupEach(pid, names) { c, index in
-                guard let index, let i = index.map(Int.init), entries[i].validFrom <= asOf, entries[i].members.isAll,
-                      entries[i].members.withValues({ gathered.append($0) }) else {
-                    rest.append(c)
-                    return !stoppingAtFirstMiss
+            withUnsafeTemporaryAllocation(of: Int.self, capacity: names.count) { found in
+                // Each code's entry, -1 where the code is not held; with `stoppingAtFirstMiss`,
+                // up to the first code not held.
+                var looked = 0
+                codes.lookupEach(pid, names) { c, index in
+                    looked = c + 1
+                    guard let index, let i = index.map(Int.init) else {
+                        found[c] = -1
+                        return !stoppingAtFirstMiss
+                    }
+                    found[c] = i
+                    topicstore_prefetch(entries.baseAddress! + i)
+                    return true
                 }
-                return true
+                for c in 0..<looked {
+                    let i = found[c]
+                    guard i >= 0, entries[i].validFrom <= asOf, entries[i].members.isAll,
+                          entries[i].members.withValues({ gathered.append($0) }) else {
+                        rest.append(c)
+                        if stoppingAtFirstMiss { return }
+                        continue
+                    }
+                }
             }
         }
         return rest

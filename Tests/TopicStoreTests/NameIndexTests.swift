@@ -40,8 +40,10 @@ import Testing
     }
 
     /// Names of every short length (whose last bytes are read in the
-    /// different ways), in two projects, set, replaced, removed and looked up
-    /// against a dictionary; the table grows on the way.
+    /// different ways) and some longer than `lookupEach` keeps aside, in two
+    /// projects, set, replaced, removed and looked up against a dictionary;
+    /// the table grows on the way. `lookupEach` answers in groups of
+    /// `lookaheadGroup`, in order, and stops where its body says.
     @Test func lookupsMatchADictionary() {
         let index = NameIndex()
         var model: [String: UInt32] = [:]
@@ -50,7 +52,7 @@ import Testing
         func key(_ pid: UInt32, _ name: String) -> String { "\(pid)/\(name)" }
         var names: [String] = []
         for _ in 0..<3_000 {
-            let length = Int.random(in: 0...24, using: &rng)
+            let length = Int.random(in: 0..<10, using: &rng) == 0 ? Int.random(in: 25...48, using: &rng) : Int.random(in: 0...24, using: &rng)
             names.append(String((0..<length).map { _ in letters.randomElement(using: &rng)! }))
         }
         for step in 0..<20_000 {
@@ -71,8 +73,14 @@ import Testing
                 #expect(found.flatMap { $0 } == model[key(pid, name)], "\(pid)/\(name)")
             }
             var each: [UInt32?] = []
-            index.lookupEach(pid, names) { _, answer in each.append(answer.flatMap { $0 }); return true }
+            var order: [Int] = []
+            index.lookupEach(pid, names) { n, answer in order.append(n); each.append(answer.flatMap { $0 }); return true }
             #expect(each == names.map { model[key(pid, $0)] })
+            #expect(order == Array(names.indices))
+            let stop = NameIndex.lookaheadGroup + 3
+            order = []
+            index.lookupEach(pid, names) { n, _ in order.append(n); return n < stop }
+            #expect(order == Array(0...stop), "stops where the body says")
         }
     }
 }
