@@ -129,22 +129,27 @@ final class NameIndex: @unchecked Sendable {
     /// The slot holding `name`, or the empty slot where it would go.
     @inline(__always)
     private func find(_ pid: UInt32, _ name: UnsafeRawBufferPointer, _ hash: UInt64) -> (found: Bool, slot: Int) {
+        slots.withUnsafeBufferPointer { ss in
+            arena.withUnsafeBytes { a in Self.find(ss, a, pid, Self.tag(hash), name) }
+        }
+    }
+
+    /// The slot of `slots` holding `name` of project `pid`, whose hash has `tag`,
+    /// or the empty slot where it would go: the one probe every lookup makes.
+    @inline(__always)
+    private static func find(_ slots: UnsafeBufferPointer<Slot>, _ arena: UnsafeRawBufferPointer, _ pid: UInt32,
+                             _ tag: UInt32, _ name: UnsafeRawBufferPointer) -> (found: Bool, slot: Int) {
         let size = slots.count
-        let tag = Self.tag(hash)
-        var b = Self.home(tag, size)
-        return slots.withUnsafeBufferPointer { ss in
-            arena.withUnsafeBytes { a in
-                while true {
-                    let s = ss[b]
-                    if s.state == 0 { return (false, b) }
-                    if s.tag == tag, s.pid == pid, Int(s.length) == name.count,
-                       name.count == 0 || memcmp(a.baseAddress! + Int(s.offset), name.baseAddress!, name.count) == 0 {
-                        return (true, b)
-                    }
-                    b += 1
-                    if b == size { b = 0 }
-                }
+        var b = home(tag, size)
+        while true {
+            let s = slots[b]
+            if s.state == 0 { return (false, b) }
+            if s.tag == tag, s.pid == pid, Int(s.length) == name.count,
+               name.count == 0 || memcmp(arena.baseAddress! + Int(s.offset), name.baseAddress!, name.count) == 0 {
+                return (true, b)
             }
+            b += 1
+            if b == size { b = 0 }
         }
     }
 
@@ -213,22 +218,13 @@ final class NameIndex: @unchecked Sendable {
     /// Bytes of each name `lookupEach` keeps aside between hashing and probing.
     static let keptNameBytes = 32
 
-    /// `lookup`'s probe of `slots` from the home slot of `tag`.
+    /// `lookup`'s answer from `slots` for `name`, whose hash has `tag`.
     @inline(__always)
     private static func probe(_ slots: UnsafeBufferPointer<Slot>, _ arena: UnsafeRawBufferPointer, _ pid: UInt32,
                               _ tag: UInt32, _ name: UnsafeRawBufferPointer) -> UInt32?? {
-        let size = slots.count
-        var b = home(tag, size)
-        while true {
-            let s = slots[b]
-            if s.state == 0 { return nil }
-            if s.tag == tag, s.pid == pid, Int(s.length) == name.count,
-               name.count == 0 || memcmp(arena.baseAddress! + Int(s.offset), name.baseAddress!, name.count) == 0 {
-                return .some(s.state == 1 ? s.value : nil)
-            }
-            b += 1
-            if b == size { b = 0 }
-        }
+        let (found, b) = find(slots, arena, pid, tag, name)
+        guard found else { return nil }
+        return .some(slots[b].state == 1 ? slots[b].value : nil)
     }
 
     /// Sets `name` to `value`, or removes it (a tombstone) when `value` is nil.
