@@ -70,6 +70,8 @@ public final class TopicStore: Sendable {
     let options: Options
     let mapLock = ReadWriteLock()
     private let state: Mutex<Generation?>
+    /// `state`'s generation as counts from the serving caches borrow it.
+    let mapGuarded: MapGuardedGeneration
     /// Set while commits fail for want of storage (see `writeFailure`).
     let failing = Mutex<WriteFailure?>(nil)
     private let auxiliaryNames = Mutex<[String]>([])
@@ -106,7 +108,9 @@ public final class TopicStore: Sendable {
     public init(directory: String, options: Options = Options()) throws {
         self.directory = directory
         self.options = options
-        state = Mutex(try Self.open(directory: directory, options: options))
+        let g = try Self.open(directory: directory, options: options)
+        state = Mutex(g)
+        mapGuarded = MapGuardedGeneration(g)
         writer = options.readOnly ? nil : CommitWriter(maxBatch: options.maxBatch)
         writer?.start(store: self)
     }
@@ -219,6 +223,8 @@ public final class TopicStore: Sendable {
     public func close() {
         writer?.stop()
         state.withLock { $0 = nil }
+        mapGuarded.close()
+        mapLock.withWriteLock { mapGuarded.set(nil) }
     }
 
     /// `close()`, waiting at most `seconds` for the writer to commit what it holds.
@@ -229,6 +235,10 @@ public final class TopicStore: Sendable {
     public func close(waitingAtMost seconds: Double) -> Bool {
         let finished = writer?.stop(timeout: max(0, seconds)) ?? true
         state.withLock { $0 = nil }
+        mapGuarded.close()
+        // A writer still in its transaction holds the map lock: the generation
+        // is then let go when the store is.
+        if finished { mapLock.withWriteLock { mapGuarded.set(nil) } } else { _ = mapLock.withWriteLockIfFree { mapGuarded.set(nil) } }
         return finished
     }
 
@@ -245,10 +255,13 @@ public final class TopicStore: Sendable {
     /// process whose caches hold that snapshot, from them with no transaction
     /// (`ProjectionReader.heldCounts`: a per-user topic, a list of them).
     public func counts(project: String, _ expression: AudienceExpression) throws -> AudienceCounts {
-        let g = try openGeneration()
         // The newest transaction id is read from the meta pages: not while the map moves.
-        if g.reader.topicCache != nil,
-           let held = mapLock.withReadLock({ g.reader.heldCounts(project: project, expression, tip: g.environment.lastTransactionID) }) {
+        if let held = mapLock.withReadLock({
+            mapGuarded.withBorrowed { g in
+                g.reader.topicCache == nil ? nil
+                    : g.reader.heldCounts(project: project, expression, tip: g.environment.lastTransactionID)
+            }
+        }) {
             return held
         }
         return try readGeneration { txn, g in try g.reader.counts(project: project, expression, txn) }
@@ -337,6 +350,7 @@ public final class TopicStore: Sendable {
             }
             retiredTableReads.withLock { $0 = ($0.0 + g.projectionWriter.deviceIndexLoads, $0.1 + g.projectionWriter.recipientCacheFills) }
             state.withLock { $0 = next }
+            mapGuarded.set(next)
         }
     }
 

@@ -5,7 +5,7 @@ import Roaring
 import SubscriptionLog
 import Synchronization
 import Testing
-import TopicStore
+@testable import TopicStore
 
 /// Counts a serving process answers from its caches with no read transaction
 /// (`TopicStore.counts(project:_:)`, `ProjectionReader.heldCounts`): they are
@@ -160,6 +160,53 @@ import TopicStore
             let q = i % Self.questions.count
             let wanted = try #require(byCommit[answer.asOfSeq], "answer \(i) is of a committed snapshot (\(answer.asOfSeq))")
             #expect(answer == wanted[q], "\(Self.questions[q].prefix(20)) as of \(answer.asOfSeq)")
+        }
+    }
+
+    /// A file compaction (its own process) moves the serving store to a new
+    /// generation: counts from the caches are the new generation's (the
+    /// reference counts borrow under the map lock moves with it), not the
+    /// retired one's, whose caches stopped at the switch.
+    @Test func countsFollowTheStoreToANewGeneration() throws {
+        let dir = TemporaryDirectory()
+        let data = dir.sub("data")
+        let store = try RecipientCacheTests.servingStore(data)
+        defer { store.close() }
+        try TopicCacheTests.submit(store, (0..<300).flatMap(TopicCacheTests.install))
+        _ = try Self.asked(store)
+        #expect(try Self.heldAnswer(store, "user.7")?.total == 1)
+        let generation = store.generation
+
+        let run = try compactCLI(["compact", "--data", data, "--retain", "0", "--json"])
+        #expect(run.status == 0, "\(run.error)")
+        // The next commit is the new generation's: dev-8 joins user.7, dev-7 leaves the list's user.0.
+        try TopicCacheTests.submit(store, [
+            Event(project: Self.project, body: .register(deviceID: "dev-8", topics: [TopicSpec(code: "user.7")])),
+            Event(project: Self.project, body: .unregister(deviceID: "dev-0", codes: ["user.0"])),
+        ])
+        #expect(store.generation != generation, "the store moved to the compaction's generation")
+        let borrowed = store.mapLock.withReadLock { store.mapGuarded.withBorrowed { $0.name } }
+        #expect(borrowed == store.generation, "counts borrow the new generation")
+        let expected = try Self.mapped(store)
+        for round in ["first ask", "asked again, from the caches"] {
+            #expect(try Self.asked(store) == expected, "\(round)")
+        }
+        #expect(expected[0].total == 2 && expected[1].total == 0 && expected[4].total == 99)
+        #expect(try Self.heldAnswer(store, "user.7") == expected[0], "held by the new generation's caches")
+    }
+
+    @Test func aClosedStoreAnswersNoCount() throws {
+        let dir = TemporaryDirectory()
+        let store = try RecipientCacheTests.servingStore(dir.path)
+        try TopicCacheTests.submit(store, (0..<30).flatMap(TopicCacheTests.install))
+        _ = try Self.asked(store)
+        #expect(try Self.heldAnswer(store, "user.7") != nil, "held before the close")
+        store.close()
+        #expect(store.mapLock.withReadLock { store.mapGuarded.withBorrowed { $0.name } } == nil, "nothing to borrow")
+        for question in ["user.7", "user.1 OR user.2", "t1"] {
+            #expect(throws: StoreError.self, "\(question)") {
+                try store.counts(project: Self.project, try AudienceExpression(parsing: question))
+            }
         }
     }
 
