@@ -7,15 +7,20 @@ extension Array {
     /// with 4 KiB pages.
     static func hugePageBacked(repeating value: Element, count: Int) -> [Element] {
         Array(unsafeUninitializedCapacity: count) { buffer, initialized in
-            let bytes = UnsafeMutableRawBufferPointer(buffer)
-            let huge = 2 << 20
-            if bytes.count >= 4 * huge, let base = bytes.baseAddress {
-                let start = (Int(bitPattern: base) + huge - 1) & ~(huge - 1)
-                let end = (Int(bitPattern: base) + bytes.count) & ~(huge - 1)
-                if end > start { _ = madvise(UnsafeMutableRawPointer(bitPattern: start), end - start, MADV_HUGEPAGE) }
-            }
+            adviseHugePages(UnsafeMutableRawBufferPointer(buffer))
             buffer.initialize(repeating: value)
             initialized = count
         }
     }
+}
+
+/// Asks for the 2 MiB pages inside `bytes` to be backed by huge pages
+/// (`MADV_HUGEPAGE`), when it spans at least four of them; before the memory
+/// is first touched.
+func adviseHugePages(_ bytes: UnsafeMutableRawBufferPointer) {
+    let huge = 2 << 20
+    guard bytes.count >= 4 * huge, let base = bytes.baseAddress else { return }
+    let start = (Int(bitPattern: base) + huge - 1) & ~(huge - 1)
+    let end = (Int(bitPattern: base) + bytes.count) & ~(huge - 1)
+    if end > start { _ = madvise(UnsafeMutableRawPointer(bitPattern: start), end - start, MADV_HUGEPAGE) }
 }

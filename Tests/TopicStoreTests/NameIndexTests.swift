@@ -83,4 +83,43 @@ import Testing
             #expect(order == Array(0...stop), "stops where the body says")
         }
     }
+
+    /// The write-out's walk: every entry once, removed ones with no value, in
+    /// LMDB's key order (big-endian pid, then the name's bytes, a prefix
+    /// before its extensions); and `removeAll` leaves an empty index that
+    /// takes names again, its memory back to where it began.
+    @Test func entriesComeOutInKeyOrderAndRemoveAllStartsAfresh() {
+        let index = NameIndex()
+        let empty = index.footprint
+        var model: [[UInt8]: UInt32?] = [:]
+        var rng = SeededRandom(seed: 7)
+        func letters(_ n: Int) -> String {
+            String((0..<n).map { _ in Character(UnicodeScalar(UInt8.random(in: 97...100, using: &rng))) })
+        }
+        // Half the names are prefixes of three long ones: names that share
+        // their first 16 bytes (past the sort's two words) and end apart.
+        let stems = (0..<3).map { _ in letters(40) }
+        for step in 0..<5_000 {
+            let pid = UInt32.random(in: 1...300, using: &rng)
+            let length = Int.random(in: 0...40, using: &rng)
+            let name = step % 2 == 0 ? String(stems[step % 3].prefix(length)) : letters(length)
+            let value: UInt32? = step % 7 == 0 ? nil : UInt32(step)
+            index.set(pid, name, value)
+            var key = withUnsafeBytes(of: pid.bigEndian) { Array($0) }
+            key += Array(name.utf8)
+            model[key] = .some(value)
+        }
+        var walked: [([UInt8], UInt32?)] = []
+        index.forEach(in: index.sortedSlots()) { key, value in walked.append((Array(key), value)) }
+        let expected = model.sorted { $0.key.lexicographicallyPrecedes($1.key) }
+        #expect(walked.map(\.0) == expected.map(\.key))
+        #expect(walked.map(\.1) == expected.map { $0.value ?? nil })
+        #expect(index.footprint > empty)
+
+        index.removeAll()
+        #expect(index.isEmpty && index.nameBytes == 0 && index.footprint == empty)
+        #expect(index.lookup(1, "abc") == nil)
+        index.set(1, "abc", 5)
+        #expect(index.lookup(1, "abc") == .some(5) && index.count == 1)
+    }
 }
