@@ -236,9 +236,10 @@ public final class TopicStore: Sendable {
         let finished = writer?.stop(timeout: max(0, seconds)) ?? true
         state.withLock { $0 = nil }
         mapGuarded.close()
-        // A writer still in its transaction holds the map lock: the generation
+        // Without waiting: a writer still in its transaction, or a long read
+        // (a stream, an export), holds the map lock's read side. The generation
         // is then let go when the store is.
-        if finished { mapLock.withWriteLock { mapGuarded.set(nil) } } else { _ = mapLock.withWriteLockIfFree { mapGuarded.set(nil) } }
+        _ = mapLock.withWriteLockIfFree { mapGuarded.set(nil) }
         return finished
     }
 

@@ -210,6 +210,31 @@ import Testing
         }
     }
 
+    /// `close(waitingAtMost:)` is bounded: a read holding the map lock (a
+    /// stream, an export) does not hold it up, and no count is answered after it.
+    @Test func aBoundedCloseDoesNotWaitForAReader() throws {
+        let dir = TemporaryDirectory()
+        let store = try RecipientCacheTests.servingStore(dir.path)
+        try TopicCacheTests.submit(store, (0..<30).flatMap(TopicCacheTests.install))
+        _ = try Self.asked(store)
+        let inside = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            _ = try? store.read { _ in
+                inside.signal()
+                _ = release.wait(timeout: .now() + 20)
+            }
+            done.signal()
+        }
+        inside.wait()
+        let start = ContinuousClock.now
+        #expect(store.close(waitingAtMost: 5), "the writer had nothing to commit")
+        let took = ContinuousClock.now - start
+        release.signal()
+        done.wait()
+        #expect(took < .seconds(10), "close waited \(took) for the reader")
+        #expect(throws: StoreError.self) { try store.counts(project: Self.project, try AudienceExpression(parsing: "user.7")) }
+    }
+
     // MARK: The directory's rules
 
     @Test func theDirectoryAnswersWithNoTransactionOnlyForTheOneReported() throws {
