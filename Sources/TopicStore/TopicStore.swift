@@ -222,9 +222,7 @@ public final class TopicStore: Sendable {
     /// directory can be opened again in this process.
     public func close() {
         writer?.stop()
-        state.withLock { $0 = nil }
-        mapGuarded.close()
-        mapLock.withWriteLock { mapGuarded.set(nil) }
+        letGoOfGeneration(waitingForReaders: true)
     }
 
     /// `close()`, waiting at most `seconds` for the writer to commit what it holds.
@@ -234,13 +232,24 @@ public final class TopicStore: Sendable {
     /// For a process about to exit, which must not wait for ever.
     public func close(waitingAtMost seconds: Double) -> Bool {
         let finished = writer?.stop(timeout: max(0, seconds)) ?? true
+        // Without waiting: a writer still in its transaction, or a long read
+        // (a stream, an export), may hold the map lock's read side.
+        letGoOfGeneration(waitingForReaders: false)
+        return finished
+    }
+
+    /// Closes the store to reads and lets go of its generation. Counts from
+    /// the serving caches are refused at once; the reference they borrow is let
+    /// go under the map lock's write side, after the reads holding it (or,
+    /// not `waitingForReaders` and the lock not free, when the store is).
+    private func letGoOfGeneration(waitingForReaders: Bool) {
         state.withLock { $0 = nil }
         mapGuarded.close()
-        // Without waiting: a writer still in its transaction, or a long read
-        // (a stream, an export), holds the map lock's read side. The generation
-        // is then let go when the store is.
-        _ = mapLock.withWriteLockIfFree { mapGuarded.set(nil) }
-        return finished
+        if waitingForReaders {
+            mapLock.withWriteLock { mapGuarded.set(nil) }
+        } else {
+            _ = mapLock.withWriteLockIfFree { mapGuarded.set(nil) }
+        }
     }
 
     // MARK: Reading
