@@ -29,9 +29,9 @@ public enum AudienceQuery: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// A query as both engines are handed it in the timed loop: its words (the
-/// codes SQLite binds) and its expression, parsed beforehand, as an
-/// application prepares a statement or an audience once and asks it many
-/// times. (Until 2026-12-03 topicstore's engine looked the parsed expression
+/// codes SQLite binds, the list topicstore is asked for) and its expression,
+/// parsed beforehand, as an application prepares a statement or an audience
+/// once and asks it many times. (Until 2026-12-03 topicstore's engine looked the parsed expression
 /// up in a dictionary keyed by the query inside the timed region: hashing a
 /// list of 100 codes and a lock, timed as if topicstore's.)
 public struct PreparedQuery: Sendable {
@@ -106,8 +106,14 @@ final class TopicStoreEngine: @unchecked Sendable {
     /// Write transactions committed so far (LMDB's transaction id).
     var transactionID: Int { store.environment.info().lastTransactionID }
 
+    /// A list of topics is asked as a send service with MPush's `topics` array
+    /// asks it (`counts(project:anyOf:)`), an expression as parsed.
     func counts(_ q: PreparedQuery) throws -> AudienceTally {
-        let c = try store.counts(project: project, q.expression)
+        let c: AudienceCounts
+        switch q.query {
+        case .anyOf(let codes): c = try store.counts(project: project, anyOf: codes)
+        case .expression: c = try store.counts(project: project, q.expression)
+        }
         return AudienceTally(total: c.total, ios: c.ios, android: c.android)
     }
 

@@ -185,6 +185,8 @@ final class MPushService: Sendable {
 
     private struct AudienceQuery {
         var expression: AudienceExpression
+        /// The `topics` given, when the audience is any of them (not `expr`).
+        var topics: [String]?
         var limit: Int
         var cursor: String?
     }
@@ -243,12 +245,15 @@ final class MPushService: Sendable {
             if errors.isEmpty { errors.append(ValidationError(field: "topics", message: "The topics field is required when expr is not present.")) }
         }
         guard errors.isEmpty, let expression else { throw InvalidCommand(errors) }
-        return AudienceQuery(expression: expression, limit: limit, cursor: cursor)
+        return AudienceQuery(expression: expression, topics: topics.isEmpty ? nil : topics, limit: limit, cursor: cursor)
     }
 
     private func audienceCount(_ request: HTTPRequest, _ credential: Credential) throws -> HTTPResponse {
         let query = try audienceQuery(request)
-        let counts = try store.counts(project: credential.project, query.expression)
+        // A list of topics is counted as it is: the serving caches answer a list of
+        // per-user topics without the chain of ORs its expression is.
+        let counts = try query.topics.map { try store.counts(project: credential.project, anyOf: $0) }
+            ?? store.counts(project: credential.project, query.expression)
         return APIResponse.json(200, ["project": credential.project, "asOfSeq": counts.asOfSeq, "total": counts.total,
                                       "ios": counts.ios, "android": counts.android, "withoutToken": counts.withoutToken,
                                       "unknownTopics": counts.unknownTopics, "expr": query.expression.description])

@@ -23,8 +23,26 @@ extension ProjectionReader {
             return AudienceCounts(asOfSeq: held.asOf, total: total, ios: ios, android: android,
                                   withoutToken: total - ios - android, unknownTopics: [])
         }
-        guard let directory = topicCache, case .or = expression,
-              let codes = Self.topicsOfOR(expression, atMost: Self.mostListedTopics) else { return nil }
+        guard case .or = expression, let codes = Self.topicsOfOR(expression, atMost: Self.mostListedTopics) else { return nil }
+        return heldCountsOfList(project: project, codes: codes, tip: tip)
+    }
+
+    /// `heldCounts(project:_:tip:)` of a send to any of `codes` (MPush's
+    /// `topics` array), taken as they are: the same question as
+    /// `AudienceExpression.anyOf(codes)`, without that chain of ORs built and
+    /// walked back into a list (a tenth of a list of 100's count).
+    public func heldCounts(project: String, anyOf codes: [String], tip: Int) -> AudienceCounts? {
+        switch codes.count {
+        case 0: return nil
+        case 1: return heldCounts(project: project, .topic(codes[0]), tip: tip)
+        case ...Self.mostListedTopics: return heldCountsOfList(project: project, codes: codes, tip: tip)
+        default: return nil
+        }
+    }
+
+    /// The list part of `heldCounts`: every topic of `codes` held with its members.
+    private func heldCountsOfList(project: String, codes: [String], tip: Int) -> AudienceCounts? {
+        guard let directory = topicCache else { return nil }
         var gathered = GatheredValues(limit: TopicCache.inlineMembers * codes.count)
         guard let (pid, asOf) = directory.gatherHeldMembers(project: project, codes: codes, tip: tip, into: &gathered) else {
             return nil

@@ -6,6 +6,17 @@ extension ProjectionReader {
     /// (`heldListCounts`, with the codes from `topicsOfOR`); a longer one is evaluated.
     static let mostListedTopics = 4096
 
+    /// The counts of a send to any of `codes` (MPush's `topics` array) in the
+    /// snapshot `txn` reads: `counts(project:_:_:)` of `AudienceExpression.anyOf(codes)`;
+    /// an empty list is no device.
+    public func counts(project: String, anyOf codes: [String], _ txn: borrowing Transaction) throws -> AudienceCounts {
+        guard let expression = AudienceExpression.anyOf(codes) else {
+            return AudienceCounts(asOfSeq: try appliedSequence(txn), total: 0, ios: 0, android: 0, withoutToken: 0,
+                                  unknownTopics: [])
+        }
+        return try counts(project: project, expression, txn)
+    }
+
     /// The counts of a send to a list of topics `codes` (`user.12 OR user.15 OR …`)
     /// when every one of them is a topic of a few devices or an unknown code:
     /// the members of those the serving process's topic directory holds as

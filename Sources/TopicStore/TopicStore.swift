@@ -277,6 +277,22 @@ public final class TopicStore: Sendable {
         return try readGeneration { txn, g in try g.reader.counts(project: project, expression, txn) }
     }
 
+    /// The counts of a send to any of `topics` (MPush's `topics` array): the
+    /// same answer as `counts(project:_:)` of `AudienceExpression.anyOf(topics)`,
+    /// with the list taken as it is where the serving caches answer. An empty
+    /// list is no device.
+    public func counts(project: String, anyOf topics: [String]) throws -> AudienceCounts {
+        if let held = mapLock.withReadLock({
+            mapGuarded.withBorrowed { g in
+                g.reader.topicCache == nil ? nil
+                    : g.reader.heldCounts(project: project, anyOf: topics, tip: g.environment.lastTransactionID)
+            }
+        }) {
+            return held
+        }
+        return try readGeneration { txn, g in try g.reader.counts(project: project, anyOf: topics, txn) }
+    }
+
     /// Throws `StoreError.removed` when the database file was deleted while open
     /// (a health check: the store then acknowledges no command).
     public func checkFileIsPresent() throws {

@@ -34,6 +34,12 @@ import Testing
         try questions.map { try store.counts(project: project, try AudienceExpression(parsing: $0)) }
     }
 
+    /// Every question's counts asked as a list of topics (MPush's `topics`
+    /// array, `counts(project:anyOf:)`): each question is one code or an OR of codes.
+    static func askedAsLists(_ store: TopicStore) throws -> [AudienceCounts] {
+        try questions.map { try store.counts(project: project, anyOf: $0.components(separatedBy: " OR ")) }
+    }
+
     /// Whether the question was answered without a transaction for LMDB's newest one.
     static func heldAnswer(_ store: TopicStore, _ question: String, tip: Int? = nil) throws -> AudienceCounts? {
         store.reader.heldCounts(project: project, try AudienceExpression(parsing: question),
@@ -64,6 +70,7 @@ import Testing
             let expected = try Self.mapped(store)
             #expect(try Self.asked(store) == expected, "round \(n): as a send service asks (first ask)")
             #expect(try Self.asked(store) == expected, "round \(n): asked again, from the caches")
+            #expect(try Self.askedAsLists(store) == expected, "round \(n): asked as lists of topics")
             if n > 0 { #expect(expected.map(\.asOfSeq) != previous.map(\.asOfSeq), "round \(n) committed") }
             previous = expected
             // Answered from the caches, for the newest transaction only.
@@ -77,6 +84,13 @@ import Testing
             #expect(try Self.heldAnswer(store, "t1") == nil && Self.heldAnswer(store, "t1 OR user.4") == nil,
                     "a shared topic is read from a snapshot")
             #expect(try Self.heldAnswer(store, "user.1 OR nope") == nil, "an unknown code is read from a snapshot")
+            // The same from a list as it is, with no expression.
+            let list = Self.questions[4].components(separatedBy: " OR ")
+            #expect(store.reader.heldCounts(project: Self.project, anyOf: list, tip: tip) == (expected[4].unknownTopics.isEmpty ? expected[4] : nil),
+                    "round \(n): a list of 100 as it is")
+            #expect(store.reader.heldCounts(project: Self.project, anyOf: list, tip: tip - 1) == nil, "an older transaction")
+            #expect(store.reader.heldCounts(project: Self.project, anyOf: ["user.7"], tip: tip) == expected[0])
+            #expect(store.reader.heldCounts(project: Self.project, anyOf: ["user.1", "t1"], tip: tip) == nil, "a shared topic")
         }
         let final = try Self.mapped(store)
         #expect(final[1].total == 0 && final[3].total == 2, "user.0 lost dev-0; user.3 gained dev-1")
@@ -289,6 +303,39 @@ import Testing
         #expect(members("user.1", tip: 50) == nil, "the project's id is noted again first")
         cache.noteProject("app", id: 1)
         #expect(members("user.1", tip: 50) == [7])
+    }
+
+    /// A list asked as it is: repeats counted once, no topic is no device, and a
+    /// list longer than the caches take is counted from a snapshot, the same.
+    @Test func listsOfTopicsAskedAsTheyAre() throws {
+        let dir = TemporaryDirectory()
+        let store = try RecipientCacheTests.servingStore(dir.path)
+        defer { store.close() }
+        try TopicCacheTests.submit(store, (0..<300).flatMap(TopicCacheTests.install))
+        let map = ProjectionReader(tables: store.tables)
+        func mapped(_ codes: [String]) throws -> AudienceCounts {
+            try store.read { txn in try map.counts(project: Self.project, AudienceExpression.anyOf(codes)!, txn) }
+        }
+        let asOf = try mapped(["user.1"]).asOfSeq
+
+        let repeated = ["user.3", "user.5", "user.3", "user.5", "user.5"]
+        #expect(try store.counts(project: Self.project, anyOf: repeated) == (try mapped(repeated)))
+        #expect(try store.counts(project: Self.project, anyOf: repeated).total == 2)
+
+        let none = try store.counts(project: Self.project, anyOf: [])
+        #expect(none == AudienceCounts(asOfSeq: asOf, total: 0, ios: 0, android: 0, withoutToken: 0, unknownTopics: []))
+        #expect(store.reader.heldCounts(project: Self.project, anyOf: [], tip: store.environment.lastTransactionID) == nil)
+
+        // Past `mostListedTopics` codes: every per-user topic, then codes no topic has.
+        let long = (0..<(ProjectionReader.mostListedTopics + 5)).map { "user.\($0)" }
+        #expect(store.reader.heldCounts(project: Self.project, anyOf: long, tip: store.environment.lastTransactionID) == nil)
+        let counted = try store.counts(project: Self.project, anyOf: long)
+        #expect(counted == (try mapped(long)))
+        #expect(counted.total == 300 && counted.unknownTopics.count == long.count - 300)
+
+        #expect(try store.counts(project: "no-such-project", anyOf: ["user.1", "user.2"]) == (try store.read { txn in
+            try map.counts(project: "no-such-project", AudienceExpression.anyOf(["user.1", "user.2"])!, txn)
+        }))
     }
 
     @Test func aListsMembersAreCountedOnceEach() {
