@@ -15,14 +15,7 @@ extension ProjectionReader {
     /// the transaction its writer reported last (see `TopicCache`), and the
     /// recipient cache only with records that did not change after it.
     public func heldCounts(project: String, _ expression: AudienceExpression, tip: Int) -> AudienceCounts? {
-        if case .topic(let code) = expression {
-            guard let held = topicCache?.heldMembers(project: project, code: code, tip: tip),
-                  let (ios, android) = held.withMembers({ recipientCache?.liveCounts(held.pid, members: $0, asOf: held.asOf) })
-            else { return nil }
-            let total = held.withMembers { $0.count }
-            return AudienceCounts(asOfSeq: held.asOf, total: total, ios: ios, android: android,
-                                  withoutToken: total - ios - android, unknownTopics: [])
-        }
+        if case .topic(let code) = expression { return heldCountsOfTopic(project: project, code: code, tip: tip) }
         guard case .or = expression, let codes = Self.topicsOfOR(expression, atMost: Self.mostListedTopics) else { return nil }
         return heldCountsOfList(project: project, codes: codes, tip: tip)
     }
@@ -30,14 +23,26 @@ extension ProjectionReader {
     /// `heldCounts(project:_:tip:)` of a send to any of `codes` (MPush's
     /// `topics` array), taken as they are: the same question as
     /// `AudienceExpression.anyOf(codes)`, without that chain of ORs built and
-    /// walked back into a list (a tenth of a list of 100's count).
+    /// walked back into a list (a quarter of a repeated list of 100's count; more
+    /// for different lists, whose boxed nodes were cache misses).
     public func heldCounts(project: String, anyOf codes: [String], tip: Int) -> AudienceCounts? {
         switch codes.count {
         case 0: return nil
-        case 1: return heldCounts(project: project, .topic(codes[0]), tip: tip)
+        case 1: return heldCountsOfTopic(project: project, code: codes[0], tip: tip)
         case ...Self.mostListedTopics: return heldCountsOfList(project: project, codes: codes, tip: tip)
         default: return nil
         }
+    }
+
+    /// One topic held with its members (a per-user topic). (Taking the code, not
+    /// `.topic(code)`: an expression's every node is a box allocated.)
+    private func heldCountsOfTopic(project: String, code: String, tip: Int) -> AudienceCounts? {
+        guard let held = topicCache?.heldMembers(project: project, code: code, tip: tip),
+              let (ios, android) = held.withMembers({ recipientCache?.liveCounts(held.pid, members: $0, asOf: held.asOf) })
+        else { return nil }
+        let total = held.withMembers { $0.count }
+        return AudienceCounts(asOfSeq: held.asOf, total: total, ios: ios, android: android,
+                              withoutToken: total - ios - android, unknownTopics: [])
     }
 
     /// The list part of `heldCounts`: every topic of `codes` held with its members.
