@@ -51,9 +51,9 @@ extension ProjectionReader {
                         unknown: [String]) -> AudienceCounts? {
         guard let cache = recipientCache else { return nil }
         // A device may be on several of the topics: counted once.
-        var members = gathered.withValues(from: 0) { Array($0) }
-        let unique = members.withUnsafeMutableBufferPointer { Self.keepDistinct($0) }
-        guard let (ios, android) = members.withUnsafeBufferPointer({
+        // (In place: a copy into an array of their own was an allocation and a copy per list.)
+        let unique = gathered.withMutableValues { Self.keepDistinct($0) }
+        guard let (ios, android) = gathered.withValues(from: 0, {
             cache.liveCounts(pid, members: UnsafeBufferPointer(rebasing: $0[..<unique]), asOf: asOf)
         }) else { return nil }
         return AudienceCounts(asOfSeq: asOf, total: unique, ios: ios, android: android,

@@ -379,10 +379,22 @@ public struct GatheredValues {
         guard members.count <= limit - count else { return false }
         if members.isEmpty { return true }
         values.withUnsafeMutableBufferPointer { all in
-            (all.baseAddress! + count).update(from: members.baseAddress!, count: members.count)
+            let to = all.baseAddress! + count
+            // A per-user topic's one member: a store, not a call to memmove.
+            if members.count <= 4 {
+                for i in members.indices { to[i] = members[i] }
+            } else {
+                to.update(from: members.baseAddress!, count: members.count)
+            }
         }
         count += members.count
         return true
+    }
+
+    /// Calls `body` with the values gathered, to change in place (`ProjectionReader.keepDistinct`).
+    public mutating func withMutableValues<R>(_ body: (UnsafeMutableBufferPointer<UInt32>) throws -> R) rethrows -> R {
+        let n = count
+        return try values.withUnsafeMutableBufferPointer { try body(UnsafeMutableBufferPointer(rebasing: $0[..<n])) }
     }
 
     /// Calls `body` with the values gathered from index `mark` on (`count` before a topic was gathered).
