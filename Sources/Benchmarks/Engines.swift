@@ -31,9 +31,10 @@ public enum AudienceQuery: Sendable, Hashable, CustomStringConvertible {
 /// A query as both engines are handed it in the timed loop: its words (the
 /// codes SQLite binds, the list topicstore is asked for) and its expression,
 /// parsed beforehand, as an application prepares a statement or an audience
-/// once and asks it many times. (Until 2026-12-03 topicstore's engine looked the parsed expression
-/// up in a dictionary keyed by the query inside the timed region: hashing a
-/// list of 100 codes and a lock, timed as if topicstore's.)
+/// once and asks it many times. (Until 2026-12-03 topicstore's engine looked
+/// the parsed expression up in a dictionary keyed by the query inside the
+/// timed region: hashing a list of 100 codes and a lock, timed as if
+/// topicstore's.)
 public struct PreparedQuery: Sendable {
     public let query: AudienceQuery
     public let expression: AudienceExpression

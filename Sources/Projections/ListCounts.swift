@@ -3,7 +3,8 @@ import Roaring
 
 extension ProjectionReader {
     /// At most how many topics a list counted from the serving caches names
-    /// (`heldListCounts`, with the codes from `topicsOfOR`); a longer one is evaluated.
+    /// (`heldListCounts`, with the codes from `topicsOfOR`, and
+    /// `heldCounts(project:anyOf:tip:)`); a longer one is evaluated.
     static let mostListedTopics = 4096
 
     /// The counts of a send to any of `codes` (MPush's `topics` array) in the
