@@ -213,7 +213,7 @@ final class MPushService: Sendable {
                 if let s = c as? String { cursor = s } else if !(c is NSNull) { errors.append(ValidationError(field: "cursor", message: "The cursor must be a string.")) }
             }
         } else {
-            topics = request.queryValues("topics").flatMap { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+            topics = request.queryValues("topics").flatMap { $0.split(separator: ",").map(Self.trimmed) }
                 .filter { !$0.isEmpty }
             expr = request.queryValue("expr")
             limitValue = request.queryValue("limit")
@@ -248,15 +248,25 @@ final class MPushService: Sendable {
         return AudienceQuery(expression: expression, topics: topics.isEmpty ? nil : topics, limit: limit, cursor: cursor)
     }
 
+    /// `item` without the whitespace around it (`.whitespaces`: spaces, tabs and
+    /// Unicode's space separators). Foundation's trimming bridges each item to an
+    /// `NSString` (a fifth of the server's time for a count of a list of 100
+    /// users); an item that begins and ends with a printable ASCII character,
+    /// as every valid topic code does, has nothing to trim.
+    static func trimmed(_ item: Substring) -> String {
+        func plain(_ b: UInt8?) -> Bool { b.map { $0 > 0x20 && $0 < 0x80 } ?? false }
+        if plain(item.utf8.first), plain(item.utf8.last) { return String(item) }
+        return item.trimmingCharacters(in: .whitespaces)
+    }
+
     private func audienceCount(_ request: HTTPRequest, _ credential: Credential) throws -> HTTPResponse {
         let query = try audienceQuery(request)
         // A list of topics is counted as it is: the serving caches answer a list of
         // per-user topics without the chain of ORs its expression is.
         let counts = try query.topics.map { try store.counts(project: credential.project, anyOf: $0) }
             ?? store.counts(project: credential.project, query.expression)
-        return APIResponse.json(200, ["project": credential.project, "asOfSeq": counts.asOfSeq, "total": counts.total,
-                                      "ios": counts.ios, "android": counts.android, "withoutToken": counts.withoutToken,
-                                      "unknownTopics": counts.unknownTopics, "expr": query.expression.description])
+        return HTTPResponse(status: 200, headers: ["Content-Type": APIResponse.jsonType],
+                            body: AudienceCountJSON.encode(project: credential.project, counts, expr: query.expression.description))
     }
 
     /// One NDJSON page of reachable recipients in ascending ordinal order.

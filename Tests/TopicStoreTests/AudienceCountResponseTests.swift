@@ -1,0 +1,57 @@
+import Foundation
+@testable import MPushAPI
+@testable import Projections
+import Testing
+
+/// The audience count's answer, written by hand (`AudienceCountJSON`), and the
+/// query's topics, trimmed without Foundation where nothing needs trimming
+/// (`MPushService.trimmed`): both the same as what they replace.
+@Suite struct AudienceCountResponseTests {
+    /// What `APIResponse.json` wrote with `JSONSerialization` before.
+    static func serialized(project: String, _ c: AudienceCounts, expr: String) throws -> [UInt8] {
+        let object: [String: Any] = ["project": project, "asOfSeq": c.asOfSeq, "total": c.total, "ios": c.ios,
+                                     "android": c.android, "withoutToken": c.withoutToken,
+                                     "unknownTopics": c.unknownTopics, "expr": expr]
+        return Array(try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
+    }
+
+    @Test func theCountsAnswerIsWhatJSONSerializationWrote() throws {
+        let counts = [
+            AudienceCounts(asOfSeq: 0, total: 0, ios: 0, android: 0, withoutToken: 0, unknownTopics: []),
+            AudienceCounts(asOfSeq: 2_289_400, total: 97, ios: 61, android: 34, withoutToken: 2, unknownTopics: ["ghost"]),
+            AudienceCounts(asOfSeq: UInt64(Int64.max), total: 1 << 40, ios: 3, android: 4, withoutToken: 5,
+                           unknownTopics: ["a", "b.c", "z-9", "user.12"]),
+        ]
+        let plain = ["news", "(user.1 OR user.2 OR user.3)", "((t1 OR t2) AND NOT user.5 AND platform:ios)", "devices:all",
+                     "a/b", "\"and\" OR news"]
+        for c in counts {
+            for expr in plain {
+                // Byte for byte, where neither writer escapes anything but quotes.
+                #expect(AudienceCountJSON.encode(project: "app", c, expr: expr) == (try Self.serialized(project: "app", c, expr: expr)),
+                        "\(expr)")
+            }
+        }
+        // Text that needs escaping: the same JSON value (the two may spell an escape differently).
+        for expr in ["a\\b", "tab\there", "line\nbreak", "\u{1}\u{1F}", "é ü 漢字 🚀", "\u{2028}\u{2029}", "\u{7F}"] {
+            for project in ["app", "pro\"ject"] {
+                let mine = try JSONSerialization.jsonObject(with: Data(AudienceCountJSON.encode(project: project, counts[1], expr: expr)))
+                let theirs = try JSONSerialization.jsonObject(with: Data(try Self.serialized(project: project, counts[1], expr: expr)))
+                #expect((mine as? NSDictionary) == (theirs as? NSDictionary), "\(expr.unicodeScalars.map(\.value))")
+                #expect((mine as? [String: Any])?["expr"] as? String == expr)
+            }
+        }
+    }
+
+    @Test func topicsAreTrimmedAsFoundationTrimsThem() {
+        let items = ["news", " news", "news ", "\tnews\t", " ", "", "\t", "a", "user.12", "\u{3000}news", "news\u{00A0}",
+                     "\u{2003}", "news\n", "\nnews", "\u{7F}", "\u{7F}news\u{7F}", "é", "éa", "aé", "a b", " a b ",
+                     "\u{1680}x\u{202F}", "~", "!news!"]
+        for item in items {
+            #expect(MPushService.trimmed(Substring(item)) == item.trimmingCharacters(in: .whitespaces),
+                    "\(item.unicodeScalars.map(\.value))")
+        }
+        // Within a larger string, as the query's items are.
+        let query = " news ,\u{3000}sport, user.1 ,"
+        #expect(query.split(separator: ",").map(MPushService.trimmed) == query.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+    }
+}
