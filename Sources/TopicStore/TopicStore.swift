@@ -402,17 +402,24 @@ public final class TopicStore: Sendable {
         while true {
             let g = try openGeneration()
             do {
-                var transaction = 0
+                var transaction = 0, newest = 0
                 let result = try mapLock.withReadLock {
-                    try g.environment.write { txn in
+                    let result = try g.environment.write { txn in
                         if try g.isRetired(txn) { throw Generation.Retired() }
                         transaction = txn.id
                         return try body(txn, g.auxiliary)
                     }
+                    newest = g.environment.lastTransactionID
+                    return result
                 }
                 // The projections did not change: counts answered from the caches for
                 // the snapshot before go on for this one (see `counts(project:_:)`).
-                g.reader.topicCache?.didCommitBeside(transaction: transaction)
+                // A transaction that wrote nothing commits no snapshot (LMDB's newest
+                // is still the one before): reported anyway, the caches waited for a
+                // transaction that never came, and every count after it read a
+                // snapshot until the next commit (a server's start, whose first-run
+                // check writes nothing once a project exists).
+                if newest >= transaction { g.reader.topicCache?.didCommitBeside(transaction: transaction) }
                 return result
             } catch LMDBError.mapFull {
                 try growMap(g)

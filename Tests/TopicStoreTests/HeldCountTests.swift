@@ -136,6 +136,15 @@ import Testing
         #expect(store.environment.lastTransactionID == tip + 1)
         #expect(try Self.heldAnswer(store, "user.7") == before[0], "nothing the caches hold changed")
         #expect(try Self.heldAnswer(store, "user.7", tip: tip) == nil)
+
+        // A write of the auxiliary tables that writes nothing commits no transaction:
+        // the caches go on answering for the one before (a server's start runs one).
+        try store.writeAuxiliary { txn, t in _ = try txn.get(t["extra"]!, Array("k".utf8)) }
+        #expect(store.environment.lastTransactionID == tip + 1)
+        #expect(try Self.heldAnswer(store, "user.7") == before[0], "an empty write")
+        try store.writeAuxiliary { txn, t in try txn.put(t["extra"]!, Array("k".utf8), Array("w".utf8)) }
+        #expect(store.environment.lastTransactionID == tip + 2)
+        #expect(try Self.heldAnswer(store, "user.7") == before[0], "a write after it")
     }
 
     @Test func countsWhileTheWriterCommitsAreExactSnapshots() async throws {
