@@ -4,6 +4,8 @@ internal import CLMDB
 /// Keys and values it returns are borrowed from the map until the transaction ends.
 public struct Cursor {
     let pointer: OpaquePointer
+    /// Its write transaction's note of a change (`Transaction.hasChanges`).
+    let changes: UnsafeMutablePointer<Bool>?
 
     public typealias Entry = (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)
 
@@ -43,6 +45,7 @@ public struct Cursor {
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
         try check(mdb_cursor_put(pointer, &k, &v, flags.rawValue))
+        changes?.pointee = true
     }
 
     /// Reserves `count` bytes under `key`, lets `fill` write them in place in
@@ -54,6 +57,7 @@ public struct Cursor {
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val(mv_size: count, mv_data: nil)
         try check(mdb_cursor_put(pointer, &k, &v, flags.rawValue | UInt32(MDB_RESERVE)))
+        changes?.pointee = true
         fill(UnsafeMutableRawBufferPointer(start: v.mv_data, count: count))
     }
 
@@ -68,5 +72,6 @@ public struct Cursor {
     /// Deletes the entry under the cursor.
     public func deleteCurrent() throws {
         try check(mdb_cursor_del(pointer, 0))
+        changes?.pointee = true
     }
 }

@@ -8,6 +8,9 @@ internal import CLMDB
 public struct Transaction: ~Copyable {
     let pointer: OpaquePointer
     public let isReadOnly: Bool
+    /// A write transaction's note that it changed something (a put, a delete, a
+    /// clear or a drop, here or through a cursor); nil for a read transaction.
+    let changes: UnsafeMutablePointer<Bool>?
 
     init(environment: Environment, readOnly: Bool) throws {
         var txn: OpaquePointer?
@@ -15,15 +18,31 @@ public struct Transaction: ~Copyable {
         guard let txn else { throw LMDBError.badTransaction }
         self.pointer = txn
         self.isReadOnly = readOnly
+        if readOnly {
+            changes = nil
+        } else {
+            changes = .allocate(capacity: 1)
+            changes!.initialize(to: false)
+        }
     }
 
     consuming func commit() throws {
+        defer { changes?.deallocate() }
         try check(mdb_txn_commit(pointer))
     }
 
     consuming func abort() {
         mdb_txn_abort(pointer)
+        changes?.deallocate()
     }
+
+    /// Whether this write transaction changed anything so far. One that did
+    /// not commits no new snapshot: LMDB's newest transaction stays the one
+    /// before, and its id is taken by the next write that does change something.
+    public var hasChanges: Bool { changes?.pointee ?? false }
+
+    @inline(__always)
+    func noteChange() { changes?.pointee = true }
 
     /// The LMDB transaction id (increases with every committed write).
     public var id: Int { Int(mdb_txn_id(pointer)) }
@@ -57,6 +76,7 @@ public struct Transaction: ~Copyable {
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
         try check(mdb_put(pointer, db.handle, &k, &v, flags.rawValue))
+        noteChange()
     }
 
     public func put(_ db: Database, _ key: [UInt8], _ value: [UInt8], flags: PutFlags = []) throws {
@@ -72,6 +92,7 @@ public struct Transaction: ~Copyable {
             var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
             var v = MDB_val(mv_size: count, mv_data: nil)
             try check(mdb_put(pointer, db.handle, &k, &v, flags.rawValue | UInt32(MDB_RESERVE)))
+            noteChange()
             fill(UnsafeMutableRawBufferPointer(start: v.mv_data, count: count))
         }
     }
@@ -84,6 +105,7 @@ public struct Transaction: ~Copyable {
             let rc = mdb_del(pointer, db.handle, &k, nil)
             if rc == MDB_NOTFOUND { return false }
             try check(rc)
+            noteChange()
             return true
         }
     }
@@ -91,12 +113,14 @@ public struct Transaction: ~Copyable {
     /// Removes every entry of `db` (the database itself stays).
     public func clear(_ db: Database) throws {
         try check(mdb_drop(pointer, db.handle, 0))
+        noteChange()
     }
 
     /// Deletes database `db` from the environment and closes its handle
     /// (`mdb_drop` with `del`): its pages go back to the free list.
     public func drop(_ db: Database) throws {
         try check(mdb_drop(pointer, db.handle, 1))
+        noteChange()
     }
 
     /// The named database, or nil when the environment has none of that name.
@@ -181,7 +205,7 @@ public struct Transaction: ~Copyable {
         try check(mdb_cursor_open(pointer, db.handle, &cursor))
         guard let cursor else { throw LMDBError.badTransaction }
         defer { mdb_cursor_close(cursor) }
-        var c = Cursor(pointer: cursor)
+        var c = Cursor(pointer: cursor, changes: changes)
         return try body(&c)
     }
 }

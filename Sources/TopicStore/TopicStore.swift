@@ -402,24 +402,25 @@ public final class TopicStore: Sendable {
         while true {
             let g = try openGeneration()
             do {
-                var transaction = 0, newest = 0
+                var transaction = 0, changed = false
                 let result = try mapLock.withReadLock {
-                    let result = try g.environment.write { txn in
+                    try g.environment.write { txn in
                         if try g.isRetired(txn) { throw Generation.Retired() }
                         transaction = txn.id
-                        return try body(txn, g.auxiliary)
+                        let result = try body(txn, g.auxiliary)
+                        changed = txn.hasChanges
+                        return result
                     }
-                    newest = g.environment.lastTransactionID
-                    return result
                 }
                 // The projections did not change: counts answered from the caches for
                 // the snapshot before go on for this one (see `counts(project:_:)`).
-                // A transaction that wrote nothing commits no snapshot (LMDB's newest
-                // is still the one before): reported anyway, the caches waited for a
-                // transaction that never came, and every count after it read a
-                // snapshot until the next commit (a server's start, whose first-run
-                // check writes nothing once a project exists).
-                if newest >= transaction { g.reader.topicCache?.didCommitBeside(transaction: transaction) }
+                // A transaction that changed nothing commits no snapshot, and its id
+                // goes to the next write, which may be another process's: reported
+                // anyway, the caches waited for a transaction that never came (every
+                // count after it read a snapshot until the next commit: a server's
+                // start, whose first-run check writes nothing once a project exists),
+                // or took another process's commit for this one.
+                if changed { g.reader.topicCache?.didCommitBeside(transaction: transaction) }
                 return result
             } catch LMDBError.mapFull {
                 try growMap(g)

@@ -147,6 +147,46 @@ import Testing
         #expect(try Self.heldAnswer(store, "user.7") == before[0], "a write after it")
     }
 
+    /// `Transaction.hasChanges`, which decides whether an auxiliary write is
+    /// reported to the caches: set by every kind of change, by no read.
+    @Test func aWriteTransactionKnowsWhetherItChangedAnything() throws {
+        let dir = TemporaryDirectory()
+        let store = try RecipientCacheTests.servingStore(dir.path)
+        defer { store.close() }
+        try store.openAuxiliary(["extra"])
+        let k = Array("k".utf8), v = Array("v".utf8), absent = Array("absent".utf8)
+        /// Whether the write changed anything: (before the body, after it).
+        func changes(_ body: (borrowing Transaction, Database) throws -> Void) throws -> (Bool, Bool) {
+            try store.writeAuxiliary { txn, t in
+                let before = txn.hasChanges
+                try body(txn, t["extra"]!)
+                return (before, txn.hasChanges)
+            }
+        }
+        var found: [Bool] = []
+        let reads = try changes { txn, db in
+            _ = try txn.get(db, k)
+            found.append(try txn.delete(db, absent))
+            try txn.withCursor(db) { c in
+                _ = try c.first()
+                found.append(try absent.withUnsafeBytes { try c.delete($0) })
+            }
+        }
+        #expect(reads == (false, false) && found == [false, false], "reads, and deletes of what is not there")
+        #expect(try changes { txn, db in try txn.put(db, k, v) } == (false, true), "a put")
+        #expect(try changes { txn, db in try txn.put(db, Array("r".utf8), reserving: 1) { $0[0] = 1 } } == (false, true),
+                "a reserved put")
+        #expect(try changes { txn, db in
+            try txn.withCursor(db) { c in try k.withUnsafeBytes { kb in try v.withUnsafeBytes { try c.put(kb, $0) } } }
+        } == (false, true), "a cursor's put")
+        #expect(try changes { txn, db in try txn.withCursor(db) { c in _ = try c.first(); try c.deleteCurrent() } } == (false, true),
+                "a cursor's delete")
+        found = []
+        #expect(try changes { txn, db in found.append(try txn.delete(db, Array("r".utf8))) } == (false, true) && found == [true],
+                "a delete")
+        #expect(try changes { txn, db in try txn.clear(db) } == (false, true), "a clear")
+    }
+
     @Test func countsWhileTheWriterCommitsAreExactSnapshots() async throws {
         let dir = TemporaryDirectory()
         let store = try RecipientCacheTests.servingStore(dir.path)
