@@ -47,6 +47,12 @@ public enum JSONText {
         out.append(0x22)
     }
 
+    /// Appends `s` as a quoted JSON string to `out` (`appendQuoted` of its UTF-8 bytes).
+    public static func appendQuoted(_ s: String, to out: inout [UInt8]) {
+        var s = s
+        s.withUTF8 { appendQuoted(UnsafeRawBufferPointer($0), to: &out) }
+    }
+
     /// Whether `bytes` hold a control character, `"`, `\` or 0xE2 (the lead byte of
     /// U+2028/U+2029, and of other punctuation, which then takes the slow path): eight
     /// bytes at a time (a token stream quotes ~130 bytes per recipient; byte by byte,

@@ -11,10 +11,7 @@ enum AudienceCountJSON {
         var out: [UInt8] = []
         out.reserveCapacity(160 + expr.utf8.count + counts.unknownTopics.reduce(0) { $0 + $1.utf8.count + 3 })
         func append(_ s: String) { out.append(contentsOf: s.utf8) }
-        func quote(_ s: String) {
-            var s = s
-            s.withUTF8 { JSONText.appendQuoted(UnsafeRawBufferPointer($0), to: &out) }
-        }
+        func quote(_ s: String) { JSONText.appendQuoted(s, to: &out) }
         append("{\"android\":\(counts.android),\"asOfSeq\":\(counts.asOfSeq),\"expr\":")
         quote(expr)
         append(",\"ios\":\(counts.ios),\"project\":")

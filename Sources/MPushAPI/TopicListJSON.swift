@@ -12,10 +12,7 @@ public enum TopicListJSON {
         var out: [UInt8] = []
         out.reserveCapacity(64 + sorted.count * 80)
         func append(_ s: String) { out.append(contentsOf: s.utf8) }
-        func quote(_ s: String) {
-            var s = s
-            s.withUTF8 { JSONText.appendQuoted(UnsafeRawBufferPointer($0), to: &out) }
-        }
+        func quote(_ s: String) { JSONText.appendQuoted(s, to: &out) }
         append("{\"asOfSeq\":\(asOf),")
         if let next {
             append("\"next\":")
