@@ -58,6 +58,8 @@ public struct BenchmarkRunner {
         var peakRSS = 0
         /// The whole store rebuilt from its log (topicstore only).
         var replay: ReplayBenchmark.Result?
+        /// The churn stream after the last command this engine committed.
+        var churnAfter: ChurnStream?
     }
 
     public func run() throws -> BenchmarkReport {
@@ -70,6 +72,7 @@ public struct BenchmarkRunner {
         let ts = try runTopicStore(classes)
         let raw = try runRawLMDB()
         let sql = config.skipSQLite ? nil : try runSQLite(classes)
+        let paired = try sql.map { try runSideBySide(classes, ts: ts, sql: $0) }
 
         // Same data, same questions: the answers must agree.
         if let sql {
@@ -77,6 +80,10 @@ public struct BenchmarkRunner {
                 report.comparedQueries += 1
                 if let b = sql.answers[q], a != b { report.disagreements.append("\(q): topicstore \(a); SQLite \(b)") }
             }
+        }
+        if let paired {
+            report.comparedQueries += paired.compared
+            report.disagreements += paired.disagreements
         }
 
         func rate(_ v: Double?) -> Figure? { v.map { Figure($0) } }
@@ -108,6 +115,14 @@ public struct BenchmarkRunner {
             rows.append(ReportRow(name: "audience count under writes: \(c.name)", unit: "", kind: .latency,
                                   topicstore: ts.loaded[c.name].map(Figure.latency), sqlite: sql?.loaded[c.name].map(Figure.latency)))
         }
+        if let paired {
+            for c in classes {
+                rows.append(ReportRow(name: "audience count side by side: \(c.name)", unit: "", kind: .latency,
+                                      topicstore: paired.topicstore[c.name].map(Figure.latency),
+                                      sqlite: paired.sqlite[c.name].map(Figure.latency),
+                                      note: c.name == classes.first?.name ? sideBySideNote(paired) : ""))
+            }
+        }
         rows.append(ReportRow(name: "churn committed while counting", unit: "commands", kind: .rate,
                               topicstore: Figure(ts.loadedWriterRate), sqlite: rate(sql?.loadedWriterRate),
                               note: "a writer thread commits churn in batches of \(config.churnBatchSize) while the counts above run"))
@@ -137,7 +152,7 @@ public struct BenchmarkRunner {
                               limit: Figure(Double(raw.peakRSS)),
                               note: "VmHWM of each engine's phase (reset between phases); mapped LMDB pages count as resident"))
         report.rows = rows
-        report.goals = goals(ts: ts, raw: raw, sql: sql, classes: classes)
+        report.goals = goals(ts: ts, raw: raw, sql: sql, paired: paired, classes: classes)
         report.notes.append("SQLite: WAL, synchronous=FULL, 128 MiB cache, mmap; one project per file; the same encoded records in an events table.")
         report.notes.append("Latencies include opening the read transaction where one is opened (topicstore answers per-user topics from its serving caches without one when they hold the newest commit; SQLite always opens one); each query class is sampled round-robin (samples in --json).")
         report.seconds = Double(monotonicNanos() - started) / 1e9
@@ -146,7 +161,15 @@ public struct BenchmarkRunner {
 
     // MARK: Goals
 
-    func goals(ts: EngineResults, raw: EngineResults, sql: EngineResults?, classes: [QueryClass]) -> [GoalCheck] {
+    /// What the side-by-side rows are, said once under the first.
+    func sideBySideNote(_ paired: SideBySideResults) -> String {
+        "both stores opened again after the phases above and brought to the same commands"
+            + (paired.toppedUp > 0 ? " (\(paired.toppedUpEngine) took the \(paired.toppedUp) churn commands its writer had not reached)" : "")
+            + "; each class asked in \(sideBySideBlocks) blocks per engine, alternating, so that both see the machine at the same moments"
+    }
+
+    func goals(ts: EngineResults, raw: EngineResults, sql: EngineResults?, paired: SideBySideResults?,
+               classes: [QueryClass]) -> [GoalCheck] {
         let scale = spec.devices == 1_000_000 ? "" : " (goal set for 1M devices; this run has \(spec.devices))"
         var goals: [GoalCheck] = []
         let ingest = ts.installRate / raw.installRate
@@ -173,6 +196,15 @@ public struct BenchmarkRunner {
             goals.append(GoalCheck(name: "audience counts vs SQLite (p50)" + scale, target: "≥ 100×",
                                    measured: worst.map { "worst \(BenchmarkReport.ratio($0.1)) (\($0.0))" } ?? "—",
                                    met: (worst?.1 ?? 0) >= 100))
+            if let paired {
+                let side = classes.compactMap { c -> (String, Double)? in
+                    guard let t = paired.topicstore[c.name], let s = paired.sqlite[c.name] else { return nil }
+                    return (c.name, s.p50 / Swift.max(t.p50, 1))
+                }.min { $0.1 < $1.1 }
+                goals.append(GoalCheck(name: "audience counts vs SQLite side by side (p50)" + scale, target: "≥ 100×",
+                                       measured: side.map { "worst \(BenchmarkReport.ratio($0.1)) (\($0.0))" } ?? "—",
+                                       met: (side?.1 ?? 0) >= 100))
+            }
             let s = ts.streamRate / sql.streamRate
             goals.append(GoalCheck(name: "token streaming vs SQLite" + scale, target: "≥ 4×", measured: BenchmarkReport.ratio(s), met: s >= 4))
             let i = ts.installRate / sql.installRate
@@ -332,6 +364,7 @@ public struct BenchmarkRunner {
         let w = try writer.stop()
         r.loaded = try loaded.get()
         r.loadedWriterRate = w.perSecond
+        r.churnAfter = stream.value
         r.peakRSS = ProcessMemory.peakResidentBytes()
         progress("topicstore: replay (rebuild every projection from the log) and audit")
         r.replay = try ReplayBenchmark.run(store: engine.store, scratchDirectory: config.directory)
@@ -372,12 +405,7 @@ public struct BenchmarkRunner {
         let churn: ChurnStream
         (r.churnRate, r.churnWrittenPerCommand, churn) = try ingestChurn { try sql.apply($0) }
         let reader = try sql.openReader()
-        func ask(_ q: PreparedQuery) throws -> AudienceTally {
-            switch q.query {
-            case .anyOf(let codes): return try reader.counts(anyOf: codes)
-            case .expression: return try reader.counts(expression: q.expression)
-            }
-        }
+        let ask = reader.counts as (PreparedQuery) throws -> AudienceTally
         progress("SQLite: audience counts")
         r.answers = try answers(classes, ask)
         r.quiet = try sample(classes, ask)
@@ -396,6 +424,7 @@ public struct BenchmarkRunner {
         let w = try writer.stop()
         r.loaded = try loaded.get()
         r.loadedWriterRate = w.perSecond
+        r.churnAfter = state.value.1
         r.peakRSS = ProcessMemory.peakResidentBytes()
         try sql.checkpoint()
         r.diskBytes = diskUsage(ofDirectory: dir).allocated

@@ -288,6 +288,15 @@ public final class SQLiteReader {
         return AudienceTally(total: Int(s.int64(0)), ios: Int(s.int64(1)), android: Int(s.int64(2)))
     }
 
+    /// A prepared query asked as `TopicStoreEngine.counts` asks it: a list of
+    /// topics bound to one statement, an expression translated.
+    func counts(_ q: PreparedQuery) throws -> AudienceTally {
+        switch q.query {
+        case .anyOf(let codes): return try counts(anyOf: codes)
+        case .expression: return try counts(expression: q.expression)
+        }
+    }
+
     /// Counts of a boolean audience, translated to SQL.
     public func counts(expression e: AudienceExpression) throws -> AudienceTally {
         let (s, parameters) = try statement("expr:\(e)") { Self.expressionSQL(e) }

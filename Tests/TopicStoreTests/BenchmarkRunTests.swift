@@ -12,8 +12,9 @@ import Testing
         let report = try BenchmarkRunner(config: config).run()
 
         #expect(report.disagreements.isEmpty, "\(report.disagreements)")
-        #expect(report.comparedQueries == 1 + 3 + 1 + 20 + 100 + 1 + 100 + 1)
-        #expect(report.rows.count == 27)
+        // Every query asked of both engines after their phases, then again side by side.
+        #expect(report.comparedQueries == 2 * (1 + 3 + 1 + 20 + 100 + 1 + 100 + 1))
+        #expect(report.rows.count == 35)
         for row in report.rows {
             #expect((row.topicstore?.value ?? 0) > 0, "\(row.name): topicstore figure")
             if !row.name.hasPrefix("replay") { #expect((row.sqlite?.value ?? 0) > 0, "\(row.name): SQLite figure") }
@@ -25,20 +26,27 @@ import Testing
         for name in ["durable ingest, install phase", "token streaming, all", "bytes on disk", "peak RSS"] {
             #expect((report.row(name)?.limit?.value ?? 0) > 0, "\(name): LMDB limit figure")
         }
-        #expect(report.goals.count == 8)
+        #expect(report.goals.count == 9)
         // The goals follow from the figures.
         let ingest = report.row("durable ingest, install phase")!
         #expect(report.goals[0].met == (ingest.ofLimit! >= 0.25))
         let stream = report.row("token streaming, all")!
         #expect(report.goals[1].met == (stream.ofLimit! >= 0.5))
-        #expect(report.goals[6].met == (ingest.timesSQLite! >= 5))
+        #expect(report.goals[7].met == (ingest.timesSQLite! >= 5))
+        // Side by side: every class asked of both engines, its goal the worst of those ratios.
+        let paired = report.rows.filter { $0.name.hasPrefix("audience count side by side: ") }
+        #expect(paired.count == 8)
+        #expect(paired.first?.note.contains("alternating") == true)
+        let worstPaired = paired.compactMap(\.timesSQLite).min()!
+        #expect(report.goals[5].name.hasPrefix("audience counts vs SQLite side by side"))
+        #expect(report.goals[5].met == (worstPaired >= 100))
         // The replay of the benchmark store, audited clean.
         let replay = try #require(report.row("replay: rebuild from the log"))
         #expect(replay.note.contains("was clean"))
-        #expect(report.goals[7].met == ((replay.topicstore?.value ?? 0) >= 1_000_000))
+        #expect(report.goals[8].met == ((replay.topicstore?.value ?? 0) >= 1_000_000))
 
         let json = try JSONSerialization.jsonObject(with: Data(report.json.utf8)) as? [String: Any]
-        #expect((json?["rows"] as? [Any])?.count == 27)
+        #expect((json?["rows"] as? [Any])?.count == 35)
         #expect(((json?["workload"] as? [String: Any])?["devices"] as? Int) == 3_000)
         #expect(report.text.contains("| audience count: all |"))
         // The directories it measured exist with data in them.
@@ -66,8 +74,8 @@ import Testing
         #expect(((json["workload"] as? [String: Any])?["devices"] as? Int) == 20_000)
         let cross = json["crossCheck"] as? [String: Any]
         #expect((cross?["disagreements"] as? [Any])?.isEmpty == true)
-        #expect((cross?["compared"] as? Int) == 1 + 3 + 1 + 20 + 100 + 1 + 100 + 1)
-        #expect((json["goals"] as? [Any])?.count == 8)
+        #expect((cross?["compared"] as? Int) == 2 * (1 + 3 + 1 + 20 + 100 + 1 + 100 + 1))
+        #expect((json["goals"] as? [Any])?.count == 9)
         #expect(progress.contains("SQLite: token streaming"))
 
         // A non-empty --dir is refused with a usage error.
