@@ -26,7 +26,11 @@ public enum PercentDecoding {
     /// UTF-8 becomes U+FFFD. `+` is left alone: libmicrohttpd turns it into a space in query
     /// arguments before they reach us, and in a path it is a plus.
     public static func decode(_ s: String) -> String {
-        guard s.utf8.contains(UInt8(ascii: "%")) else { return s }
+        // Over the contiguous bytes: through the UTF-8 view's indices, this look for a `%`
+        // was 4% of the server's time for a count of a list of 100 users.
+        let escaped = s.utf8.withContiguousStorageIfAvailable { $0.contains(UInt8(ascii: "%")) }
+            ?? s.utf8.contains(UInt8(ascii: "%"))
+        guard escaped else { return s }
         return String(decoding: bytes(ArraySlice(s.utf8), plusIsSpace: false).bytes, as: UTF8.self)
     }
 

@@ -184,11 +184,17 @@ final class MPushService: Sendable {
     // MARK: Send service
 
     private struct AudienceQuery {
-        var expression: AudienceExpression
         /// The `topics` given, when the audience is any of them (not `expr`).
         var topics: [String]?
+        /// `expr` parsed, when it was given (not `topics`).
+        var parsed: AudienceExpression?
         var limit: Int
         var cursor: String?
+
+        /// The audience as an expression: `expr`, or the chain of ORs the list of
+        /// topics means (built only where it is asked for: a count of a list is
+        /// answered from the list).
+        var expression: AudienceExpression { parsed ?? AudienceExpression.anyOf(topics ?? [])! }
     }
 
     /// `topics` (a JSON array, or comma-separated / repeated in the query) or `expr`.
@@ -213,8 +219,7 @@ final class MPushService: Sendable {
                 if let s = c as? String { cursor = s } else if !(c is NSNull) { errors.append(ValidationError(field: "cursor", message: "The cursor must be a string.")) }
             }
         } else {
-            topics = request.queryValues("topics").flatMap { $0.split(separator: ",").map(Self.trimmed) }
-                .filter { !$0.isEmpty }
+            topics = request.queryValues("topics").flatMap(Self.commaSeparated)
             expr = request.queryValue("expr")
             limitValue = request.queryValue("limit")
             cursor = request.queryValue("cursor")
@@ -227,16 +232,15 @@ final class MPushService: Sendable {
                 errors.append(ValidationError(field: "limit", message: "The limit must be an integer between 1 and \(configuration.audiencePageLimit)."))
             }
         }
-        var expression: AudienceExpression?
+        var parsed: AudienceExpression?
         switch (topics.isEmpty, expr) {
         case (false, nil):
             for (i, code) in topics.enumerated() where !Validation.isValidTopicCode(code) {
                 errors.append(ValidationError(field: "topics.\(i)", message: "The topic code is invalid."))
             }
             if topics.count > 1000 { errors.append(ValidationError(field: "topics", message: "The topics may not have more than 1000 items.")) }
-            expression = AudienceExpression.anyOf(topics)
         case (true, let text?):
-            do { expression = try AudienceExpression(parsing: text) } catch {
+            do { parsed = try AudienceExpression(parsing: text) } catch {
                 errors.append(ValidationError(field: "expr", message: error.description))
             }
         case (false, _?):
@@ -244,8 +248,8 @@ final class MPushService: Sendable {
         case (true, nil):
             if errors.isEmpty { errors.append(ValidationError(field: "topics", message: "The topics field is required when expr is not present.")) }
         }
-        guard errors.isEmpty, let expression else { throw InvalidCommand(errors) }
-        return AudienceQuery(expression: expression, topics: topics.isEmpty ? nil : topics, limit: limit, cursor: cursor)
+        guard errors.isEmpty, parsed != nil || !topics.isEmpty else { throw InvalidCommand(errors) }
+        return AudienceQuery(topics: topics.isEmpty ? nil : topics, parsed: parsed, limit: limit, cursor: cursor)
     }
 
     /// `item` without the whitespace around it (`.whitespaces`: spaces, tabs and
@@ -254,19 +258,54 @@ final class MPushService: Sendable {
     /// users); an item that begins and ends with a printable ASCII character,
     /// as every valid topic code does, has nothing to trim.
     static func trimmed(_ item: Substring) -> String {
+        var item = item
+        return item.withUTF8 { trimmed($0) }
+    }
+
+    /// `trimmed` of UTF-8 `bytes` (whole characters: a string's bytes cut at ASCII bytes).
+    static func trimmed(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
         func plain(_ b: UInt8?) -> Bool { b.map { $0 > 0x20 && $0 < 0x80 } ?? false }
-        if plain(item.utf8.first), plain(item.utf8.last) { return String(item) }
+        let item = String(decoding: bytes, as: UTF8.self)
+        if plain(bytes.first), plain(bytes.last) { return item }
         return item.trimmingCharacters(in: .whitespaces)
+    }
+
+    /// The items of a comma-separated `value`, trimmed, empty ones dropped. Split
+    /// at the comma's byte in one pass over the bytes: split by `Character`
+    /// (grapheme clusters), a list of 100 users' codes was a quarter of the
+    /// server's time for its count, and the generic split of its UTF-8 view a
+    /// fifth still. (A comma followed by a combining mark is one cluster there,
+    /// an item boundary here; no valid topic code holds either.)
+    static func commaSeparated(_ value: String) -> [String] {
+        var value = value
+        return value.withUTF8 { bytes in
+            var items: [String] = []
+            var start = 0
+            for end in 0...bytes.count where end == bytes.count || bytes[end] == UInt8(ascii: ",") {
+                if end > start {
+                    let item = trimmed(UnsafeBufferPointer(rebasing: bytes[start..<end]))
+                    if !item.isEmpty { items.append(item) }
+                }
+                start = end + 1
+            }
+            return items
+        }
     }
 
     private func audienceCount(_ request: HTTPRequest, _ credential: Credential) throws -> HTTPResponse {
         let query = try audienceQuery(request)
-        // A list of topics is counted as it is: the serving caches answer a list of
-        // per-user topics without the chain of ORs its expression is.
-        let counts = try query.topics.map { try store.counts(project: credential.project, anyOf: $0) }
-            ?? store.counts(project: credential.project, query.expression)
+        // A list of topics is counted and described as it is: the serving caches answer
+        // a list of per-user topics without the chain of ORs its expression is.
+        let counts: AudienceCounts, expr: String
+        if let topics = query.topics, let text = AudienceExpression.description(ofAnyOf: topics) {
+            counts = try store.counts(project: credential.project, anyOf: topics)
+            expr = text
+        } else {
+            counts = try store.counts(project: credential.project, query.expression)
+            expr = query.expression.description
+        }
         return HTTPResponse(status: 200, headers: ["Content-Type": APIResponse.jsonType],
-                            body: AudienceCountJSON.encode(project: credential.project, counts, expr: query.expression.description))
+                            body: AudienceCountJSON.encode(project: credential.project, counts, expr: expr))
     }
 
     /// One NDJSON page of reachable recipients in ascending ordinal order.

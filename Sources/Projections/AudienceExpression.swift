@@ -39,7 +39,7 @@ public indirect enum AudienceExpression: Sendable, Hashable, CustomStringConvert
 
     public var description: String {
         switch self {
-        case .topic(let c): return Validation.isValidTopicCode(c) && !Parser.isKeyword(c) ? c : "\"\(c)\""
+        case .topic(let c): return Self.text(ofTopic: c)
         case .platform(let p): return "platform:\(p)"
         case .allDevices: return "devices:all"
         // A chain of one operator is one pair of parentheses, so the text reads back
@@ -48,6 +48,34 @@ public indirect enum AudienceExpression: Sendable, Hashable, CustomStringConvert
         case .or: return "(" + operands(joinedBy: .or).map(\.description).joined(separator: " OR ") + ")"
         case .not(let a): return "NOT \(a)"
         }
+    }
+
+    /// `anyOf(codes)?.description` (nil without codes), written from the codes
+    /// as they are: what the HTTP count answers as `expr` for MPush's `topics`
+    /// array. (Built and described as a chain of 199 ORs, a list of 100 was a
+    /// sixth of the server's time for its count.)
+    public static func description(ofAnyOf codes: [String]) -> String? {
+        guard let first = codes.first else { return nil }
+        guard codes.count > 1 else { return text(ofTopic: first) }
+        // Bytes, made a String once: appended to a String, each code was a slice appended.
+        var text: [UInt8] = [UInt8(ascii: "(")]
+        text.reserveCapacity(codes.reduce(2) { $0 + $1.utf8.count + 6 })
+        for (i, code) in codes.enumerated() {
+            if i > 0 { text.append(contentsOf: " OR ".utf8) }
+            if Validation.isValidTopicCode(code) && !Parser.isKeyword(code) {
+                text.append(contentsOf: code.utf8)
+            } else {
+                text.append(contentsOf: Self.text(ofTopic: code).utf8)
+            }
+        }
+        text.append(UInt8(ascii: ")"))
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// A topic as an expression's text names it: bare when it reads back as
+    /// that topic, quoted otherwise (a keyword, or a code outside the charset).
+    private static func text(ofTopic code: String) -> String {
+        Validation.isValidTopicCode(code) && !Parser.isKeyword(code) ? code : "\"\(code)\""
     }
 
     private enum Join { case and, or }
@@ -99,7 +127,18 @@ public indirect enum AudienceExpression: Sendable, Hashable, CustomStringConvert
         var at = 0
         init(_ bytes: [UInt8]) { self.bytes = bytes }
 
-        static func isKeyword(_ s: String) -> Bool { ["and", "or", "not"].contains(s.lowercased()) }
+        /// `and`, `or` or `not` in any case (ASCII letters folded; no String lowercased per topic).
+        static func isKeyword(_ s: String) -> Bool {
+            var utf8 = s.utf8.makeIterator()
+            var word: UInt32 = 0
+            for _ in 0..<4 {
+                guard let b = utf8.next() else { break }
+                guard b < 0x80 else { return false }
+                word = word << 8 | UInt32(b >= 0x41 && b <= 0x5A ? b | 0x20 : b)
+            }
+            guard utf8.next() == nil else { return false }
+            return word == 0x616E64 || word == 0x6F72 || word == 0x6E6F74  // "and", "or", "not"
+        }
 
         var peekDescription: String {
             at < bytes.count ? "'\(String(decoding: bytes[at...].prefix(16), as: UTF8.self))'" : "end of expression"

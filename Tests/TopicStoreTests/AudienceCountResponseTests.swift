@@ -3,9 +3,11 @@ import Foundation
 @testable import Projections
 import Testing
 
-/// The audience count's answer, written by hand (`AudienceCountJSON`), and the
-/// query's topics, trimmed without Foundation where nothing needs trimming
-/// (`MPushService.trimmed`): both the same as what they replace.
+/// The audience count's answer, written by hand (`AudienceCountJSON`); the
+/// query's topics, split at the comma's byte and trimmed without Foundation where
+/// nothing needs trimming (`MPushService.commaSeparated`, `trimmed`); a list's
+/// `expr` written from its codes (`AudienceExpression.description(ofAnyOf:)`):
+/// each the same as what it replaces.
 @Suite struct AudienceCountResponseTests {
     /// What `APIResponse.json` wrote with `JSONSerialization` before.
     static func serialized(project: String, _ c: AudienceCounts, expr: String) throws -> [UInt8] {
@@ -53,5 +55,49 @@ import Testing
         // Within a larger string, as the query's items are.
         let query = " news ,\u{3000}sport, user.1 ,"
         #expect(query.split(separator: ",").map(MPushService.trimmed) == query.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+    }
+
+    /// What the query's `topics` became before: split by `Character`.
+    static func splitByCharacter(_ value: String) -> [String] {
+        value.split(separator: ",").map(MPushService.trimmed).filter { !$0.isEmpty }
+    }
+
+    @Test func topicsAreSplitAsTheCharacterSplitSplitThem() {
+        let fixed = ["news", "news,sport", ",news,,sport,", " news , sport ", "", ",", ",,", " , ", "a,b,c",
+                     "user.1,user.2,user.3", "\u{3000}news\u{3000},é,漢字", "café,thé", "\tnews\t,\nsport\n", "🚀,🚀🚀,"]
+        for value in fixed {
+            #expect(MPushService.commaSeparated(value) == Self.splitByCharacter(value), "\(value.unicodeScalars.map(\.value))")
+        }
+        // Random values over commas, spaces, tabs, letters and non-ASCII letters and spaces.
+        let alphabet: [Character] = [",", ",", " ", "\t", "a", "b", ".", "1", "é", "\u{3000}", "漢", "\u{00A0}"]
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<2_000 {
+            let value = String((0..<Int.random(in: 0...24, using: &rng)).map { _ in alphabet.randomElement(using: &rng)! })
+            #expect(MPushService.commaSeparated(value) == Self.splitByCharacter(value), "\(value.unicodeScalars.map(\.value))")
+        }
+        // The one difference: a comma with a combining mark after it is one Character, but
+        // still the comma's byte. Neither side is a valid topic code, so both are refused (422).
+        #expect(MPushService.commaSeparated("news,\u{301}sport") == ["news", "\u{301}sport"])
+        #expect(Self.splitByCharacter("news,\u{301}sport") == ["news,\u{301}sport"])
+    }
+
+    @Test func aListIsDescribedAsItsChainOfORsWas() {
+        #expect(AudienceExpression.description(ofAnyOf: []) == nil)
+        let fixed: [[String]] = [["news"], ["and"], ["AND", "Or", "nOt"], ["café"], ["a b", "news"], ["user.1", "user.2"],
+                                 ["\"quoted\""], ["andx", "nor", "no", "ánd", "ＡＮＤ"], ["platform:ios"], ["(x)"]]
+        var rng = SystemRandomNumberGenerator()
+        let pool = ["news", "t1", "user.12", "and", "OR", "Not", "é", "a b", "x,y", "all", "devices:all", "~@/+=#"]
+        let random = (0..<300).map { _ in (0..<Int.random(in: 1...40, using: &rng)).map { _ in pool.randomElement(using: &rng)! } }
+        for codes in fixed + random {
+            #expect(AudienceExpression.description(ofAnyOf: codes) == AudienceExpression.anyOf(codes)!.description, "\(codes)")
+        }
+    }
+
+    @Test func keywordsAreKnownInAnyCaseWithoutLowercasing() {
+        let words = ["and", "AND", "aNd", "or", "OR", "oR", "not", "NOT", "nOT", "", "a", "an", "andx", "xand", "nor", "no",
+                     "note", "ánd", "ＡＮＤ", "and ", " or", "NOT\u{301}", "o", "orr", "\u{212A}"]
+        for w in words {
+            #expect(AudienceExpression.Parser.isKeyword(w) == ["and", "or", "not"].contains(w.lowercased()), "\(w)")
+        }
     }
 }

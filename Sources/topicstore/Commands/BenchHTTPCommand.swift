@@ -1,14 +1,17 @@
 import Foundation
 
-/// `topicstore bench-http`: closed-loop load on a running server's
-/// `/api/register` over keep-alive connections, driven by one poll loop.
+/// `topicstore bench-http`: closed-loop load on a running server over
+/// keep-alive connections, driven by one poll loop: durable registers
+/// (`/api/register`), or with `--count` a send service's audience counts
+/// (`/v1/audience/count`).
 enum BenchHTTPCommand: Command {
     static let spec = CommandSpec(
         name: "bench-http",
-        summary: "load a running server's /api/register over keep-alive connections; report requests/s and latency",
-        usage: "bench-http --key CLIENT_KEY [--listen HOST:PORT] [--connections N] [--seconds S] [--json]",
+        summary: "load a running server's /api/register (or /v1/audience/count) over keep-alive connections; report requests/s and latency",
+        usage: "bench-http --key KEY [--count QUERY] [--listen HOST:PORT] [--connections N] [--seconds S] [--json]",
         options: [
-            .init(name: "key", value: "KEY", help: "a client (or server) key of the server's project"),
+            .init(name: "key", value: "KEY", help: "a client (or server) key of the server's project; a server key with --count"),
+            .init(name: "count", value: "QUERY", help: "ask GET /v1/audience/count?QUERY instead (e.g. topics=news,sport or expr=news+AND+ios)"),
             .init(name: "listen", value: "HOST:PORT", help: "where the server listens (default 127.0.0.1:8080)"),
             .init(name: "connections", value: "N", help: "keep-alive connections, each with one request at a time (default 64)"),
             .init(name: "seconds", value: "S", help: "how long to run (default 10)"),
@@ -18,6 +21,10 @@ enum BenchHTTPCommand: Command {
         and waits for its answer: every answer means a durable commit. Start a server first, e.g.
           topicstore serve --data /tmp/load --listen 127.0.0.1:18080
           topicstore bench-http --listen 127.0.0.1:18080 --key tsc_…
+        With --count, each connection asks the same audience count over and over, as a send
+        service resolving audiences does (the query as given, already URL-encoded):
+          topicstore bench-http --listen 127.0.0.1:18080 --key tss_… --count 'topics=user.1,user.2'
+        Every answer must be a 200; any other is counted as an error (exit 1).
         """)
 
     static func run(_ arguments: Arguments) throws -> ExitCode {
@@ -35,7 +42,16 @@ enum BenchHTTPCommand: Command {
         address.sin_port = port.bigEndian
         guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else { throw UsageError(description: "'\(host)' is not an IPv4 address") }
 
-        let result = try LoadLoop(address: address, key: key, connections: connections).run(seconds: seconds)
+        let request: LoadLoop.Request
+        if let query = arguments.value("count") {
+            guard !query.isEmpty, query.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+                throw UsageError(description: "--count takes a URL-encoded query (no spaces), e.g. topics=news,sport")
+            }
+            request = .count(query: query)
+        } else {
+            request = .register
+        }
+        let result = try LoadLoop(address: address, key: key, connections: connections, request: request).run(seconds: seconds)
         let sorted = result.latencies.sorted()
         guard !sorted.isEmpty else {
             Console.printError("no request was answered: is a server listening on \(listen)?")
@@ -57,9 +73,17 @@ enum BenchHTTPCommand: Command {
 
 /// The load generator: one thread, non-blocking sockets and poll, so that the
 /// client takes as little of the machine's CPU as it can (the server runs on
-/// the same two cores). Each connection sends one register, waits for the whole
+/// the same two cores). Each connection sends one request, waits for the whole
 /// answer, then sends the next.
 final class LoadLoop {
+    /// What each connection asks.
+    enum Request {
+        /// A register of a new device (a durable commit per answer).
+        case register
+        /// `GET /v1/audience/count?query`, the same each time.
+        case count(query: String)
+    }
+
     struct Result {
         var latencies: [Double] = []
         var errors = 0
@@ -80,12 +104,20 @@ final class LoadLoop {
     }
 
     private let address: sockaddr_in
+    private let request: Request
+    /// A register's head up to its Content-Length value, or a count's whole request.
     private let head: [UInt8]
     private let connectionCount: Int
 
-    init(address: sockaddr_in, key: String, connections: Int) {
+    init(address: sockaddr_in, key: String, connections: Int, request: Request = .register) {
         self.address = address
-        self.head = Array("POST /api/register HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nX-MPush-Token: \(key)\r\nContent-Length: ".utf8)
+        self.request = request
+        switch request {
+        case .register:
+            head = Array("POST /api/register HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nX-MPush-Token: \(key)\r\nContent-Length: ".utf8)
+        case .count(let query):
+            head = Array("GET /v1/audience/count?\(query) HTTP/1.1\r\nHost: bench\r\nX-MPush-Token: \(key)\r\n\r\n".utf8)
+        }
         self.connectionCount = connections
     }
 
@@ -169,15 +201,20 @@ final class LoadLoop {
         return result
     }
 
-    /// Queues the next register on `c`, starts its clock and writes what the socket takes.
+    /// Queues the next request on `c`, starts its clock and writes what the socket takes.
     private func send(_ c: Connection, _ entry: inout pollfd) -> Bool {
-        var body: [UInt8] = Array(#"{"device_id":"load-"#.utf8)
-        body += c.tag
-        body += Array(String(c.counter).utf8)
-        body += Array(#"","topics":["all","t"#.utf8)
-        body += Array(String(c.counter % 50).utf8)
-        body += Array(#""]}"#.utf8)
-        c.pending = head + Array(String(body.count).utf8) + [0x0D, 0x0A, 0x0D, 0x0A] + body
+        switch request {
+        case .register:
+            var body: [UInt8] = Array(#"{"device_id":"load-"#.utf8)
+            body += c.tag
+            body += Array(String(c.counter).utf8)
+            body += Array(#"","topics":["all","t"#.utf8)
+            body += Array(String(c.counter % 50).utf8)
+            body += Array(#""]}"#.utf8)
+            c.pending = head + Array(String(body.count).utf8) + [0x0D, 0x0A, 0x0D, 0x0A] + body
+        case .count:
+            c.pending = head
+        }
         c.started = DispatchTime.now().uptimeNanoseconds
         c.waiting = true
         return flush(c, &entry)
