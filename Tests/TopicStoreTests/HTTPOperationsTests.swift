@@ -452,4 +452,32 @@ struct HTTPOperationsTests {
         let counts = try t.send("GET", "/v1/audience/count?topics=all", key: t.serverKey)
         #expect(counts.object?["total"] as? Int == requests)
     }
+
+    /// `--count`: a send service's counts, each answered 200; any other answer is an error (exit 1).
+    @Test func benchHTTPAsksCountsOfARunningServer() throws {
+        let t = try HTTPTestServer { $0.rateLimits[.server] = RateLimit(perSecond: 0, burst: 1) }
+        _ = try t.send("POST", "/api/register", key: t.clientKey, json: #"{"device_id":"D1","topics":["news","all"]}"#)
+        func run(_ key: String, _ query: String) throws -> (status: Int32, report: [String: Any]) {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: BuiltProducts.executable("topicstore"))
+            process.arguments = ["bench-http", "--listen", "127.0.0.1:\(t.port)", "--key", key, "--count", query,
+                                 "--connections", "2", "--seconds", "1", "--json"]
+            let out = Pipe()
+            process.standardOutput = out
+            process.standardError = Pipe()
+            try process.run()
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (process.terminationStatus, (try? JSONSerialization.jsonObject(with: data) as? [String: Any]) ?? [:])
+        }
+        let asked = try run(t.serverKey, "topics=news,user.7,all")
+        #expect(asked.status == 0)
+        #expect((asked.report["requests"] as? Int ?? 0) > 10 && asked.report["errors"] as? Int == 0)
+        // Counts write nothing: the one device is all there is.
+        #expect(try t.send("GET", "/v1/audience/count?topics=all", key: t.serverKey).object?["total"] as? Int == 1)
+        // A client key may not count: every answer is a 403, and the run fails.
+        let refused = try run(t.clientKey, "topics=news")
+        #expect(refused.status == 1)
+        #expect((refused.report["errors"] as? Int ?? 0) == (refused.report["requests"] as? Int ?? -1))
+    }
 }
