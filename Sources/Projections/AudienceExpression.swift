@@ -129,6 +129,7 @@ public indirect enum AudienceExpression: Sendable, Hashable, CustomStringConvert
 
         /// `and`, `or` or `not` in any case (ASCII letters folded; no String lowercased per topic).
         static func isKeyword(_ s: String) -> Bool {
+            guard (2...3).contains(s.utf8.count) else { return false }  // O(1) for a native String
             var utf8 = s.utf8.makeIterator()
             var word: UInt32 = 0
             for _ in 0..<4 {
