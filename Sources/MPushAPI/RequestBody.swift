@@ -85,6 +85,8 @@ enum RequestBody {
         guard String(validating: body, as: UTF8.self) != nil else {
             throw Problem(response: APIResponse.message(400, "The request body is not valid UTF-8."))
         }
+        // The plainest bodies (objects, arrays, strings without escapes) are read directly.
+        if let plain = PlainJSON.value(body) { return plain }
         do {
             // Fragments too: `42` or `null` is valid JSON, refused below as not an object.
             return try JSONSerialization.jsonObject(with: Data(body), options: [.fragmentsAllowed])

@@ -11,7 +11,7 @@ enum BenchHTTPCommand: Command {
         usage: "bench-http --key KEY [--count QUERY] [--listen HOST:PORT] [--connections N] [--seconds S] [--json]",
         options: [
             .init(name: "key", value: "KEY", help: "a client (or server) key of the server's project; a server key with --count"),
-            .init(name: "count", value: "QUERY", help: "ask GET /v1/audience/count?QUERY instead (e.g. topics=news,sport or expr=news+AND+ios)"),
+            .init(name: "count", value: "QUERY", help: "ask GET /v1/audience/count?QUERY instead (e.g. topics=news,sport), or POST it a JSON body ({\"topics\":[…]})"),
             .init(name: "listen", value: "HOST:PORT", help: "where the server listens (default 127.0.0.1:8080)"),
             .init(name: "connections", value: "N", help: "keep-alive connections, each with one request at a time (default 64)"),
             .init(name: "seconds", value: "S", help: "how long to run (default 10)"),
@@ -22,8 +22,10 @@ enum BenchHTTPCommand: Command {
           topicstore serve --data /tmp/load --listen 127.0.0.1:18080
           topicstore bench-http --listen 127.0.0.1:18080 --key tsc_…
         With --count, each connection asks the same audience count over and over, as a send
-        service resolving audiences does (the query as given, already URL-encoded):
+        service resolving audiences does: a query (as given, already URL-encoded) with GET, or a
+        JSON object (a QUERY that begins with '{') with POST:
           topicstore bench-http --listen 127.0.0.1:18080 --key tss_… --count 'topics=user.1,user.2'
+          topicstore bench-http --listen 127.0.0.1:18080 --key tss_… --count '{"topics":["user.1","user.2"]}'
         Every answer must be a 200; any other is counted as an error (exit 1).
         """)
 
@@ -44,8 +46,8 @@ enum BenchHTTPCommand: Command {
 
         let request: LoadLoop.Request
         if let query = arguments.value("count") {
-            guard !query.isEmpty, query.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
-                throw UsageError(description: "--count takes a URL-encoded query (no spaces), e.g. topics=news,sport")
+            guard query.hasPrefix("{") || (!query.isEmpty && query.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })) else {
+                throw UsageError(description: "--count takes a URL-encoded query (no spaces), e.g. topics=news,sport, or a JSON object")
             }
             request = .count(query: query)
         } else {
@@ -80,7 +82,7 @@ final class LoadLoop {
     enum Request {
         /// A register of a new device (a durable commit per answer).
         case register
-        /// `GET /v1/audience/count?query`, the same each time.
+        /// `GET /v1/audience/count?query`, or with a JSON object `POST` of it, the same each time.
         case count(query: String)
     }
 
@@ -115,6 +117,8 @@ final class LoadLoop {
         switch request {
         case .register:
             head = Array("POST /api/register HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nX-MPush-Token: \(key)\r\nContent-Length: ".utf8)
+        case .count(let query) where query.hasPrefix("{"):
+            head = Array("POST /v1/audience/count HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nX-MPush-Token: \(key)\r\nContent-Length: \(query.utf8.count)\r\n\r\n\(query)".utf8)
         case .count(let query):
             head = Array("GET /v1/audience/count?\(query) HTTP/1.1\r\nHost: bench\r\nX-MPush-Token: \(key)\r\n\r\n".utf8)
         }
