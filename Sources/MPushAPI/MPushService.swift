@@ -332,10 +332,11 @@ final class MPushService: Sendable {
         var body: [UInt8] = []
         var count = 0
         var next: UInt32?
-        // A line's fixed bytes, made once (not an array per recipient).
-        let opening = Array("{\"device_id\":".utf8), closing: [UInt8] = [0x7D, 0x0A]
-        let ios = Array(",\"platform\":\"ios\",\"token\":".utf8)
-        let android = Array(",\"platform\":\"android\",\"token\":".utf8)
+        // A line's fixed bytes, from the binary: appended from arrays, each append retained
+        // and released its array (a sixth of a page's CPU).
+        func bytes(_ s: StaticString) -> UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount) }
+        let opening = bytes("{\"device_id\":"), closing = bytes("}\n")
+        let ios = bytes(",\"platform\":\"ios\",\"token\":"), android = bytes(",\"platform\":\"android\",\"token\":")
         let asOf = try store.read { txn -> UInt64 in
             let audience = try reader.audience(project: credential.project, query.expression, txn)
             if let walkSeq, walkSeq > audience.asOfSeq {
@@ -346,6 +347,7 @@ final class MPushService: Sendable {
             }
             let reachable = try reader.reachable(audience, txn)
             if !reachable.isEmpty {
+                body.reserveCapacity(min(query.limit, reachable.count) * 160)  // a line is ~60 + id + token bytes
                 try reader.forEachRecipient(projectID: audience.projectID, in: reachable, from: from, txn) { ordinal, platform, id, token in
                     if count == query.limit { next = ordinal; return false }
                     body.append(contentsOf: opening)
