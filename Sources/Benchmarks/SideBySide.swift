@@ -36,20 +36,12 @@ extension BenchmarkRunner {
                                           maxBatch: Swift.max(4096, config.batchSize))
         defer { engine.close() }
         let competitor = try SQLiteCompetitor(directory: config.directory + "/sqlite")
-        var events: [Event] = []
-        while tsChurn.produced < sqlChurn.produced {
-            events.removeAll(keepingCapacity: true)
-            let n = Swift.min(config.batchSize, sqlChurn.produced - tsChurn.produced)
-            _ = tsChurn.next(commands: n, into: &events)
-            try engine.submit(events)
-            (r.toppedUp, r.toppedUpEngine) = (r.toppedUp + n, "topicstore")
-        }
-        while sqlChurn.produced < tsChurn.produced {
-            events.removeAll(keepingCapacity: true)
-            let n = Swift.min(config.batchSize, tsChurn.produced - sqlChurn.produced)
-            _ = sqlChurn.next(commands: n, into: &events)
-            try competitor.apply(events)
-            (r.toppedUp, r.toppedUpEngine) = (r.toppedUp + n, "SQLite")
+        if tsChurn.produced < sqlChurn.produced {
+            r.toppedUp = try catchUp(&tsChurn, to: sqlChurn.produced, engine.submit)
+            r.toppedUpEngine = "topicstore"
+        } else if sqlChurn.produced < tsChurn.produced {
+            r.toppedUp = try catchUp(&sqlChurn, to: tsChurn.produced, competitor.apply)
+            r.toppedUpEngine = "SQLite"
         }
         let reader = try competitor.openReader()
 
@@ -76,6 +68,21 @@ extension BenchmarkRunner {
             r.sqlite[c.name] = theirs
         }
         return r
+    }
+
+    /// Applies the commands of `stream` until it has produced `target`, in batches;
+    /// returns how many it applied.
+    private func catchUp(_ stream: inout ChurnStream, to target: Int, _ apply: ([Event]) throws -> Void) throws -> Int {
+        var events: [Event] = []
+        var applied = 0
+        while stream.produced < target {
+            events.removeAll(keepingCapacity: true)
+            let n = Swift.min(config.batchSize, target - stream.produced)
+            _ = stream.next(commands: n, into: &events)
+            try apply(events)
+            applied += n
+        }
+        return applied
     }
 
     /// One engine's block: `rounds` timed rounds of `queries`, fewer when
