@@ -473,6 +473,10 @@ struct HTTPOperationsTests {
         let asked = try run(t.serverKey, "topics=news,user.7,all")
         #expect(asked.status == 0)
         #expect((asked.report["requests"] as? Int ?? 0) > 10 && asked.report["errors"] as? Int == 0)
+        // A JSON object is posted.
+        let posted = try run(t.serverKey, #"{"topics":["news","user.7"]}"#)
+        #expect(posted.status == 0)
+        #expect((posted.report["requests"] as? Int ?? 0) > 10 && posted.report["errors"] as? Int == 0)
         // Counts write nothing: the one device is all there is.
         #expect(try t.send("GET", "/v1/audience/count?topics=all", key: t.serverKey).object?["total"] as? Int == 1)
         // A client key may not count: every answer is a 403, and the run fails.
