@@ -1,9 +1,12 @@
-/// A reader for the plainest JSON request bodies: objects, arrays and strings
-/// without escapes (`{"topics":["user.1","user.2"]}`,
-/// `{"device_id":"D1","topics":["news"]}`). Anything else (a number, `true`,
-/// `null`, an escape, a key given twice, nesting deeper than `maxDepth`) is
-/// left to `JSONSerialization`: `value` returns nil and `RequestBody` asks it.
-/// What it returns is what `JSONSerialization` returns for the same bytes.
+import Foundation
+
+/// A reader for the plainest JSON request bodies: objects, arrays, strings
+/// without escapes, `true`, `false` and `null` (`{"topics":["user.1","user.2"]}`,
+/// `{"device_id":"D1","topics":[{"code":"news","title":"News","single":false}]}`).
+/// Anything else (a number, an escape, a key given twice, nesting deeper than
+/// `maxDepth`) is left to `JSONSerialization`: `value` returns nil and
+/// `RequestBody` asks it. What it returns is what `JSONSerialization` returns
+/// for the same bytes (`true` and `false` as `NSNumber`s of `Bool`, `null` as `NSNull`).
 ///
 /// Why: `JSONSerialization` made each string through `String(bytes:encoding:)`
 /// and generic metadata lookups; for a count of a list of 100 users posted as
@@ -44,8 +47,20 @@ enum PlainJSON {
             case UInt8(ascii: "\""): return string()
             case UInt8(ascii: "{"): return depth < PlainJSON.maxDepth ? object(depth: depth + 1) : nil
             case UInt8(ascii: "["): return depth < PlainJSON.maxDepth ? array(depth: depth + 1) : nil
+            case UInt8(ascii: "t"): return literal("true") ? NSNumber(value: true) : nil
+            case UInt8(ascii: "f"): return literal("false") ? NSNumber(value: false) : nil
+            case UInt8(ascii: "n"): return literal("null") ? NSNull() : nil
             default: return nil
             }
+        }
+
+        /// Consumes `word` if the bytes at `at` spell it.
+        mutating func literal(_ word: StaticString) -> Bool {
+            let n = word.utf8CodeUnitCount
+            guard at + n <= bytes.count,
+                  UnsafeBufferPointer(start: word.utf8Start, count: n).elementsEqual(bytes[at..<(at + n)]) else { return false }
+            at += n
+            return true
         }
 
         /// A string with no escape and no control character; `at` is on its opening quote.

@@ -1,3 +1,4 @@
+import EventJSON
 import Foundation
 @testable import MPushAPI
 import Testing
@@ -12,6 +13,9 @@ import Testing
         case let o as [String: Any]:
             return "{" + o.keys.sorted().map { canonical($0) + ":" + canonical(o[$0]!) }.joined(separator: ",") + "}"
         case let a as [Any]: return "[" + a.map(canonical).joined(separator: ",") + "]"
+        case is NSNull: return "null"
+        // As the API reads them: `EventJSON.isBoolean` tells a Bool from a number.
+        case let n as NSNumber: return EventJSON.isBoolean(n) ? "bool(\(n.boolValue))" : "number(\(n))"
         default: return "other(\(v))"
         }
     }
@@ -24,7 +28,9 @@ import Testing
         let plain = [#"{"topics":["user.0","user.10007"]}"#, #"{}"#, #"[]"#, #""text""#, #"  { "a" : [ ] , "b" : { } }  "#,
                      #"{"device_id":"D1","topics":["news",{"code":"sport","title":"Sport"}]}"#,
                      "{\"a\":\"é 漢字 🚀\",\"b\":\"\"}", "\n\t{\"a\":[\"x\",\"y\",[\"z\"]]}\r\n",
-                     #"[{"a":"1"},{"a":"2"}]"#, #"{"":""}"#]
+                     #"[{"a":"1"},{"a":"2"}]"#, #"{"":""}"#, #"{"single":true,"other":false,"none":null}"#,
+                     #"{"device_id":"D1","topics":[{"code":"all","title":"All Users","single":false},"news"]}"#,
+                     "true", "[null, false]"]
         for text in plain {
             let mine = try #require(PlainJSON.value(Array(text.utf8)), "\(text)")
             let theirs = try #require(Self.serialized(text), "\(text)")
@@ -33,9 +39,10 @@ import Testing
     }
 
     @Test func anythingElseIsLeftToJSONSerialization() {
-        let others = [#"{"limit":10}"#, #"{"single":true}"#, #"{"a":null}"#, #"{"a":"\n"}"#, #"{"a":"\u0041"}"#,
+        let others = [#"{"limit":10}"#, #"{"single":tru}"#, #"{"a":nul}"#, #"{"a":True}"#, #"{"a":falsey}"#,
+                      #"{"a":"\n"}"#, #"{"a":"\u0041"}"#,
                       #"{"a":"1","a":"2"}"#, #"{"a":"1",}"#, #"["a",]"#, #"{"a" "b"}"#, #"{"a":"b""#, #"{"a":"b"} x"#,
-                      "{\"a\":\"tab\there\"}", "", "   ", "42", "null", #"{a:"b"}"#, #"{"a":'b'}"#, "[[[[[[[[[[]]]]]]]]]]",
+                      "{\"a\":\"tab\there\"}", "", "   ", "42", "nul", #"{a:"b"}"#, #"{"a":'b'}"#, "[[[[[[[[[[]]]]]]]]]]",
                       #"{"a":-1}"#, #"{"a":1.5e3}"#, "\"unterminated"]
         for text in others {
             #expect(PlainJSON.value(Array(text.utf8)) == nil, "\(text)")
@@ -49,8 +56,9 @@ import Testing
         var rng = SystemRandomNumberGenerator()
         let words = ["a", "topics", "user.1", "é", "漢字", "", " ", "x y", "🚀", "device_id"]
         func plainValue(_ depth: Int) -> String {
-            switch depth > 3 ? 0 : Int.random(in: 0..<3, using: &rng) {
+            switch depth > 3 ? Int.random(in: 3..<5, using: &rng) % 4 : Int.random(in: 0..<4, using: &rng) {
             case 0: return "\"" + words.randomElement(using: &rng)! + "\""
+            case 3: return ["true", "false", "null"].randomElement(using: &rng)!
             case 1:
                 let n = Int.random(in: 0...4, using: &rng)
                 return "[" + (0..<n).map { _ in plainValue(depth + 1) }.joined(separator: ",") + "]"
