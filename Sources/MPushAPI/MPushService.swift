@@ -252,17 +252,12 @@ final class MPushService: Sendable {
         return AudienceQuery(topics: topics.isEmpty ? nil : topics, parsed: parsed, limit: limit, cursor: cursor)
     }
 
-    /// `item` without the whitespace around it (`.whitespaces`: spaces, tabs and
+    /// UTF-8 `bytes` (whole characters: a string's bytes cut at ASCII bytes)
+    /// without the whitespace around them (`.whitespaces`: spaces, tabs and
     /// Unicode's space separators). Foundation's trimming bridges each item to an
     /// `NSString` (a fifth of the server's time for a count of a list of 100
     /// users); an item that begins and ends with a printable ASCII character,
     /// as every valid topic code does, has nothing to trim.
-    static func trimmed(_ item: Substring) -> String {
-        var item = item
-        return item.withUTF8 { trimmed($0) }
-    }
-
-    /// `trimmed` of UTF-8 `bytes` (whole characters: a string's bytes cut at ASCII bytes).
     static func trimmed(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
         func plain(_ b: UInt8?) -> Bool { b.map { $0 > 0x20 && $0 < 0x80 } ?? false }
         let item = String(decoding: bytes, as: UTF8.self)

@@ -62,20 +62,24 @@ public indirect enum AudienceExpression: Sendable, Hashable, CustomStringConvert
         text.reserveCapacity(codes.reduce(2) { $0 + $1.utf8.count + 6 })
         for (i, code) in codes.enumerated() {
             if i > 0 { text.append(contentsOf: " OR ".utf8) }
-            if Validation.isValidTopicCode(code) && !Parser.isKeyword(code) {
-                text.append(contentsOf: code.utf8)
-            } else {
-                text.append(contentsOf: Self.text(ofTopic: code).utf8)
-            }
+            let quoted = isQuoted(code)
+            if quoted { text.append(UInt8(ascii: "\"")) }
+            text.append(contentsOf: code.utf8)
+            if quoted { text.append(UInt8(ascii: "\"")) }
         }
         text.append(UInt8(ascii: ")"))
         return String(decoding: text, as: UTF8.self)
     }
 
     /// A topic as an expression's text names it: bare when it reads back as
-    /// that topic, quoted otherwise (a keyword, or a code outside the charset).
+    /// that topic, quoted otherwise.
     private static func text(ofTopic code: String) -> String {
-        Validation.isValidTopicCode(code) && !Parser.isKeyword(code) ? code : "\"\(code)\""
+        isQuoted(code) ? "\"\(code)\"" : code
+    }
+
+    /// Whether a topic's text is quoted: a keyword, or a code outside the charset.
+    private static func isQuoted(_ code: String) -> Bool {
+        Parser.isKeyword(code) || !Validation.isValidTopicCode(code)
     }
 
     private enum Join { case and, or }
@@ -130,14 +134,8 @@ public indirect enum AudienceExpression: Sendable, Hashable, CustomStringConvert
         /// `and`, `or` or `not` in any case (ASCII letters folded; no String lowercased per topic).
         static func isKeyword(_ s: String) -> Bool {
             guard (2...3).contains(s.utf8.count) else { return false }  // O(1) for a native String
-            var utf8 = s.utf8.makeIterator()
-            var word: UInt32 = 0
-            for _ in 0..<4 {
-                guard let b = utf8.next() else { break }
-                guard b < 0x80 else { return false }
-                word = word << 8 | UInt32(b >= 0x41 && b <= 0x5A ? b | 0x20 : b)
-            }
-            guard utf8.next() == nil else { return false }
+            // A byte of 0x80 or more stays one, and matches no keyword's.
+            let word = s.utf8.reduce(UInt32(0)) { $0 << 8 | UInt32($1 >= 0x41 && $1 <= 0x5A ? $1 | 0x20 : $1) }
             return word == 0x616E64 || word == 0x6F72 || word == 0x6E6F74  // "and", "or", "not"
         }
 
