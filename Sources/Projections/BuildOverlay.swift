@@ -132,9 +132,14 @@ final class NameIndex: @unchecked Sendable {
     /// bounds checks, this cost as much as the rest of the hash.)
     @inline(__always)
     private static func tail(_ name: UnsafeRawBufferPointer, from i: Int) -> UInt64 {
-        let n = name.count - i
-        guard n > 0, let base = name.baseAddress else { return 0 }
-        let p = base + i
+        guard let base = name.baseAddress else { return 0 }
+        return tail(base + i, name.count - i)
+    }
+
+    /// The `n` (0-7) bytes at `p` as a little-endian word, read as `tail(_:from:)` reads them.
+    @inline(__always)
+    private static func tail(_ p: UnsafeRawPointer, _ n: Int) -> UInt64 {
+        guard n > 0 else { return 0 }
         if n >= 4 {
             let low = UInt64(UInt32(littleEndian: p.loadUnaligned(as: UInt32.self)))
             let high = UInt64(UInt32(littleEndian: p.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self)))
@@ -144,6 +149,29 @@ final class NameIndex: @unchecked Sendable {
         if n > 1 { t |= UInt64(p.load(fromByteOffset: 1, as: UInt8.self)) << 8 }
         if n > 2 { t |= UInt64(p.load(fromByteOffset: 2, as: UInt8.self)) << 16 }
         return t
+    }
+
+    /// Names of at most this many bytes are compared as two words (`shortWords`).
+    static let shortName = 16
+
+    /// The `n` ≤ 16 bytes at `p` as two little-endian words, zero beyond the
+    /// name: two names of the same length are equal when their words are.
+    /// Read only within the name's bytes, and, for a short String's copy on the
+    /// stack, inside the two words it was stored as (see `tail`).
+    @inline(__always)
+    static func shortWords(_ p: UnsafeRawPointer, _ n: Int) -> (UInt64, UInt64) {
+        n >= 8 ? (UInt64(littleEndian: p.loadUnaligned(as: UInt64.self)), tail(p + 8, n - 8)) : (tail(p, n), 0)
+    }
+
+    /// Whether the `name.count` bytes at `p` are `name`'s. Two words compared
+    /// for a short name: `memcmp`, a call for the 5–15 bytes of a topic code,
+    /// was a tenth of looking up a list's 100 codes (perf).
+    @inline(__always)
+    private static func sameBytes(_ p: UnsafeRawPointer, _ name: UnsafeRawBufferPointer) -> Bool {
+        let n = name.count
+        guard n > 0, let base = name.baseAddress else { return true }
+        if n <= shortName { return shortWords(p, n) == shortWords(base, n) }
+        return memcmp(p, base, n) == 0
     }
 
     static func nameHash(_ name: String) -> UInt64 {
@@ -176,13 +204,20 @@ final class NameIndex: @unchecked Sendable {
     @inline(__always)
     private static func find(_ slots: UnsafeBufferPointer<Slot>, _ arena: UnsafeRawBufferPointer, _ pid: UInt32,
                              _ tag: UInt32, _ name: UnsafeRawBufferPointer) -> (found: Bool, slot: Int) {
+        find(slots, arena, pid, tag, length: name.count) { sameBytes($0, name) }
+    }
+
+    /// `find` for a name of `length` bytes that `matches` tells from the bytes at a pointer into the arena.
+    @inline(__always)
+    private static func find(_ slots: UnsafeBufferPointer<Slot>, _ arena: UnsafeRawBufferPointer, _ pid: UInt32,
+                             _ tag: UInt32, length: Int, _ matches: (UnsafeRawPointer) -> Bool) -> (found: Bool, slot: Int) {
         let size = slots.count
         var b = home(tag, size)
         while true {
             let s = slots[b]
             if s.state == 0 { return (false, b) }
-            if s.tag == tag, s.pid == pid, Int(s.length) == name.count,
-               name.count == 0 || memcmp(arena.baseAddress! + Int(s.offset), name.baseAddress!, name.count) == 0 {
+            if s.tag == tag, s.pid == pid, Int(s.length) == length,
+               length == 0 || matches(arena.baseAddress! + Int(s.offset)) {
                 return (true, b)
             }
             b += 1
@@ -197,7 +232,10 @@ final class NameIndex: @unchecked Sendable {
         // the index, each lookup retained and released it (6% of a per-user
         // topic's count from the serving caches).
         let ss = UnsafeBufferPointer(slots), a = nameArena
-        return name.withUTF8Bytes { Self.probe(ss, a, pid, Self.tag(Self.hash(pid, $0)), $0) }
+        return name.withUTF8Bytes { name in
+            let tag = Self.tag(Self.hash(pid, name))
+            return Self.answer(ss, Self.find(ss, a, pid, tag, name))
+        }
     }
 
     /// `lookup` for each of `names` in turn, with the list of names held once
@@ -206,26 +244,26 @@ final class NameIndex: @unchecked Sendable {
     /// a list); `body` gets each name's index and answer, and returns false to stop.
     ///
     /// Names are taken `lookaheadGroup` at a time: each is hashed, its home
-    /// slot asked of memory and its bytes kept aside (when short), then the
-    /// group is probed. The slots of a list of per-user topics not asked
+    /// slot asked of memory and, when short, its bytes kept as two words
+    /// (`shortWords`), then the group is probed. The slots of a list of per-user topics not asked
     /// lately are cache misses, which one probe after another waited for one
     /// after another.
     func lookupEach(_ pid: UInt32, _ names: [String], _ body: (Int, UInt32??) -> Bool) {
-        let size = slots.count, group = Self.lookaheadGroup, kept = Self.keptNameBytes
+        let size = slots.count, group = Self.lookaheadGroup, short = Self.shortName
         let ss = UnsafeBufferPointer(slots), a = nameArena
         names.withUnsafeBufferPointer { nb in
             withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 2 * group) { tagsAndLengths in
-                withUnsafeTemporaryAllocation(byteCount: group * kept, alignment: 16) { bytes in
+                withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 2 * group) { words in
                     var start = 0
                     while start < nb.count {
                         let end = min(start + group, nb.count)
                         for n in start..<end {
                             let k = n - start
                             let tag = nb[n].withUTF8Bytes { name -> UInt32 in
-                                // A name longer than its place is read from the String again.
+                                // A longer name is read from the String again (in place: it is not a small string).
                                 tagsAndLengths[group + k] = UInt32(name.count)
-                                if name.count <= kept, let base = name.baseAddress {
-                                    bytes.baseAddress!.advanced(by: k * kept).copyMemory(from: base, byteCount: name.count)
+                                if name.count <= short, let base = name.baseAddress {
+                                    (words[2 * k], words[2 * k + 1]) = Self.shortWords(base, name.count)
                                 }
                                 return Self.tag(Self.hash(pid, name))
                             }
@@ -234,9 +272,13 @@ final class NameIndex: @unchecked Sendable {
                         }
                         for n in start..<end {
                             let k = n - start, length = Int(tagsAndLengths[group + k])
-                            let answer = length <= kept
-                                ? Self.probe(ss, a, pid, tagsAndLengths[k], UnsafeRawBufferPointer(rebasing: bytes[(k * kept)..<(k * kept + length)]))
-                                : nb[n].withUTF8Bytes { Self.probe(ss, a, pid, tagsAndLengths[k], $0) }
+                            let answer: UInt32??
+                            if length <= short {
+                                let kept = (words[2 * k], words[2 * k + 1])
+                                answer = Self.answer(ss, Self.find(ss, a, pid, tagsAndLengths[k], length: length) { Self.shortWords($0, length) == kept })
+                            } else {
+                                answer = nb[n].withUTF8Bytes { Self.answer(ss, Self.find(ss, a, pid, tagsAndLengths[k], $0)) }
+                            }
                             if !body(n, answer) { return }
                         }
                         start = end
@@ -248,16 +290,12 @@ final class NameIndex: @unchecked Sendable {
 
     /// Names whose slots `lookupEach` asks for together.
     static let lookaheadGroup = 16
-    /// Bytes of each name `lookupEach` keeps aside between hashing and probing.
-    static let keptNameBytes = 32
 
-    /// `lookup`'s answer from `slots` for `name`, whose hash has `tag`.
+    /// `lookup`'s answer from `slots` for a name `find` found at `slot` (or did not).
     @inline(__always)
-    private static func probe(_ slots: UnsafeBufferPointer<Slot>, _ arena: UnsafeRawBufferPointer, _ pid: UInt32,
-                              _ tag: UInt32, _ name: UnsafeRawBufferPointer) -> UInt32?? {
-        let (found, b) = find(slots, arena, pid, tag, name)
-        guard found else { return nil }
-        return .some(slots[b].state == 1 ? slots[b].value : nil)
+    private static func answer(_ slots: UnsafeBufferPointer<Slot>, _ slot: (found: Bool, slot: Int)) -> UInt32?? {
+        guard slot.found else { return nil }
+        return .some(slots[slot.slot].state == 1 ? slots[slot.slot].value : nil)
     }
 
     /// Sets `name` to `value`, or removes it (a tombstone) when `value` is nil.

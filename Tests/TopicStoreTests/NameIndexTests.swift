@@ -1,4 +1,5 @@
 @testable import Projections
+import SubscriptionLog
 import Testing
 
 /// The in-memory name table of the writer, the rebuild and the topic
@@ -81,6 +82,69 @@ import Testing
             order = []
             index.lookupEach(pid, names) { n, _ in order.append(n); return n < stop }
             #expect(order == Array(0...stop), "stops where the body says")
+        }
+    }
+
+    /// A short name is compared as two words (`shortWords`): for every length
+    /// up to `shortName` and wherever the name sits, equal bytes give equal
+    /// words, and a name that differs in any one byte gives different words.
+    @Test func shortWordsTellEveryByte() {
+        var rng = SeededRandom(seed: 3)
+        for length in 0...NameIndex.shortName {
+            for _ in 0..<20 {
+                let name = (0..<length).map { _ in UInt8.random(in: 0...255, using: &rng) }
+                var expected: (UInt64, UInt64) = (0, 0)
+                for (k, b) in name.enumerated() {
+                    if k < 8 { expected.0 |= UInt64(b) << (8 * k) } else { expected.1 |= UInt64(b) << (8 * (k - 8)) }
+                }
+                for offset in 0..<8 {
+                    let buffer = (0..<offset).map { _ in UInt8.random(in: 0...255, using: &rng) } + name
+                        + (0..<8).map { _ in UInt8.random(in: 0...255, using: &rng) }
+                    let words = buffer.withUnsafeBytes { NameIndex.shortWords($0.baseAddress! + offset, length) }
+                    #expect(words == expected, "length \(length) at offset \(offset)")
+                }
+                for position in 0..<length {
+                    var other = name
+                    other[position] ^= UInt8.random(in: 1...255, using: &rng)
+                    let (a, b) = (name.withUnsafeBytes { NameIndex.shortWords($0.baseAddress!, length) },
+                                  other.withUnsafeBytes { NameIndex.shortWords($0.baseAddress!, length) })
+                    #expect(a != b, "length \(length), byte \(position) changed")
+                }
+            }
+        }
+    }
+
+    /// Names whose hashes share the tag a slot keeps (its high 32 bits), of
+    /// one length and project: only their bytes tell them apart, and each is
+    /// found with its own value, one by one and by `lookupEach`: short, of 16
+    /// bytes whose first 8 are the same, and long.
+    @Test func namesWithTheSameTagAreToldApartByTheirBytes() {
+        for (prefix, width) in [("n", 8), ("topic.u.", 8), ("long.topic.code.", 8)] {
+            var byTag: [UInt32: String] = [:]
+            var pairs: [(String, String)] = []
+            var i = 0
+            while pairs.count < 4 {
+                let digits = String(i)
+                let name = prefix + String(repeating: "0", count: width - digits.count) + digits
+                let tag = name.withUTF8Bytes { UInt32(truncatingIfNeeded: NameIndex.hash(7, $0) >> 32) }
+                if let first = byTag[tag] { pairs.append((first, name)) } else { byTag[tag] = name }
+                i += 1
+            }
+            let index = NameIndex()
+            var values: [String: UInt32] = [:]
+            for (k, (a, b)) in pairs.enumerated() {
+                index.set(7, a, UInt32(2 * k + 1))
+                index.set(7, b, UInt32(2 * k + 2))
+                (values[a], values[b]) = (UInt32(2 * k + 1), UInt32(2 * k + 2))
+            }
+            let names = pairs.flatMap { [$0.0, $0.1] }
+            for name in names { #expect(index.lookup(7, name) == .some(values[name]), "\(name)") }
+            var each: [UInt32?] = []
+            index.lookupEach(7, names) { _, answer in each.append(answer.flatMap { $0 }); return true }
+            #expect(each == names.map { values[$0] })
+            // Removing one name leaves the other of its tag as it was.
+            index.set(7, pairs[0].0, nil)
+            #expect(index.lookup(7, pairs[0].0) == .some(nil) && index.lookup(7, pairs[0].1) == .some(values[pairs[0].1]))
         }
     }
 
