@@ -34,11 +34,11 @@ extension ProjectionReader {
         }
     }
 
-    /// One topic held with its members (a per-user topic). (Taking the code, not
+    /// One topic held with its members (a per-user topic), when the topic
+    /// directory shares the recipient cache's lock. (Taking the code, not
     /// `.topic(code)`: an expression's every node is a box allocated.)
     private func heldCountsOfTopic(project: String, code: String, tip: Int) -> AudienceCounts? {
-        guard let held = topicCache?.heldMembers(project: project, code: code, tip: tip),
-              let (ios, android) = held.withMembers({ recipientCache?.liveCounts(held.pid, members: $0, asOf: held.asOf) })
+        guard let (held, ios, android) = topicCache?.heldLiveCounts(project: project, code: code, tip: tip, in: recipientCache)
         else { return nil }
         let total = held.withMembers { $0.count }
         return AudienceCounts(asOfSeq: held.asOf, total: total, ios: ios, android: android,

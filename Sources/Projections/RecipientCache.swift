@@ -19,7 +19,10 @@ import SubscriptionLog
 /// wrote, a cache not filled yet) is read from the snapshot itself. A stream
 /// is therefore always exactly its snapshot's records.
 public final class RecipientCache: @unchecked Sendable {
-    private let lock = NSLock()
+    /// Shared with the topic directory of the same serving reader (see
+    /// `TopicCache.init(sharingLockWith:)`), so that a per-user topic's count
+    /// takes one lock for both.
+    let lock: NSLock
     // Everything below is guarded by `lock`.
     private var columns: [UInt32: Column] = [:]
     private var arena = RecordArena()
@@ -40,7 +43,10 @@ public final class RecipientCache: @unchecked Sendable {
 
     public convenience init() { self.init(compactingAfter: 64 << 20) }
 
-    init(compactingAfter garbageBytes: Int) { compactionThreshold = garbageBytes }
+    init(compactingAfter garbageBytes: Int) {
+        compactionThreshold = garbageBytes
+        lock = NSLock()
+    }
 
     deinit {
         arena.free()
@@ -242,7 +248,12 @@ public final class RecipientCache: @unchecked Sendable {
 
     /// The same, borrowing the ordinals.
     func liveCounts(_ pid: UInt32, members: UnsafeBufferPointer<UInt32>, asOf: UInt64) -> (ios: Int, android: Int)? {
-        liveCounts(pid, asOf: asOf) { tally in _ = tally(members) }
+        lock.withLock { liveCountsLocked(pid, members: members, asOf: asOf) }
+    }
+
+    /// The same, called with `lock` held (the topic directory's too, when shared).
+    func liveCountsLocked(_ pid: UInt32, members: UnsafeBufferPointer<UInt32>, asOf: UInt64) -> (ios: Int, android: Int)? {
+        liveCountsLocked(pid, asOf: asOf) { tally in _ = tally(members) }
     }
 
     /// Live counts of the ordinals `feed` hands to its tally, batch by batch;
@@ -250,40 +261,44 @@ public final class RecipientCache: @unchecked Sendable {
     /// the cache does not hold as of `asOf`.
     private func liveCounts(_ pid: UInt32, asOf: UInt64,
                             _ feed: ((UnsafeBufferPointer<UInt32>) -> Bool) -> Void) -> (ios: Int, android: Int)? {
-        lock.withLock {
-            guard let held = heldThrough, held >= asOf, let column = columns[pid] else { return nil }
-            var ios = 0, android = 0, answered = true
-            let cells = column.cells
-            feed { batch in
-                // Each cell asked of memory `ahead` ordinals before it is read: the cells of a
-                // list's members not asked lately are cache misses, waited for one after another.
-                let ahead = 16
-                for ordinal in batch.prefix(ahead) where Int(ordinal) < cells.count {
-                    topicstore_prefetch(cells.baseAddress! + Int(ordinal))
-                }
-                for (j, ordinal) in batch.enumerated() {
-                    if j + ahead < batch.count, Int(batch[j + ahead]) < cells.count {
-                        topicstore_prefetch(cells.baseAddress! + Int(batch[j + ahead]))
-                    }
-                    let i = Int(ordinal)
-                    // (The records themselves are not read: their cells say what a count needs.)
-                    guard i < cells.count, cells[i].changed <= asOf else {
-                        answered = false
-                        return false
-                    }
-                    switch cells[i].reach {
-                    case .ios: ios += 1
-                    case .android: android += 1
-                    case .unreachable: continue
-                    case .none, .undecodable:
-                        answered = false
-                        return false
-                    }
-                }
-                return true
+        lock.withLock { liveCountsLocked(pid, asOf: asOf, feed) }
+    }
+
+    /// `liveCounts(_:asOf:_:)` with the lock held.
+    private func liveCountsLocked(_ pid: UInt32, asOf: UInt64,
+                                  _ feed: ((UnsafeBufferPointer<UInt32>) -> Bool) -> Void) -> (ios: Int, android: Int)? {
+        guard let held = heldThrough, held >= asOf, let column = columns[pid] else { return nil }
+        var ios = 0, android = 0, answered = true
+        let cells = column.cells
+        feed { batch in
+            // Each cell asked of memory `ahead` ordinals before it is read: the cells of a
+            // list's members not asked lately are cache misses, waited for one after another.
+            let ahead = 16
+            for ordinal in batch.prefix(ahead) where Int(ordinal) < cells.count {
+                topicstore_prefetch(cells.baseAddress! + Int(ordinal))
             }
-            return answered ? (ios, android) : nil
+            for (j, ordinal) in batch.enumerated() {
+                if j + ahead < batch.count, Int(batch[j + ahead]) < cells.count {
+                    topicstore_prefetch(cells.baseAddress! + Int(batch[j + ahead]))
+                }
+                let i = Int(ordinal)
+                // (The records themselves are not read: their cells say what a count needs.)
+                guard i < cells.count, cells[i].changed <= asOf else {
+                    answered = false
+                    return false
+                }
+                switch cells[i].reach {
+                case .ios: ios += 1
+                case .android: android += 1
+                case .unreachable: continue
+                case .none, .undecodable:
+                    answered = false
+                    return false
+                }
+            }
+            return true
         }
+        return answered ? (ios, android) : nil
     }
 
     /// Records copied out of the cache for one batch of ordinals.

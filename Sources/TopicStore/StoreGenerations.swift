@@ -136,9 +136,10 @@ final class Generation: Sendable {
             throw Self.notAStore(env, directory, "it has no topicstore tables")
         }
         let tables = self.tables
-        projectionWriter = ProjectionWriter(tables: tables,
-                                            recipientCache: options.cachesRecipients && !options.readOnly ? RecipientCache() : nil,
-                                            topicCache: options.cachesRecipients && !options.readOnly ? TopicCache() : nil,
+        // The serving caches share one lock (`TopicCache.init(sharingLockWith:)`).
+        let recipients = options.cachesRecipients && !options.readOnly ? RecipientCache() : nil
+        projectionWriter = ProjectionWriter(tables: tables, recipientCache: recipients,
+                                            topicCache: recipients.map { TopicCache(sharingLockWith: $0) },
                                             cacheEntries: options.writerCacheEntries)
         reader = ProjectionReader(tables: tables, recipientCache: projectionWriter.recipientCache,
                                   topicCache: projectionWriter.topicCache, snapshotFacts: snapshotFacts)
