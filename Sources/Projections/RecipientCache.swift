@@ -130,6 +130,9 @@ public final class RecipientCache: @unchecked Sendable {
         Column.free(old.1)
     }
 
+    /// Forgets everything, memory included: readers go to the snapshot until the next `fill`.
+    public func forget() { lock.withLock { forgetAll() } }
+
     /// Forgets everything, so readers go to the snapshot until the next `fill`
     /// (called with the lock held).
     private func forgetAll() {

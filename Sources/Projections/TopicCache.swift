@@ -438,6 +438,9 @@ public final class TopicCache: @unchecked Sendable {
         }
     }
 
+    /// Drops everything: readers go to their snapshots until the writer reports again.
+    public func forget() { lock.withLock { forgetAll() } }
+
     /// Drops everything (called with the lock held); readers go to their snapshots.
     private func forgetAll() {
         dropEntries()

@@ -28,12 +28,4 @@ final class ReadWriteLock: @unchecked Sendable {
         defer { pthread_rwlock_unlock(lock) }
         return try body()
     }
-
-    /// `body` under the lock held exclusively if no one holds it now; nil
-    /// (and `body` not run) otherwise.
-    func withWriteLockIfFree<R>(_ body: () throws -> R) rethrows -> R? {
-        guard pthread_rwlock_trywrlock(lock) == 0 else { return nil }
-        defer { pthread_rwlock_unlock(lock) }
-        return try body()
-    }
 }

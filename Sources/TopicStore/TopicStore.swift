@@ -70,8 +70,8 @@ public final class TopicStore: Sendable {
     let options: Options
     let mapLock = ReadWriteLock()
     private let state: Mutex<Generation?>
-    /// `state`'s generation as counts from the serving caches borrow it.
-    let mapGuarded: MapGuardedGeneration
+    /// `state`'s generation as counts from the serving caches read it.
+    let servingViews: ServingViews
     /// Set while commits fail for want of storage (see `writeFailure`).
     let failing = Mutex<WriteFailure?>(nil)
     private let auxiliaryNames = Mutex<[String]>([])
@@ -110,7 +110,7 @@ public final class TopicStore: Sendable {
         self.options = options
         let g = try Self.open(directory: directory, options: options)
         state = Mutex(g)
-        mapGuarded = MapGuardedGeneration(g)
+        servingViews = ServingViews(g)
         writer = options.readOnly ? nil : CommitWriter(maxBatch: options.maxBatch)
         writer?.start(store: self)
     }
@@ -239,17 +239,14 @@ public final class TopicStore: Sendable {
     }
 
     /// Closes the store to reads and lets go of its generation. Counts from
-    /// the serving caches are refused at once; the reference they borrow is let
-    /// go under the map lock's write side, after the reads holding it (or,
-    /// not `waitingForReaders` and the lock not free, when the store is).
+    /// the serving caches are refused at once, and the caches emptied (a count
+    /// still reading them goes to a snapshot, and finds the store closed).
+    /// `waitingForReaders`, it returns once the reads under the map lock have
+    /// ended, so the environment is closed unless something else holds it.
     private func letGoOfGeneration(waitingForReaders: Bool) {
         state.withLock { $0 = nil }
-        mapGuarded.close()
-        if waitingForReaders {
-            mapLock.withWriteLock { mapGuarded.set(nil) }
-        } else {
-            _ = mapLock.withWriteLockIfFree { mapGuarded.set(nil) }
-        }
+        servingViews.close()
+        if waitingForReaders { mapLock.withWriteLock {} }
     }
 
     // MARK: Reading
@@ -263,14 +260,12 @@ public final class TopicStore: Sendable {
     /// The counts of `expression` for `project` in the newest committed snapshot:
     /// `reader.counts(project:_:_:)` in a read transaction, or, in a serving
     /// process whose caches hold that snapshot, from them with no transaction
-    /// (`ProjectionReader.heldCounts`: a per-user topic, a list of them).
+    /// and no lock but the caches' (`ProjectionReader.heldCounts`: a per-user
+    /// topic, a list of them; LMDB's newest transaction id read from the meta
+    /// pages' own mapping, `ServingView`).
     public func counts(project: String, _ expression: AudienceExpression) throws -> AudienceCounts {
-        // The newest transaction id is read from the meta pages: not while the map moves.
-        if let held = mapLock.withReadLock({
-            mapGuarded.withBorrowed { g in
-                g.reader.topicCache == nil ? nil
-                    : g.reader.heldCounts(project: project, expression, tip: g.environment.lastTransactionID)
-            }
+        if let held = servingViews.withCurrent({ view in
+            view.metaPages.lastTransactionID.flatMap { view.reader.heldCounts(project: project, expression, tip: $0) }
         }) {
             return held
         }
@@ -284,11 +279,8 @@ public final class TopicStore: Sendable {
     public func counts(project: String, anyOf topics: [String]) throws -> AudienceCounts {
         // The same steps as `counts(project:_:)`, written out: through one helper taking
         // a closure, one per-user topic took 2.5 ns more (114 → 116.7 ns, loop).
-        if let held = mapLock.withReadLock({
-            mapGuarded.withBorrowed { g in
-                g.reader.topicCache == nil ? nil
-                    : g.reader.heldCounts(project: project, anyOf: topics, tip: g.environment.lastTransactionID)
-            }
+        if let held = servingViews.withCurrent({ view in
+            view.metaPages.lastTransactionID.flatMap { view.reader.heldCounts(project: project, anyOf: topics, tip: $0) }
         }) {
             return held
         }
@@ -378,7 +370,7 @@ public final class TopicStore: Sendable {
             }
             retiredTableReads.withLock { $0 = ($0.0 + g.projectionWriter.deviceIndexLoads, $0.1 + g.projectionWriter.recipientCacheFills) }
             state.withLock { $0 = next }
-            mapGuarded.set(next)
+            servingViews.publish(next)
         }
     }
 

@@ -228,8 +228,8 @@ import Testing
 
     /// A file compaction (its own process) moves the serving store to a new
     /// generation: counts from the caches are the new generation's (the
-    /// reference counts borrow under the map lock moves with it), not the
-    /// retired one's, whose caches stopped at the switch.
+    /// serving view they read moves with it), not the retired one's, whose
+    /// caches are emptied at the switch and whose meta pages are let go.
     @Test func countsFollowTheStoreToANewGeneration() throws {
         let dir = TemporaryDirectory()
         let data = dir.sub("data")
@@ -248,8 +248,13 @@ import Testing
             Event(project: Self.project, body: .unregister(deviceID: "dev-0", codes: ["user.0"])),
         ])
         #expect(store.generation != generation, "the store moved to the compaction's generation")
-        let borrowed = store.mapLock.withReadLock { store.mapGuarded.withBorrowed { $0.name } }
-        #expect(borrowed == store.generation, "counts borrow the new generation")
+        #expect(store.servingViews.withCurrent { $0.generation } == ObjectIdentifier(store.current),
+                "counts read the new generation's view")
+        // The old generation's view is retired: its caches emptied, its meta pages let go.
+        let retired = store.servingViews.retiredViews
+        #expect(retired.count == 1)
+        #expect(retired.allSatisfy { $0.metaPages.lastTransactionID == nil && $0.reader.topicCache?.count == 0
+                && $0.reader.recipientCache?.heldSequence == nil })
         let expected = try Self.mapped(store)
         for round in ["first ask", "asked again, from the caches"] {
             #expect(try Self.asked(store) == expected, "\(round)")
@@ -265,7 +270,8 @@ import Testing
         _ = try Self.asked(store)
         #expect(try Self.heldAnswer(store, "user.7") != nil, "held before the close")
         store.close()
-        #expect(store.mapLock.withReadLock { store.mapGuarded.withBorrowed { $0.name } } == nil, "nothing to borrow")
+        #expect(store.servingViews.withCurrent { $0.generation } == nil, "no view to read")
+        #expect(store.servingViews.retiredViews.map { $0.metaPages.lastTransactionID } == [nil], "the view retired")
         for question in ["user.7", "user.1 OR user.2", "t1"] {
             #expect(throws: StoreError.self, "\(question)") {
                 try store.counts(project: Self.project, try AudienceExpression(parsing: question))
