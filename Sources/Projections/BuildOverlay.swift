@@ -245,9 +245,9 @@ final class NameIndex: @unchecked Sendable {
     ///
     /// Names are taken `lookaheadGroup` at a time: each is hashed, its home
     /// slot asked of memory and, when short, its bytes kept as two words
-    /// (`shortWords`), then the group is probed. The slots of a list of per-user topics not asked
-    /// lately are cache misses, which one probe after another waited for one
-    /// after another.
+    /// (`shortWords`), then the group is probed. The slots of a list of
+    /// per-user topics not asked lately are cache misses, which one probe after
+    /// another waited for one after another.
     func lookupEach(_ pid: UInt32, _ names: [String], _ body: (Int, UInt32??) -> Bool) {
         let size = slots.count, group = Self.lookaheadGroup, short = Self.shortName
         let ss = UnsafeBufferPointer(slots), a = nameArena
