@@ -263,6 +263,35 @@ import Testing
         #expect(try Self.heldAnswer(store, "user.7") == expected[0], "held by the new generation's caches")
     }
 
+    /// A commit that grows the recipient cache's column of a project moves its
+    /// memory: a device's token rejected, or given back, in the same commit is
+    /// counted from the caches as it is now, not as the column's old memory
+    /// held it. (A memo of the column read last, tried and dropped, failed
+    /// this test when it was not kept up to date.)
+    @Test func aColumnThatGrewIsReadWhereItIsNow() throws {
+        let dir = TemporaryDirectory()
+        let store = try RecipientCacheTests.servingStore(dir.path)
+        defer { store.close() }
+        try TopicCacheTests.submit(store, (0..<8).flatMap(TopicCacheTests.install))
+        _ = try Self.asked(store)  // the directory takes the topics asked
+        #expect(try Self.heldAnswer(store, "user.7").map { [$0.total, $0.ios, $0.withoutToken] } == [1, 1, 0])
+        for round in 0..<3 {
+            // Far more devices than the column holds, and dev-7's token taken from it and back.
+            let first = 8 + round * 400
+            var events = (first..<first + 400).flatMap(TopicCacheTests.install)
+            let token = round == 0 ? "tok-7" : "tok-7-1"
+            events.append(round % 2 == 0
+                ? Event(project: Self.project, body: .tokenRejected(token: token, rejectedAt: Int64(Date().timeIntervalSince1970 * 1000) + 60_000,
+                                                                   reason: "Unregistered"))
+                : Event(project: Self.project, body: .token(deviceID: "dev-7", token: "tok-7-\(round)", platform: .ios)))
+            try TopicCacheTests.submit(store, events)
+            _ = try Self.asked(store)
+            let expected = try Self.mapped(store)[0]
+            #expect(expected.withoutToken == (round % 2 == 0 ? 1 : 0), "round \(round)")
+            #expect(try Self.heldAnswer(store, "user.7") == expected, "round \(round): held, as the snapshot has it")
+        }
+    }
+
     @Test func aClosedStoreAnswersNoCount() throws {
         let dir = TemporaryDirectory()
         let store = try RecipientCacheTests.servingStore(dir.path)
