@@ -263,6 +263,68 @@ import Testing
         #expect(try Self.heldAnswer(store, "user.7") == expected[0], "held by the new generation's caches")
     }
 
+    /// Counts from the serving caches read no lock that a generation switch or
+    /// `close()` waits for: two threads counting all the while a compaction (its
+    /// own process) switches the store, the writer commits on the new
+    /// generation, and the store closes, get the one answer user.7 has in
+    /// every snapshot, or, after the close, `StoreError.closed`; nothing read
+    /// after its view was retired (caches emptied, meta pages let go) crashes
+    /// or answers otherwise.
+    @Test func countsRaceACompactionsSwitchAndTheClose() throws {
+        let dir = TemporaryDirectory()
+        let data = dir.sub("data")
+        let store = try RecipientCacheTests.servingStore(data)
+        try TopicCacheTests.submit(store, (0..<300).flatMap(TopicCacheTests.install))
+        let wanted = try Self.mapped(store)[0]
+        #expect(wanted.total == 1 && wanted.ios == 1 && wanted.withoutToken == 0)
+        final class Outcomes: @unchecked Sendable {
+            let lock = NSLock()
+            var rows: [(answers: Int, wrong: [String], refused: Int)] = []
+        }
+        let outcomes = Outcomes(), done = DispatchGroup(), counting = DispatchSemaphore(value: 0)
+        for _ in 0..<2 {
+            // Threads of their own, not the test's task pool: the compaction below blocks its caller.
+            DispatchQueue.global().async(group: done) {
+                var answers = 0, wrong: [String] = [], refused = 0
+                while refused == 0 && wrong.isEmpty {
+                    do {
+                        let one = try store.counts(project: Self.project, anyOf: ["user.7"])
+                        let list = try store.counts(project: Self.project, anyOf: ["user.7", "user.9", "user.7"])
+                        if [one.total, one.ios, one.withoutToken] != [1, 1, 0] { wrong.append("\(one)") }
+                        if [list.total, list.ios, list.withoutToken] != [2, 2, 0] { wrong.append("\(list)") }
+                        answers += 2
+                        if answers == 2 { counting.signal() }
+                        // A pause now and then: on two cores, counting without one starved the
+                        // compaction and the writer (7–28 s for this test).
+                        if answers % 64 == 0 { usleep(20) }
+                    } catch StoreError.closed {
+                        refused += 1
+                    } catch {
+                        wrong.append("\(error)")
+                    }
+                }
+                if answers == 0 { counting.signal() }
+                outcomes.lock.withLock { outcomes.rows.append((answers, wrong, refused)) }
+            }
+        }
+        for _ in 0..<2 { counting.wait() }
+        let run = try compactCLI(["compact", "--data", data, "--retain", "0", "--json"])
+        #expect(run.status == 0, "\(run.error)")
+        for round in 1...5 {
+            // Devices other than dev-7 and dev-9 join; the writer's first commit finds the switch.
+            try TopicCacheTests.submit(store, (300 + 10 * round..<310 + 10 * round).flatMap(TopicCacheTests.install))
+        }
+        #expect(store.servingViews.retiredViews.count == 1, "the switch retired the first view")
+        store.close()
+        done.wait()
+        let rows = outcomes.lock.withLock { outcomes.rows }
+        #expect(rows.count == 2)
+        for row in rows {
+            #expect(row.answers > 0 && row.refused == 1, "answers \(row.answers), refused \(row.refused)")
+            #expect(row.wrong.isEmpty, "\(row.wrong.prefix(3))")
+        }
+    }
+
     /// A commit that grows the recipient cache's column of a project moves its
     /// memory: a device's token rejected, or given back, in the same commit is
     /// counted from the caches as it is now, not as the column's old memory
