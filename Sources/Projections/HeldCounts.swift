@@ -4,7 +4,7 @@ extension ProjectionReader {
     /// The counts of `expression` for `project` in the newest committed
     /// snapshot, answered from the serving caches alone with no read
     /// transaction, when LMDB's newest transaction is `tip` (the caller reads
-    /// it, `Environment.lastTransactionID`, where the map cannot move) and the
+    /// it: a serving store from `MetaPages`, which needs no lock) and the
     /// caches hold that snapshot; nil otherwise: ask `counts(project:_:_:)` in a
     /// read transaction then.
     ///
