@@ -44,6 +44,7 @@ public enum Fold {
         case .register(let deviceID, let specs):
             let (ordinal, _) = try deviceOrdinal(pid, deviceID, &project, writer, txn)
             let member = try writer.membershipSlot(pid, ordinal, txn)
+            writer.reserveTopics(member, specs.count)
             // Each spec and topic record is read where it is held: a copy of
             // either retained and released its strings, for every topic of a register.
             for i in specs.indices {
