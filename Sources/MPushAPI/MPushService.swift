@@ -495,6 +495,15 @@ final class MPushService: Sendable {
     static func acceptsJSON(_ request: HTTPRequest, route: Route) -> Bool {
         let values = request.headers.values("Accept")
         guard !values.isEmpty else { return true }
+        // What the SDKs and most clients send, one plain range: decided from its bytes. The
+        // parse below (splits, lowercased copies, Foundation's `range(of:)`) was an eighth of
+        // the server's instructions for a count of a list of 100 users.
+        if values.count == 1, isPlainJSONOrAny(values[0]) { return true }
+        return acceptsJSON(values, route: route)
+    }
+
+    /// `acceptsJSON` of the Accept values given, parsed as RFC 9110 reads them.
+    static func acceptsJSON(_ values: [String], route: Route) -> Bool {
         let ranges = values.flatMap { $0.split(separator: ",") }.map { item -> (range: String, excluded: Bool) in
             let parts = item.split(separator: ";")
             let range = parts.first.map { $0.trimmingHTTPSpace.lowercased() } ?? ""
@@ -512,6 +521,17 @@ final class MPushService: Sendable {
             return ranges.contains { specific($0.range) && !$0.excluded }
         }
         return ranges.contains { wide($0.range) && !$0.excluded }
+    }
+
+    /// Whether an Accept value is exactly `application/json` or `*/*` (in any
+    /// case, no parameters, no spaces): a range that accepts JSON at any route.
+    static func isPlainJSONOrAny(_ value: String) -> Bool {
+        value.withUTF8Bytes { bytes in
+            if bytes.count == 3 { return bytes.elementsEqual("*/*".utf8) }
+            return bytes.count == 16 && zip(bytes, "application/json".utf8).allSatisfy { a, b in
+                (a >= 0x41 && a <= 0x5A ? a | 0x20 : a) == b
+            }
+        }
     }
 }
 

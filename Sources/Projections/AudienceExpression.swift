@@ -57,18 +57,29 @@ public indirect enum AudienceExpression: Sendable, Hashable, CustomStringConvert
     public static func description(ofAnyOf codes: [String]) -> String? {
         guard let first = codes.first else { return nil }
         guard codes.count > 1 else { return text(ofTopic: first) }
-        // Bytes, made a String once: appended to a String, each code was a slice appended.
-        var text: [UInt8] = [UInt8(ascii: "(")]
-        text.reserveCapacity(codes.reduce(2) { $0 + $1.utf8.count + 6 })
-        for (i, code) in codes.enumerated() {
-            if i > 0 { text.append(contentsOf: " OR ".utf8) }
-            let quoted = isQuoted(code)
-            if quoted { text.append(UInt8(ascii: "\"")) }
-            text.append(contentsOf: code.utf8)
-            if quoted { text.append(UInt8(ascii: "\"")) }
+        // Written straight into the String's storage, each code's bytes read once in place:
+        // appended to an array (as a `String.UTF8View`, then as bytes) and checked as a
+        // String, they were a fifth of the server's instructions for such a count.
+        var capacity = 2
+        for code in codes { capacity += code.utf8.count + 6 }
+        return String(unsafeUninitializedCapacity: capacity) { out in
+            let base = UnsafeMutableRawPointer(out.baseAddress!)
+            var at = 0
+            func put(_ byte: UInt8) { base.storeBytes(of: byte, toByteOffset: at, as: UInt8.self); at += 1 }
+            put(UInt8(ascii: "("))
+            for (i, code) in codes.enumerated() {
+                if i > 0 { for b in " OR ".utf8 { put(b) } }
+                code.withUTF8Bytes { bytes in
+                    let quoted = isQuoted(bytes)
+                    if quoted { put(UInt8(ascii: "\"")) }
+                    if let source = bytes.baseAddress { (base + at).copyMemory(from: source, byteCount: bytes.count) }
+                    at += bytes.count
+                    if quoted { put(UInt8(ascii: "\"")) }
+                }
+            }
+            put(UInt8(ascii: ")"))
+            return at
         }
-        text.append(UInt8(ascii: ")"))
-        return String(decoding: text, as: UTF8.self)
     }
 
     /// A topic as an expression's text names it: bare when it reads back as
@@ -79,7 +90,13 @@ public indirect enum AudienceExpression: Sendable, Hashable, CustomStringConvert
 
     /// Whether a topic's text is quoted: a keyword, or a code outside the charset.
     private static func isQuoted(_ code: String) -> Bool {
-        Parser.isKeyword(code) || !Validation.isValidTopicCode(code)
+        code.withUTF8Bytes { isQuoted($0) }
+    }
+
+    /// `isQuoted` of a code's UTF-8 bytes.
+    @inline(__always)
+    private static func isQuoted(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        Parser.isKeyword(bytes) || !Validation.isValidTopicCode(bytes)
     }
 
     private enum Join { case and, or }
@@ -134,8 +151,15 @@ public indirect enum AudienceExpression: Sendable, Hashable, CustomStringConvert
         /// `and`, `or` or `not` in any case (ASCII letters folded; no String lowercased per topic).
         static func isKeyword(_ s: String) -> Bool {
             guard (2...3).contains(s.utf8.count) else { return false }  // O(1) for a native String
+            return s.withUTF8Bytes { isKeyword($0) }
+        }
+
+        /// `isKeyword` of a word's UTF-8 bytes.
+        @inline(__always)
+        static func isKeyword(_ bytes: UnsafeRawBufferPointer) -> Bool {
+            guard (2...3).contains(bytes.count) else { return false }
             // A byte of 0x80 or more stays one, and matches no keyword's.
-            let word = s.utf8.reduce(UInt32(0)) { $0 << 8 | UInt32($1 >= 0x41 && $1 <= 0x5A ? $1 | 0x20 : $1) }
+            let word = bytes.reduce(UInt32(0)) { $0 << 8 | UInt32($1 >= 0x41 && $1 <= 0x5A ? $1 | 0x20 : $1) }
             return word == 0x616E64 || word == 0x6F72 || word == 0x6E6F74  // "and", "or", "not"
         }
 

@@ -1,0 +1,47 @@
+@testable import MPushAPI
+@testable import SubscriptionLog
+import Testing
+
+/// The byte-level checks a count request goes through: a topic code's
+/// charset from constant bit words, and the usual Accept header decided
+/// without its general parse. Each must answer as the rule it stands for.
+@Suite struct ByteRuleTests {
+    /// Every byte, alone and inside a code, is allowed exactly when the table made from `Limits` allows it.
+    @Test func topicCodeBitsAreTheCharsetOfLimits() {
+        for b in 0...255 {
+            let byte = UInt8(b)
+            let expected = ByteClass.isTopicCodeByte(byte)
+            #expect(expected == (Validation.isAlphanumeric(byte) || Limits.topicCodePunctuation.contains(byte)))
+            for code in [[byte], [0x61, byte], [byte, 0x31, 0x32], Array("user.12".utf8) + [byte]] {
+                #expect(code.withUnsafeBytes { ByteClass.areTopicCode($0) } == expected, "byte \(b) in \(code)")
+            }
+        }
+    }
+
+    /// `isValidTopicCode` answers as `check(topicCode:)`: length, charset, any byte outside it.
+    @Test func validityIsTheChecksVerdict() {
+        let codes = ["", "a", "news", "user.12", "~@/+=#._-", "a b", "café", "news,sport", "x\u{0}", "ÿ", "\u{7F}",
+                     String(repeating: "a", count: Limits.topicCodeLength.upperBound),
+                     String(repeating: "a", count: Limits.topicCodeLength.upperBound + 1), "(x)", "a:b", "\"q\""]
+        for code in codes {
+            var errors: [ValidationError] = []
+            Validation.check(topicCode: code, field: "code", into: &errors)
+            #expect(Validation.isValidTopicCode(code) == errors.isEmpty, "\(code)")
+        }
+    }
+
+    /// A single Accept value that is `application/json` (any case) or `*/*` is taken
+    /// without the parse, and the parse accepts it too at every route; anything
+    /// else goes to the parse.
+    @Test func thePlainAcceptValuesAreOnesTheParseAccepts() {
+        let plain = ["application/json", "APPLICATION/JSON", "Application/Json", "*/*"]
+        let other = ["application/jsonx", "application/jso", " application/json", "application/json ", "*/ *", "**/",
+                     "text/html", "application/json;q=0", "application/*", "", "application/jsoN;charset=utf-8",
+                     "applicationXjson", "application/json\u{0}"]
+        for value in plain {
+            #expect(MPushService.isPlainJSONOrAny(value), "\(value)")
+            for route in Route.allCases { #expect(MPushService.acceptsJSON([value], route: route), "\(value) at \(route)") }
+        }
+        for value in other { #expect(!MPushService.isPlainJSONOrAny(value), "\(value)") }
+    }
+}
