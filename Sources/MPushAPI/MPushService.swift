@@ -184,7 +184,8 @@ final class MPushService: Sendable {
     // MARK: Send service
 
     private struct AudienceQuery {
-        /// The `topics` given, when the audience is any of them (not `expr`).
+        /// The `topics` given, when the audience is any of them (not `expr`);
+        /// every code valid (`audienceQuery` refuses the request otherwise).
         var topics: [String]?
         /// `expr` parsed, when it was given (not `topics`).
         var parsed: AudienceExpression?
@@ -292,7 +293,7 @@ final class MPushService: Sendable {
         // A list of topics is counted and described as it is: the serving caches answer
         // a list of per-user topics without the chain of ORs its expression is.
         let counts: AudienceCounts, expr: String
-        if let topics = query.topics, let text = AudienceExpression.description(ofAnyOf: topics) {
+        if let topics = query.topics, let text = AudienceExpression.description(ofAnyOf: topics, allValid: true) {
             counts = try store.counts(project: credential.project, anyOf: topics)
             expr = text
         } else {

@@ -53,8 +53,11 @@ public indirect enum AudienceExpression: Sendable, Hashable, CustomStringConvert
     /// `anyOf(codes)?.description` (nil without codes), written from the codes
     /// as they are: what the HTTP count answers as `expr` for MPush's `topics`
     /// array. (Built and described as a chain of 199 ORs, a list of 100 was a
-    /// sixth of the server's time for its count.)
-    public static func description(ofAnyOf codes: [String]) -> String? {
+    /// sixth of the server's time for its count.) With `allValid`, the caller
+    /// has checked every code with `Validation.isValidTopicCode` (as the HTTP
+    /// count has, to answer 422 otherwise): only keywords are quoted then, and the
+    /// charset is not checked a second time.
+    public static func description(ofAnyOf codes: [String], allValid: Bool = false) -> String? {
         guard let first = codes.first else { return nil }
         guard codes.count > 1 else { return text(ofTopic: first) }
         // Written straight into the String's storage, each code's bytes read once in place:
@@ -70,7 +73,7 @@ public indirect enum AudienceExpression: Sendable, Hashable, CustomStringConvert
             for (i, code) in codes.enumerated() {
                 if i > 0 { for b in " OR ".utf8 { put(b) } }
                 code.withUTF8Bytes { bytes in
-                    let quoted = isQuoted(bytes)
+                    let quoted = allValid ? Parser.isKeyword(bytes) : isQuoted(bytes)
                     if quoted { put(UInt8(ascii: "\"")) }
                     if let source = bytes.baseAddress { (base + at).copyMemory(from: source, byteCount: bytes.count) }
                     at += bytes.count

@@ -1,6 +1,7 @@
 import Foundation
 @testable import MPushAPI
 @testable import Projections
+import SubscriptionLog
 import Testing
 
 /// The audience count's answer, written by hand (`AudienceCountJSON`); the
@@ -88,7 +89,12 @@ import Testing
         let pool = ["news", "t1", "user.12", "and", "OR", "Not", "é", "a b", "x,y", "all", "devices:all", "~@/+=#"]
         let random = (0..<300).map { _ in (0..<Int.random(in: 1...40, using: &rng)).map { _ in pool.randomElement(using: &rng)! } }
         for codes in fixed + random {
-            #expect(AudienceExpression.description(ofAnyOf: codes) == AudienceExpression.anyOf(codes)!.description, "\(codes)")
+            let text = AudienceExpression.description(ofAnyOf: codes)
+            #expect(text == AudienceExpression.anyOf(codes)!.description, "\(codes)")
+            // Codes the caller has checked: the same text without the charset checked again.
+            if codes.allSatisfy(Validation.isValidTopicCode) {
+                #expect(AudienceExpression.description(ofAnyOf: codes, allValid: true) == text, "\(codes)")
+            }
         }
     }
 
