@@ -528,10 +528,14 @@ final class MPushService: Sendable {
     /// case, no parameters, no spaces): a range that accepts JSON at any route.
     static func isPlainJSONOrAny(_ value: String) -> Bool {
         value.withUTF8Bytes { bytes in
-            if bytes.count == 3 { return bytes.elementsEqual("*/*".utf8) }
-            return bytes.count == 16 && zip(bytes, "application/json".utf8).allSatisfy { a, b in
-                (a >= 0x41 && a <= 0x5A ? a | 0x20 : a) == b
+            let json: StaticString = "application/json", any: StaticString = "*/*"
+            let expected: StaticString? = bytes.count == 16 ? json : bytes.count == 3 ? any : nil
+            guard let expected else { return false }
+            for i in 0..<bytes.count {
+                let a = bytes[i]
+                guard (a >= 0x41 && a <= 0x5A ? a | 0x20 : a) == expected.utf8Start[i] else { return false }
             }
+            return true
         }
     }
 }
