@@ -24,6 +24,9 @@ import Testing
             AudienceCounts(asOfSeq: 2_289_400, total: 97, ios: 61, android: 34, withoutToken: 2, unknownTopics: ["ghost"]),
             AudienceCounts(asOfSeq: UInt64(Int64.max), total: 1 << 40, ios: 3, android: 4, withoutToken: 5,
                            unknownTopics: ["a", "b.c", "z-9", "user.12"]),
+            // Every digit count at a power of ten's edge (the numbers are written by hand).
+            AudienceCounts(asOfSeq: .max, total: 1_000_000_009, ios: 10, android: 99, withoutToken: 100, unknownTopics: []),
+            AudienceCounts(asOfSeq: 9, total: Int.max, ios: 999_999, android: 1_000_000, withoutToken: 1, unknownTopics: []),
         ]
         let plain = ["news", "(user.1 OR user.2 OR user.3)", "((t1 OR t2) AND NOT user.5 AND platform:ios)", "devices:all",
                      "a/b", "\"and\" OR news"]
