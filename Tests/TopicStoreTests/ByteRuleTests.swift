@@ -1,10 +1,13 @@
+import Glibc
+@testable import HTTPServer
 @testable import MPushAPI
 @testable import SubscriptionLog
 import Testing
 
-/// The byte-level checks a count request goes through: a topic code's
-/// charset from constant bit words, and the usual Accept header decided
-/// without its general parse. Each must answer as the rule it stands for.
+/// The byte-level work a count request goes through: a topic code's charset
+/// from constant bit words, the usual Accept header decided without its
+/// general parse, the client's IPv4 address spelled by hand. Each must answer
+/// as what it stands for.
 @Suite struct ByteRuleTests {
     /// Every byte, alone and inside a code, is allowed exactly when the table made from `Limits` allows it.
     @Test func topicCodeBitsAreTheCharsetOfLimits() {
@@ -43,5 +46,22 @@ import Testing
             for route in Route.allCases { #expect(MPushService.acceptsJSON([value], route: route), "\(value) at \(route)") }
         }
         for value in other { #expect(!MPushService.isPlainJSONOrAny(value), "\(value)") }
+    }
+
+    /// Every IPv4 address is spelled as `inet_ntop` spells it: the edges of each
+    /// byte's digit counts in every position, and random ones.
+    @Test func anIPv4AddressIsSpelledAsInetNtopSpellsIt() {
+        let edges: [UInt32] = [0, 1, 9, 10, 99, 100, 199, 200, 255]
+        var addresses: [UInt32] = []
+        for a in edges { for b in edges { addresses.append(a << 24 | b << 16 | a << 8 | b); addresses.append(b << 24 | a) } }
+        var rng = SystemRandomNumberGenerator()
+        addresses += (0..<2000).map { _ in UInt32.random(in: .min ... .max, using: &rng) }
+        for address in addresses {
+            var addr = in_addr(s_addr: address.bigEndian)
+            var buffer = [CChar](repeating: 0, count: 16)
+            #expect(inet_ntop(AF_INET, &addr, &buffer, 16) != nil)
+            let expected = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            #expect(ServerCore.dottedQuad(address) == expected)
+        }
     }
 }
