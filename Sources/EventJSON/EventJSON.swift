@@ -137,6 +137,8 @@ public enum EventJSON {
             errors.append(ValidationError(field: "topics", message: "The topics field is required."))
             return nil
         }
+        // Plain codes, as a list of users is sent: one cast of the array, not one per code.
+        if let codes = value as? [String] { return codes.map { TopicSpec(code: $0) } }
         guard let array = value as? [Any] else {
             errors.append(ValidationError(field: "topics", message: "The topics must be an array."))
             return nil

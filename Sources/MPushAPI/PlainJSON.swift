@@ -92,15 +92,30 @@ enum PlainJSON {
             return take(UInt8(ascii: "}")) ? object : nil
         }
 
-        mutating func array(depth: Int) -> [Any]? {
+        /// An array of strings alone (a list of topics) is kept a `[String]`:
+        /// each string made an `Any`, and cast back one by one by its reader, was
+        /// a fifth of the server's instructions for a count of 100 users posted
+        /// as JSON. Any other array is an `[Any]`, as `JSONSerialization` makes it
+        /// (a `[String]` reads as `[Any]` too, each string bridged).
+        mutating func array(depth: Int) -> Any? {
             at += 1  // [
-            var array: [Any] = []
-            if take(UInt8(ascii: "]")) { return array }
+            var strings: [String] = []
+            var others: [Any]? = nil
+            if take(UInt8(ascii: "]")) { return strings }
             repeat {
+                skipSpace()
+                if others == nil, at < bytes.count, bytes[at] == UInt8(ascii: "\"") {
+                    guard let string = string() else { return nil }
+                    strings.append(string)
+                    continue
+                }
                 guard let value = value(depth: depth) else { return nil }
-                array.append(value)
+                if others == nil { others = strings.map { $0 as Any } }
+                others!.append(value)
             } while take(UInt8(ascii: ","))
-            return take(UInt8(ascii: "]")) ? array : nil
+            guard take(UInt8(ascii: "]")) else { return nil }
+            if let others { return others }
+            return strings  // (not `others ?? strings`: that makes the strings an `[Any]`)
         }
     }
 }

@@ -1,5 +1,6 @@
 import EventJSON
 import Foundation
+import SubscriptionLog
 @testable import MPushAPI
 import Testing
 
@@ -36,6 +37,25 @@ import Testing
             let theirs = try #require(Self.serialized(text), "\(text)")
             #expect(Self.canonical(mine) == Self.canonical(theirs), "\(text)")
         }
+    }
+
+    /// An array of strings alone is kept a `[String]`, any other an `[Any]` (strings
+    /// before the first other value kept in order); `topicSpecs` reads both the same.
+    @Test func anArrayOfStringsIsKeptAsStrings() throws {
+        let body = #"{"topics":["a","b.c"],"mixed":["a",{"code":"b"},"c"],"objects":[{"code":"x"}],"empty":[],"deep":[["a"],"b"]}"#
+        let object = try #require(PlainJSON.value(Array(body.utf8)) as? [String: Any])
+        #expect(type(of: object["topics"]!) == [String].self)
+        #expect(type(of: object["empty"]!) == [String].self)
+        #expect(type(of: object["mixed"]!) == [Any].self)
+        #expect(type(of: object["objects"]!) == [Any].self)
+        #expect(type(of: object["deep"]!) == [Any].self)
+        #expect(Self.canonical(object["deep"]!) == "[[s(97)],s(98)]")
+        var errors: [ValidationError] = []
+        #expect(EventJSON.topicSpecs(object["topics"], into: &errors)?.map(\.code) == ["a", "b.c"])
+        #expect(EventJSON.topicSpecs(["a", "b.c"] as [Any], into: &errors)?.map(\.code) == ["a", "b.c"])
+        #expect(EventJSON.topicSpecs(object["mixed"], into: &errors)?.map(\.code) == ["a", "b", "c"])
+        #expect(EventJSON.topicSpecs(object["empty"], into: &errors)?.isEmpty == true)
+        #expect(errors.isEmpty)
     }
 
     @Test func anythingElseIsLeftToJSONSerialization() {
