@@ -1,4 +1,5 @@
 import Foundation
+import SubscriptionLog
 import HTTPServer
 
 /// Turns a request body into a JSON-like object, whatever way the SDK sent it.
@@ -23,7 +24,11 @@ enum RequestBody {
 
     /// How the body is to be read; nil when it is empty. Throws for an unsupported Content-Type.
     static func format(_ request: HTTPRequest) throws(Problem) -> Format? {
-        let media = (request.headers["Content-Type"] ?? "")
+        let contentType = request.headers["Content-Type"] ?? ""
+        // What the SDKs send, decided from its bytes: the split, trim and lowercased copy
+        // below were 10.6k instructions of every posted count or register.
+        if isJSONMediaType(contentType) { return bodyFormat(request.body, declared: .json) }
+        let media = contentType
             .split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first.map { $0.trimmingHTTPSpace.lowercased() } ?? ""
         let declared: Format?
         switch media {
@@ -38,8 +43,33 @@ enum RequestBody {
             }
             declared = .json
         }
-        guard let first = request.body.first(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }) else { return nil }
+        return bodyFormat(request.body, declared: declared)
+    }
+
+    /// The format of `body` (nil when it holds only white space): `declared`, or by its first byte.
+    private static func bodyFormat(_ body: [UInt8], declared: Format?) -> Format? {
+        guard let first = body.first(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }) else { return nil }
         return declared ?? (first == 0x7B || first == 0x5B ? .json : .form)  // { or [
+    }
+
+    /// Whether a Content-Type value's media type (before any `;`, without the
+    /// spaces and tabs around it, in any case) is `application/json`, as `format`
+    /// reads it (`application/json; charset=utf-8` is).
+    static func isJSONMediaType(_ value: String) -> Bool {
+        value.withUTF8Bytes { bytes in
+            var end = 0
+            while end < bytes.count, bytes[end] != UInt8(ascii: ";") { end += 1 }
+            var start = 0
+            while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start += 1 }
+            while end > start, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
+            let json: StaticString = "application/json"
+            guard end - start == json.utf8CodeUnitCount else { return false }
+            for i in 0..<(end - start) {
+                let a = bytes[start + i]
+                guard (a >= 0x41 && a <= 0x5A ? a | 0x20 : a) == json.utf8Start[i] else { return false }
+            }
+            return true
+        }
     }
 
     /// The body as an object (JSON or form).

@@ -64,4 +64,18 @@ import Testing
             #expect(ServerCore.dottedQuad(address) == expected)
         }
     }
+
+    /// `RequestBody.isJSONMediaType` says yes exactly where the general reading of
+    /// Content-Type (split at `;`, trimmed, lowercased) finds `application/json`.
+    @Test func theJSONMediaTypeIsToldAsTheGeneralParseTellsIt() {
+        let values = ["application/json", "APPLICATION/JSON", "application/json; charset=utf-8", "Application/Json;charset=UTF-8",
+                      " application/json ", "\tapplication/json\t;", "application/json;", ";application/json", "application/jsonx",
+                      "application/json x", "text/json", "application/problem+json", "", ";", "application/jso", "applİcation/json",
+                      "application/json\u{0}", "application /json", "application/json ;q=1", "\u{212A}"]
+        for value in values {
+            let media = value.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first
+                .map { $0.trimmingHTTPSpace.lowercased() } ?? ""
+            #expect(RequestBody.isJSONMediaType(value) == (media == "application/json"), "\(value)")
+        }
+    }
 }
