@@ -10,20 +10,20 @@ enum AccessLog {
         appendTimestamp(to: &out)
         out.append(0x20)
         out.append(contentsOf: c.remoteAddress.utf8)
-        out.append(contentsOf: " \"".utf8)
+        out.append(literal: " \"")
         out.append(contentsOf: c.method.utf8)
         out.append(0x20)
         out.append(contentsOf: sanitize(c.path).utf8)
-        out.append(contentsOf: "\" ".utf8)
+        out.append(literal: "\" ")
         DecimalText.append(c.status, width: 1, to: &out)
         if !c.completedNormally { out.append(0x21) }  // !
         out.append(0x20)
         DecimalText.append(c.responseBytes, width: 1, to: &out)
         out.append(0x20)
         DecimalText.append(c.duration * 1000, decimals: 3, to: &out)
-        out.append(contentsOf: "ms route=".utf8)
+        out.append(literal: "ms route=")
         out.append(contentsOf: (c.route ?? "-").utf8)
-        out.append(contentsOf: " key=".utf8)
+        out.append(literal: " key=")
         out.append(contentsOf: (c.principal ?? "-").utf8)
         return String(decoding: out, as: UTF8.self)
     }
@@ -57,22 +57,39 @@ enum AccessLog {
     static func appendTimestamp(to out: inout [UInt8]) {
         var tv = timeval()
         gettimeofday(&tv, nil)
-        var t = time_t(tv.tv_sec)
-        var parts = tm()
-        gmtime_r(&t, &parts)
-        DecimalText.append(Int(parts.tm_year) + 1900, width: 4, to: &out)
+        appendTimestamp(seconds: Int64(tv.tv_sec), milliseconds: Int(tv.tv_usec / 1000), to: &out)
+    }
+
+    /// The timestamp of `seconds` since 1970 (UTC) and `milliseconds`. The date is
+    /// computed from the day number (the proleptic Gregorian calendar, as `gmtime_r`
+    /// has it): `gmtime_r` and seven numbers made Strings were two fifths of an
+    /// access-log line.
+    static func appendTimestamp(seconds: Int64, milliseconds: Int, to out: inout [UInt8]) {
+        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let second = Int(seconds - days * 86_400)
+        // Days since 1970-01-01 to a civil date (H. Hinnant's `civil_from_days`).
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+        DecimalText.append(Int(year), width: 4, to: &out)
         out.append(0x2D)
-        DecimalText.append(Int(parts.tm_mon) + 1, width: 2, to: &out)
+        DecimalText.append(Int(month), width: 2, to: &out)
         out.append(0x2D)
-        DecimalText.append(Int(parts.tm_mday), width: 2, to: &out)
+        DecimalText.append(Int(day), width: 2, to: &out)
         out.append(0x54)  // T
-        DecimalText.append(Int(parts.tm_hour), width: 2, to: &out)
+        DecimalText.append(second / 3_600, width: 2, to: &out)
         out.append(0x3A)
-        DecimalText.append(Int(parts.tm_min), width: 2, to: &out)
+        DecimalText.append(second / 60 % 60, width: 2, to: &out)
         out.append(0x3A)
-        DecimalText.append(Int(parts.tm_sec), width: 2, to: &out)
+        DecimalText.append(second % 60, width: 2, to: &out)
         out.append(0x2E)
-        DecimalText.append(Int(tv.tv_usec / 1000), width: 3, to: &out)
+        DecimalText.append(milliseconds, width: 3, to: &out)
         out.append(0x5A)  // Z
     }
 }

@@ -13,22 +13,9 @@ enum AudienceCountJSON {
     static func encode(project: String, _ counts: AudienceCounts, expr: String) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(160 + expr.utf8.count + counts.unknownTopics.reduce(0) { $0 + $1.utf8.count + 3 })
-        func literal(_ s: StaticString) { out.append(contentsOf: UnsafeBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount)) }
-        func number(_ n: Int) {
-            if n < 0 { out.append(UInt8(ascii: "-")) }
-            decimal(UInt64(n.magnitude))
-        }
-        func decimal(_ n: UInt64) {
-            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
-                var v = n, at = 20
-                repeat {
-                    at -= 1
-                    digits[at] = UInt8(ascii: "0") + UInt8(v % 10)
-                    v /= 10
-                } while v > 0
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[at..<20]))
-            }
-        }
+        func literal(_ s: StaticString) { out.append(literal: s) }
+        func number(_ n: Int) { DecimalText.append(n, width: 1, to: &out) }
+        func decimal(_ n: UInt64) { DecimalText.append(n, width: 1, to: &out) }
         func quote(_ s: String) { JSONText.appendQuoted(s, to: &out) }
         literal("{\"android\":"); number(counts.android)
         literal(",\"asOfSeq\":"); decimal(counts.asOfSeq)

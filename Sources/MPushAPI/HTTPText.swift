@@ -13,10 +13,24 @@ extension StringProtocol {
 enum DecimalText {
     /// `value` in decimal, left-padded with zeros to `width` digits.
     static func append(_ value: Int, width: Int, to out: inout [UInt8]) {
-        let digits = String(value.magnitude).utf8
         if value < 0 { out.append(0x2D) }
-        for _ in digits.count..<max(digits.count, width) { out.append(0x30) }
-        out.append(contentsOf: digits)
+        append(UInt64(value.magnitude), width: width, to: &out)
+    }
+
+    /// `value` in decimal, left-padded with zeros to `width` digits (at most 20), its digits
+    /// written from the right into a buffer on the stack: through `String(value)`, each
+    /// number of an access-log line or a count's answer was a String made and appended.
+    static func append(_ value: UInt64, width: Int, to out: inout [UInt8]) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var v = value, at = 20
+            repeat {
+                at -= 1
+                digits[at] = 0x30 + UInt8(v % 10)
+                v /= 10
+            } while v > 0
+            while 20 - at < width && at > 0 { at -= 1; digits[at] = 0x30 }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[at..<20]))
+        }
     }
 
     /// `value` with exactly `decimals` digits after the point, rounded.
@@ -31,5 +45,13 @@ enum DecimalText {
             out.append(0x2E)
             append(scaled % scale, width: decimals, to: &out)
         }
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Appends the bytes of a literal (a `String.UTF8View` appended was a generic copy, ~150
+    /// instructions for a few bytes).
+    mutating func append(literal: StaticString) {
+        append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
     }
 }

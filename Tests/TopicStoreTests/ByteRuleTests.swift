@@ -78,4 +78,50 @@ import Testing
             #expect(RequestBody.isJSONMediaType(value) == (media == "application/json"), "\(value)")
         }
     }
+
+    /// Numbers spelled from a digit buffer: as `String(value)` spells them, zero-padded to the width.
+    @Test func decimalsAreSpelledAsStringSpellsThem() {
+        var values: [UInt64] = [0, .max, UInt64(Int64.max), UInt64(Int64.max) + 1]
+        var p: UInt64 = 1
+        for _ in 0..<19 { values += [p - 1, p, p + 1]; p *= 10 }
+        for value in values {
+            for width in [1, 2, 3, 4, 20, 25] {
+                var out: [UInt8] = []
+                DecimalText.append(value, width: width, to: &out)
+                let digits = String(value)
+                let expected = String(repeating: "0", count: max(0, min(width, 20) - digits.count)) + digits
+                #expect(String(decoding: out, as: UTF8.self) == expected, "\(value) width \(width)")
+            }
+        }
+        for value in [Int.min, -1, -10, 0, 7, Int.max] {
+            var out: [UInt8] = []
+            DecimalText.append(value, width: 1, to: &out)
+            #expect(String(decoding: out, as: UTF8.self) == String(value))
+        }
+    }
+
+    /// The access log's timestamp, its date computed from the day number, is what
+    /// `gmtime_r` gives: every edge of a day, month, leap year and century, and random times.
+    @Test func theTimestampIsGmtimes() {
+        func reference(_ seconds: Int64, _ ms: Int) -> String {
+            var t = time_t(seconds)
+            var parts = tm()
+            gmtime_r(&t, &parts)
+            func pad(_ n: Int32, _ w: Int) -> String { String(repeating: "0", count: max(0, w - String(n).count)) + String(n) }
+            return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
+                + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(ms), 3))Z"
+        }
+        var times: [Int64] = [0, -1, -86_400, -86_401, 59, 60, 3_599, 3_600, 86_399, 86_400,
+                              951_782_400, 951_868_799, 951_868_800,        // 2000-02-29, 2000-03-01
+                              4_107_456_000, 4_107_542_399, 4_107_542_400,  // 2100-02-28, 2100-03-01
+                              1_709_164_800, 1_764_100_807, 253_402_300_799]  // 2024-02-29, …, 9999-12-31T23:59:59
+        var rng = SystemRandomNumberGenerator()
+        times += (0..<5_000).map { _ in Int64.random(in: -2_208_988_800...253_402_300_799, using: &rng) }
+        for seconds in times {
+            let ms = Int.random(in: 0...999, using: &rng)
+            var out: [UInt8] = []
+            AccessLog.appendTimestamp(seconds: seconds, milliseconds: ms, to: &out)
+            #expect(String(decoding: out, as: UTF8.self) == reference(seconds, ms), "\(seconds)")
+        }
+    }
 }
