@@ -55,3 +55,15 @@ extension Array where Element == UInt8 {
         append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
     }
 }
+
+enum ASCIIText {
+    /// Whether `bytes` spell `word` (lowercase ASCII) with its letters in any case.
+    static func equalsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ word: StaticString) -> Bool {
+        guard bytes.count == word.utf8CodeUnitCount else { return false }
+        for i in 0..<bytes.count {
+            let a = bytes[i]
+            guard (a >= 0x41 && a <= 0x5A ? a | 0x20 : a) == word.utf8Start[i] else { return false }
+        }
+        return true
+    }
+}

@@ -527,16 +527,7 @@ final class MPushService: Sendable {
     /// Whether an Accept value is exactly `application/json` or `*/*` (in any
     /// case, no parameters, no spaces): a range that accepts JSON at any route.
     static func isPlainJSONOrAny(_ value: String) -> Bool {
-        value.withUTF8Bytes { bytes in
-            let json: StaticString = "application/json", any: StaticString = "*/*"
-            let expected: StaticString? = bytes.count == 16 ? json : bytes.count == 3 ? any : nil
-            guard let expected else { return false }
-            for i in 0..<bytes.count {
-                let a = bytes[i]
-                guard (a >= 0x41 && a <= 0x5A ? a | 0x20 : a) == expected.utf8Start[i] else { return false }
-            }
-            return true
-        }
+        value.withUTF8Bytes { ASCIIText.equalsIgnoringCase($0, "application/json") || ASCIIText.equalsIgnoringCase($0, "*/*") }
     }
 }
 

@@ -62,13 +62,7 @@ enum RequestBody {
             var start = 0
             while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start += 1 }
             while end > start, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
-            let json: StaticString = "application/json"
-            guard end - start == json.utf8CodeUnitCount else { return false }
-            for i in 0..<(end - start) {
-                let a = bytes[start + i]
-                guard (a >= 0x41 && a <= 0x5A ? a | 0x20 : a) == json.utf8Start[i] else { return false }
-            }
-            return true
+            return ASCIIText.equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: bytes[start..<end]), "application/json")
         }
     }
 
