@@ -59,7 +59,7 @@ public indirect enum AudienceExpression: Sendable, Hashable, CustomStringConvert
     /// charset is not checked a second time.
     public static func description(ofAnyOf codes: [String], allValid: Bool = false) -> String? {
         guard let first = codes.first else { return nil }
-        guard codes.count > 1 else { return text(ofTopic: first) }
+        guard codes.count > 1 else { return text(ofTopic: first, allValid: allValid) }
         // Written straight into the String's storage, each code's bytes read once in place:
         // appended to an array (as a `String.UTF8View`, then as bytes) and checked as a
         // String, they were a fifth of the server's instructions for such a count.
@@ -87,8 +87,8 @@ public indirect enum AudienceExpression: Sendable, Hashable, CustomStringConvert
 
     /// A topic as an expression's text names it: bare when it reads back as
     /// that topic, quoted otherwise.
-    private static func text(ofTopic code: String) -> String {
-        isQuoted(code) ? "\"\(code)\"" : code
+    private static func text(ofTopic code: String, allValid: Bool = false) -> String {
+        (allValid ? Parser.isKeyword(code) : isQuoted(code)) ? "\"\(code)\"" : code
     }
 
     /// Whether a topic's text is quoted: a keyword, or a code outside the charset.

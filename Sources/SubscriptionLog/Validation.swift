@@ -241,13 +241,10 @@ public enum Validation {
 /// Which bytes the charsets of topic codes and project names allow, as one table
 /// lookup per byte (a `Set` lookup per punctuation byte before).
 enum ByteClass {
-    private static let topicCode: UInt8 = 1, projectName: UInt8 = 2
+    private static let projectName: UInt8 = 1
     private static let table: [UInt8] = (0..<256).map { b -> UInt8 in
         let c = UInt8(b)
-        var bits: UInt8 = 0
-        if Validation.isAlphanumeric(c) || Limits.topicCodePunctuation.contains(c) { bits |= topicCode }
-        if (c >= 0x61 && c <= 0x7A) || (c >= 0x30 && c <= 0x39) || Limits.projectNamePunctuation.contains(c) { bits |= projectName }
-        return bits
+        return (c >= 0x61 && c <= 0x7A) || (c >= 0x30 && c <= 0x39) || Limits.projectNamePunctuation.contains(c) ? projectName : 0
     }
 
     /// Whether every byte of `bytes` may stand in a topic code: ASCII, and
@@ -270,8 +267,6 @@ enum ByteClass {
     @inline(__always)
     static var topicCodeBits: (low: UInt64, high: UInt64) { (0x23FF_E808_0000_0000, 0x47FF_FFFE_87FF_FFFF) }
 
-    /// Whether byte `b` may stand in a topic code, by the table made from `Limits`.
-    static func isTopicCodeByte(_ b: UInt8) -> Bool { table[Int(b)] & topicCode != 0 }
     /// Whether every byte of `bytes` may stand in a project name.
     static func areProjectName(_ bytes: UnsafeRawBufferPointer) -> Bool { all(bytes, projectName) }
 
