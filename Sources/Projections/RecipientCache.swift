@@ -24,7 +24,7 @@ public final class RecipientCache: @unchecked Sendable {
     /// takes one lock for both.
     let lock: NSLock
     // Everything below is guarded by `lock`.
-    private var columns: [UInt32: Column] = [:]
+    private var columns = ColumnsByProject()
     private var arena = RecordArena()
     /// Bytes of the arena no column points at any more.
     private var garbage = 0
@@ -50,7 +50,7 @@ public final class RecipientCache: @unchecked Sendable {
 
     deinit {
         arena.free()
-        Column.free(columns)
+        columns.free()
     }
 
     /// The sequence the cache holds the table at (nil: nothing usable).
@@ -61,12 +61,12 @@ public final class RecipientCache: @unchecked Sendable {
 
     /// Bytes held (the arena and the columns).
     public var footprint: Int {
-        lock.withLock { arena.capacity + ids.footprint + columns.values.reduce(0) { $0 + $1.cells.count * MemoryLayout<Cell>.stride } }
+        lock.withLock { arena.capacity + ids.footprint + columns.all.reduce(0) { $0 + $1.cells.count * MemoryLayout<Cell>.stride } }
     }
 
     /// Fills the cache from `txn`'s device table, which holds the events through `sequence`.
     func fill(from tables: ProjectionTables, through sequence: UInt64, _ txn: borrowing Transaction) throws {
-        var filled: [UInt32: Column] = [:]
+        var filled = ColumnsByProject()
         var records = RecordArena()
         var filledIDs = OrdinalIndex(capacity: try txn.statistics(tables.devices).entries)
         // Where a device_id stored in fewer bytes is spelled to be hashed (see `DeviceDirectory.load`).
@@ -99,7 +99,7 @@ public final class RecipientCache: @unchecked Sendable {
         } catch {
             records.free()
             current?.column.free()
-            Column.free(filled)
+            filled.free()
             throw error
         }
         let old = lock.withLock {
@@ -107,7 +107,7 @@ public final class RecipientCache: @unchecked Sendable {
             return (arena, columns)
         }
         old.0.free()
-        Column.free(old.1)
+        old.1.free()
     }
 
     /// Takes everything `other` holds (a cache of the same device records in
@@ -117,7 +117,7 @@ public final class RecipientCache: @unchecked Sendable {
         let taken = other.lock.withLock {
             let held = (other.columns, other.arena, other.garbage, other.heldThrough, other.ids, other.filledAt)
             // The arena moves: `other` gets a new one and must not free this one.
-            other.columns = [:]; other.arena = RecordArena(); other.garbage = 0
+            other.columns = ColumnsByProject(); other.arena = RecordArena(); other.garbage = 0
             other.heldThrough = nil; other.ids = OrdinalIndex(); other.filledAt = nil
             return held
         }
@@ -127,7 +127,7 @@ public final class RecipientCache: @unchecked Sendable {
             return replaced
         }
         old.0.free()
-        Column.free(old.1)
+        old.1.free()
     }
 
     /// Forgets everything, memory included: readers go to the snapshot until the next `fill`.
@@ -136,8 +136,8 @@ public final class RecipientCache: @unchecked Sendable {
     /// Forgets everything, so readers go to the snapshot until the next `fill`
     /// (called with the lock held).
     private func forgetAll() {
-        Column.free(columns)
-        columns = [:]
+        columns.free()
+        columns = ColumnsByProject()
         arena.free()
         arena = RecordArena()
         garbage = 0
@@ -345,7 +345,7 @@ public final class RecipientCache: @unchecked Sendable {
     /// Copies the live records into a new arena (called with the lock held).
     private func compactArena() {
         var compacted = RecordArena()
-        for pid in Array(columns.keys) {
+        for pid in columns.pids {
             var column = columns.removeValue(forKey: pid)!
             for i in column.cells.indices {
                 if let handle = column.cells[i].handle { column.move(i, to: compacted.append(arena.record(handle))) }

@@ -81,7 +81,53 @@ extension RecipientCache {
 
         /// Frees the memory (this column and its copies must not be used afterwards).
         func free() { cells.deallocate() }
+    }
 
-        static func free(_ columns: [UInt32: Column]) { for c in columns.values { c.free() } }
+    /// A cache's columns by project id. A file gives projects ids from 1 up,
+    /// one per project it ever held, so ids below `denseIDs` index an array; a
+    /// dictionary holds any beyond. (A `[UInt32: Column]` hashed the id for
+    /// every count: 115 of the 930 instructions of a per-user topic's, callgrind.)
+    struct ColumnsByProject {
+        private var dense: [Column?] = []
+        private var sparse: [UInt32: Column] = [:]
+        /// Ids below this are held in `dense` (a slot costs 24 bytes).
+        static let denseIDs = 1 << 12
+
+        subscript(pid: UInt32) -> Column? {
+            @inline(__always) get {
+                let i = Int(pid)
+                if i < dense.count { return dense[i] }
+                return i < Self.denseIDs ? nil : sparse[pid]
+            }
+            set {
+                let i = Int(pid)
+                guard i < Self.denseIDs else {
+                    sparse[pid] = newValue
+                    return
+                }
+                if i >= dense.count {
+                    guard newValue != nil else { return }
+                    dense.append(contentsOf: repeatElement(nil, count: i + 1 - dense.count))
+                }
+                dense[i] = newValue
+            }
+        }
+
+        /// Takes project `pid`'s column out (nil: none).
+        mutating func removeValue(forKey pid: UInt32) -> Column? {
+            defer { self[pid] = nil }
+            return self[pid]
+        }
+
+        /// The ids of the projects with a column.
+        var pids: [UInt32] {
+            dense.indices.filter { dense[$0] != nil }.map { UInt32($0) } + sparse.keys.sorted()
+        }
+
+        /// Every column.
+        var all: [Column] { dense.compactMap { $0 } + Array(sparse.values) }
+
+        /// Frees every column's memory (they and their copies must not be used afterwards).
+        func free() { for c in all { c.free() } }
     }
 }
