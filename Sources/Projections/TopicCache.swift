@@ -256,13 +256,15 @@ public final class TopicCache: @unchecked Sendable {
                     topicstore_prefetch(entries.baseAddress! + i)
                     return true
                 }
-                for c in 0..<looked {
-                    let i = found[c]
-                    guard i >= 0, entries[i].validFrom <= asOf, entries[i].members.isAll,
-                          entries[i].members.withValues({ gathered.append($0) }) else {
-                        rest.append(c)
-                        if stoppingAtFirstMiss { return }
-                        continue
+                gathered.withAppender { appender in
+                    for c in 0..<looked {
+                        let i = found[c]
+                        guard i >= 0, entries[i].validFrom <= asOf, entries[i].members.isAll,
+                              entries[i].members.withValues({ appender.append($0) }) else {
+                            rest.append(c)
+                            if stoppingAtFirstMiss { return }
+                            continue
+                        }
                     }
                 }
             }

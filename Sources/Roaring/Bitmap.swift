@@ -376,19 +376,43 @@ public struct GatheredValues {
 
     /// Appends `members` when they fit; false, with nothing gathered, when they do not.
     public mutating func append(_ members: UnsafeBufferPointer<UInt32>) -> Bool {
-        guard members.count <= limit - count else { return false }
-        if members.isEmpty { return true }
-        values.withUnsafeMutableBufferPointer { all in
-            let to = all.baseAddress! + count
-            // A per-user topic's one member: a store, not a call to memmove.
-            if members.count <= 4 {
-                for i in members.indices { to[i] = members[i] }
-            } else {
-                to.update(from: members.baseAddress!, count: members.count)
-            }
+        withAppender { $0.append(members) }
+    }
+
+    /// Where values are appended for the length of one `withAppender`: the
+    /// values' memory, how many are there and the limit.
+    public struct Appender {
+        @usableFromInline let base: UnsafeMutablePointer<UInt32>
+        @usableFromInline let limit: Int
+        @usableFromInline var count: Int
+
+        @usableFromInline
+        init(base: UnsafeMutablePointer<UInt32>, limit: Int, count: Int) {
+            (self.base, self.limit, self.count) = (base, limit, count)
         }
-        count += members.count
-        return true
+
+        /// Appends `members` when they fit; false, with nothing appended, when they do not.
+        /// Inlined into the caller: a call per topic of a list of per-user topics,
+        /// through the array, was 70 instructions a topic (a seventh of the list's count).
+        @inlinable
+        public mutating func append(_ members: UnsafeBufferPointer<UInt32>) -> Bool {
+            guard members.count <= limit - count else { return false }
+            for v in members {
+                base[count] = v
+                count += 1
+            }
+            return true
+        }
+    }
+
+    /// Calls `body` with an appender at the values' end: what it appends is gathered.
+    public mutating func withAppender<R>(_ body: (inout Appender) throws -> R) rethrows -> R {
+        let (start, limit) = (count, limit)
+        return try values.withUnsafeMutableBufferPointer { all in
+            var appender = Appender(base: all.baseAddress!, limit: limit, count: start)
+            defer { count = appender.count }
+            return try body(&appender)
+        }
     }
 
     /// Calls `body` with the values gathered, to change in place (`ProjectionReader.keepDistinct`).

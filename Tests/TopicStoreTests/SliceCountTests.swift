@@ -299,6 +299,34 @@ struct SliceCountTests {
         #expect(gathered.count == 0 && gathered.bitmap().isEmpty)
     }
 
+    /// Members appended to gathered values (a list's per-user topics), one by
+    /// one or through one appender, are kept in order up to the limit; a list
+    /// that does not fit adds nothing, and later ones that fit still go in.
+    @Test func appendedMembersUpToTheLimit() {
+        var rng = SeededRandom(seed: 21)
+        for limit in [0, 1, 4, 7, 64] {
+            for useAppender in [false, true] {
+                var gathered = GatheredValues(limit: limit)
+                var expected: [UInt32] = []
+                let lists = (0..<40).map { _ in (0..<rng.int(7)).map { _ in UInt32(truncatingIfNeeded: rng.next()) } }
+                func add(_ list: [UInt32], _ append: (UnsafeBufferPointer<UInt32>) -> Bool) {
+                    let fits = list.count <= limit - expected.count
+                    #expect(list.withUnsafeBufferPointer(append) == fits, "limit \(limit), \(expected.count) held, \(list.count) more")
+                    if fits { expected += list }
+                }
+                if useAppender {
+                    gathered.withAppender { appender in
+                        for list in lists { add(list) { appender.append($0) } }
+                    }
+                } else {
+                    for list in lists { add(list) { gathered.append($0) } }
+                }
+                #expect(gathered.count == expected.count)
+                #expect(gathered.withValues(from: 0) { Array($0) } == expected)
+            }
+        }
+    }
+
     /// `Bitmap.optimize()` undoes runs with our C: libroaring 0.2.66 loops
     /// forever (writing past an array) on a run that ends a slice in a
     /// container of at most 4,096 values, which the writer met when such a
