@@ -58,21 +58,31 @@ public indirect enum AudienceExpression: Sendable, Hashable, CustomStringConvert
     /// count has, to answer 422 otherwise): only keywords are quoted then, and the
     /// charset is not checked a second time.
     public static func description(ofAnyOf codes: [String], allValid: Bool = false) -> String? {
-        guard let first = codes.first else { return nil }
-        guard codes.count > 1 else { return text(ofTopic: first, allValid: allValid) }
+        codes.withUnsafeBufferPointer { description(ofAnyOf: StringNames(strings: $0), allValid: allValid) }
+    }
+
+    /// `description(ofAnyOf:allValid:)` of codes given as bytes.
+    public static func description(ofAnyOf codes: TopicCodeList, allValid: Bool = false) -> String? {
+        codes.withNames { description(ofAnyOf: $0, allValid: allValid) }
+    }
+
+    private static func description<Names: NameList>(ofAnyOf codes: Names, allValid: Bool) -> String? {
+        guard codes.count > 0 else { return nil }
+        // One code alone is its own text, in no parentheses.
+        let listed = codes.count > 1
         // Written straight into the String's storage, each code's bytes read once in place:
         // appended to an array (as a `String.UTF8View`, then as bytes) and checked as a
         // String, they were a fifth of the server's instructions for such a count.
         var capacity = 2
-        for code in codes { capacity += code.utf8.count + 6 }
+        for i in 0..<codes.count { capacity += codes.withName(i) { $0.count } + 6 }
         return String(unsafeUninitializedCapacity: capacity) { out in
             let base = UnsafeMutableRawPointer(out.baseAddress!)
             var at = 0
             func put(_ byte: UInt8) { base.storeBytes(of: byte, toByteOffset: at, as: UInt8.self); at += 1 }
-            put(UInt8(ascii: "("))
-            for (i, code) in codes.enumerated() {
+            if listed { put(UInt8(ascii: "(")) }
+            for i in 0..<codes.count {
                 if i > 0 { for b in " OR ".utf8 { put(b) } }
-                code.withUTF8Bytes { bytes in
+                codes.withName(i) { bytes in
                     let quoted = allValid ? Parser.isKeyword(bytes) : isQuoted(bytes)
                     if quoted { put(UInt8(ascii: "\"")) }
                     if let source = bytes.baseAddress { (base + at).copyMemory(from: source, byteCount: bytes.count) }
@@ -80,15 +90,15 @@ public indirect enum AudienceExpression: Sendable, Hashable, CustomStringConvert
                     if quoted { put(UInt8(ascii: "\"")) }
                 }
             }
-            put(UInt8(ascii: ")"))
+            if listed { put(UInt8(ascii: ")")) }
             return at
         }
     }
 
     /// A topic as an expression's text names it: bare when it reads back as
     /// that topic, quoted otherwise.
-    private static func text(ofTopic code: String, allValid: Bool = false) -> String {
-        (allValid ? Parser.isKeyword(code) : isQuoted(code)) ? "\"\(code)\"" : code
+    private static func text(ofTopic code: String) -> String {
+        isQuoted(code) ? "\"\(code)\"" : code
     }
 
     /// Whether a topic's text is quoted: a keyword, or a code outside the charset.

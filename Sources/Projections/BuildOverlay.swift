@@ -249,18 +249,28 @@ final class NameIndex: @unchecked Sendable {
     /// per-user topics not asked lately are cache misses, which one probe after
     /// another waited for one after another.
     func lookupEach(_ pid: UInt32, _ names: [String], _ body: (Int, UInt32??) -> Bool) {
+        names.withUnsafeBufferPointer { lookupEach(pid, StringNames(strings: $0), body) }
+    }
+
+    /// `lookupEach` of a `TopicCodeList`'s codes, read in place.
+    func lookupEach(_ pid: UInt32, _ names: TopicCodeList, _ body: (Int, UInt32??) -> Bool) {
+        names.withNames { lookupEach(pid, $0, body) }
+    }
+
+    /// `lookupEach` of names read by index.
+    private func lookupEach<Names: NameList>(_ pid: UInt32, _ names: Names, _ body: (Int, UInt32??) -> Bool) {
         let size = slots.count, group = Self.lookaheadGroup, short = Self.shortName
         let ss = UnsafeBufferPointer(slots), a = nameArena
-        names.withUnsafeBufferPointer { nb in
+        do {
             withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 2 * group) { tagsAndLengths in
                 withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 2 * group) { words in
                     var start = 0
-                    while start < nb.count {
-                        let end = min(start + group, nb.count)
+                    while start < names.count {
+                        let end = min(start + group, names.count)
                         for n in start..<end {
                             let k = n - start
-                            let tag = nb[n].withUTF8Bytes { name -> UInt32 in
-                                // A longer name is read from the String again (in place: it is not a small string).
+                            let tag = names.withName(n) { name -> UInt32 in
+                                // A longer name is read again (from a String in place: it is not a small string).
                                 tagsAndLengths[group + k] = UInt32(name.count)
                                 if name.count <= short, let base = name.baseAddress {
                                     (words[2 * k], words[2 * k + 1]) = Self.shortWords(base, name.count)
@@ -277,7 +287,7 @@ final class NameIndex: @unchecked Sendable {
                                 let kept = (words[2 * k], words[2 * k + 1])
                                 answer = Self.answer(ss, Self.find(ss, a, pid, tagsAndLengths[k], length: length) { Self.shortWords($0, length) == kept })
                             } else {
-                                answer = nb[n].withUTF8Bytes { Self.answer(ss, Self.find(ss, a, pid, tagsAndLengths[k], $0)) }
+                                answer = names.withName(n) { Self.answer(ss, Self.find(ss, a, pid, tagsAndLengths[k], $0)) }
                             }
                             if !body(n, answer) { return }
                         }

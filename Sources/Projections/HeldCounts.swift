@@ -34,6 +34,18 @@ extension ProjectionReader {
         }
     }
 
+    /// `heldCounts(project:anyOf:tip:)` of codes given as bytes (a list as an
+    /// HTTP request carries it), read in place.
+    public func heldCounts(project: String, anyOf codes: TopicCodeList, tip: Int) -> AudienceCounts? {
+        switch codes.count {
+        case 0: return nil
+        case 1: return heldCountsOfTopic(project: project, code: codes.string(at: 0), tip: tip)
+        case ...Self.mostListedTopics:
+            return heldCountsOfList(codes.count) { $0.gatherHeldMembers(project: project, codes: codes, tip: tip, into: &$1) }
+        default: return nil
+        }
+    }
+
     /// One topic held with its members (a per-user topic), when the topic
     /// directory shares the recipient cache's lock. (Taking the code, not
     /// `.topic(code)`: an expression's every node is a box allocated.)
@@ -47,11 +59,15 @@ extension ProjectionReader {
 
     /// The list part of `heldCounts`: every topic of `codes` held with its members.
     private func heldCountsOfList(project: String, codes: [String], tip: Int) -> AudienceCounts? {
+        heldCountsOfList(codes.count) { $0.gatherHeldMembers(project: project, codes: codes, tip: tip, into: &$1) }
+    }
+
+    /// The counts of a list of `count` topics whose members `gather` gathers
+    /// from the topic directory (nil: not every one is held).
+    private func heldCountsOfList(_ count: Int, _ gather: (TopicCache, inout GatheredValues) -> (pid: UInt32, asOf: UInt64)?) -> AudienceCounts? {
         guard let directory = topicCache else { return nil }
-        var gathered = GatheredValues(limit: TopicCache.inlineMembers * codes.count)
-        guard let (pid, asOf) = directory.gatherHeldMembers(project: project, codes: codes, tip: tip, into: &gathered) else {
-            return nil
-        }
+        var gathered = GatheredValues(limit: TopicCache.inlineMembers * count)
+        guard let (pid, asOf) = gather(directory, &gathered) else { return nil }
         return gatheredCounts(pid, &gathered, asOf: asOf, unknown: [])
     }
 }

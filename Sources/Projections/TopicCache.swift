@@ -200,7 +200,20 @@ public final class TopicCache: @unchecked Sendable {
                                   into gathered: inout GatheredValues) -> (pid: UInt32, asOf: UInt64)? {
         lock.withLock {
             guard heldTransaction == tip, let asOf = heldThrough, let pid = projectIDLocked(project) else { return nil }
-            return gatherLocked(pid, codes: codes, asOf: asOf, into: &gathered, stoppingAtFirstMiss: true).isEmpty ? (pid, asOf) : nil
+            let missed = gatherLocked(codes.count, { self.codes.lookupEach(pid, codes, $0) },
+                                      asOf: asOf, into: &gathered, stoppingAtFirstMiss: true)
+            return missed.isEmpty ? (pid, asOf) : nil
+        }
+    }
+
+    /// `gatherHeldMembers` of codes given as bytes.
+    public func gatherHeldMembers(project: String, codes: TopicCodeList, tip: Int,
+                                  into gathered: inout GatheredValues) -> (pid: UInt32, asOf: UInt64)? {
+        lock.withLock {
+            guard heldTransaction == tip, let asOf = heldThrough, let pid = projectIDLocked(project) else { return nil }
+            let missed = gatherLocked(codes.count, { self.codes.lookupEach(pid, codes, $0) },
+                                      asOf: asOf, into: &gathered, stoppingAtFirstMiss: true)
+            return missed.isEmpty ? (pid, asOf) : nil
         }
     }
 
@@ -227,7 +240,7 @@ public final class TopicCache: @unchecked Sendable {
     public func gatherMembers(_ pid: UInt32, codes: [String], asOf: UInt64, into gathered: inout GatheredValues) -> [Int] {
         lock.withLock {
             guard let held = heldThrough, asOf <= held else { return Array(codes.indices) }
-            return gatherLocked(pid, codes: codes, asOf: asOf, into: &gathered, stoppingAtFirstMiss: false)
+            return gatherLocked(codes.count, { self.codes.lookupEach(pid, codes, $0) }, asOf: asOf, into: &gathered, stoppingAtFirstMiss: false)
         }
     }
 
@@ -238,15 +251,16 @@ public final class TopicCache: @unchecked Sendable {
     /// gathered after: the entries of a list's per-user topics not asked
     /// lately are cache misses, which gathered as each code was found were
     /// waited for one after another.
-    private func gatherLocked(_ pid: UInt32, codes names: [String], asOf: UInt64, into gathered: inout GatheredValues,
-                              stoppingAtFirstMiss: Bool) -> [Int] {
+    /// `count` codes, looked up in the index by `lookupEach`.
+    private func gatherLocked(_ count: Int, _ lookupEach: ((Int, UInt32??) -> Bool) -> Void, asOf: UInt64,
+                              into gathered: inout GatheredValues, stoppingAtFirstMiss: Bool) -> [Int] {
         var rest: [Int] = []
         entries.withUnsafeBufferPointer { entries in
-            withUnsafeTemporaryAllocation(of: Int.self, capacity: names.count) { found in
+            withUnsafeTemporaryAllocation(of: Int.self, capacity: count) { found in
                 // Each code's entry, -1 where the code is not held; with `stoppingAtFirstMiss`,
                 // up to the first code not held.
                 var looked = 0
-                codes.lookupEach(pid, names) { c, index in
+                lookupEach { c, index in
                     looked = c + 1
                     guard let index, let i = index.map(Int.init) else {
                         found[c] = -1

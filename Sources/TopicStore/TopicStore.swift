@@ -287,6 +287,18 @@ public final class TopicStore: Sendable {
         return try readGeneration { txn, g in try g.reader.counts(project: project, anyOf: topics, txn) }
     }
 
+    /// `counts(project:anyOf:)` of codes given as their bytes (as an HTTP
+    /// request carries a list of users): the serving caches read them in
+    /// place; a count they do not answer takes them as Strings.
+    public func counts(project: String, anyOf topics: TopicCodeList) throws -> AudienceCounts {
+        if let held = servingViews.withCurrent({ view in
+            view.metaPages.lastTransactionID.flatMap { view.reader.heldCounts(project: project, anyOf: topics, tip: $0) }
+        }) {
+            return held
+        }
+        return try counts(project: project, anyOf: topics.strings)
+    }
+
     /// Throws `StoreError.removed` when the database file was deleted while open
     /// (a health check: the store then acknowledges no command).
     public func checkFileIsPresent() throws {

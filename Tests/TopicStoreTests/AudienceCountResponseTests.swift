@@ -6,7 +6,8 @@ import Testing
 
 /// The audience count's answer, written by hand (`AudienceCountJSON`); the
 /// query's topics, split at the comma's byte and trimmed without Foundation where
-/// nothing needs trimming (`MPushService.commaSeparated`, `trimmed`); a list's
+/// nothing needs trimming (`MPushService.appendCommaSeparated`, `trimmedRange`), kept as
+/// bytes (`TopicCodeList`); a list's
 /// `expr` written from its codes (`AudienceExpression.description(ofAnyOf:)`):
 /// each the same as what it replaces.
 @Suite struct AudienceCountResponseTests {
@@ -50,12 +51,15 @@ import Testing
 
     @Test func topicsAreTrimmedAsFoundationTrimsThem() {
         let items = ["news", " news", "news ", "\tnews\t", " ", "", "\t", "a", "user.12", "\u{3000}news", "news\u{00A0}",
+                     " \u{301}news", "news \u{301}", "\u{3000}\u{3000}", " \t\u{2003} ", "é\u{3000}é",
                      "\u{2003}", "news\n", "\nnews", "\u{7F}", "\u{7F}news\u{7F}", "é", "éa", "aé", "a b", " a b ",
                      "\u{1680}x\u{202F}", "~", "!news!"]
         for item in items {
             var bytes = item
-            #expect(bytes.withUTF8 { MPushService.trimmed($0) } == item.trimmingCharacters(in: .whitespaces),
-                    "\(item.unicodeScalars.map(\.value))")
+            let trimmed = bytes.withUTF8 { b in
+                MPushService.trimmedRange(b).map { String(decoding: UnsafeBufferPointer(rebasing: b[$0]), as: UTF8.self) } ?? ""
+            }
+            #expect(trimmed == item.trimmingCharacters(in: .whitespaces), "\(item.unicodeScalars.map(\.value))")
         }
     }
 
@@ -65,27 +69,35 @@ import Testing
         value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
     }
 
+    /// The query's `topics` as the server now reads them: bytes appended to a list.
+    static func commaSeparated(_ value: String) -> [String] {
+        var list = TopicCodeList()
+        MPushService.appendCommaSeparated(value, to: &list)
+        return list.strings
+    }
+
     @Test func topicsAreSplitAsTheCharacterSplitSplitThem() {
         let fixed = ["news", "news,sport", ",news,,sport,", " news , sport ", "", ",", ",,", " , ", "a,b,c",
                      "user.1,user.2,user.3", "\u{3000}news\u{3000},é,漢字", "café,thé", "\tnews\t,\nsport\n", "🚀,🚀🚀,"]
         for value in fixed {
-            #expect(MPushService.commaSeparated(value) == Self.splitByCharacter(value), "\(value.unicodeScalars.map(\.value))")
+            #expect(Self.commaSeparated(value) == Self.splitByCharacter(value), "\(value.unicodeScalars.map(\.value))")
         }
         // Random values over commas, spaces, tabs, letters and non-ASCII letters and spaces.
         let alphabet: [Character] = [",", ",", " ", "\t", "a", "b", ".", "1", "é", "\u{3000}", "漢", "\u{00A0}"]
         var rng = SystemRandomNumberGenerator()
         for _ in 0..<2_000 {
             let value = String((0..<Int.random(in: 0...24, using: &rng)).map { _ in alphabet.randomElement(using: &rng)! })
-            #expect(MPushService.commaSeparated(value) == Self.splitByCharacter(value), "\(value.unicodeScalars.map(\.value))")
+            #expect(Self.commaSeparated(value) == Self.splitByCharacter(value), "\(value.unicodeScalars.map(\.value))")
         }
         // The one difference: a comma with a combining mark after it is one Character, but
         // still the comma's byte. Neither side is a valid topic code, so both are refused (422).
-        #expect(MPushService.commaSeparated("news,\u{301}sport") == ["news", "\u{301}sport"])
+        #expect(Self.commaSeparated("news,\u{301}sport") == ["news", "\u{301}sport"])
         #expect(Self.splitByCharacter("news,\u{301}sport") == ["news,\u{301}sport"])
     }
 
     @Test func aListIsDescribedAsItsChainOfORsWas() {
         #expect(AudienceExpression.description(ofAnyOf: []) == nil)
+        #expect(AudienceExpression.description(ofAnyOf: TopicCodeList()) == nil)
         let fixed: [[String]] = [["news"], ["and"], ["AND", "Or", "nOt"], ["café"], ["a b", "news"], ["user.1", "user.2"],
                                  ["\"quoted\""], ["andx", "nor", "no", "ánd", "ＡＮＤ"], ["platform:ios"], ["(x)"]]
         var rng = SystemRandomNumberGenerator()
@@ -94,9 +106,12 @@ import Testing
         for codes in fixed + random {
             let text = AudienceExpression.description(ofAnyOf: codes)
             #expect(text == AudienceExpression.anyOf(codes)!.description, "\(codes)")
+            // The same codes as bytes (a list from the query) are described alike.
+            #expect(AudienceExpression.description(ofAnyOf: TopicCodeList(codes)) == text, "\(codes)")
             // Codes the caller has checked: the same text without the charset checked again.
             if codes.allSatisfy(Validation.isValidTopicCode) {
                 #expect(AudienceExpression.description(ofAnyOf: codes, allValid: true) == text, "\(codes)")
+                #expect(AudienceExpression.description(ofAnyOf: TopicCodeList(codes), allValid: true) == text, "\(codes)")
             }
         }
     }

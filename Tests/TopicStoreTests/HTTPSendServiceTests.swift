@@ -26,6 +26,13 @@ struct HTTPSendServiceTests {
         #expect(o["total"] as? Int == 6 && o["ios"] as? Int == 2 && o["android"] as? Int == 3 && o["withoutToken"] as? Int == 1)
         #expect(o["asOfSeq"] as? Int == seq)
         #expect(o["unknownTopics"] as? [String] == [])
+        #expect(o["expr"] as? String == "(news OR sport)")
+        // Items trimmed and empty ones dropped (the list is read as bytes): the same answer.
+        let spaced = try #require(try t.send("GET", "/v1/audience/count?topics=%20news,,sport%09,%E3%80%80", key: t.serverKey).object)
+        #expect((spaced as NSDictionary) == (o as NSDictionary))
+        // An invalid code is named by its place in the list, whichever parameter it came in.
+        #expect(try t.send("GET", "/v1/audience/count?topics=news,bad%20code", key: t.serverKey).errorFields?["topics.1"] != nil)
+        #expect(try t.send("GET", "/v1/audience/count?topics=news&topics=sport,%C3%A9", key: t.serverKey).errorFields?["topics.2"] != nil)
         // Repeated parameter, and an unknown topic reported.
         let r2 = try t.send("GET", "/v1/audience/count?topics=news&topics=ghost", key: t.serverKey).object
         #expect(r2?["total"] as? Int == 4 && r2?["unknownTopics"] as? [String] == ["ghost"])

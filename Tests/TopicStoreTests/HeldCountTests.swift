@@ -91,6 +91,14 @@ import Testing
             #expect(store.reader.heldCounts(project: Self.project, anyOf: list, tip: tip - 1) == nil, "an older transaction")
             #expect(store.reader.heldCounts(project: Self.project, anyOf: ["user.7"], tip: tip) == expected[0])
             #expect(store.reader.heldCounts(project: Self.project, anyOf: ["user.1", "t1"], tip: tip) == nil, "a shared topic")
+            // The same list as bytes (as a query carries it): the same answer, held or not.
+            #expect(store.reader.heldCounts(project: Self.project, anyOf: TopicCodeList(list), tip: tip)
+                    == store.reader.heldCounts(project: Self.project, anyOf: list, tip: tip), "round \(n): a list of 100 as bytes")
+            #expect(store.reader.heldCounts(project: Self.project, anyOf: TopicCodeList(list), tip: tip - 1) == nil)
+            #expect(store.reader.heldCounts(project: Self.project, anyOf: TopicCodeList(["user.7"]), tip: tip) == expected[0])
+            #expect(try store.counts(project: Self.project, anyOf: TopicCodeList(list)) == expected[4], "round \(n)")
+            #expect(try store.counts(project: Self.project, anyOf: TopicCodeList(["user.1", "t1"]))
+                    == (try store.counts(project: Self.project, anyOf: ["user.1", "t1"])), "round \(n): a shared topic, as bytes")
         }
         let final = try Self.mapped(store)
         #expect(final[1].total == 0 && final[3].total == 2, "user.0 lost dev-0; user.3 gained dev-1")
@@ -467,10 +475,12 @@ import Testing
         let repeated = ["user.3", "user.5", "user.3", "user.5", "user.5"]
         #expect(try store.counts(project: Self.project, anyOf: repeated) == (try mapped(repeated)))
         #expect(try store.counts(project: Self.project, anyOf: repeated).total == 2)
+        #expect(try store.counts(project: Self.project, anyOf: TopicCodeList(repeated)) == (try mapped(repeated)))
 
         let none = try store.counts(project: Self.project, anyOf: [])
         #expect(none == AudienceCounts(asOfSeq: asOf, total: 0, ios: 0, android: 0, withoutToken: 0, unknownTopics: []))
         #expect(store.reader.heldCounts(project: Self.project, anyOf: [], tip: store.environment.lastTransactionID) == nil)
+        #expect(try store.counts(project: Self.project, anyOf: TopicCodeList()) == none)
 
         // Past `mostListedTopics` codes: every per-user topic, then codes no topic has.
         let long = (0..<(ProjectionReader.mostListedTopics + 5)).map { "user.\($0)" }
@@ -478,6 +488,7 @@ import Testing
         let counted = try store.counts(project: Self.project, anyOf: long)
         #expect(counted == (try mapped(long)))
         #expect(counted.total == 300 && counted.unknownTopics.count == long.count - 300)
+        #expect(try store.counts(project: Self.project, anyOf: TopicCodeList(long)) == counted)
 
         #expect(try store.counts(project: "no-such-project", anyOf: ["user.1", "user.2"]) == (try store.read { txn in
             try map.counts(project: "no-such-project", AudienceExpression.anyOf(["user.1", "user.2"])!, txn)
