@@ -11,8 +11,28 @@ public struct TopicCodeList: Sendable, Equatable, CustomStringConvertible {
 
     public init() {}
 
+    /// The codes' bytes copied into one array made at its size (appended one
+    /// by one, a posted list of 100 cost more than its Strings saved later).
     public init(_ codes: [String]) {
-        for code in codes { code.withUTF8Bytes { append($0) } }
+        var total = 0
+        for code in codes { total += code.utf8.count }
+        var spans: [Range<Int>] = []
+        spans.reserveCapacity(codes.count)
+        bytes = [UInt8](unsafeUninitializedCapacity: total) { buffer, initialized in
+            var at = 0
+            for code in codes {
+                code.withUTF8Bytes { b in
+                    precondition(at + b.count <= total, "a code's bytes changed while copied")
+                    if let source = b.baseAddress, let target = buffer.baseAddress {
+                        UnsafeMutableRawPointer(target + at).copyMemory(from: source, byteCount: b.count)
+                    }
+                    spans.append(at..<at + b.count)
+                    at += b.count
+                }
+            }
+            initialized = at
+        }
+        self.spans = spans
     }
 
     /// The number of codes.
