@@ -252,13 +252,8 @@ final class NameIndex: @unchecked Sendable {
         names.withUnsafeBufferPointer { lookupEach(pid, StringNames(strings: $0), body) }
     }
 
-    /// `lookupEach` of a `TopicCodeList`'s codes, read in place.
-    func lookupEach(_ pid: UInt32, _ names: TopicCodeList, _ body: (Int, UInt32??) -> Bool) {
-        names.withNames { lookupEach(pid, $0, body) }
-    }
-
-    /// `lookupEach` of names read by index.
-    private func lookupEach<Names: NameList>(_ pid: UInt32, _ names: Names, _ body: (Int, UInt32??) -> Bool) {
+    /// `lookupEach` of names read by index (a caller's Strings, a `TopicCodeList`'s bytes).
+    func lookupEach<Names: NameList>(_ pid: UInt32, _ names: Names, _ body: (Int, UInt32??) -> Bool) {
         let size = slots.count, group = Self.lookaheadGroup, short = Self.shortName
         let ss = UnsafeBufferPointer(slots), a = nameArena
         do {

@@ -198,21 +198,20 @@ public final class TopicCache: @unchecked Sendable {
     /// `gathered` to be discarded.
     public func gatherHeldMembers(project: String, codes: [String], tip: Int,
                                   into gathered: inout GatheredValues) -> (pid: UInt32, asOf: UInt64)? {
-        lock.withLock {
-            guard heldTransaction == tip, let asOf = heldThrough, let pid = projectIDLocked(project) else { return nil }
-            let missed = gatherLocked(codes.count, { self.codes.lookupEach(pid, codes, $0) },
-                                      asOf: asOf, into: &gathered, stoppingAtFirstMiss: true)
-            return missed.isEmpty ? (pid, asOf) : nil
-        }
+        codes.withUnsafeBufferPointer { gatherHeld(project: project, StringNames(strings: $0), tip: tip, into: &gathered) }
     }
 
     /// `gatherHeldMembers` of codes given as bytes.
     public func gatherHeldMembers(project: String, codes: TopicCodeList, tip: Int,
                                   into gathered: inout GatheredValues) -> (pid: UInt32, asOf: UInt64)? {
+        codes.withNames { gatherHeld(project: project, $0, tip: tip, into: &gathered) }
+    }
+
+    private func gatherHeld<Names: NameList>(project: String, _ names: Names, tip: Int,
+                                             into gathered: inout GatheredValues) -> (pid: UInt32, asOf: UInt64)? {
         lock.withLock {
             guard heldTransaction == tip, let asOf = heldThrough, let pid = projectIDLocked(project) else { return nil }
-            let missed = gatherLocked(codes.count, { self.codes.lookupEach(pid, codes, $0) },
-                                      asOf: asOf, into: &gathered, stoppingAtFirstMiss: true)
+            let missed = gatherLocked(pid, names, asOf: asOf, into: &gathered, stoppingAtFirstMiss: true)
             return missed.isEmpty ? (pid, asOf) : nil
         }
     }
@@ -240,7 +239,9 @@ public final class TopicCache: @unchecked Sendable {
     public func gatherMembers(_ pid: UInt32, codes: [String], asOf: UInt64, into gathered: inout GatheredValues) -> [Int] {
         lock.withLock {
             guard let held = heldThrough, asOf <= held else { return Array(codes.indices) }
-            return gatherLocked(codes.count, { self.codes.lookupEach(pid, codes, $0) }, asOf: asOf, into: &gathered, stoppingAtFirstMiss: false)
+            return codes.withUnsafeBufferPointer {
+                gatherLocked(pid, StringNames(strings: $0), asOf: asOf, into: &gathered, stoppingAtFirstMiss: false)
+            }
         }
     }
 
@@ -251,16 +252,15 @@ public final class TopicCache: @unchecked Sendable {
     /// gathered after: the entries of a list's per-user topics not asked
     /// lately are cache misses, which gathered as each code was found were
     /// waited for one after another.
-    /// `count` codes, looked up in the index by `lookupEach`.
-    private func gatherLocked(_ count: Int, _ lookupEach: ((Int, UInt32??) -> Bool) -> Void, asOf: UInt64,
+    private func gatherLocked<Names: NameList>(_ pid: UInt32, _ names: Names, asOf: UInt64,
                               into gathered: inout GatheredValues, stoppingAtFirstMiss: Bool) -> [Int] {
         var rest: [Int] = []
         entries.withUnsafeBufferPointer { entries in
-            withUnsafeTemporaryAllocation(of: Int.self, capacity: count) { found in
+            withUnsafeTemporaryAllocation(of: Int.self, capacity: names.count) { found in
                 // Each code's entry, -1 where the code is not held; with `stoppingAtFirstMiss`,
                 // up to the first code not held.
                 var looked = 0
-                lookupEach { c, index in
+                codes.lookupEach(pid, names) { c, index in
                     looked = c + 1
                     guard let index, let i = index.map(Int.init) else {
                         found[c] = -1
