@@ -208,7 +208,11 @@ final class MPushService: Sendable {
         var errors: [ValidationError] = []
         if request.method == "POST" {
             let object = try RequestBody.object(request)
-            if let t = object["topics"] {
+            if let codes = object["topics"] as? [String] {
+                // Plain codes, as a list of users is sent: copied into the list as they are
+                // (checked below), with no topic spec made of each.
+                topics = TopicCodeList(codes)
+            } else if let t = object["topics"] {
                 var topicErrors: [ValidationError] = []
                 if let specs = EventJSON.topicSpecs(t, into: &topicErrors) { topics = TopicCodeList(specs.map(\.code)) }
                 errors += topicErrors

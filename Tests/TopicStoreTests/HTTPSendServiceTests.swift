@@ -43,6 +43,13 @@ struct HTTPSendServiceTests {
         #expect(p?["total"] as? Int == 3)
         let p2 = try t.send("POST", "/v1/audience/count", key: t.serverKey, json: #"{"topics":["sport"]}"#).object
         #expect(p2?["total"] as? Int == 3)
+        // A posted list: plain codes as they are (no trimming in JSON), codes given as objects too.
+        let p3 = try t.send("POST", "/v1/audience/count", key: t.serverKey, json: #"{"topics":["news","sport"]}"#).object
+        #expect(p3?["total"] as? Int == 6 && p3?["expr"] as? String == "(news OR sport)")
+        #expect(try t.send("POST", "/v1/audience/count", key: t.serverKey, json: #"{"topics":["news"," sport"]}"#).errorFields?["topics.1"] != nil)
+        let mixed = try t.send("POST", "/v1/audience/count", key: t.serverKey, json: #"{"topics":["news",{"code":"sport"}]}"#).object
+        #expect(mixed?["total"] as? Int == 6)
+        #expect(try t.send("POST", "/v1/audience/count", key: t.serverKey, json: #"{"topics":["news",7]}"#).status == 422)
         // Bad queries are 422 with the field named.
         #expect(try t.send("GET", "/v1/audience/count", key: t.serverKey).errorFields?["topics"] != nil)
         #expect(try t.send("GET", "/v1/audience/count?expr=news+AND", key: t.serverKey).errorFields?["expr"] != nil)
