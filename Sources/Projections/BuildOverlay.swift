@@ -256,38 +256,36 @@ final class NameIndex: @unchecked Sendable {
     func lookupEach<Names: NameList>(_ pid: UInt32, _ names: Names, _ body: (Int, UInt32??) -> Bool) {
         let size = slots.count, group = Self.lookaheadGroup, short = Self.shortName
         let ss = UnsafeBufferPointer(slots), a = nameArena
-        do {
-            withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 2 * group) { tagsAndLengths in
-                withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 2 * group) { words in
-                    var start = 0
-                    while start < names.count {
-                        let end = min(start + group, names.count)
-                        for n in start..<end {
-                            let k = n - start
-                            let tag = names.withName(n) { name -> UInt32 in
-                                // A longer name is read again (from a String in place: it is not a small string).
-                                tagsAndLengths[group + k] = UInt32(name.count)
-                                if name.count <= short, let base = name.baseAddress {
-                                    (words[2 * k], words[2 * k + 1]) = Self.shortWords(base, name.count)
-                                }
-                                return Self.tag(Self.hash(pid, name))
+        withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 2 * group) { tagsAndLengths in
+            withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 2 * group) { words in
+                var start = 0
+                while start < names.count {
+                    let end = min(start + group, names.count)
+                    for n in start..<end {
+                        let k = n - start
+                        let tag = names.withName(n) { name -> UInt32 in
+                            // A longer name is read again (from a String in place: it is not a small string).
+                            tagsAndLengths[group + k] = UInt32(name.count)
+                            if name.count <= short, let base = name.baseAddress {
+                                (words[2 * k], words[2 * k + 1]) = Self.shortWords(base, name.count)
                             }
-                            tagsAndLengths[k] = tag
-                            topicstore_prefetch(ss.baseAddress! + Self.home(tag, size))
+                            return Self.tag(Self.hash(pid, name))
                         }
-                        for n in start..<end {
-                            let k = n - start, length = Int(tagsAndLengths[group + k])
-                            let answer: UInt32??
-                            if length <= short {
-                                let kept = (words[2 * k], words[2 * k + 1])
-                                answer = Self.answer(ss, Self.find(ss, a, pid, tagsAndLengths[k], length: length) { Self.shortWords($0, length) == kept })
-                            } else {
-                                answer = names.withName(n) { Self.answer(ss, Self.find(ss, a, pid, tagsAndLengths[k], $0)) }
-                            }
-                            if !body(n, answer) { return }
-                        }
-                        start = end
+                        tagsAndLengths[k] = tag
+                        topicstore_prefetch(ss.baseAddress! + Self.home(tag, size))
                     }
+                    for n in start..<end {
+                        let k = n - start, length = Int(tagsAndLengths[group + k])
+                        let answer: UInt32??
+                        if length <= short {
+                            let kept = (words[2 * k], words[2 * k + 1])
+                            answer = Self.answer(ss, Self.find(ss, a, pid, tagsAndLengths[k], length: length) { Self.shortWords($0, length) == kept })
+                        } else {
+                            answer = names.withName(n) { Self.answer(ss, Self.find(ss, a, pid, tagsAndLengths[k], $0)) }
+                        }
+                        if !body(n, answer) { return }
+                    }
+                    start = end
                 }
             }
         }

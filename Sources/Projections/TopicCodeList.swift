@@ -1,6 +1,6 @@
-/// Topic codes as their UTF-8 bytes back to back, as an HTTP request carries
-/// a send service's list of users: the serving caches count such a list
-/// without a Swift `String` made of each code. (Made, checked and read back
+/// Topic codes as ranges of UTF-8 bytes, as an HTTP request carries a send
+/// service's list of users: the serving caches count such a list without a
+/// Swift `String` made of each code. (Made, checked and read back
 /// as Strings, the 100 codes of a list were a third of the server's
 /// instructions for its count.)
 public struct TopicCodeList: Sendable, Equatable, CustomStringConvertible {
