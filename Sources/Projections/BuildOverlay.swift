@@ -4,6 +4,12 @@ import Dispatch
 import Glibc
 import LMDB
 
+/// What `NameIndex.lookupEach` hands each name's answer to.
+protocol NameLookupVisitor {
+    /// Name `i`'s answer, as `lookup` gives it; false stops the lookups.
+    mutating func visit(_ i: Int, _ answer: UInt32??) -> Bool
+}
+
 /// The string-keyed index entries of a build (`topic_codes`: pid ‖ code →
 /// topic id) held in memory: the names back to back in one byte
 /// arena, found through an open-addressing table whose 20-byte slots hold a
@@ -249,11 +255,22 @@ final class NameIndex: @unchecked Sendable {
     /// per-user topics not asked lately are cache misses, which one probe after
     /// another waited for one after another.
     func lookupEach(_ pid: UInt32, _ names: [String], _ body: (Int, UInt32??) -> Bool) {
-        names.withUnsafeBufferPointer { lookupEach(pid, StringNames(strings: $0), body) }
+        withoutActuallyEscaping(body) { body in
+            var visitor = ClosureVisitor(body: body)
+            names.withUnsafeBufferPointer { lookupEach(pid, StringNames(strings: $0), &visitor) }
+        }
     }
 
-    /// `lookupEach` of names read by index (a caller's Strings, a `TopicCodeList`'s bytes).
-    func lookupEach<Names: NameList>(_ pid: UInt32, _ names: Names, _ body: (Int, UInt32??) -> Bool) {
+    /// A closure as a `NameLookupVisitor`.
+    private struct ClosureVisitor: NameLookupVisitor {
+        let body: (Int, UInt32??) -> Bool
+        mutating func visit(_ i: Int, _ answer: UInt32??) -> Bool { body(i, answer) }
+    }
+
+    /// `lookupEach` of names read by index (a caller's Strings, a `TopicCodeList`'s bytes),
+    /// each answer handed to `visitor`: a type, not a closure, so that a caller's handling
+    /// is compiled into its lookup (through a closure, a call and a forwarding thunk per name).
+    func lookupEach<Names: NameList, Visitor: NameLookupVisitor>(_ pid: UInt32, _ names: Names, _ visitor: inout Visitor) {
         let size = slots.count, group = Self.lookaheadGroup, short = Self.shortName
         let ss = UnsafeBufferPointer(slots), a = nameArena
         withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 2 * group) { tagsAndLengths in
@@ -283,7 +300,7 @@ final class NameIndex: @unchecked Sendable {
                         } else {
                             answer = names.withName(n) { Self.answer(ss, Self.find(ss, a, pid, tagsAndLengths[k], $0)) }
                         }
-                        if !body(n, answer) { return }
+                        if !visitor.visit(n, answer) { return }
                     }
                     start = end
                 }

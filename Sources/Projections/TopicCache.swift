@@ -259,19 +259,10 @@ public final class TopicCache: @unchecked Sendable {
             withUnsafeTemporaryAllocation(of: Int.self, capacity: names.count) { found in
                 // Each code's entry, -1 where the code is not held; with `stoppingAtFirstMiss`,
                 // up to the first code not held.
-                var looked = 0
-                codes.lookupEach(pid, names) { c, index in
-                    looked = c + 1
-                    guard let index, let i = index.map(Int.init) else {
-                        found[c] = -1
-                        return !stoppingAtFirstMiss
-                    }
-                    found[c] = i
-                    topicstore_prefetch(entries.baseAddress! + i)
-                    return true
-                }
+                var finder = EntryFinder(found: found, entries: entries, stoppingAtFirstMiss: stoppingAtFirstMiss)
+                codes.lookupEach(pid, names, &finder)
                 gathered.withAppender { appender in
-                    for c in 0..<looked {
+                    for c in 0..<finder.looked {
                         let i = found[c]
                         guard i >= 0, entries[i].validFrom <= asOf, entries[i].members.isAll,
                               entries[i].members.withValues({ appender.append($0) }) else {
@@ -284,6 +275,28 @@ public final class TopicCache: @unchecked Sendable {
             }
         }
         return rest
+    }
+
+    /// Notes each code's entry as the lookups find it (-1 where the code is
+    /// not held) and asks memory for the entry; with `stoppingAtFirstMiss`,
+    /// stops at the first code not held.
+    private struct EntryFinder: NameLookupVisitor {
+        let found: UnsafeMutableBufferPointer<Int>
+        let entries: UnsafeBufferPointer<Entry>
+        let stoppingAtFirstMiss: Bool
+        /// Codes looked up so far.
+        var looked = 0
+
+        mutating func visit(_ c: Int, _ index: UInt32??) -> Bool {
+            looked = c + 1
+            guard let index, let i = index.map(Int.init) else {
+                found[c] = -1
+                return !stoppingAtFirstMiss
+            }
+            found[c] = i
+            topicstore_prefetch(entries.baseAddress! + i)
+            return true
+        }
     }
 
     /// The stored chunks of topic `code` of project `pid` in a snapshot at
