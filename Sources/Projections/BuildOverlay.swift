@@ -244,32 +244,20 @@ final class NameIndex: @unchecked Sendable {
         }
     }
 
-    /// `lookup` for each of `names` in turn, with the list of names held once
-    /// for them all (held for each lookup, it and the table, then an array, were
-    /// retained and released each time: a third of looking up the 100 codes of
-    /// a list); `body` gets each name's index and answer, and returns false to stop.
+    /// `lookup` for each of `names` in turn (a caller's Strings read in place
+    /// from their array, or a `TopicCodeList`'s bytes), each name's index and
+    /// answer handed to `visitor`, which returns false to stop. Nothing is
+    /// retained per name: held for each lookup, the table and the names were
+    /// retained and released each time (a third of looking up the 100 codes of
+    /// a list). The visitor is a type, not a closure, so that a caller's
+    /// handling is compiled into its lookup (through a closure, a call and a
+    /// forwarding thunk per name).
     ///
     /// Names are taken `lookaheadGroup` at a time: each is hashed, its home
     /// slot asked of memory and, when short, its bytes kept as two words
     /// (`shortWords`), then the group is probed. The slots of a list of
     /// per-user topics not asked lately are cache misses, which one probe after
     /// another waited for one after another.
-    func lookupEach(_ pid: UInt32, _ names: [String], _ body: (Int, UInt32??) -> Bool) {
-        withoutActuallyEscaping(body) { body in
-            var visitor = ClosureVisitor(body: body)
-            names.withUnsafeBufferPointer { lookupEach(pid, StringNames(strings: $0), &visitor) }
-        }
-    }
-
-    /// A closure as a `NameLookupVisitor`.
-    private struct ClosureVisitor: NameLookupVisitor {
-        let body: (Int, UInt32??) -> Bool
-        mutating func visit(_ i: Int, _ answer: UInt32??) -> Bool { body(i, answer) }
-    }
-
-    /// `lookupEach` of names read by index (a caller's Strings, a `TopicCodeList`'s bytes),
-    /// each answer handed to `visitor`: a type, not a closure, so that a caller's handling
-    /// is compiled into its lookup (through a closure, a call and a forwarding thunk per name).
     func lookupEach<Names: NameList, Visitor: NameLookupVisitor>(_ pid: UInt32, _ names: Names, _ visitor: inout Visitor) {
         let size = slots.count, group = Self.lookaheadGroup, short = Self.shortName
         let ss = UnsafeBufferPointer(slots), a = nameArena

@@ -382,13 +382,12 @@ public struct GatheredValues {
     /// Where values are appended for the length of one `withAppender`: the
     /// values' memory, how many are there and the limit.
     public struct Appender {
-        @usableFromInline let base: UnsafeMutablePointer<UInt32>
-        @usableFromInline let limit: Int
+        @usableFromInline let values: UnsafeMutableBufferPointer<UInt32>
         @usableFromInline var count: Int
 
         @usableFromInline
-        init(base: UnsafeMutablePointer<UInt32>, limit: Int, count: Int) {
-            (self.base, self.limit, self.count) = (base, limit, count)
+        init(values: UnsafeMutableBufferPointer<UInt32>, count: Int) {
+            (self.values, self.count) = (values, count)
         }
 
         /// Appends `members` when they fit; false, with nothing appended, when they do not.
@@ -396,9 +395,9 @@ public struct GatheredValues {
         /// through the array, was 70 instructions a topic (a seventh of the list's count).
         @inlinable
         public mutating func append(_ members: UnsafeBufferPointer<UInt32>) -> Bool {
-            guard members.count <= limit - count else { return false }
+            guard members.count <= values.count - count else { return false }
             for v in members {
-                base[count] = v
+                values[count] = v
                 count += 1
             }
             return true
@@ -407,9 +406,9 @@ public struct GatheredValues {
 
     /// Calls `body` with an appender at the values' end: what it appends is gathered.
     public mutating func withAppender<R>(_ body: (inout Appender) throws -> R) rethrows -> R {
-        let (start, limit) = (count, limit)
+        let start = count
         return try values.withUnsafeMutableBufferPointer { all in
-            var appender = Appender(base: all.baseAddress!, limit: limit, count: start)
+            var appender = Appender(values: all, count: start)
             defer { count = appender.count }
             return try body(&appender)
         }

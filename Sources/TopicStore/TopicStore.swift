@@ -289,14 +289,14 @@ public final class TopicStore: Sendable {
 
     /// `counts(project:anyOf:)` of codes given as their bytes (as an HTTP
     /// request carries a list of users): the serving caches read them in
-    /// place; a count they do not answer takes them as Strings.
+    /// place; a count they do not answer is read from a snapshot with them as Strings.
     public func counts(project: String, anyOf topics: TopicCodeList) throws -> AudienceCounts {
         if let held = servingViews.withCurrent({ view in
             view.metaPages.lastTransactionID.flatMap { view.reader.heldCounts(project: project, anyOf: topics, tip: $0) }
         }) {
             return held
         }
-        return try counts(project: project, anyOf: topics.strings)
+        return try readGeneration { txn, g in try g.reader.counts(project: project, anyOf: topics.strings, txn) }
     }
 
     /// Throws `StoreError.removed` when the database file was deleted while open

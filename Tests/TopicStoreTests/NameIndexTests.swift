@@ -187,3 +187,19 @@ import Testing
         #expect(index.lookup(1, "abc") == .some(5) && index.count == 1)
     }
 }
+
+/// The tests' way to ask `lookupEach`: Strings, each answer to a closure.
+extension NameIndex {
+    func lookupEach(_ pid: UInt32, _ names: [String], _ body: (Int, UInt32??) -> Bool) {
+        withoutActuallyEscaping(body) { body in
+            var visitor = ClosureVisitor(body: body)
+            names.withUnsafeBufferPointer { lookupEach(pid, StringNames(strings: $0), &visitor) }
+        }
+    }
+}
+
+/// A closure as a `NameLookupVisitor`.
+private struct ClosureVisitor: NameLookupVisitor {
+    let body: (Int, UInt32??) -> Bool
+    mutating func visit(_ i: Int, _ answer: UInt32??) -> Bool { body(i, answer) }
+}
