@@ -24,6 +24,17 @@ enum CommandLineScanner {
         }
     }
 
+    /// A membership request's JSON body (`/api/tokens`, `/api/register`,
+    /// `/api/unregister`, `/api/unregister-all`) of the common shape, read as a
+    /// line is: its keys only `device_id`, `token`, `platform` and `topics`, its
+    /// project and type given (the API key's project, the route's command). nil
+    /// for any other body, which the caller reads the general way. `body` must
+    /// be valid UTF-8.
+    static func scanRequest(_ body: UnsafeBufferPointer<UInt8>, project: String, type: String) -> Event? {
+        var scanner = Scanner(bytes: body)
+        return scanner.command(defaultProject: nil, given: (project, type))?.event
+    }
+
     /// A topic as a command gives it: a plain code, or an object.
     private struct Topic {
         var code: String
@@ -37,12 +48,17 @@ enum CommandLineScanner {
 
         init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
-        mutating func command(defaultProject: String?) -> Result? {
+        /// The command of the object at `at`. With `given`, the object names
+        /// neither its project nor its type, nor a rejection's or an export's fields
+        /// (`requestKeys`): a request body's keys.
+        mutating func command(defaultProject: String?, given: (project: String, type: String)? = nil) -> Result? {
+            let allowed: UInt32 = given == nil ? ~0 : Self.requestKeys
             var project: String?, type: String?, deviceID: String?, token: String?, platform: String?
             var reason: String?, code: String?, topics: [Topic]?
             var rejectedAt: Int64?, sequence: Int64?, timestamp: Int64?
             skipSpace()
             let read = object(keys: Self.keys) { scanner, index in
+                guard allowed & (1 << index) != 0 else { return false }
                 switch index {
                 case 0: project = scanner.string(); return project != nil
                 case 1: type = scanner.string(); return type != nil
@@ -62,7 +78,7 @@ enum CommandLineScanner {
             guard at == bytes.count else { return nil }
 
             if let timestamp, !Limits.rejectedAtRange.contains(timestamp) { return nil }
-            guard let project = project ?? defaultProject, let type else { return nil }
+            guard let project = given?.project ?? project ?? defaultProject, let type = given?.type ?? type else { return nil }
             let body: EventBody
             switch type {
             case "token":
@@ -102,6 +118,8 @@ enum CommandLineScanner {
         /// The keys of a command, by their index in `seen`.
         static let keys: [[UInt8]] = ["project", "type", "device_id", "token", "platform", "reason", "code",
                                       "topics", "at", "seq", "ts"].map { Array($0.utf8) }
+        /// Of `keys`, those a membership request's body may give: `device_id`, `token`, `platform`, `topics`.
+        static let requestKeys: UInt32 = 1 << 2 | 1 << 3 | 1 << 4 | 1 << 7
         static let topicKeys: [[UInt8]] = ["code", "title", "single"].map { Array($0.utf8) }
 
         /// `[` codes or topic objects `]`.

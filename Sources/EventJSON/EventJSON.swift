@@ -68,6 +68,17 @@ public enum EventJSON {
         return event
     }
 
+    /// The command a membership request's JSON body gives (`/api/register` and
+    /// the like; `project` from its API key, `type` from its route), when the body
+    /// is of the common shape: `device_id`, `token`, `platform` and `topics` as
+    /// `load` reads them in one pass (`CommandLineScanner`), and a valid command.
+    /// nil otherwise: the body is to be read as an object with `event(from:)`,
+    /// which reads what this reads the same way and gives the errors. `body`
+    /// must be valid UTF-8.
+    public static func plainRequestEvent(_ body: UnsafeBufferPointer<UInt8>, project: String, type: String) -> Event? {
+        CommandLineScanner.scanRequest(body, project: project, type: type)
+    }
+
     /// Decodes one JSON text line into a command.
     public static func event(fromLine line: some StringProtocol, defaultProject: String? = nil) throws(InvalidCommand) -> Event {
         if let scanned = CommandLineScanner.scan(line, defaultProject: defaultProject) { return scanned.event }

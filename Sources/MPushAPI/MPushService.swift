@@ -173,6 +173,9 @@ final class MPushService: Sendable {
     // MARK: Membership (MPush v2)
 
     private func membership(_ type: String, _ request: HTTPRequest, _ credential: Credential) throws -> Answer {
+        if let event = try RequestBody.plainCommand(request, project: credential.project, type: type) {
+            return .commit([event]) { _ in APIResponse.success() }
+        }
         var object = try RequestBody.object(request)
         // The key decides the project: a body cannot name another one.
         object["project"] = credential.project

@@ -1,4 +1,5 @@
 @testable import EventJSON
+import Foundation
 import SubscriptionLog
 import Testing
 
@@ -86,10 +87,44 @@ import Testing
                 if random.int(15) == 0 { pairs.append(pairs[random.int(pairs.count)]) }
                 if random.int(15) == 0 { pairs.append(("extra", "\"x\"")) }
             }
+            return (object(pairs), defaultProject)
+        }
+
+        /// One randomly made body of a membership request (`/api/tokens`, `/api/register`, …) for
+        /// `type`: its route's keys, and, unless plain, keys another route reads, keys a request does
+        /// not give (`project`, `type`, `seq`, …), odd values, missing and repeated keys.
+        mutating func requestBody(_ type: String) -> String {
+            let device = random.int(4) == 0 ? "0b0f3a52-7d4e-4c1a-9f57-2f1e6f3b8c11" : text()
+            let token = random.pick([String(repeating: "ab", count: 32), "fcm:" + String(repeating: "x", count: 150), text()])
+            var pairs: [(String, String)] = [("device_id", odd(string(device)))]
+            switch type {
+            case "token":
+                pairs += [("token", odd(string(token))), ("platform", odd(string(random.pick(["ios", "android", "and", "windows"]))))]
+            case "register", "unregister":
+                let n = random.int(plain ? 4 : 5)
+                pairs.append(("topics", odd("[" + (0..<n).map { _ in space() + topic() + space() }.joined(separator: ",") + "]")))
+            default:
+                break
+            }
+            if !plain {
+                if random.int(6) == 0 {
+                    pairs.append(random.pick([("project", string("other")), ("type", string("token")), ("seq", "5"), ("ts", "1764100807728"),
+                                              ("at", "1764100807728"), ("reason", string("x")), ("code", string("c")), ("extra", "1")]))
+                }
+                if random.int(8) == 0 { pairs.append(random.pick([("token", odd(string(token))), ("platform", odd(string("ios"))), ("topics", "[]")])) }
+                if random.int(10) == 0 { pairs.remove(at: random.int(pairs.count)) }
+                if random.int(15) == 0, !pairs.isEmpty { pairs.append(pairs[random.int(pairs.count)]) }
+            }
+            return object(pairs)
+        }
+
+        /// `pairs` as a JSON object, shuffled, with random white space and, now and then, something after it.
+        mutating func object(_ pairs: [(String, String)]) -> String {
+            var pairs = pairs
             pairs.shuffle(using: &random)
             var line = space() + "{" + pairs.map { space() + string($0.0) + space() + ":" + space() + $0.1 + space() }.joined(separator: ",") + "}" + space()
             if !plain, random.int(25) == 0 { line += random.pick(["x", ",", "}", "{}"]) }
-            return (line, defaultProject)
+            return line
         }
     }
 
@@ -119,6 +154,61 @@ import Testing
         // Every plain line the general reading takes, the scanner takes; and many of the others.
         #expect(plainScanned == plainGeneral && plainGeneral > 7_000, "\(plainScanned) of \(plainGeneral)")
         #expect(scanned > general / 2, "scanned \(scanned), general \(general)")
+    }
+
+    /// A membership request's body (the HTTP edge's register and the like) read in one pass
+    /// gives the command the general reading gives — the body's object with the key's project
+    /// and the route's type set, as the edge reads it — or nothing; every plain body is read so.
+    @Test func requestBodiesReadAsTheGeneralReadingReadsThem() throws {
+        var maker = LineMaker(random: SeededRandom(seed: 31))
+        var scanned = 0, general = 0, plainScanned = 0, plainGeneral = 0
+        for n in 0..<30_000 {
+            maker.plain = n % 3 == 0
+            let type = maker.random.pick(["token", "register", "unregister", "unregister-all"])
+            let body = maker.requestBody(type)
+            let fast = Array(body.utf8).withUnsafeBufferPointer { CommandLineScanner.scanRequest($0, project: "demo", type: type) }
+            var slow: Event?
+            if var object = (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] {
+                object["project"] = "demo"
+                object["type"] = type
+                slow = try? EventJSON.event(from: object)
+            }
+            if let fast {
+                scanned += 1
+                if maker.plain { plainScanned += 1 }
+                let slow = try #require(slow, "the scanner took a body the general reading refuses: \(body)")
+                #expect(fast == slow, "\(body): \(fast) against \(slow)")
+            }
+            if slow != nil {
+                general += 1
+                if maker.plain { plainGeneral += 1 }
+            }
+        }
+        #expect(plainScanned == plainGeneral && plainGeneral > 7_000, "\(plainScanned) of \(plainGeneral)")
+        #expect(scanned > general / 2, "scanned \(scanned), general \(general)")
+    }
+
+    @Test func requestBodiesItLeavesToTheGeneralReading() throws {
+        func scan(_ body: String, _ type: String = "register") -> Event? {
+            Array(body.utf8).withUnsafeBufferPointer { CommandLineScanner.scanRequest($0, project: "demo", type: type) }
+        }
+        let base = #"{"device_id":"D1","topics":["news",{"code":"user.1","title":"U","single":true}]}"#
+        #expect(scan(base) == Event(project: "demo", body: .register(deviceID: "D1", topics: [
+            TopicSpec(code: "news"), TopicSpec(code: "user.1", title: "U", single: true)])))
+        #expect(scan(#"{"device_id":"D1","token":"ab","platform":"and"}"#, "token")
+                == Event(project: "demo", body: .token(deviceID: "D1", token: "ab", platform: .android)))
+        for other in [
+            #"{"project":"other","device_id":"D1","topics":["news"]}"#,  // the key decides the project
+            #"{"type":"unregister","device_id":"D1","topics":["news"]}"#,  // the route decides the type
+            #"{"device_id":"D1","topics":["news"],"seq":5}"#,
+            #"{"device_id":"D\u0031","topics":["news"]}"#,
+            #"{"device_id":"D1","topics":"[\"news\"]"}"#,
+            #"{"device_id":"D1","topics":[]}"#,
+            #"{"device_id":"   ","topics":["news"]}"#,
+            #"{"topics":["news"]}"#,
+        ] {
+            #expect(scan(other) == nil, "\(other)")
+        }
     }
 
     @Test func formsItLeavesToTheGeneralReading() throws {

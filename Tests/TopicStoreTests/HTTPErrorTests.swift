@@ -94,7 +94,9 @@ struct HTTPErrorTests {
         for body: [UInt8] in [Array(#"{"device_id":"D1","topics":["a""#.utf8),   // truncated
                               Array("{device_id: D1}".utf8),                         // not JSON
                               Array(#"["D1"]"#.utf8),                                // not an object
-                              [0x7B, 0x22, 0x64, 0xFF, 0xFE, 0x22, 0x3A, 0x31, 0x7D]] { // not UTF-8
+                              [0x7B, 0x22, 0x64, 0xFF, 0xFE, 0x22, 0x3A, 0x31, 0x7D],  // not UTF-8
+                              // not UTF-8 in a body of the plain shape read in one pass
+                              Array(#"{"device_id":"D"#.utf8) + [0xFF] + Array(#"","topics":["news"]}"#.utf8)] {
             expectJSONError(try c.request("POST", "/api/register", headers: h, body: body), 400)
         }
         // Valid JSON that is not an object is named as such, not as invalid JSON.
