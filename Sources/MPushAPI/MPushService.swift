@@ -209,7 +209,9 @@ final class MPushService: Sendable {
         var limitValue: Any?
         var cursor: String?
         var errors: [ValidationError] = []
-        if request.method == "POST" {
+        if request.method == "POST", let list = try RequestBody.plainTopicList(request) {
+            topics = list
+        } else if request.method == "POST" {
             let object = try RequestBody.object(request)
             if let codes = object["topics"] as? [String] {
                 // Plain codes, as a list of users is sent: copied into the list as they are

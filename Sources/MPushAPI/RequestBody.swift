@@ -1,5 +1,6 @@
 import EventJSON
 import Foundation
+import Projections
 import SubscriptionLog
 import HTTPServer
 
@@ -88,6 +89,18 @@ enum RequestBody {
         return request.body.withUnsafeBufferPointer { body in
             guard String(validating: body, as: UTF8.self) != nil else { return nil }
             return EventJSON.plainRequestEvent(body, project: project, type: type)
+        }
+    }
+
+    /// The list of topics a posted audience of the plainest shape gives
+    /// (`PostedTopicList`: `{"topics":["user.1",…]}`), cut from the body's
+    /// bytes; nil for a body of another shape or format, or not UTF-8, to be read
+    /// through `object`. Throws as `format` does.
+    static func plainTopicList(_ request: HTTPRequest) throws(Problem) -> TopicCodeList? {
+        guard try format(request) == .json else { return nil }
+        return request.body.withUnsafeBufferPointer { body in
+            guard String(validating: body, as: UTF8.self) != nil else { return nil }
+            return PostedTopicList.codes(body)
         }
     }
 

@@ -46,6 +46,15 @@ struct HTTPSendServiceTests {
         // A posted list: plain codes as they are (no trimming in JSON), codes given as objects too.
         let p3 = try t.send("POST", "/v1/audience/count", key: t.serverKey, json: #"{"topics":["news","sport"]}"#).object
         #expect(p3?["total"] as? Int == 6 && p3?["expr"] as? String == "(news OR sport)")
+        // The plain shape read from the body's bytes, with JSON's white space, and the same list
+        // with an escape or another key (read as an object): the same answer.
+        for body in ["\n{ \"topics\" :\t[ \"news\" ,\r\n\"sport\" ] }\n", #"{"topics":["news","spor\u0074"]}"#,
+                     #"{"topics":["news","sport"],"limit":5}"#] {
+            let same = try #require(try t.send("POST", "/v1/audience/count", key: t.serverKey, json: body).object, "\(body)")
+            #expect((same as NSDictionary) == (p3! as NSDictionary), "\(body)")
+        }
+        #expect(try t.send("POST", "/v1/audience/count", key: t.serverKey, json: #"{"topics":[]}"#).errorFields?["topics"] != nil)
+        #expect(try t.send("POST", "/v1/audience/count", key: t.serverKey, json: #"{"topics":["news","bad code"]}"#).errorFields?["topics.1"] != nil)
         #expect(try t.send("POST", "/v1/audience/count", key: t.serverKey, json: #"{"topics":["news"," sport"]}"#).errorFields?["topics.1"] != nil)
         let mixed = try t.send("POST", "/v1/audience/count", key: t.serverKey, json: #"{"topics":["news",{"code":"sport"}]}"#).object
         #expect(mixed?["total"] as? Int == 6)
