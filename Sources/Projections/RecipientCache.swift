@@ -22,7 +22,7 @@ public final class RecipientCache: @unchecked Sendable {
     /// Shared with the topic directory of the same serving reader (see
     /// `TopicCache.init(sharingLockWith:)`), so that a per-user topic's count
     /// takes one lock for both.
-    let lock: NSLock
+    let lock: CacheLock
     // Everything below is guarded by `lock`.
     private var columns = ColumnsByProject()
     private var arena = RecordArena()
@@ -45,7 +45,7 @@ public final class RecipientCache: @unchecked Sendable {
 
     init(compactingAfter garbageBytes: Int) {
         compactionThreshold = garbageBytes
-        lock = NSLock()
+        lock = CacheLock()
     }
 
     deinit {

@@ -92,7 +92,7 @@ public final class TopicCache: @unchecked Sendable {
     }
 
     /// The recipient cache's lock when made `sharingLockWith` it.
-    let lock: NSLock
+    let lock: CacheLock
     // Everything below is guarded by `lock`.
     /// (pid, code) → index in `entries`. An index stays with its code: a
     /// dropped entry is refilled in place.
@@ -133,7 +133,7 @@ public final class TopicCache: @unchecked Sendable {
         self.init(capacity: 1 << 18, lock: recipients.lock)
     }
 
-    init(capacity: Int, lock: NSLock = NSLock()) {
+    init(capacity: Int, lock: CacheLock = CacheLock()) {
         self.capacity = capacity
         self.lock = lock
     }
@@ -168,19 +168,17 @@ public final class TopicCache: @unchecked Sendable {
     /// `recipients` holds for the same snapshot: both read under the one lock
     /// they share; nil when they do not share it (see `init(sharingLockWith:)`).
     ///
-    /// The lock is taken and let go here, not through `withLock`: Foundation's,
-    /// generic and not inlined, copied the answer through value witnesses; and the
-    /// caches are borrowed, not bound (binding the reader's optional references
-    /// retained and released each: 132 → 175–200 ns a count, loop).
+    /// The caches are borrowed, not bound (binding the reader's optional
+    /// references retained and released each: 132 → 175–200 ns a count, loop).
     func heldLiveCounts(project: String, code: String, tip: Int,
                         in recipients: RecipientCache?) -> (held: HeldMembers, ios: Int, android: Int)? {
         guard recipients?.lock === lock else { return nil }
-        lock.lock()
-        defer { lock.unlock() }
-        guard let held = heldMembersLocked(project: project, code: code, tip: tip),
-              let (ios, android) = held.withMembers({ recipients?.liveCountsLocked(held.pid, members: $0, asOf: held.asOf) })
-        else { return nil }
-        return (held, ios, android)
+        return lock.withLock {
+            guard let held = heldMembersLocked(project: project, code: code, tip: tip),
+                  let (ios, android) = held.withMembers({ recipients?.liveCountsLocked(held.pid, members: $0, asOf: held.asOf) })
+            else { return nil }
+            return (held, ios, android)
+        }
     }
 
     /// `heldMembers` with the lock held.
