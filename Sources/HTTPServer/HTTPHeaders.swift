@@ -8,6 +8,11 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral {
         self.entries = entries.map { (name: $0.0, value: $0.1) }
     }
 
+    /// Headers as they came, already named (no copy).
+    init(entries: [Element]) {
+        self.entries = entries
+    }
+
     public init(dictionaryLiteral elements: (String, String)...) {
         self.init(elements)
     }

@@ -143,11 +143,6 @@ final class RequestState {
     }
 }
 
-/// Collects key/value pairs from `MHD_get_connection_values`.
-final class PairCollector {
-    var pairs: [(String, String)] = []
-}
-
 final class ServerCore: @unchecked Sendable {
     let configuration: HTTPServer.Configuration
     let handler: HTTPServer.DeferredHandler
@@ -353,8 +348,8 @@ final class ServerCore: @unchecked Sendable {
                let expect = MHD_lookup_connection_value(connection, .HEADER_KIND, "Expect"),
                String(cString: expect).lowercased().contains("100-continue") {
                 let headersOnly = HTTPRequest(method: state.method, path: state.path, rawPath: state.rawPath, version: state.version,
-                                              headers: HTTPHeaders(Self.values(connection, .HEADER_KIND)),
-                                              query: Self.values(connection, .GET_ARGUMENT_KIND).map { (name: PercentDecoding.decode($0.0), value: PercentDecoding.decode($0.1)) },
+                                              headers: HTTPHeaders(entries: Self.values(connection, .HEADER_KIND)),
+                                              query: Self.values(connection, .GET_ARGUMENT_KIND).map { (name: PercentDecoding.decode($0.name), value: PercentDecoding.decode($0.value)) },
                                               body: [], remoteAddress: state.remoteAddress)
                 if let response = refusal(headersOnly) {
                     state.tooLarge = true  // whatever of the body still arrives is not kept
@@ -396,8 +391,8 @@ final class ServerCore: @unchecked Sendable {
             return respond(connection, state, response, close: true)
         }
         let request = HTTPRequest(method: state.method, path: state.path, rawPath: state.rawPath, version: state.version,
-                                  headers: HTTPHeaders(Self.values(connection, .HEADER_KIND)),
-                                  query: Self.values(connection, .GET_ARGUMENT_KIND).map { (name: PercentDecoding.decode($0.0), value: PercentDecoding.decode($0.1)) },
+                                  headers: HTTPHeaders(entries: Self.values(connection, .HEADER_KIND)),
+                                  query: Self.values(connection, .GET_ARGUMENT_KIND).map { (name: PercentDecoding.decode($0.name), value: PercentDecoding.decode($0.value)) },
                                   body: state.body, remoteAddress: state.remoteAddress)
         let responder = HTTPResponder(core: self, connection: connection)
         state.responder = responder
@@ -440,17 +435,23 @@ final class ServerCore: @unchecked Sendable {
                                          completedNormally: normally && state.responded))
     }
 
-    static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind) -> [(String, String)] {
-        let collector = PairCollector()
-        withExtendedLifetime(collector) {
+    /// The request's values of `kind` (headers, or the query's arguments) in
+    /// the order they came. Appended to an array made with room for a request's
+    /// usual number, through a pointer to it: through a collector object, its
+    /// growing array (four reallocations for six headers) and the exclusivity
+    /// checks of its property were 2.7k of every request's 5.8k here (callgrind).
+    static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind) -> [(name: String, value: String)] {
+        var pairs: [(name: String, value: String)] = []
+        pairs.reserveCapacity(16)
+        withUnsafeMutablePointer(to: &pairs) { p in
             _ = MHD_get_connection_values(connection, kind, { cls, _, key, value in
                 guard let cls, let key else { return .YES }
-                let collector = Unmanaged<PairCollector>.fromOpaque(cls).takeUnretainedValue()
-                collector.pairs.append((String(cString: key), value.map { String(cString: $0) } ?? ""))
+                cls.assumingMemoryBound(to: [(name: String, value: String)].self).pointee
+                    .append((name: String(cString: key), value: value.map { String(cString: $0) } ?? ""))
                 return .YES
-            }, Unmanaged.passUnretained(collector).toOpaque())
+            }, p)
         }
-        return collector.pairs
+        return pairs
     }
 
     /// An IPv4 address as `inet_ntop` spells it (`a.b.c.d`, no leading zeros), by

@@ -30,6 +30,30 @@ struct HTTPListenTests {
         }
     }
 
+    /// Every header and query argument reaches the handler, in order, repeated ones each
+    /// time and more than the room made for them at first (16), names and values as sent.
+    @Test func headersAndQueryArgumentsReachTheHandlerAsSent() throws {
+        var configuration = HTTPServer.Configuration()
+        configuration.port = 0
+        let server = try HTTPServer(configuration: configuration, handler: { request in
+            var lines = request.headers.map { "\($0.name)=\($0.value)" }
+            lines += request.query.map { "?\($0.name)=\($0.value)" }
+            lines.append("X-Rep: " + request.headers.values("X-Rep").joined(separator: "|"))
+            return HTTPResponse(status: 200, headers: ["Content-Type": "text/plain"], body: Array(lines.joined(separator: "\n").utf8))
+        })
+        defer { server.shutdown(drainTimeout: 0) }
+        var headers = (0..<20).map { ("X-H\($0)", "v\($0) é") }
+        headers.insert(("X-Rep", "a"), at: 3)
+        headers.append(("x-rep", "b"))
+        headers.append(("X-Empty", ""))
+        let text = try RawHTTPClient(port: server.port).request("GET", "/p?a=1&b=%20two&a=3&flag", headers: headers).text
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let sent = lines.filter { $0.hasPrefix("X-") || $0.hasPrefix("x-") }.filter { !$0.hasPrefix("X-Rep: ") }
+        #expect(sent == headers.map { "\($0.0)=\($0.1)" }, "\(text)")
+        #expect(lines.filter { $0.hasPrefix("?") } == ["?a=1", "?b= two", "?a=3", "?flag="], "\(text)")
+        #expect(lines.last == "X-Rep: a|b")
+    }
+
     /// Shutdown stops the listening socket while the pool's threads are busy with requests.
     /// On libmicrohttpd's epoll loop that races the workers, and losing the race aborted
     /// the process ("Failed to remove listen FD from epoll set"). Stopped again and again
