@@ -263,7 +263,7 @@ public final class TopicCache: @unchecked Sendable {
                     for c in 0..<finder.looked {
                         let i = found[c]
                         guard i >= 0, entries[i].validFrom <= asOf, entries[i].members.isAll,
-                              entries[i].members.withValues({ appender.append($0) }) else {
+                              entries[i].members.append(to: &appender) else {
                             rest.append(c)
                             if stoppingAtFirstMiss { return }
                             continue
@@ -505,6 +505,12 @@ struct InlineMembers {
         }
         count = UInt8(members.count)
         isAll = true
+    }
+
+    /// Appends the members held to `appender`; false when they do not fit.
+    @inline(__always)
+    func append(to appender: inout GatheredValues.Appender) -> Bool {
+        appender.append(first: Int(count), of: values)
     }
 
     /// Calls `body` with the members held.

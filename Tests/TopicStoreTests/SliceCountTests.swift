@@ -305,16 +305,26 @@ struct SliceCountTests {
     @Test func appendedMembersUpToTheLimit() {
         var rng = SeededRandom(seed: 21)
         for limit in [0, 1, 4, 7, 64] {
-            for useAppender in [false, true] {
+            for way in 0..<3 {  // one by one; through one appender; through it, four at most in place
                 var gathered = GatheredValues(limit: limit)
                 var expected: [UInt32] = []
-                let lists = (0..<40).map { _ in (0..<rng.int(7)).map { _ in UInt32(truncatingIfNeeded: rng.next()) } }
+                let lists = (0..<40).map { _ in (0..<rng.int(way == 2 ? 5 : 7)).map { _ in UInt32(truncatingIfNeeded: rng.next()) } }
                 func add(_ list: [UInt32], _ append: (UnsafeBufferPointer<UInt32>) -> Bool) {
                     let fits = list.count <= limit - expected.count
                     #expect(list.withUnsafeBufferPointer(append) == fits, "limit \(limit), \(expected.count) held, \(list.count) more")
                     if fits { expected += list }
                 }
-                if useAppender {
+                if way == 2 {
+                    gathered.withAppender { appender in
+                        for list in lists {
+                            add(list) { values in
+                                // Garbage beyond the first n must not be appended.
+                                func at(_ i: Int) -> UInt32 { i < values.count ? values[i] : 0xDEAD_BEEF }
+                                return appender.append(first: values.count, of: (at(0), at(1), at(2), at(3)))
+                            }
+                        }
+                    }
+                } else if way == 1 {
                     gathered.withAppender { appender in
                         for list in lists { add(list) { appender.append($0) } }
                     }
