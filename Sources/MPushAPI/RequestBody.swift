@@ -85,11 +85,7 @@ enum RequestBody {
     /// quarter of its instructions building an `[String: Any]` and casting its
     /// values back.)
     static func plainCommand(_ request: HTTPRequest, project: String, type: String) throws(Problem) -> Event? {
-        guard try format(request) == .json else { return nil }
-        return request.body.withUnsafeBufferPointer { body in
-            guard String(validating: body, as: UTF8.self) != nil else { return nil }
-            return EventJSON.plainRequestEvent(body, project: project, type: type)
-        }
+        try readPlain(request) { EventJSON.plainRequestEvent($0, project: project, type: type) }
     }
 
     /// The list of topics a posted audience of the plainest shape gives
@@ -97,10 +93,16 @@ enum RequestBody {
     /// bytes; nil for a body of another shape or format, or not UTF-8, to be read
     /// through `object`. Throws as `format` does.
     static func plainTopicList(_ request: HTTPRequest) throws(Problem) -> TopicCodeList? {
+        try readPlain(request, PostedTopicList.codes)
+    }
+
+    /// What `read` makes of a JSON body's bytes, once they are known to be
+    /// UTF-8; nil for a body that is not JSON (or empty) or not UTF-8, which
+    /// `object` reads and refuses with its errors. Throws as `format` does.
+    private static func readPlain<R>(_ request: HTTPRequest, _ read: (UnsafeBufferPointer<UInt8>) -> R?) throws(Problem) -> R? {
         guard try format(request) == .json else { return nil }
         return request.body.withUnsafeBufferPointer { body in
-            guard String(validating: body, as: UTF8.self) != nil else { return nil }
-            return PostedTopicList.codes(body)
+            String(validating: body, as: UTF8.self) == nil ? nil : read(body)
         }
     }
 
