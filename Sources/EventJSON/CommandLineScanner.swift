@@ -35,6 +35,34 @@ enum CommandLineScanner {
         return scanner.command(defaultProject: nil, given: (project, type))?.event
     }
 
+    /// A posted audience's body of the plainest shape, `{"topics":["user.1",…]}`:
+    /// one key, its array of strings without escapes or control characters,
+    /// JSON white space anywhere. Hands `code` each string's bytes as a range of
+    /// `body`'s, in order, and says whether the body is of that shape (when it
+    /// is not, some ranges may have been handed over already).
+    static func scanCodeList(_ body: UnsafeBufferPointer<UInt8>, _ code: (Range<Int>) -> Void) -> Bool {
+        var scanner = Scanner(bytes: body)
+        var listed = false
+        scanner.skipSpace()
+        let read = scanner.object(keys: Scanner.codeListKeys) { s, _ in
+            listed = true
+            guard s.take(UInt8(ascii: "[")) else { return false }
+            s.skipSpace()
+            if s.take(UInt8(ascii: "]")) { return true }
+            while true {
+                guard let r = s.rawRange() else { return false }
+                code(r)
+                s.skipSpace()
+                if s.take(UInt8(ascii: "]")) { return true }
+                guard s.take(UInt8(ascii: ",")) else { return false }
+                s.skipSpace()
+            }
+        }
+        guard read, listed else { return false }
+        scanner.skipSpace()
+        return scanner.at == body.count
+    }
+
     /// A topic as a command gives it: a plain code, or an object.
     private struct Topic {
         var code: String
@@ -120,6 +148,8 @@ enum CommandLineScanner {
                                       "topics", "at", "seq", "ts"].map { Array($0.utf8) }
         /// Of `keys`, those a membership request's body may give: `device_id`, `token`, `platform`, `topics`.
         static let requestKeys: UInt32 = 1 << 2 | 1 << 3 | 1 << 4 | 1 << 7
+        /// The one key of a posted list of codes (`scanCodeList`).
+        static let codeListKeys: [[UInt8]] = [Array("topics".utf8)]
         static let topicKeys: [[UInt8]] = ["code", "title", "single"].map { Array($0.utf8) }
 
         /// `[` codes or topic objects `]`.
@@ -190,13 +220,18 @@ enum CommandLineScanner {
         /// A string's bytes between its quotes: nil at an escape or a control
         /// character (the general reading handles the one, refuses the other).
         mutating func rawString() -> UnsafeBufferPointer<UInt8>? {
+            rawRange().map { UnsafeBufferPointer(rebasing: bytes[$0]) }
+        }
+
+        /// `rawString`'s bytes as a range of the line's.
+        mutating func rawRange() -> Range<Int>? {
             guard take(UInt8(ascii: "\"")) else { return nil }
             let start = at
             while at < bytes.count {
                 let b = bytes[at]
                 if b == UInt8(ascii: "\"") {
                     at += 1
-                    return UnsafeBufferPointer(rebasing: bytes[start..<at - 1])
+                    return start..<at - 1
                 }
                 if b == UInt8(ascii: "\\") || b < 0x20 { return nil }
                 at += 1

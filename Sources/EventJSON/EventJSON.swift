@@ -79,6 +79,15 @@ public enum EventJSON {
         CommandLineScanner.scanRequest(body, project: project, type: type)
     }
 
+    /// Reads a posted audience's body of the plainest shape, `{"topics":["user.1",…]}`
+    /// (one key, strings without escapes, JSON white space), in one pass: `code` is
+    /// handed each code's bytes as a range of `body`'s. False when the body is of
+    /// another shape, to be read as an object (some ranges may have been handed
+    /// over by then). `body` must be valid UTF-8.
+    public static func plainCodeList(_ body: UnsafeBufferPointer<UInt8>, _ code: (Range<Int>) -> Void) -> Bool {
+        CommandLineScanner.scanCodeList(body, code)
+    }
+
     /// Decodes one JSON text line into a command.
     public static func event(fromLine line: some StringProtocol, defaultProject: String? = nil) throws(InvalidCommand) -> Event {
         if let scanned = CommandLineScanner.scan(line, defaultProject: defaultProject) { return scanned.event }

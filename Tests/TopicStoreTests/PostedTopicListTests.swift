@@ -80,7 +80,7 @@ import Testing
         #expect(codes(#"{"topics":[" padded ","é"]}"#) == [" padded ", "é"])  // checked as codes later, as read
         for other in [#"{"topics":["a\u0062"]}"#, #"{"topics":["a"],"limit":1}"#, #"{"topics":[{"code":"a"}]}"#,
                       #"{"topics":["a",]}"#, #"{"topics":["a"]} x"#, #"{"topics":"a,b"}"#, #"["a"]"#, "",
-                      #"{"topics":["a"]"#, "{\"topics\":[\"a\tb\"]}"] {
+                      #"{"topics":["a"]"#, "{\"topics\":[\"a\tb\"]}", "{}", " { } ", #"{"topics":["a"],"topics":["b"]}"#] {
             #expect(codes(other) == nil, "\(other)")
         }
     }
