@@ -12,17 +12,25 @@ protocol NameLookupVisitor {
 
 /// The string-keyed index entries of a build (`topic_codes`: pid ‖ code →
 /// topic id) held in memory: the names back to back in one byte
-/// arena, found through an open-addressing table whose 20-byte slots hold a
-/// hash tag, the value and where the name is, so a lookup hashes the
-/// name's UTF-8 in place, allocates nothing and touches one slot (and the
-/// arena only when the tag matches). A removed name stays as a tombstone,
-/// which becomes a delete when the entries go to a non-empty table.
+/// arena, found through an open-addressing table whose 32-byte slots hold a
+/// hash tag, the value and where the name is (and a short name itself), so a
+/// lookup hashes the name's UTF-8 in place, allocates nothing and touches one
+/// slot (and the arena only for a name longer than `inlineName` whose tag
+/// matches). A removed name stays as a tombstone, which becomes a delete
+/// when the entries go to a non-empty table.
 ///
 /// A class: read through the build's reference in place, where a struct held
 /// by a class was copied (its arrays retained and released) on every lookup.
 /// Only the folding thread changes it; the write-out's sort only reads it.
 final class NameIndex: @unchecked Sendable {
+    /// 32 bytes, each in one cache line (`table` aligns them).
     struct Slot {
+        /// A name of at most `inlineName` bytes, as `shortWords` reads it
+        /// (zero beyond it): compared here, a lookup of a per-user topic's
+        /// code does not read the arena (a cache miss per name of a list of
+        /// users not asked lately). Longer names leave it zero.
+        var low: UInt64 = 0
+        var high: UInt32 = 0
         var offset: UInt32 = 0
         var value: UInt32 = 0
         var tag: UInt32 = 0
@@ -31,6 +39,10 @@ final class NameIndex: @unchecked Sendable {
         /// 0: empty, 1: present, 2: removed.
         var state: UInt8 = 0
     }
+
+    /// Names of at most this many bytes are held in their slot too
+    /// (`user.9999999` is 12).
+    static let inlineName = 12
 
     /// The names back to back: `arenaCount` bytes of `arenaCapacity`. It and
     /// the table are memory the index allocates and frees itself, read through
@@ -61,7 +73,8 @@ final class NameIndex: @unchecked Sendable {
 
     /// A table of `size` empty slots (backed by huge pages when large, as `hugePageBacked`).
     private static func table(_ size: Int) -> UnsafeMutableBufferPointer<Slot> {
-        let table = UnsafeMutableBufferPointer<Slot>.allocate(capacity: size)
+        let bytes = UnsafeMutableRawPointer.allocate(byteCount: size * MemoryLayout<Slot>.stride, alignment: 64)
+        let table = UnsafeMutableBufferPointer(start: bytes.bindMemory(to: Slot.self, capacity: size), count: size)
         adviseHugePages(UnsafeMutableRawBufferPointer(table))
         table.initialize(repeating: Slot())
         return table
@@ -210,7 +223,29 @@ final class NameIndex: @unchecked Sendable {
     @inline(__always)
     private static func find(_ slots: UnsafeBufferPointer<Slot>, _ arena: UnsafeRawBufferPointer, _ pid: UInt32,
                              _ tag: UInt32, _ name: UnsafeRawBufferPointer) -> (found: Bool, slot: Int) {
-        find(slots, arena, pid, tag, length: name.count) { sameBytes($0, name) }
+        let n = name.count
+        if n <= inlineName, let base = name.baseAddress {
+            return find(slots, pid, tag, length: n, inline: shortWords(base, n))
+        }
+        return find(slots, arena, pid, tag, length: n) { sameBytes($0, name) }
+    }
+
+    /// `find` for a name of at most `inlineName` bytes whose `shortWords` are
+    /// `words`: compared with its slot alone.
+    @inline(__always)
+    private static func find(_ slots: UnsafeBufferPointer<Slot>, _ pid: UInt32, _ tag: UInt32,
+                             length: Int, inline words: (UInt64, UInt64)) -> (found: Bool, slot: Int) {
+        let size = slots.count, high = UInt32(truncatingIfNeeded: words.1)
+        var b = home(tag, size)
+        while true {
+            let s = slots[b]
+            if s.state == 0 { return (false, b) }
+            if s.tag == tag, s.pid == pid, Int(s.length) == length, s.low == words.0, s.high == high {
+                return (true, b)
+            }
+            b += 1
+            if b == size { b = 0 }
+        }
     }
 
     /// `find` for a name of `length` bytes that `matches` tells from the bytes at a pointer into the arena.
@@ -259,7 +294,7 @@ final class NameIndex: @unchecked Sendable {
     /// per-user topics not asked lately are cache misses, which one probe after
     /// another waited for one after another.
     func lookupEach<Names: NameList, Visitor: NameLookupVisitor>(_ pid: UInt32, _ names: Names, _ visitor: inout Visitor) {
-        let size = slots.count, group = Self.lookaheadGroup, short = Self.shortName
+        let size = slots.count, group = Self.lookaheadGroup, short = Self.shortName, inline = Self.inlineName
         let ss = UnsafeBufferPointer(slots), a = nameArena
         withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 2 * group) { tagsAndLengths in
             withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 2 * group) { words in
@@ -282,7 +317,10 @@ final class NameIndex: @unchecked Sendable {
                     for n in start..<end {
                         let k = n - start, length = Int(tagsAndLengths[group + k])
                         let answer: UInt32??
-                        if length <= short {
+                        if length <= inline {
+                            let kept = (words[2 * k], words[2 * k + 1])
+                            answer = Self.answer(ss, Self.find(ss, pid, tagsAndLengths[k], length: length, inline: kept))
+                        } else if length <= short {
                             let kept = (words[2 * k], words[2 * k + 1])
                             answer = Self.answer(ss, Self.find(ss, a, pid, tagsAndLengths[k], length: length) { Self.shortWords($0, length) == kept })
                         } else {
@@ -317,8 +355,11 @@ final class NameIndex: @unchecked Sendable {
                 slots[b].state = value == nil ? 2 : 1
                 return
             }
-            slots[b] = Slot(offset: UInt32(arenaCount), value: value ?? 0, tag: Self.tag(hash),
-                            pid: pid, length: UInt16(bytes.count), state: value == nil ? 2 : 1)
+            var words = (UInt64(0), UInt64(0))
+            if bytes.count <= Self.inlineName, let base = bytes.baseAddress { words = Self.shortWords(base, bytes.count) }
+            slots[b] = Slot(low: words.0, high: UInt32(truncatingIfNeeded: words.1), offset: UInt32(arenaCount),
+                            value: value ?? 0, tag: Self.tag(hash), pid: pid, length: UInt16(bytes.count),
+                            state: value == nil ? 2 : 1)
             appendName(bytes)
             count += 1
             if count * 2 > slots.count { grow() }

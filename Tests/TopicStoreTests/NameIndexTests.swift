@@ -119,7 +119,7 @@ import Testing
     /// found with its own value, one by one and by `lookupEach`: short, of 16
     /// bytes whose first 8 are the same, and long.
     @Test func namesWithTheSameTagAreToldApartByTheirBytes() {
-        for (prefix, width) in [("n", 8), ("topic.u.", 8), ("long.topic.code.", 8)] {
+        for (prefix, width) in [("n", 8), ("user.", 7), ("users.", 7), ("topic.u.", 8), ("long.topic.code.", 8)] {
             var byTag: [UInt32: String] = [:]
             var pairs: [(String, String)] = []
             var i = 0
@@ -146,6 +146,40 @@ import Testing
             index.set(7, pairs[0].0, nil)
             #expect(index.lookup(7, pairs[0].0) == .some(nil) && index.lookup(7, pairs[0].1) == .some(values[pairs[0].1]))
         }
+    }
+
+    /// Names held in their slot (at most `inlineName` bytes) are compared
+    /// there in two words: two 12-byte names of one tag whose first 8 bytes are
+    /// the same differ only in the slot's second word, and each is found with
+    /// its own value; a 13-byte name with the same first 12 bytes is a
+    /// different name.
+    @Test func namesHeldInTheirSlotAreToldApartByEveryByte() {
+        #expect(NameIndex.inlineName == 12)
+        let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789")
+        var byTag: [UInt32: String] = [:]
+        var pair: (String, String)?
+        var i = 0
+        while pair == nil {
+            var n = i, suffix = ""
+            for _ in 0..<4 { suffix.append(alphabet[n % alphabet.count]); n /= alphabet.count }
+            let name = "user.ab." + suffix
+            let tag = name.withUTF8Bytes { UInt32(truncatingIfNeeded: NameIndex.hash(3, $0) >> 32) }
+            if let first = byTag[tag] { pair = (first, name) } else { byTag[tag] = name }
+            i += 1
+        }
+        let (a, b) = pair!
+        #expect(a.utf8.count == 12 && b.utf8.count == 12 && a.prefix(8) == b.prefix(8) && a != b)
+        let index = NameIndex()
+        index.set(3, a, 1)
+        #expect(index.lookup(3, b) == nil, "\(b) is not \(a)")
+        index.set(3, b, 2)
+        index.set(3, a + "x", 3)
+        for (name, value) in [(a, 1), (b, 2), (a + "x", 3)] as [(String, UInt32)] {
+            #expect(index.lookup(3, name) == .some(value), "\(name)")
+        }
+        var each: [UInt32?] = []
+        index.lookupEach(3, [b, a, a + "x", a + "y"]) { _, answer in each.append(answer.flatMap { $0 }); return true }
+        #expect(each == [2, 1, 3, nil])
     }
 
     /// The write-out's walk: every entry once, removed ones with no value, in
