@@ -104,9 +104,14 @@ final class NameIndex: @unchecked Sendable {
     @inline(__always)
     private static func tag(_ hash: UInt64) -> UInt32 { UInt32(truncatingIfNeeded: hash >> 32) }
 
+    /// Always the first slot of a cache line (two slots each, the table
+    /// aligned to lines): a probe that goes on past its home slot reads the
+    /// line it has, where from the second slot of a line it missed the
+    /// cache again on the next (6 of the ~316 L2 misses of a list of 100
+    /// users not asked lately, cachegrind).
     @inline(__always)
     private static func home(_ tag: UInt32, _ size: Int) -> Int {
-        Int(truncatingIfNeeded: (UInt64(tag) &* UInt64(size)) >> 32)
+        Int(truncatingIfNeeded: (UInt64(tag) &* UInt64(size)) >> 32) & ~1
     }
 
     var isEmpty: Bool { count == 0 }
