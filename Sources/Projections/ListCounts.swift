@@ -51,6 +51,8 @@ extension ProjectionReader {
     func gatheredCounts(_ pid: UInt32, _ gathered: inout GatheredValues, asOf: UInt64,
                         unknown: [String]) -> AudienceCounts? {
         guard let cache = recipientCache else { return nil }
+        // Their cells are on the way while the duplicates are taken out.
+        gathered.withValues(from: 0) { cache.prefetchCells(pid, members: $0) }
         // A device may be on several of the topics: counted once.
         // (In place: a copy into an array of their own was an allocation and a copy per list.)
         let unique = gathered.withMutableValues { Self.keepDistinct($0) }

@@ -234,6 +234,18 @@ public final class RecipientCache: @unchecked Sendable {
         }
     }
 
+    /// Asks memory for the cells of `members` (of project `pid`), so that a
+    /// `liveCounts` of them soon after finds them on the way: a list's members
+    /// gathered from the topic directory are cache misses when its users were
+    /// not asked lately, and the caller has other work to do meanwhile.
+    func prefetchCells(_ pid: UInt32, members: UnsafeBufferPointer<UInt32>) {
+        lock.withLock {
+            guard let column = columns[pid] else { return }
+            let cells = column.cells
+            for m in members where Int(m) < cells.count { topicstore_prefetch(cells.baseAddress! + Int(m)) }
+        }
+    }
+
     /// How many of `devices` (of project `pid`) have a live iOS and a live
     /// Android token as of sequence `asOf`, read from the held records; nil
     /// when the cache cannot answer for every one of them (read the snapshot then).
