@@ -72,10 +72,14 @@ final class NameIndex: @unchecked Sendable {
     }
 
     /// A table of `size` empty slots (backed by huge pages when large, as `hugePageBacked`).
+    /// From 2 MiB on, aligned to 2 MiB pages and backed by them: the topic
+    /// directory's table of a few hundred thousand codes (4–8 MiB) is read at
+    /// random by a list of users not asked lately.
     private static func table(_ size: Int) -> UnsafeMutableBufferPointer<Slot> {
-        let bytes = UnsafeMutableRawPointer.allocate(byteCount: size * MemoryLayout<Slot>.stride, alignment: 64)
+        let byteCount = size * MemoryLayout<Slot>.stride, huge = 2 << 20
+        let bytes = UnsafeMutableRawPointer.allocate(byteCount: byteCount, alignment: byteCount >= huge ? huge : 64)
         let table = UnsafeMutableBufferPointer(start: bytes.bindMemory(to: Slot.self, capacity: size), count: size)
-        adviseHugePages(UnsafeMutableRawBufferPointer(table))
+        adviseHugePages(UnsafeMutableRawBufferPointer(table), fewest: 1)
         table.initialize(repeating: Slot())
         return table
     }

@@ -15,11 +15,12 @@ extension Array {
 }
 
 /// Asks for the 2 MiB pages inside `bytes` to be backed by huge pages
-/// (`MADV_HUGEPAGE`), when it spans at least four of them; before the memory
-/// is first touched.
-func adviseHugePages(_ bytes: UnsafeMutableRawBufferPointer) {
+/// (`MADV_HUGEPAGE`), when it spans at least `fewest` of them (four by
+/// default: memory not aligned to them may hold only three); before the
+/// memory is first touched.
+func adviseHugePages(_ bytes: UnsafeMutableRawBufferPointer, fewest: Int = 4) {
     let huge = 2 << 20
-    guard bytes.count >= 4 * huge, let base = bytes.baseAddress else { return }
+    guard bytes.count >= fewest * huge, let base = bytes.baseAddress else { return }
     let start = (Int(bitPattern: base) + huge - 1) & ~(huge - 1)
     let end = (Int(bitPattern: base) + bytes.count) & ~(huge - 1)
     if end > start { _ = madvise(UnsafeMutableRawPointer(bitPattern: start), end - start, MADV_HUGEPAGE) }
