@@ -71,10 +71,10 @@ final class NameIndex: @unchecked Sendable {
         arena.deallocate()
     }
 
-    /// A table of `size` empty slots (backed by huge pages when large, as `hugePageBacked`).
-    /// From 2 MiB on, aligned to 2 MiB pages and backed by them: the topic
-    /// directory's table of a few hundred thousand codes (4–8 MiB) is read at
-    /// random by a list of users not asked lately.
+    /// A table of `size` empty slots, aligned to cache lines; from 2 MiB on,
+    /// aligned to 2 MiB pages and backed by them (`adviseHugePages`): the
+    /// topic directory's table of tens of thousands of codes (4 MiB at 60k)
+    /// is read at random by a list of users not asked lately.
     private static func table(_ size: Int) -> UnsafeMutableBufferPointer<Slot> {
         let byteCount = size * MemoryLayout<Slot>.stride, huge = 2 << 20
         let bytes = UnsafeMutableRawPointer.allocate(byteCount: byteCount, alignment: byteCount >= huge ? huge : 64)
