@@ -57,7 +57,7 @@ extension ProjectionReader {
         // (In place: a copy into an array of their own was an allocation and a copy per list.)
         let unique = gathered.withMutableValues { Self.keepDistinct($0) }
         guard let (ios, android) = gathered.withValues(from: 0, {
-            cache.liveCounts(pid, members: UnsafeBufferPointer(rebasing: $0[..<unique]), asOf: asOf)
+            cache.liveCounts(pid, members: UnsafeBufferPointer(rebasing: $0[..<unique]), asOf: asOf, askingAhead: false)
         }) else { return nil }
         return AudienceCounts(asOfSeq: asOf, total: unique, ios: ios, android: android,
                               withoutToken: unique - ios - android, unknownTopics: unknown)

@@ -261,14 +261,19 @@ public final class RecipientCache: @unchecked Sendable {
         members.withUnsafeBufferPointer { liveCounts(pid, members: $0, asOf: asOf) }
     }
 
-    /// The same, borrowing the ordinals.
-    func liveCounts(_ pid: UInt32, members: UnsafeBufferPointer<UInt32>, asOf: UInt64) -> (ios: Int, android: Int)? {
-        lock.withLock { liveCountsLocked(pid, members: members, asOf: asOf) }
+    /// The same, borrowing the ordinals. Without `askingAhead`, the cells
+    /// are read without asking memory for them ahead: the caller asked already
+    /// (`prefetchCells`), or they are too few for it (a per-user topic's one
+    /// member, read right after it would be asked for).
+    func liveCounts(_ pid: UInt32, members: UnsafeBufferPointer<UInt32>, asOf: UInt64,
+                    askingAhead: Bool = true) -> (ios: Int, android: Int)? {
+        lock.withLock { liveCountsLocked(pid, members: members, asOf: asOf, askingAhead: askingAhead) }
     }
 
     /// The same, called with `lock` held (the topic directory's too, when shared).
-    func liveCountsLocked(_ pid: UInt32, members: UnsafeBufferPointer<UInt32>, asOf: UInt64) -> (ios: Int, android: Int)? {
-        liveCountsLocked(pid, asOf: asOf) { tally in _ = tally(members) }
+    func liveCountsLocked(_ pid: UInt32, members: UnsafeBufferPointer<UInt32>, asOf: UInt64,
+                          askingAhead: Bool = true) -> (ios: Int, android: Int)? {
+        liveCountsLocked(pid, asOf: asOf, askingAhead: askingAhead) { tally in _ = tally(members) }
     }
 
     /// Live counts of the ordinals `feed` hands to its tally, batch by batch;
@@ -279,8 +284,9 @@ public final class RecipientCache: @unchecked Sendable {
         lock.withLock { liveCountsLocked(pid, asOf: asOf, feed) }
     }
 
-    /// `liveCounts(_:asOf:_:)` with the lock held.
-    private func liveCountsLocked(_ pid: UInt32, asOf: UInt64,
+    /// `liveCounts(_:asOf:_:)` with the lock held; `askingAhead`, each cell
+    /// is asked of memory 16 ordinals before it is read.
+    private func liveCountsLocked(_ pid: UInt32, asOf: UInt64, askingAhead: Bool = true,
                                   _ feed: ((UnsafeBufferPointer<UInt32>) -> Bool) -> Void) -> (ios: Int, android: Int)? {
         guard let held = heldThrough, held >= asOf, let column = columns[pid] else { return nil }
         var ios = 0, android = 0, answered = true
@@ -288,12 +294,12 @@ public final class RecipientCache: @unchecked Sendable {
         feed { batch in
             // Each cell asked of memory `ahead` ordinals before it is read: the cells of a
             // list's members not asked lately are cache misses, waited for one after another.
-            let ahead = 16
+            let ahead = askingAhead ? 16 : 0
             for ordinal in batch.prefix(ahead) where Int(ordinal) < cells.count {
                 topicstore_prefetch(cells.baseAddress! + Int(ordinal))
             }
             for (j, ordinal) in batch.enumerated() {
-                if j + ahead < batch.count, Int(batch[j + ahead]) < cells.count {
+                if ahead > 0, j + ahead < batch.count, Int(batch[j + ahead]) < cells.count {
                     topicstore_prefetch(cells.baseAddress! + Int(batch[j + ahead]))
                 }
                 let i = Int(ordinal)

@@ -175,7 +175,7 @@ public final class TopicCache: @unchecked Sendable {
         guard recipients?.lock === lock else { return nil }
         return lock.withLock {
             guard let held = heldMembersLocked(project: project, code: code, tip: tip),
-                  let (ios, android) = held.withMembers({ recipients?.liveCountsLocked(held.pid, members: $0, asOf: held.asOf) })
+                  let (ios, android) = held.withMembers({ recipients?.liveCountsLocked(held.pid, members: $0, asOf: held.asOf, askingAhead: false) })
             else { return nil }
             return (held, ios, android)
         }
