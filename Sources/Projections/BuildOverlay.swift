@@ -240,38 +240,33 @@ final class NameIndex: @unchecked Sendable {
     }
 
     /// `find` for a name of at most `inlineName` bytes whose `shortWords` are
-    /// `words`: compared with its slot alone. (Its loop is the one below
-    /// again: written once with the compare as a closure over the slot, a
-    /// per-user count took ~125 instructions more, cachegrind.)
+    /// `words`: compared with its slot alone.
     @inline(__always)
     private static func find(_ slots: UnsafeBufferPointer<Slot>, _ pid: UInt32, _ tag: UInt32,
                              length: Int, inline words: (UInt64, UInt64)) -> (found: Bool, slot: Int) {
-        let size = slots.count, high = UInt32(truncatingIfNeeded: words.1)
-        var b = home(tag, size)
-        while true {
-            let s = slots[b]
-            if s.state == 0 { return (false, b) }
-            if s.tag == tag, s.pid == pid, Int(s.length) == length, s.low == words.0, s.high == high {
-                return (true, b)
-            }
-            b += 1
-            if b == size { b = 0 }
-        }
+        let high = UInt32(truncatingIfNeeded: words.1)
+        return probe(slots, pid, tag, length: length) { $0.low == words.0 && $0.high == high }
     }
 
     /// `find` for a name of `length` bytes that `matches` tells from the bytes at a pointer into the arena.
     @inline(__always)
     private static func find(_ slots: UnsafeBufferPointer<Slot>, _ arena: UnsafeRawBufferPointer, _ pid: UInt32,
                              _ tag: UInt32, length: Int, _ matches: (UnsafeRawPointer) -> Bool) -> (found: Bool, slot: Int) {
+        probe(slots, pid, tag, length: length) { length == 0 || matches(arena.baseAddress! + Int($0.offset)) }
+    }
+
+    /// The probe every lookup makes: from the home slot of `tag` on, the slot
+    /// whose tag, project and length are these and that `holds` says holds the
+    /// name, or the empty slot where it would go.
+    @inline(__always)
+    private static func probe(_ slots: UnsafeBufferPointer<Slot>, _ pid: UInt32, _ tag: UInt32, length: Int,
+                              _ holds: (Slot) -> Bool) -> (found: Bool, slot: Int) {
         let size = slots.count
         var b = home(tag, size)
         while true {
             let s = slots[b]
             if s.state == 0 { return (false, b) }
-            if s.tag == tag, s.pid == pid, Int(s.length) == length,
-               length == 0 || matches(arena.baseAddress! + Int(s.offset)) {
-                return (true, b)
-            }
+            if s.tag == tag, s.pid == pid, Int(s.length) == length, holds(s) { return (true, b) }
             b += 1
             if b == size { b = 0 }
         }
