@@ -25,3 +25,62 @@ func adviseHugePages(_ bytes: UnsafeMutableRawBufferPointer, fewest: Int = 4) {
     let end = (Int(bitPattern: base) + bytes.count) & ~(huge - 1)
     if end > start { _ = madvise(UnsafeMutableRawPointer(bitPattern: start), end - start, MADV_HUGEPAGE) }
 }
+
+/// Up to `capacity` elements in memory reserved whole when made, aligned to
+/// 2 MiB and asked to be backed by 2 MiB pages (`adviseHugePages`): for a
+/// table read at random whose size is bounded, such as the topic directory's
+/// entries, which a list of users not asked lately reads one per code. An
+/// array grows by copying into new memory of 4 KiB pages, each a TLB miss of
+/// its own there. Memory becomes resident only as elements are appended.
+///
+/// A class, read through a `let`: elements are reached through its pointer,
+/// with no exclusivity check or retain of storage per access.
+final class HugePageBuffer<Element> {
+    private let base: UnsafeMutablePointer<Element>
+    let capacity: Int
+    private(set) var count = 0
+
+    init(capacity: Int) {
+        precondition(capacity >= 0)
+        let huge = 2 << 20, byteCount = max(capacity, 1) * MemoryLayout<Element>.stride
+        let bytes = UnsafeMutableRawPointer.allocate(byteCount: byteCount,
+                                                     alignment: byteCount >= huge ? huge : max(MemoryLayout<Element>.alignment, 64))
+        adviseHugePages(UnsafeMutableRawBufferPointer(start: bytes, count: byteCount), fewest: 1)
+        base = bytes.bindMemory(to: Element.self, capacity: max(capacity, 1))
+        self.capacity = capacity
+    }
+
+    deinit {
+        base.deinitialize(count: count)
+        base.deallocate()
+    }
+
+    subscript(i: Int) -> Element {
+        unsafeAddress {
+            precondition(i >= 0 && i < count, "index out of range")
+            return UnsafePointer(base + i)
+        }
+        unsafeMutableAddress {
+            precondition(i >= 0 && i < count, "index out of range")
+            return base + i
+        }
+    }
+
+    /// Calls `body` with the elements, valid only within it.
+    func withUnsafeBufferPointer<R>(_ body: (UnsafeBufferPointer<Element>) throws -> R) rethrows -> R {
+        try body(UnsafeBufferPointer(start: base, count: count))
+    }
+
+    /// Appends `element`; the buffer must not be full.
+    func append(_ element: consuming Element) {
+        precondition(count < capacity, "buffer full")
+        (base + count).initialize(to: element)
+        count += 1
+    }
+
+    /// Removes every element (the memory stays, for those appended next).
+    func removeAll() {
+        base.deinitialize(count: count)
+        count = 0
+    }
+}

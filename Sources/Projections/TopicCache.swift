@@ -97,7 +97,9 @@ public final class TopicCache: @unchecked Sendable {
     /// (pid, code) → index in `entries`. An index stays with its code: a
     /// dropped entry is refilled in place.
     private let codes = NameIndex()
-    private var entries: [Entry] = []
+    /// `capacity` entries at most, in memory on 2 MiB pages: the entries of a
+    /// list's per-user topics not asked lately are read at random.
+    private let entries: HugePageBuffer<Entry>
     /// pid << 32 | topic id → index in `entries`, for the writer's drops.
     private var byTopic: [UInt64: Int] = [:]
     private var heldThrough: UInt64?
@@ -136,6 +138,7 @@ public final class TopicCache: @unchecked Sendable {
     init(capacity: Int, lock: CacheLock = CacheLock()) {
         self.capacity = capacity
         self.lock = lock
+        entries = HugePageBuffer(capacity: capacity)
     }
 
     /// The sequence through which the writer reported its changes (nil: none yet).
