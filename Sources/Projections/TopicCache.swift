@@ -70,19 +70,27 @@ public final class TopicCache: @unchecked Sendable {
         }
     }
 
+    /// What is held for a topic, beside its `Validity`.
     private struct Entry {
         var placement: Placement
-        /// The first sequence the entry holds for; `UInt64.max` when dropped.
-        var validFrom: UInt64
         /// The topic's stored chunks, one per slice of `placement`, once a reader offered them.
         var chunks: TopicChunks? = nil
-        /// A placement's members again, in the entry itself: a send to a list of
+    }
+
+    /// The part of an entry a count of a topic of a few devices reads: from
+    /// when it holds, and the members. 32 bytes, two to a cache line, apart
+    /// from the rest: the whole entry (56 bytes) was in two lines for about
+    /// half of the entries, and a list of users not asked lately reads one
+    /// entry per user.
+    struct Validity {
+        /// The first sequence the entry holds for; `UInt64.max` when dropped.
+        var validFrom: UInt64
+        /// A placement's members again, outside its array: a send to a list of
         /// per-user topics reads them without retaining and releasing the array
         /// (a third of the gathering's time).
         var members: InlineMembers
 
-        init(placement: Placement, validFrom: UInt64) {
-            self.placement = placement
+        init(_ placement: Placement, validFrom: UInt64) {
             self.validFrom = validFrom
             switch placement {
             case .members(_, let m): members = InlineMembers(m)
@@ -97,9 +105,11 @@ public final class TopicCache: @unchecked Sendable {
     /// (pid, code) → index in `entries`. An index stays with its code: a
     /// dropped entry is refilled in place.
     private let codes = NameIndex()
-    /// `capacity` entries at most, in memory on 2 MiB pages: the entries of a
-    /// list's per-user topics not asked lately are read at random.
+    /// `capacity` entries at most, each in two parts at the same index, in
+    /// memory on 2 MiB pages: the entries of a list's per-user topics not
+    /// asked lately are read at random.
     private let entries: HugePageBuffer<Entry>
+    private let validity: HugePageBuffer<Validity>
     /// pid << 32 | topic id → index in `entries`, for the writer's drops.
     private var byTopic: [UInt64: Int] = [:]
     private var heldThrough: UInt64?
@@ -139,6 +149,7 @@ public final class TopicCache: @unchecked Sendable {
         self.capacity = capacity
         self.lock = lock
         entries = HugePageBuffer(capacity: capacity)
+        validity = HugePageBuffer(capacity: capacity)
     }
 
     /// The sequence through which the writer reported its changes (nil: none yet).
@@ -154,7 +165,7 @@ public final class TopicCache: @unchecked Sendable {
         lock.withLock {
             guard let held = heldThrough, asOf <= held, let index = codes.lookup(pid, code), let i = index else { return nil }
             // Read in place: a copy of the entry retained and released its placement's array.
-            return entries[Int(i)].validFrom <= asOf ? entries[Int(i)].placement : nil
+            return validity[Int(i)].validFrom <= asOf ? entries[Int(i)].placement : nil
         }
     }
 
@@ -188,8 +199,8 @@ public final class TopicCache: @unchecked Sendable {
     func heldMembersLocked(project: String, code: String, tip: Int) -> HeldMembers? {
         guard heldTransaction == tip, let asOf = heldThrough, let pid = projectIDLocked(project),
               let index = codes.lookup(pid, code), let i = index.map(Int.init),
-              entries[i].validFrom <= asOf, entries[i].members.isAll else { return nil }
-        return HeldMembers(pid: pid, asOf: asOf, members: entries[i].members)
+              validity[i].validFrom <= asOf, validity[i].members.isAll else { return nil }
+        return HeldMembers(pid: pid, asOf: asOf, members: validity[i].members)
     }
 
     /// `gatherMembers` for the newest committed snapshot, when LMDB's newest
@@ -256,17 +267,17 @@ public final class TopicCache: @unchecked Sendable {
     private func gatherLocked<Names: NameList>(_ pid: UInt32, _ names: Names, asOf: UInt64,
                               into gathered: inout GatheredValues, stoppingAtFirstMiss: Bool) -> [Int] {
         var rest: [Int] = []
-        entries.withUnsafeBufferPointer { entries in
+        validity.withUnsafeBufferPointer { validity in
             withUnsafeTemporaryAllocation(of: Int.self, capacity: names.count) { found in
                 // Each code's entry, -1 where the code is not held; with `stoppingAtFirstMiss`,
                 // up to the first code not held.
-                var finder = EntryFinder(found: found, entries: entries, stoppingAtFirstMiss: stoppingAtFirstMiss)
+                var finder = EntryFinder(found: found, validity: validity, stoppingAtFirstMiss: stoppingAtFirstMiss)
                 codes.lookupEach(pid, names, &finder)
                 gathered.withAppender { appender in
                     for c in 0..<finder.looked {
                         let i = found[c]
-                        guard i >= 0, entries[i].validFrom <= asOf, entries[i].members.isAll,
-                              entries[i].members.append(to: &appender) else {
+                        guard i >= 0, validity[i].validFrom <= asOf, validity[i].members.isAll,
+                              validity[i].members.append(to: &appender) else {
                             rest.append(c)
                             if stoppingAtFirstMiss { return }
                             continue
@@ -283,7 +294,7 @@ public final class TopicCache: @unchecked Sendable {
     /// stops at the first code not held.
     private struct EntryFinder: NameLookupVisitor {
         let found: UnsafeMutableBufferPointer<Int>
-        let entries: UnsafeBufferPointer<Entry>
+        let validity: UnsafeBufferPointer<Validity>
         let stoppingAtFirstMiss: Bool
         /// Codes looked up so far.
         var looked = 0
@@ -295,7 +306,7 @@ public final class TopicCache: @unchecked Sendable {
                 return !stoppingAtFirstMiss
             }
             found[c] = i
-            topicstore_prefetch(entries.baseAddress! + i)
+            topicstore_prefetch(validity.baseAddress! + i)
             return true
         }
     }
@@ -308,7 +319,7 @@ public final class TopicCache: @unchecked Sendable {
     public func chunks(_ pid: UInt32, code: String, asOf: UInt64) -> TopicChunks? {
         lock.withLock {
             guard let held = heldThrough, asOf <= held, let index = codes.lookup(pid, code), let i = index else { return nil }
-            return entries[Int(i)].validFrom <= asOf ? entries[Int(i)].chunks : nil
+            return validity[Int(i)].validFrom <= asOf ? entries[Int(i)].chunks : nil
         }
     }
 
@@ -321,7 +332,7 @@ public final class TopicCache: @unchecked Sendable {
             guard heldThrough == readAt, chunks.byteCount <= Self.mostChunkBytes,
                   chunkBytes + chunks.byteCount <= Self.chunkBudget,
                   let index = codes.lookup(pid, code), let i = index.map(Int.init),
-                  entries[i].validFrom <= readAt, entries[i].chunks == nil,
+                  validity[i].validFrom <= readAt, entries[i].chunks == nil,
                   case .slices(tid, let slices) = entries[i].placement, slices.count == chunks.count else { return }
             entries[i].chunks = chunks
             chunkBytes += chunks.byteCount
@@ -391,20 +402,22 @@ public final class TopicCache: @unchecked Sendable {
             guard heldThrough == readAt else { return }
             let key = UInt64(pid) << 32 | UInt64(placement.tid)
             if let index = codes.lookup(pid, code), let i = index.map(Int.init) {
-                if entries[i].validFrom <= readAt { return }  // held already, for as long or longer
+                if validity[i].validFrom <= readAt { return }  // held already, for as long or longer
                 let old = entries[i].placement.tid
                 if old != placement.tid, byTopic[UInt64(pid) << 32 | UInt64(old)] == i {
                     byTopic[UInt64(pid) << 32 | UInt64(old)] = nil
                 }
                 if let held = entries[i].chunks { chunkBytes -= held.byteCount }
-                entries[i] = Entry(placement: placement, validFrom: readAt)
+                entries[i] = Entry(placement: placement)
+                validity[i] = Validity(placement, validFrom: readAt)
                 byTopic[key] = i
                 return
             }
             if entries.count >= capacity { dropEntries() }
             codes.set(pid, code, UInt32(entries.count))
             byTopic[key] = entries.count
-            entries.append(Entry(placement: placement, validFrom: readAt))
+            entries.append(Entry(placement: placement))
+            validity.append(Validity(placement, validFrom: readAt))
         }
     }
 
@@ -446,7 +459,7 @@ public final class TopicCache: @unchecked Sendable {
             if !byTopic.isEmpty {
                 for key in topics {
                     if let i = byTopic.removeValue(forKey: key) {
-                        entries[i].validFrom = .max
+                        validity[i].validFrom = .max
                         if let held = entries[i].chunks {
                             chunkBytes -= held.byteCount
                             entries[i].chunks = nil
@@ -484,6 +497,7 @@ public final class TopicCache: @unchecked Sendable {
     private func dropEntries() {
         codes.removeAll()
         entries.removeAll()
+        validity.removeAll()
         byTopic.removeAll()
         live.removeAll()
         chunkBytes = 0

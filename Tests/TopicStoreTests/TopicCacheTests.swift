@@ -1,6 +1,7 @@
 import Foundation
 import LMDB
 @testable import Projections
+import Roaring
 import SubscriptionLog
 import Testing
 import TopicStore
@@ -301,6 +302,33 @@ import TopicStore
         // Another writer committed: everything goes.
         cache.beginWrite(at: 12)
         #expect(cache.liveChunks(1, 3, asOf: 12) == nil)
+    }
+
+    @Test func anEntryRefilledInPlaceIsReadWholeByEveryReader() {
+        // The part a count reads (from when, the members) sits apart from the placement,
+        // at the same index: 32 bytes, two to a cache line.
+        #expect(MemoryLayout<TopicCache.Validity>.stride == 32)
+        let cache = TopicCache(capacity: 16)
+        cache.beginWrite(at: 3)
+        for n in 0..<6 { cache.offer(1, code: "user.\(n)", .members(tid: UInt32(100 + n), [UInt32(n)]), readAt: 3) }
+        func gather(_ codes: [String], asOf: UInt64) -> (members: [UInt32], missed: [Int]) {
+            var gathered = GatheredValues(limit: 64)
+            let missed = cache.gatherMembers(1, codes: codes, asOf: asOf, into: &gathered)
+            return (gathered.withValues(from: 0) { Array($0) }, missed)
+        }
+        #expect(gather(["user.0", "user.3", "user.5"], asOf: 3) == ([0, 3, 5], []))
+        // user.3 changes (dropped), user.4 moves to slices: both offered again at 4, in place.
+        cache.didCommit(changing: [1 << 32 | 103, 1 << 32 | 104], from: 3, through: 4)
+        #expect(gather(["user.0", "user.3", "user.4"], asOf: 4) == ([0], [1, 2]))
+        #expect(cache.placement(1, code: "user.3", asOf: 4) == nil)
+        cache.offer(1, code: "user.3", .members(tid: 103, [7, 9]), readAt: 4)
+        cache.offer(1, code: "user.4", .slices(tid: 104, [0, 2]), readAt: 4)
+        #expect(cache.count == 6, "refilled where they were")
+        #expect(gather(["user.3", "user.0", "user.4", "user.5"], asOf: 4) == ([7, 9, 0, 5], [2]))
+        #expect(gather(["user.3"], asOf: 3) == ([], [0]), "not held for the snapshot before the change")
+        #expect(cache.placement(1, code: "user.3", asOf: 4) == .members(tid: 103, [7, 9]))
+        #expect(cache.placement(1, code: "user.4", asOf: 4) == .slices(tid: 104, [0, 2]))
+        #expect(cache.placement(1, code: "user.0", asOf: 3) == .members(tid: 100, [0]))
     }
 
     @Test func aFullCacheStartsAfreshAndKeepsWhatTheWriterReported() {
