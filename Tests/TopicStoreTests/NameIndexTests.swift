@@ -87,7 +87,8 @@ import Testing
 
     /// A short name is compared as two words (`shortWords`): for every length
     /// up to `shortName` and wherever the name sits, equal bytes give equal
-    /// words, and a name that differs in any one byte gives different words.
+    /// words, and a name that differs in any one byte gives different words;
+    /// the hash taken from the words is the name's hash.
     @Test func shortWordsTellEveryByte() {
         var rng = SeededRandom(seed: 3)
         for length in 0...NameIndex.shortName {
@@ -102,6 +103,9 @@ import Testing
                         + (0..<8).map { _ in UInt8.random(in: 0...255, using: &rng) }
                     let words = buffer.withUnsafeBytes { NameIndex.shortWords($0.baseAddress! + offset, length) }
                     #expect(words == expected, "length \(length) at offset \(offset)")
+                    // A short name's hash taken from its words, as the lookups take it, is its hash.
+                    #expect(NameIndex.nameHash(shortWords: words, count: length) == Self.referenceHash(name),
+                            "length \(length) at offset \(offset)")
                 }
                 for position in 0..<length {
                     var other = name
