@@ -76,10 +76,8 @@ final class NameIndex: @unchecked Sendable {
     /// topic directory's table of tens of thousands of codes (4 MiB at 60k)
     /// is read at random by a list of users not asked lately.
     private static func table(_ size: Int) -> UnsafeMutableBufferPointer<Slot> {
-        let byteCount = size * MemoryLayout<Slot>.stride, huge = 2 << 20
-        let bytes = UnsafeMutableRawPointer.allocate(byteCount: byteCount, alignment: byteCount >= huge ? huge : 64)
+        let bytes = allocateOnHugePages(byteCount: size * MemoryLayout<Slot>.stride)
         let table = UnsafeMutableBufferPointer(start: bytes.bindMemory(to: Slot.self, capacity: size), count: size)
-        adviseHugePages(UnsafeMutableRawBufferPointer(table), fewest: 1)
         table.initialize(repeating: Slot())
         return table
     }
@@ -140,15 +138,29 @@ final class NameIndex: @unchecked Sendable {
     /// does not know project ids can compute ahead of the fold.
     @inline(__always)
     static func nameHash(_ name: UnsafeRawBufferPointer) -> UInt64 {
-        var h = UInt64(name.count) &* 0xD6E8_FEB8_6659_FD93
+        var h = hashStart(name.count)
         var i = 0
         while i + 8 <= name.count {
-            h = (h ^ name.loadUnaligned(fromByteOffset: i, as: UInt64.self)) &* 0xBF58_476D_1CE4_E5B9
-            h ^= h >> 29
+            h = hashWord(h, name.loadUnaligned(fromByteOffset: i, as: UInt64.self))
             i += 8
         }
-        return (h ^ tail(name, from: i)) &* 0xBF58_476D_1CE4_E5B9
+        return hashEnd(h, tail: tail(name, from: i))
     }
+
+    // The name hash's three steps, shared by both ways of reading a name
+    // (`nameHash(_:)`, `nameHash(shortWords:count:)`): its length, each whole
+    // 8-byte word, then the last 0-7 bytes as one word.
+    @inline(__always)
+    private static func hashStart(_ count: Int) -> UInt64 { UInt64(count) &* 0xD6E8_FEB8_6659_FD93 }
+
+    @inline(__always)
+    private static func hashWord(_ h: UInt64, _ word: UInt64) -> UInt64 {
+        let m = (h ^ word) &* 0xBF58_476D_1CE4_E5B9
+        return m ^ m >> 29
+    }
+
+    @inline(__always)
+    private static func hashEnd(_ h: UInt64, tail: UInt64) -> UInt64 { (h ^ tail) &* 0xBF58_476D_1CE4_E5B9 }
 
     /// The last 0-7 bytes of `name`, from `i`, as a little-endian word: two
     /// 4-byte loads that may overlap, or single bytes. A short String's bytes
@@ -209,14 +221,10 @@ final class NameIndex: @unchecked Sendable {
     /// each name a list looks up).
     @inline(__always)
     static func nameHash(shortWords words: (UInt64, UInt64), count n: Int) -> UInt64 {
-        var h = UInt64(n) &* 0xD6E8_FEB8_6659_FD93
-        if n < 8 { return (h ^ words.0) &* 0xBF58_476D_1CE4_E5B9 }
-        h = (h ^ words.0) &* 0xBF58_476D_1CE4_E5B9
-        h ^= h >> 29
-        if n < 16 { return (h ^ words.1) &* 0xBF58_476D_1CE4_E5B9 }
-        h = (h ^ words.1) &* 0xBF58_476D_1CE4_E5B9
-        h ^= h >> 29
-        return h &* 0xBF58_476D_1CE4_E5B9
+        let h = hashStart(n)
+        if n < 8 { return hashEnd(h, tail: words.0) }
+        if n < 16 { return hashEnd(hashWord(h, words.0), tail: words.1) }
+        return hashEnd(hashWord(hashWord(h, words.0), words.1), tail: 0)
     }
 
     static func nameHash(_ name: String) -> UInt64 {

@@ -26,6 +26,16 @@ func adviseHugePages(_ bytes: UnsafeMutableRawBufferPointer, fewest: Int = 4) {
     if end > start { _ = madvise(UnsafeMutableRawPointer(bitPattern: start), end - start, MADV_HUGEPAGE) }
 }
 
+/// `byteCount` bytes aligned to cache lines; from 2 MiB on, aligned to 2 MiB
+/// pages and advised to be backed by them (`adviseHugePages`), before they
+/// are first touched. Freed with `deallocate()`.
+func allocateOnHugePages(byteCount: Int) -> UnsafeMutableRawPointer {
+    let huge = 2 << 20
+    let bytes = UnsafeMutableRawPointer.allocate(byteCount: byteCount, alignment: byteCount >= huge ? huge : 64)
+    adviseHugePages(UnsafeMutableRawBufferPointer(start: bytes, count: byteCount), fewest: 1)
+    return bytes
+}
+
 /// Up to `capacity` elements in memory reserved whole when made, aligned to
 /// 2 MiB and asked to be backed by 2 MiB pages (`adviseHugePages`): for a
 /// table read at random whose size is bounded, such as the topic directory's
@@ -41,11 +51,8 @@ final class HugePageBuffer<Element> {
     private(set) var count = 0
 
     init(capacity: Int) {
-        precondition(capacity >= 0)
-        let huge = 2 << 20, byteCount = max(capacity, 1) * MemoryLayout<Element>.stride
-        let bytes = UnsafeMutableRawPointer.allocate(byteCount: byteCount,
-                                                     alignment: byteCount >= huge ? huge : max(MemoryLayout<Element>.alignment, 64))
-        adviseHugePages(UnsafeMutableRawBufferPointer(start: bytes, count: byteCount), fewest: 1)
+        precondition(capacity >= 0 && MemoryLayout<Element>.alignment <= 64)
+        let bytes = allocateOnHugePages(byteCount: max(capacity, 1) * MemoryLayout<Element>.stride)
         base = bytes.bindMemory(to: Element.self, capacity: max(capacity, 1))
         self.capacity = capacity
     }
