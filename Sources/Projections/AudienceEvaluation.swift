@@ -66,7 +66,7 @@ struct AudienceEvaluation {
             // 65,536); once it is nearly full, the rest are read as bitmaps
             // without trying (a refused try costs two reads).
             let leaves = codes.count + others.count
-            var gathered = GatheredValues(limit: min(1 << 16, max(Bitmap.gatheredUnionLimit, 16 * leaves)))
+            var gathered = GatheredMembers(limit: min(1 << 16, max(Bitmap.gatheredUnionLimit, 16 * leaves)))
             var gathering = true
             var parts: [Bitmap] = []
             for i in others.indices { parts.append(try evaluate(others[i], txn)) }
@@ -79,11 +79,11 @@ struct AudienceEvaluation {
             }
             for i in rest {
                 guard let placed = try placement(codes[i], txn) else { continue }
-                if gathering, try reader.gather(pid, placed, into: &gathered, txn) { continue }
-                if gathered.count > gathered.limit - gathered.limit / 8 { gathering = false }
+                if gathering, try reader.gather(pid, placed, into: &gathered.values, txn) { continue }
+                if gathered.count > gathered.values.limit - gathered.values.limit / 8 { gathering = false }
                 parts.append(try reader.bitmap(pid, placed, txn))
             }
-            if gathered.count > 0 { parts.append(gathered.bitmap()) }
+            if gathered.count > 0 { parts.append(gathered.values.bitmap()) }
             return Bitmap.union(parts)
         case .and(let a, .not(let b)), .and(.not(let b), let a):
             return try evaluate(a, txn).subtracting(try evaluate(b, txn))

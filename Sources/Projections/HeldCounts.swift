@@ -50,8 +50,7 @@ extension ProjectionReader {
     /// directory shares the recipient cache's lock. (Taking the code, not
     /// `.topic(code)`: an expression's every node is a box allocated.)
     private func heldCountsOfTopic(project: String, code: String, tip: Int) -> AudienceCounts? {
-        guard let (held, ios, android) = topicCache?.heldLiveCounts(project: project, code: code, tip: tip, in: recipientCache)
-        else { return nil }
+        guard let (held, ios, android) = topicCache?.heldLiveCounts(project: project, code: code, tip: tip) else { return nil }
         let total = held.withMembers { $0.count }
         return AudienceCounts(asOfSeq: held.asOf, total: total, ios: ios, android: android,
                               withoutToken: total - ios - android, unknownTopics: [])
@@ -64,9 +63,9 @@ extension ProjectionReader {
 
     /// The counts of a list of `count` topics whose members `gather` gathers
     /// from the topic directory (nil: not every one is held).
-    private func heldCountsOfList(_ count: Int, _ gather: (TopicCache, inout GatheredValues) -> (pid: UInt32, asOf: UInt64)?) -> AudienceCounts? {
+    private func heldCountsOfList(_ count: Int, _ gather: (TopicCache, inout GatheredMembers) -> (pid: UInt32, asOf: UInt64)?) -> AudienceCounts? {
         guard let directory = topicCache else { return nil }
-        var gathered = GatheredValues(limit: TopicCache.inlineMembers * count)
+        var gathered = GatheredMembers(limit: TopicCache.inlineMembers * count)
         guard let (pid, asOf) = gather(directory, &gathered) else { return nil }
         return gatheredCounts(pid, &gathered, asOf: asOf, unknown: [])
     }

@@ -73,6 +73,9 @@ public final class ProjectionWriter {
     private var topicChanges: [UInt64] = []
     /// The slices whose live sets' chunks the open transaction changed (pid << 32 | slice), likewise.
     private var liveSliceChanges: [UInt64] = []
+    /// The devices whose records the open transaction wrote (pid << 32 | ordinal), likewise:
+    /// the topic cache holds what the members of small topics reach.
+    private var deviceChanges: [UInt64] = []
     /// The sequence the open transaction started from, and the writer stamp stored then.
     private var transactionStart: UInt64 = 0
     private var startedOnStamp: UInt64?
@@ -228,6 +231,7 @@ public final class ProjectionWriter {
         transactionStart = appliedSequence
         topicChanges.removeAll(keepingCapacity: true)
         liveSliceChanges.removeAll(keepingCapacity: true)
+        deviceChanges.removeAll(keepingCapacity: true)
         topicCache?.beginWrite(at: appliedSequence, snapshot: Self.snapshot(of: txn))
         if let cache = recipientCache, cache.heldSequence != appliedSequence {
             // Others wrote: take the device records their journal lists, or (the first
@@ -339,10 +343,11 @@ public final class ProjectionWriter {
             recipientChanges.removeAll()
         }
         if let cache = topicCache {
-            cache.didCommit(changing: topicChanges, liveSlices: liveSliceChanges, from: transactionStart,
-                            through: appliedSequence, transaction: transactionID)
+            cache.didCommit(changing: topicChanges, liveSlices: liveSliceChanges, devices: deviceChanges,
+                            from: transactionStart, through: appliedSequence, transaction: transactionID)
             topicChanges.removeAll(keepingCapacity: true)
             liveSliceChanges.removeAll(keepingCapacity: true)
+            deviceChanges.removeAll(keepingCapacity: true)
         }
     }
 
@@ -711,6 +716,7 @@ public final class ProjectionWriter {
         transactionDevices.remove(pid, ordinal)
         journalDevices.append(UInt64(pid) << 32 | UInt64(ordinal))
         if recipientCache != nil { recipientChanges.delete(pid, ordinal, sequence: appliedSequence) }
+        if topicCache != nil { deviceChanges.append(UInt64(pid) << 32 | UInt64(ordinal)) }
     }
 
     func put(device: DeviceRecord, _ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {
@@ -726,6 +732,7 @@ public final class ProjectionWriter {
             if recipientCache != nil { recipientChanges.put(pid, ordinal, sequence: appliedSequence, record: v) }
         }
         journalDevices.append(UInt64(pid) << 32 | UInt64(ordinal))
+        if topicCache != nil { deviceChanges.append(UInt64(pid) << 32 | UInt64(ordinal)) }
     }
 
     // MARK: Memberships (device → topics and topic → devices, kept together)

@@ -234,20 +234,6 @@ public final class RecipientCache: @unchecked Sendable {
         }
     }
 
-    /// Asks memory for the cells of `members` (of project `pid`), so that a
-    /// `liveCounts` of them soon after finds them on the way: a list's members
-    /// gathered from the topic directory are cache misses when its users were
-    /// not asked lately, and the caller has other work to do meanwhile.
-    /// (The loop is `liveCountsLocked`'s first one again: shared through a
-    /// helper, a list's count took ~680 instructions more, cachegrind.)
-    func prefetchCells(_ pid: UInt32, members: UnsafeBufferPointer<UInt32>) {
-        lock.withLock {
-            guard let column = columns[pid] else { return }
-            let cells = column.cells
-            for m in members where Int(m) < cells.count { topicstore_prefetch(cells.baseAddress! + Int(m)) }
-        }
-    }
-
     /// How many of `devices` (of project `pid`) have a live iOS and a live
     /// Android token as of sequence `asOf`, read from the held records; nil
     /// when the cache cannot answer for every one of them (read the snapshot then).
@@ -263,19 +249,10 @@ public final class RecipientCache: @unchecked Sendable {
         members.withUnsafeBufferPointer { liveCounts(pid, members: $0, asOf: asOf) }
     }
 
-    /// The same, borrowing the ordinals. Without `askingAhead`, the cells
-    /// are read without asking memory for them ahead: the caller asked already
-    /// (`prefetchCells`), or they are too few for it (a per-user topic's one
-    /// member, read right after it would be asked for).
-    func liveCounts(_ pid: UInt32, members: UnsafeBufferPointer<UInt32>, asOf: UInt64,
-                    askingAhead: Bool = true) -> (ios: Int, android: Int)? {
-        lock.withLock { liveCountsLocked(pid, members: members, asOf: asOf, askingAhead: askingAhead) }
-    }
-
-    /// The same, called with `lock` held (the topic directory's too, when shared).
-    func liveCountsLocked(_ pid: UInt32, members: UnsafeBufferPointer<UInt32>, asOf: UInt64,
-                          askingAhead: Bool = true) -> (ios: Int, android: Int)? {
-        liveCountsLocked(pid, asOf: asOf, askingAhead: askingAhead) { tally in _ = tally(members) }
+    /// The same, borrowing the ordinals (those of a list's members whose
+    /// reach the topic directory did not hold).
+    func liveCounts(_ pid: UInt32, members: UnsafeBufferPointer<UInt32>, asOf: UInt64) -> (ios: Int, android: Int)? {
+        liveCounts(pid, asOf: asOf) { tally in _ = tally(members) }
     }
 
     /// Live counts of the ordinals `feed` hands to its tally, batch by batch;
@@ -286,9 +263,30 @@ public final class RecipientCache: @unchecked Sendable {
         lock.withLock { liveCountsLocked(pid, asOf: asOf, feed) }
     }
 
-    /// `liveCounts(_:asOf:_:)` with the lock held; `askingAhead`, each cell
-    /// is asked of memory 16 ordinals before it is read.
-    private func liveCountsLocked(_ pid: UInt32, asOf: UInt64, askingAhead: Bool = true,
+    /// What each of `members` (of project `pid`, at most four) reaches as of
+    /// sequence `asOf`, one byte each from the lowest (`Reach.ios`, `.android`
+    /// or `.unreachable`), for the topic directory to hold beside them; nil
+    /// when the cache cannot tell it for every one of them. Called with `lock`
+    /// held (the directory shares it).
+    func reachesLocked(_ pid: UInt32, members: UnsafeBufferPointer<UInt32>, asOf: UInt64) -> UInt32? {
+        precondition(members.count <= 4, "reaches of at most four members")
+        guard let held = heldThrough, held >= asOf, let column = columns[pid] else { return nil }
+        let cells = column.cells
+        var reaches: UInt32 = 0
+        for (k, ordinal) in members.enumerated() {
+            let i = Int(ordinal)
+            guard i < cells.count, cells[i].changed <= asOf else { return nil }
+            switch cells[i].reach {
+            case .ios, .android, .unreachable: reaches |= UInt32(cells[i].reach.rawValue) << (8 * k)
+            case .none, .undecodable: return nil
+            }
+        }
+        return reaches
+    }
+
+    /// `liveCounts(_:asOf:_:)` with the lock held; each cell is asked of
+    /// memory 16 ordinals before it is read.
+    private func liveCountsLocked(_ pid: UInt32, asOf: UInt64,
                                   _ feed: ((UnsafeBufferPointer<UInt32>) -> Bool) -> Void) -> (ios: Int, android: Int)? {
         guard let held = heldThrough, held >= asOf, let column = columns[pid] else { return nil }
         var ios = 0, android = 0, answered = true
@@ -296,12 +294,12 @@ public final class RecipientCache: @unchecked Sendable {
         feed { batch in
             // Each cell asked of memory `ahead` ordinals before it is read: the cells of a
             // list's members not asked lately are cache misses, waited for one after another.
-            let ahead = askingAhead ? 16 : 0
+            let ahead = 16
             for ordinal in batch.prefix(ahead) where Int(ordinal) < cells.count {
                 topicstore_prefetch(cells.baseAddress! + Int(ordinal))
             }
             for (j, ordinal) in batch.enumerated() {
-                if ahead > 0, j + ahead < batch.count, Int(batch[j + ahead]) < cells.count {
+                if j + ahead < batch.count, Int(batch[j + ahead]) < cells.count {
                     topicstore_prefetch(cells.baseAddress! + Int(batch[j + ahead]))
                 }
                 let i = Int(ordinal)

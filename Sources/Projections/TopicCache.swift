@@ -90,10 +90,11 @@ public final class TopicCache: @unchecked Sendable {
         /// (a third of the gathering's time).
         var members: InlineMembers
 
-        init(_ placement: Placement, validFrom: UInt64) {
+        /// `reaches` (0: not known) is what each of a placement's members reaches.
+        init(_ placement: Placement, reaches: UInt32, validFrom: UInt64) {
             self.validFrom = validFrom
             switch placement {
-            case .members(_, let m): members = InlineMembers(m)
+            case .members(_, let m): members = InlineMembers(m, reaches: reaches)
             case .slices(_, let slices): members = slices.isEmpty ? InlineMembers([]) : InlineMembers()
             }
         }
@@ -101,6 +102,9 @@ public final class TopicCache: @unchecked Sendable {
 
     /// The recipient cache's lock when made `sharingLockWith` it.
     let lock: CacheLock
+    /// That recipient cache: a topic held with its members holds what each
+    /// reaches as it tells it for the snapshot offered (see `offer`).
+    private let recipients: RecipientCache?
     // Everything below is guarded by `lock`.
     /// (pid, code) → index in `entries`. An index stays with its code: a
     /// dropped entry is refilled in place.
@@ -112,6 +116,10 @@ public final class TopicCache: @unchecked Sendable {
     private let validity: HugePageBuffer<Validity>
     /// pid << 32 | topic id → index in `entries`, for the writer's drops.
     private var byTopic: [UInt64: Int] = [:]
+    /// pid << 32 | device ordinal → the entries holding what that device
+    /// reaches (those held with their members and their reach), for the
+    /// writer's drops when the device's record changes.
+    private var byDevice: [UInt64: EntryIndices] = [:]
     private var heldThrough: UInt64?
     /// The LMDB transaction id of the committed snapshot at `heldThrough`, when
     /// the writer knows it (nil otherwise).
@@ -141,13 +149,18 @@ public final class TopicCache: @unchecked Sendable {
     /// it took each cache's own in turn (132 → 122 ns a count, loop over the
     /// 1M benchmark store). Only `heldLiveCounts` reads one cache from the
     /// other, the lock taken once; neither runs its callers' code with it held.
+    ///
+    /// The directory then also holds what the members of a topic of a few
+    /// devices reach (their live iOS or Android token, or none), so that a
+    /// list of such topics is counted without the recipient cache's cells.
     public convenience init(sharingLockWith recipients: RecipientCache) {
-        self.init(capacity: 1 << 18, lock: recipients.lock)
+        self.init(capacity: 1 << 18, sharingLockWith: recipients)
     }
 
-    init(capacity: Int, lock: CacheLock = CacheLock()) {
+    init(capacity: Int, sharingLockWith recipients: RecipientCache? = nil) {
         self.capacity = capacity
-        self.lock = lock
+        self.lock = recipients?.lock ?? CacheLock()
+        self.recipients = recipients
         entries = HugePageBuffer(capacity: capacity)
         validity = HugePageBuffer(capacity: capacity)
     }
@@ -178,19 +191,14 @@ public final class TopicCache: @unchecked Sendable {
         lock.withLock { heldMembersLocked(project: project, code: code, tip: tip) }
     }
 
-    /// `heldMembers` with the live iOS and Android devices among them, which
-    /// `recipients` holds for the same snapshot: both read under the one lock
-    /// they share; nil when they do not share it (see `init(sharingLockWith:)`).
-    ///
-    /// The caches are borrowed, not bound (binding the reader's optional
-    /// references retained and released each: 132 → 175–200 ns a count, loop).
-    func heldLiveCounts(project: String, code: String, tip: Int,
-                        in recipients: RecipientCache?) -> (held: HeldMembers, ios: Int, android: Int)? {
-        guard recipients?.lock === lock else { return nil }
-        return lock.withLock {
+    /// `heldMembers` with the live iOS and Android devices among them, as
+    /// held beside them (a directory sharing a recipient cache holds that);
+    /// nil when not held. A per-user topic's count then reads one entry, and
+    /// no cell of the recipient cache.
+    func heldLiveCounts(project: String, code: String, tip: Int) -> (held: HeldMembers, ios: Int, android: Int)? {
+        lock.withLock {
             guard let held = heldMembersLocked(project: project, code: code, tip: tip),
-                  let (ios, android) = held.withMembers({ recipients?.liveCountsLocked(held.pid, members: $0, asOf: held.asOf, askingAhead: false) })
-            else { return nil }
+                  let (ios, android) = held.members.liveCounts else { return nil }
             return (held, ios, android)
         }
     }
@@ -209,18 +217,18 @@ public final class TopicCache: @unchecked Sendable {
     /// held by their slices, or the cache not at that snapshot), with
     /// `gathered` to be discarded.
     public func gatherHeldMembers(project: String, codes: [String], tip: Int,
-                                  into gathered: inout GatheredValues) -> (pid: UInt32, asOf: UInt64)? {
+                                  into gathered: inout GatheredMembers) -> (pid: UInt32, asOf: UInt64)? {
         codes.withUnsafeBufferPointer { gatherHeld(project: project, StringNames(strings: $0), tip: tip, into: &gathered) }
     }
 
     /// `gatherHeldMembers` of codes given as bytes.
     public func gatherHeldMembers(project: String, codes: TopicCodeList, tip: Int,
-                                  into gathered: inout GatheredValues) -> (pid: UInt32, asOf: UInt64)? {
+                                  into gathered: inout GatheredMembers) -> (pid: UInt32, asOf: UInt64)? {
         codes.withNames { gatherHeld(project: project, $0, tip: tip, into: &gathered) }
     }
 
     private func gatherHeld<Names: NameList>(project: String, _ names: Names, tip: Int,
-                                             into gathered: inout GatheredValues) -> (pid: UInt32, asOf: UInt64)? {
+                                             into gathered: inout GatheredMembers) -> (pid: UInt32, asOf: UInt64)? {
         lock.withLock {
             guard heldTransaction == tip, let asOf = heldThrough, let pid = projectIDLocked(project) else { return nil }
             let missed = gatherLocked(pid, names, asOf: asOf, into: &gathered, stoppingAtFirstMiss: true)
@@ -245,10 +253,11 @@ public final class TopicCache: @unchecked Sendable {
 
     /// Gathers into `gathered`, under one lock, the members of each topic of
     /// `codes` held with its members for a snapshot at `asOf` (a send to a list
-    /// of per-user topics; a topic with no member left gathers nothing). Returns
-    /// the indices into `codes` it did not gather (not held, held by its
-    /// slices, or not fitting): look those up one by one.
-    public func gatherMembers(_ pid: UInt32, codes: [String], asOf: UInt64, into gathered: inout GatheredValues) -> [Int] {
+    /// of per-user topics; a topic with no member left gathers nothing), with
+    /// what they reach where that is held. Returns the indices into `codes` it
+    /// did not gather (not held, held by its slices, or not fitting): look
+    /// those up one by one.
+    public func gatherMembers(_ pid: UInt32, codes: [String], asOf: UInt64, into gathered: inout GatheredMembers) -> [Int] {
         lock.withLock {
             guard let held = heldThrough, asOf <= held else { return Array(codes.indices) }
             return codes.withUnsafeBufferPointer {
@@ -265,7 +274,7 @@ public final class TopicCache: @unchecked Sendable {
     /// lately are cache misses, which gathered as each code was found were
     /// waited for one after another.
     private func gatherLocked<Names: NameList>(_ pid: UInt32, _ names: Names, asOf: UInt64,
-                              into gathered: inout GatheredValues, stoppingAtFirstMiss: Bool) -> [Int] {
+                              into gathered: inout GatheredMembers, stoppingAtFirstMiss: Bool) -> [Int] {
         var rest: [Int] = []
         validity.withUnsafeBufferPointer { validity in
             withUnsafeTemporaryAllocation(of: Int.self, capacity: names.count) { found in
@@ -277,7 +286,7 @@ public final class TopicCache: @unchecked Sendable {
                     for c in 0..<finder.looked {
                         let i = found[c]
                         guard i >= 0, validity[i].validFrom <= asOf, validity[i].members.isAll,
-                              validity[i].members.append(to: &appender) else {
+                              appender.append(validity[i].members) else {
                             rest.append(c)
                             if stoppingAtFirstMiss { return }
                             continue
@@ -397,9 +406,21 @@ public final class TopicCache: @unchecked Sendable {
 
     /// Offers where topic `code` is, as read from a snapshot at sequence `readAt`;
     /// taken only when that is the sequence the writer has reported through.
+    ///
+    /// A directory sharing a recipient cache holds a topic's few members with
+    /// what each reaches, which that cache tells for the same snapshot (under
+    /// the lock they share); a topic whose members it cannot tell that for (it
+    /// is not filled yet, or a record changed since) is not held: it is
+    /// offered again by the next count that reads it.
     public func offer(_ pid: UInt32, code: String, _ placement: Placement, readAt: UInt64) {
         lock.withLock {
             guard heldThrough == readAt else { return }
+            var reaches: UInt32 = 0
+            if let recipients, case .members(_, let members) = placement, !members.isEmpty {
+                guard let known = members.withUnsafeBufferPointer({ recipients.reachesLocked(pid, members: $0, asOf: readAt) })
+                else { return }
+                reaches = known
+            }
             let key = UInt64(pid) << 32 | UInt64(placement.tid)
             if let index = codes.lookup(pid, code), let i = index.map(Int.init) {
                 if validity[i].validFrom <= readAt { return }  // held already, for as long or longer
@@ -408,8 +429,10 @@ public final class TopicCache: @unchecked Sendable {
                     byTopic[UInt64(pid) << 32 | UInt64(old)] = nil
                 }
                 if let held = entries[i].chunks { chunkBytes -= held.byteCount }
+                noteDevices(pid, of: i, holding: false)
                 entries[i] = Entry(placement: placement)
-                validity[i] = Validity(placement, validFrom: readAt)
+                validity[i] = Validity(placement, reaches: reaches, validFrom: readAt)
+                noteDevices(pid, of: i, holding: true)
                 byTopic[key] = i
                 return
             }
@@ -417,7 +440,26 @@ public final class TopicCache: @unchecked Sendable {
             codes.set(pid, code, UInt32(entries.count))
             byTopic[key] = entries.count
             entries.append(Entry(placement: placement))
-            validity.append(Validity(placement, validFrom: readAt))
+            validity.append(Validity(placement, reaches: reaches, validFrom: readAt))
+            noteDevices(pid, of: entries.count - 1, holding: true)
+        }
+    }
+
+    /// Notes in `byDevice` that entry `i` of project `pid` holds (or no longer
+    /// holds) what its members reach, when it holds that (called with the lock held).
+    private func noteDevices(_ pid: UInt32, of i: Int, holding: Bool) {
+        let members = validity[i].members
+        guard members.isAll, members.reaches != 0 else { return }
+        members.withValues { ordinals in
+            for ordinal in ordinals {
+                let key = UInt64(pid) << 32 | UInt64(ordinal)
+                if holding {
+                    byDevice[key, default: EntryIndices()].insert(i)
+                } else if var held = byDevice.removeValue(forKey: key) {
+                    held.remove(i)
+                    if !held.isEmpty { byDevice[key] = held }
+                }
+            }
         }
     }
 
@@ -439,12 +481,13 @@ public final class TopicCache: @unchecked Sendable {
     }
 
     /// A transaction that began at `from` committed through `through`, changing
-    /// `topics` (pid << 32 | topic id, in any order, repeats allowed) and the
-    /// live sets' chunks of `liveSlices` (pid << 32 | slice); it is
+    /// `topics` (pid << 32 | topic id, in any order, repeats allowed), the
+    /// live sets' chunks of `liveSlices` (pid << 32 | slice) and the records of
+    /// `devices` (pid << 32 | ordinal: what they reach may have changed); it is
     /// LMDB's transaction `transaction` when given, which readers without a
     /// transaction of their own may then be answered for.
-    func didCommit(changing topics: [UInt64], liveSlices: [UInt64] = [], from: UInt64, through: UInt64,
-                   transaction: Int? = nil) {
+    func didCommit(changing topics: [UInt64], liveSlices: [UInt64] = [], devices: [UInt64] = [],
+                   from: UInt64, through: UInt64, transaction: Int? = nil) {
         lock.withLock {
             guard heldThrough == from else { return forgetAll() }
             for key in liveSlices {
@@ -465,6 +508,11 @@ public final class TopicCache: @unchecked Sendable {
                             entries[i].chunks = nil
                         }
                     }
+                }
+            }
+            if !byDevice.isEmpty {
+                for key in devices {
+                    byDevice[key]?.forEach { validity[$0].validFrom = .max }
                 }
             }
             heldThrough = through
@@ -499,29 +547,54 @@ public final class TopicCache: @unchecked Sendable {
         entries.removeAll()
         validity.removeAll()
         byTopic.removeAll()
+        byDevice.removeAll()
         live.removeAll()
         chunkBytes = 0
     }
 }
 
 /// At most `TopicCache.inlineMembers` devices, in place: all of a topic's
-/// (`isAll`), or none held (a topic held by its slices).
+/// (`isAll`), or none held (a topic held by its slices); with what each
+/// reaches, when known.
 struct InlineMembers {
     private var values: (UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0)
     private var count: UInt8 = 0
     private(set) var isAll = false
+    /// What each member reaches, one byte each from the lowest: a
+    /// `RecipientCache.Reach` (`.ios`, `.android`, `.unreachable`), or 0 for
+    /// every member when not known. (Laid out after the flags: 24 bytes in all.)
+    private(set) var reaches: UInt32 = 0
 
     /// None held.
     init() {}
 
-    /// All of a topic's members (none: a topic everyone left).
-    init(_ members: [UInt32]) {
+    /// All of a topic's members (none: a topic everyone left), with what they
+    /// reach (`reaches`, as `RecipientCache.reachesLocked` gives it; 0: not known).
+    init(_ members: [UInt32], reaches: UInt32 = 0) {
         guard members.count <= TopicCache.inlineMembers else { return }
         withUnsafeMutableBytes(of: &values) { raw in
             for (i, m) in members.enumerated() { raw.storeBytes(of: m, toByteOffset: 4 * i, as: UInt32.self) }
         }
         count = UInt8(members.count)
         isAll = true
+        self.reaches = reaches
+    }
+
+    /// Whether what every member reaches is held (so with no member at all).
+    var reachesKnown: Bool { count == 0 || reaches != 0 }
+
+    /// How many members reach an iOS and an Android token; nil when not known.
+    var liveCounts: (ios: Int, android: Int)? {
+        guard reachesKnown else { return nil }
+        var ios = 0, android = 0
+        for k in 0..<Int(count) {
+            switch UInt8(truncatingIfNeeded: reaches >> (8 * k)) {
+            case RecipientCache.Reach.ios.rawValue: ios += 1
+            case RecipientCache.Reach.android.rawValue: android += 1
+            default: continue
+            }
+        }
+        return (ios, android)
     }
 
     /// Appends the members held to `appender`; false when they do not fit.
@@ -574,5 +647,32 @@ public final class TopicChunks: @unchecked Sendable {
     /// Chunk `i`, valid while this object lives.
     public subscript(i: Int) -> UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(start: base + spans[i].start, count: spans[i].count)
+    }
+}
+
+/// The entries of the topic directory that hold what one device reaches:
+/// mostly one (its per-user topic), kept without an array.
+struct EntryIndices {
+    private var first = -1
+    private var rest: [Int] = []
+
+    var isEmpty: Bool { first < 0 }
+
+    mutating func insert(_ i: Int) {
+        if first < 0 { first = i } else if first != i, !rest.contains(i) { rest.append(i) }
+    }
+
+    mutating func remove(_ i: Int) {
+        if first == i {
+            first = rest.popLast() ?? -1
+        } else if let at = rest.firstIndex(of: i) {
+            rest.remove(at: at)
+        }
+    }
+
+    func forEach(_ body: (Int) -> Void) {
+        guard first >= 0 else { return }
+        body(first)
+        rest.forEach(body)
     }
 }

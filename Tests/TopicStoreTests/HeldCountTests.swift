@@ -437,10 +437,10 @@ import Testing
         #expect(members("user.1", tip: 41) == [7, 9] && members("user.1", tip: 40) == nil)
         cache.offer(1, code: "user.2", .members(tid: 1 << 31 | 2, [3]), readAt: 8)
         cache.offer(1, code: "user.3", .members(tid: 1 << 31 | 3, []), readAt: 8)
-        var gathered = GatheredValues(limit: 16)
+        var gathered = GatheredMembers(limit: 16)
         let list = try #require(cache.gatherHeldMembers(project: "app", codes: ["user.1", "user.2", "user.3"], tip: 41, into: &gathered))
-        #expect(list.pid == 1 && list.asOf == 8 && gathered.withValues(from: 0) { Array($0) } == [7, 9, 3])
-        var partial = GatheredValues(limit: 16)
+        #expect(list.pid == 1 && list.asOf == 8 && gathered.withValues { Array($0) } == [7, 9, 3])
+        var partial = GatheredMembers(limit: 16)
         #expect(cache.gatherHeldMembers(project: "app", codes: ["user.1", "news"], tip: 41, into: &partial) == nil)
         #expect(cache.gatherHeldMembers(project: "app", codes: ["user.1", "user.9"], tip: 41, into: &partial) == nil)
         #expect(cache.gatherHeldMembers(project: "app", codes: ["user.1"], tip: 42, into: &partial) == nil)
@@ -502,9 +502,32 @@ import Testing
                 var values = (0..<n).map { _ in UInt32.random(in: 0...spread, using: &rng) }
                 if n > 2 { values[n / 2] = UInt32.max; values[n - 1] = 0; values[0] = UInt32.max }
                 let want = Set(values)
-                let unique = values.withUnsafeMutableBufferPointer { ProjectionReader.keepDistinct($0) }
+                // In topics of up to four, each held with what its members reach or not.
+                func reach(_ v: UInt32) -> RecipientCache.Reach { [.unreachable, .ios, .android][Int(v % 3)] }
+                var gathered = GatheredMembers(limit: n)
+                var firstKnown: [UInt32: Bool] = [:]
+                var at = 0
+                while at < n {
+                    let topic = Array(values[at..<min(n, at + Int.random(in: 1...4, using: &rng))])
+                    let known = Bool.random(using: &rng)
+                    for v in topic where firstKnown[v] == nil { firstKnown[v] = known }
+                    let reaches = topic.enumerated().reduce(UInt32(0)) { $0 | UInt32(reach($1.element).rawValue) << (8 * $1.offset) }
+                    let held = InlineMembers(topic, reaches: known ? reaches : 0)
+                    #expect(gathered.withAppender { $0.append(held) })
+                    at += topic.count
+                }
+                #expect(!gathered.withAppender { $0.append(InlineMembers([1])) }, "past the limit")
+                let unique = gathered.keepDistinct()
                 #expect(unique == want.count, "\(n) values up to \(spread)")
-                #expect(Set(values[..<unique]) == want && Set(values[..<unique]).count == unique)
+                let kept = gathered.withValues { Array($0[..<unique]) }
+                #expect(Set(kept) == want && Set(kept).count == unique)
+                // Counted by what each was first gathered with; the others moved to the front.
+                let (ios, android, unknown) = gathered.countReaches(first: unique)
+                let knownOnes = want.filter { firstKnown[$0]! }
+                #expect(ios == knownOnes.filter { reach($0) == .ios }.count)
+                #expect(android == knownOnes.filter { reach($0) == .android }.count)
+                #expect(Set(gathered.withValues { Array($0[..<unknown]) }) == want.subtracting(knownOnes))
+                #expect(unknown == want.count - knownOnes.count)
             }
         }
     }

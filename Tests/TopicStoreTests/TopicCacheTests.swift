@@ -312,9 +312,9 @@ import TopicStore
         cache.beginWrite(at: 3)
         for n in 0..<6 { cache.offer(1, code: "user.\(n)", .members(tid: UInt32(100 + n), [UInt32(n)]), readAt: 3) }
         func gather(_ codes: [String], asOf: UInt64) -> (members: [UInt32], missed: [Int]) {
-            var gathered = GatheredValues(limit: 64)
+            var gathered = GatheredMembers(limit: 64)
             let missed = cache.gatherMembers(1, codes: codes, asOf: asOf, into: &gathered)
-            return (gathered.withValues(from: 0) { Array($0) }, missed)
+            return (gathered.withValues { Array($0) }, missed)
         }
         #expect(gather(["user.0", "user.3", "user.5"], asOf: 3) == ([0, 3, 5], []))
         // user.3 changes (dropped), user.4 moves to slices: both offered again at 4, in place.
@@ -340,5 +340,89 @@ import TopicStore
         #expect(cache.count == 1 && cache.placement(1, code: "user.0", asOf: 3) == nil)
         #expect(cache.placement(1, code: "user.8", asOf: 3) == .members(tid: 108, [8]))
         #expect(cache.heldSequence == 3)
+    }
+
+    /// A directory sharing a recipient cache holds a small topic's members with
+    /// what each reaches for the snapshot offered, and drops the topic when a
+    /// member's record changes, as it does when the topic changes.
+    @Test func whatMembersReachIsHeldForTheirSnapshotAndDroppedWithTheirRecord() throws {
+        let recipients = RecipientCache()
+        let cache = TopicCache(capacity: 16, sharingLockWith: recipients)
+        /// The records of project 1 that the commit `from` → `through` wrote (each at `through`).
+        /// Topics of project 1 it changed are `topics`; with `reporting`, the directory hears of it.
+        func commit(_ devices: [UInt32: DeviceRecord], topics: [UInt32] = [], from: UInt64, through: UInt64, reporting: Bool = true) {
+            var changes = RecipientCache.Changes()
+            for (ordinal, device) in devices.sorted(by: { $0.key < $1.key }) {
+                var bytes = [UInt8](repeating: 0, count: device.maximumEncodedSize)
+                let n = bytes.withUnsafeMutableBytes { device.encode(into: $0.baseAddress!) }
+                bytes.withUnsafeBytes { changes.put(1, ordinal, sequence: through, record: UnsafeRawBufferPointer(rebasing: $0[..<n])) }
+            }
+            recipients.apply(changes, from: from, through: through)
+            if reporting { cache.didCommit(changing: topics.map { 1 << 32 | UInt64($0) }, devices: devices.keys.map { 1 << 32 | UInt64($0) }, from: from, through: through) }
+        }
+        func live(_ id: String, _ platform: Platform) -> DeviceRecord {
+            DeviceRecord(deviceID: id, token: "t-\(id)", platform: platform, tokenTime: 1)
+        }
+        func counts(_ codes: [String], asOf: UInt64) -> (members: [UInt32], ios: Int, android: Int, unknown: Int, missed: [Int]) {
+            var gathered = GatheredMembers(limit: 64)
+            let missed = cache.gatherMembers(1, codes: codes, asOf: asOf, into: &gathered)
+            let members = gathered.withValues { Array($0) }
+            let (ios, android, unknown) = gathered.countReaches(first: gathered.keepDistinct())
+            return (members, ios, android, unknown, missed)
+        }
+
+        // Not filled yet: the recipient cache cannot tell, and the topic is not held.
+        cache.beginWrite(at: 3)
+        cache.offer(1, code: "user.1", .members(tid: 101, [7]), readAt: 3)
+        #expect(cache.count == 0)
+        // Filled from an empty store, then its first commits.
+        let dir = TemporaryDirectory()
+        var options = Environment.Options()
+        options.maxDatabases = 32
+        let env = try Environment(path: dir.path, options: options)
+        let tables = try ProjectionTables.open(in: env, create: true)
+        try env.read { txn in try recipients.fill(from: tables, through: 0, txn) }
+        commit([7: live("a", .ios), 8: DeviceRecord(deviceID: "b"), 9: live("c", .android)], from: 0, through: 3, reporting: false)
+        cache.offer(1, code: "user.1", .members(tid: 101, [7]), readAt: 3)
+        cache.offer(1, code: "pair", .members(tid: 102, [7, 8, 9]), readAt: 3)
+        cache.offer(1, code: "user.2", .members(tid: 103, [9]), readAt: 3)
+        cache.offer(1, code: "gone", .members(tid: 104, []), readAt: 3)
+        #expect(cache.count == 4)
+        let first = counts(["user.1", "pair", "user.2", "gone"], asOf: 3)
+        #expect(first.members == [7, 7, 8, 9, 9] && first.missed.isEmpty)
+        #expect(first.ios == 1 && first.android == 1 && first.unknown == 0, "8 has no token")
+
+        // Commit 3 → 4 moves 7 to Android. Its cell is applied before the directory hears of it:
+        // a reader of snapshot 3 offering then cannot be told what 7 reached at 3.
+        commit([7: live("a", .android)], from: 3, through: 4, reporting: false)
+        cache.offer(1, code: "user.3", .members(tid: 105, [7]), readAt: 3)
+        #expect(cache.placement(1, code: "user.3", asOf: 3) == nil, "not held: 7 changed after 3")
+        cache.offer(1, code: "user.4", .members(tid: 106, [8]), readAt: 3)
+        #expect(cache.placement(1, code: "user.4", asOf: 3) == .members(tid: 106, [8]), "8 did not change")
+        cache.didCommit(changing: [], devices: [1 << 32 | 7], from: 3, through: 4)
+        // Both topics holding 7 were dropped; the others hold.
+        let second = counts(["user.1", "pair", "user.2", "user.4"], asOf: 4)
+        #expect(second.members == [9, 8] && second.missed == [0, 1])
+        #expect(second.android == 1 && second.ios == 0)
+        cache.offer(1, code: "user.1", .members(tid: 101, [7]), readAt: 4)
+        cache.offer(1, code: "pair", .members(tid: 102, [7, 8, 9]), readAt: 4)
+        let third = counts(["user.1", "pair"], asOf: 4)
+        #expect(third.android == 2 && third.ios == 0 && third.missed.isEmpty)
+        #expect(counts(["user.1"], asOf: 3).missed == [0], "not held for the snapshot before the change")
+
+        // user.1 now holds 9 instead (refilled in place): a change of 7 no longer drops it.
+        commit([:], topics: [101], from: 4, through: 5)
+        cache.offer(1, code: "user.1", .members(tid: 101, [9]), readAt: 5)
+        commit([7: DeviceRecord(deviceID: "a")], from: 5, through: 6)
+        let fourth = counts(["user.1", "pair"], asOf: 6)
+        #expect(fourth.members == [9] && fourth.missed == [1] && fourth.android == 1)
+
+        // A directory of its own holds no reach: its members are counted from the cells.
+        let alone = TopicCache(capacity: 4)
+        alone.beginWrite(at: 6)
+        alone.offer(1, code: "user.1", .members(tid: 101, [9]), readAt: 6)
+        var gathered = GatheredMembers(limit: 4)
+        #expect(alone.gatherMembers(1, codes: ["user.1"], asOf: 6, into: &gathered).isEmpty)
+        #expect(gathered.countReaches(first: gathered.keepDistinct()) == (0, 0, 1))
     }
 }
