@@ -13,12 +13,14 @@ import Roaring
 public struct GatheredMembers: ~Copyable {
     /// The members gathered, repeats included.
     public var values: GatheredValues
-    /// One byte a value; three more so that four are always stored at once.
+    /// One byte a value, and four more: a topic's four bytes are stored at
+    /// once, and one with no member, gathered when the values are full,
+    /// stores them past the last value.
     private let reaches: UnsafeMutablePointer<UInt8>
 
     public init(limit: Int) {
         values = GatheredValues(limit: limit)
-        reaches = .allocate(capacity: max(limit, 1) + 3)
+        reaches = .allocate(capacity: max(limit, 0) + 4)
     }
 
     deinit { reaches.deallocate() }
