@@ -220,6 +220,47 @@ struct HTTPSendServiceTests {
         #expect(missing.status == 422 && missing.errorFields?["0.timestamp"] != nil && missing.errorFields?["1.token"] != nil, "\(missing.text)")
     }
 
+    /// A send service counting a list of users while their tokens change: each answer is the
+    /// store's as of it, though the server holds each user's topic and what its device reaches.
+    @Test func aListOfUsersIsCountedAsTheirTokensChange() throws {
+        let t = try HTTPTestServer()
+        let c = try t.client()
+        let h = [("Content-Type", "application/json"), ("X-MPush-Token", t.clientKey)]
+        func token(_ d: String, _ token: String, _ platform: String) throws {
+            let r = try c.request("POST", "/api/tokens", headers: h, text: #"{"device_id":"\#(d)","token":"\#(token)","platform":"\#(platform)"}"#)
+            #expect(r.status == 200)
+        }
+        for (d, p) in [("u1", "ios"), ("u2", "ios"), ("u3", "android")] { try token(d, "tok-\(d)", p) }
+        for n in 1...4 {
+            let body = #"{"device_id":"u\#(n)","topics":[{"code":"user.\#(n)","single":true},"all"]}"#
+            #expect(try c.request("POST", "/api/register", headers: h, text: body).status == 200)
+        }
+        func counts(_ topics: String = "user.1,user.2,user.3,user.4") throws -> [Int] {
+            let o = try #require(try t.send("GET", "/v1/audience/count?topics=\(topics)", key: t.serverKey).object)
+            return ["total", "ios", "android", "withoutToken"].map { o[$0] as? Int ?? -1 }
+        }
+        #expect(try counts() == [4, 2, 1, 1])
+        #expect(try counts() == [4, 2, 1, 1], "asked again")
+        #expect(try counts("user.1") == [1, 1, 0, 0])
+
+        let now = Int64(Date().timeIntervalSince1970 * 1000) + 1000
+        let rejected = try t.send("POST", "/v1/feedback", key: t.serverKey,
+                                  json: #"{"provider":"apns","status":410,"reason":"Unregistered","token":"tok-u1","timestamp":\#(now)}"#)
+        #expect(rejected.status == 200)
+        #expect(try counts() == [4, 1, 1, 2], "u1's token rejected")
+        #expect(try counts("user.1") == [1, 0, 0, 1])
+        try token("u2", "tok-u2b", "android")
+        #expect(try counts() == [4, 0, 2, 2], "u2 moved to Android")
+        try token("u4", "tok-u4", "ios")
+        #expect(try counts() == [4, 1, 2, 1], "u4 got a token")
+        try token("u5", "tok-u3", "android")
+        #expect(try counts() == [4, 1, 1, 2], "u3's token went to another device")
+        try token("u1", "tok-u1b", "ios")
+        #expect(try counts() == [4, 2, 1, 1], "u1 registered again")
+        #expect(try counts("user.1,user.1,user.5") == [1, 1, 0, 0], "a repeat counted once, an unknown code none")
+        #expect(try counts("all") == [4, 2, 1, 1], "u5 is on no topic")
+    }
+
     /// Errors name the fields the request has (`timestamp`, `0.token`), never the log record's (`at`).
     @Test func feedbackErrorsNameTheRequestFields() throws {
         let t = try HTTPTestServer()
