@@ -24,7 +24,10 @@ import Roaring
 ///   every change in that range dropped it, so it is the snapshot's.
 /// Codes that do not exist are not held (their creation needs no report).
 /// The live sets' chunks of a slice are held under the same rules, dropped
-/// when a commit changes either of them in that slice.
+/// when a commit changes either of them in that slice. So is what the members
+/// of a topic of a few devices reach, held beside them (see `offer`): the
+/// writer also reports the devices whose records each commit wrote, and the
+/// entries holding any of them are dropped.
 ///
 /// A reader with no transaction (`heldMembers`, `gatherHeldMembers`) asks
 /// for the newest committed snapshot: it names LMDB's newest transaction id,
