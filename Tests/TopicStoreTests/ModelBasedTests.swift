@@ -37,6 +37,9 @@ import TopicStore
         }
     }
 
+    /// Device `n`'s own topic.
+    static func userTopic(_ n: UInt64) -> String { "u.\(n)" }
+
     struct Generator {
         var rng: SeededRandom
         var now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)
@@ -50,7 +53,8 @@ import TopicStore
 
         mutating func event() -> Event {
             let project = pick(projects)
-            let device = ModelBasedTests.deviceID(rng.next() % devices)
+            let number = rng.next() % devices
+            let device = ModelBasedTests.deviceID(number)
             let token = ModelBasedTests.token(rng.next() % tokens)
             let body: EventBody
             switch rng.next() % 100 {
@@ -64,6 +68,9 @@ import TopicStore
                     specs.append(TopicSpec(code: code, title: chance(30) ? "Title \(rng.next() % 5)" : nil,
                                            single: chance(20) ? chance(50) : nil))
                 }
+                // The device's own topic, as apps subscribe a user: a single topic of one
+                // device, which a serving process holds with what its device reaches.
+                if chance(25) { specs.append(TopicSpec(code: ModelBasedTests.userTopic(number), title: nil, single: true)) }
                 body = .register(deviceID: device, topics: specs)
             case 62..<82:
                 let n = 1 + Int(rng.next() % 3)
@@ -202,6 +209,9 @@ import TopicStore
                 // Audiences: topic lists and random expressions, parsed from their text.
                 var audiences: [AudienceExpression] = expressions
                 if let any = AudienceExpression.anyOf(["t1", "news", "all", "nope"]) { audiences.append(any) }
+                // A send to a list of users (their own topics, some not created): counted from the
+                // serving caches in odd seeds, as tokens change between the rounds.
+                if let users = AudienceExpression.anyOf((0..<gen.devices).map(Self.userTopic)) { audiences.append(users) }
                 for e in audiences {
                     let parsed = try AudienceExpression(parsing: e.description)
                     #expect(parsed == e || parsed.description == e.description, "reparse of \(e)")
