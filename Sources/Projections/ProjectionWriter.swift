@@ -73,9 +73,6 @@ public final class ProjectionWriter {
     private var topicChanges: [UInt64] = []
     /// The slices whose live sets' chunks the open transaction changed (pid << 32 | slice), likewise.
     private var liveSliceChanges: [UInt64] = []
-    /// The devices whose records the open transaction wrote (pid << 32 | ordinal), likewise:
-    /// the topic cache holds what the members of small topics reach.
-    private var deviceChanges: [UInt64] = []
     /// The sequence the open transaction started from, and the writer stamp stored then.
     private var transactionStart: UInt64 = 0
     private var startedOnStamp: UInt64?
@@ -83,7 +80,8 @@ public final class ProjectionWriter {
     private var transactionDevices = TransactionDevices()
     /// Where `put(device:)` encodes a record (live path).
     private var deviceBuffer = [UInt8](repeating: 0, count: 512)
-    /// The device records the open transaction wrote or deleted (pid << 32 | ordinal), for its journal entry.
+    /// The device records the open transaction wrote or deleted (pid << 32 | ordinal), for its
+    /// journal entry and, once it commits, for the topic cache (see `didCommit`).
     private var journalDevices: [UInt64] = []
 
     /// How often this writer read the whole `devices` table: for its device_id
@@ -231,7 +229,6 @@ public final class ProjectionWriter {
         transactionStart = appliedSequence
         topicChanges.removeAll(keepingCapacity: true)
         liveSliceChanges.removeAll(keepingCapacity: true)
-        deviceChanges.removeAll(keepingCapacity: true)
         topicCache?.beginWrite(at: appliedSequence, snapshot: Self.snapshot(of: txn))
         if let cache = recipientCache, cache.heldSequence != appliedSequence {
             // Others wrote: take the device records their journal lists, or (the first
@@ -343,11 +340,12 @@ public final class ProjectionWriter {
             recipientChanges.removeAll()
         }
         if let cache = topicCache {
-            cache.didCommit(changing: topicChanges, liveSlices: liveSliceChanges, devices: deviceChanges,
+            // It holds what the members of small topics reach: the devices whose records the
+            // transaction wrote, as listed for its journal entry, drop the entries holding them.
+            cache.didCommit(changing: topicChanges, liveSlices: liveSliceChanges, devices: journalDevices,
                             from: transactionStart, through: appliedSequence, transaction: transactionID)
             topicChanges.removeAll(keepingCapacity: true)
             liveSliceChanges.removeAll(keepingCapacity: true)
-            deviceChanges.removeAll(keepingCapacity: true)
         }
     }
 
@@ -716,7 +714,6 @@ public final class ProjectionWriter {
         transactionDevices.remove(pid, ordinal)
         journalDevices.append(UInt64(pid) << 32 | UInt64(ordinal))
         if recipientCache != nil { recipientChanges.delete(pid, ordinal, sequence: appliedSequence) }
-        if topicCache != nil { deviceChanges.append(UInt64(pid) << 32 | UInt64(ordinal)) }
     }
 
     func put(device: DeviceRecord, _ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {
@@ -732,7 +729,6 @@ public final class ProjectionWriter {
             if recipientCache != nil { recipientChanges.put(pid, ordinal, sequence: appliedSequence, record: v) }
         }
         journalDevices.append(UInt64(pid) << 32 | UInt64(ordinal))
-        if topicCache != nil { deviceChanges.append(UInt64(pid) << 32 | UInt64(ordinal)) }
     }
 
     // MARK: Memberships (device → topics and topic → devices, kept together)

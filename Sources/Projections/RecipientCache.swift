@@ -275,11 +275,8 @@ public final class RecipientCache: @unchecked Sendable {
         var reaches: UInt32 = 0
         for (k, ordinal) in members.enumerated() {
             let i = Int(ordinal)
-            guard i < cells.count, cells[i].changed <= asOf else { return nil }
-            switch cells[i].reach {
-            case .ios, .android, .unreachable: reaches |= UInt32(cells[i].reach.rawValue) << (8 * k)
-            case .none, .undecodable: return nil
-            }
+            guard i < cells.count, let reach = cells[i].reach(asOf: asOf) else { return nil }
+            reaches |= UInt32(reach.rawValue) << (8 * k)
         }
         return reaches
     }
@@ -304,18 +301,11 @@ public final class RecipientCache: @unchecked Sendable {
                 }
                 let i = Int(ordinal)
                 // (The records themselves are not read: their cells say what a count needs.)
-                guard i < cells.count, cells[i].changed <= asOf else {
+                guard i < cells.count, let reach = cells[i].reach(asOf: asOf) else {
                     answered = false
                     return false
                 }
-                switch cells[i].reach {
-                case .ios: ios += 1
-                case .android: android += 1
-                case .unreachable: continue
-                case .none, .undecodable:
-                    answered = false
-                    return false
-                }
+                if reach == .ios { ios += 1 } else if reach == .android { android += 1 }
             }
             return true
         }

@@ -41,6 +41,19 @@ extension RecipientCache {
 
         /// The record's arena handle; nil when there is no record.
         var handle: Int? { reach == .none ? nil : Int(segment) << 32 | Int(offset) }
+
+        /// What the device reaches in a snapshot at sequence `asOf` (`.ios`,
+        /// `.android` or `.unreachable`); nil when the cell cannot tell: the
+        /// record changed after it, or there is none, or it does not decode
+        /// (the snapshot then answers, and reports a damaged one).
+        @inline(__always)
+        func reach(asOf: UInt64) -> Reach? {
+            guard changed <= asOf else { return nil }
+            switch reach {
+            case .ios, .android, .unreachable: return reach
+            case .none, .undecodable: return nil
+            }
+        }
     }
 
     /// One project's records by ordinal, in memory the cache allocates and
