@@ -215,6 +215,7 @@ public struct BenchmarkRunner {
                                    measured: "\(BenchmarkReport.number(replay.eventsPerSecond)) events/s",
                                    met: replay.eventsPerSecond >= 1_000_000))
         }
+        if let store = GoalCheck.storeAtTenMillion(devices: spec.devices, diskBytes: ts.diskBytes) { goals.append(store) }
         return goals
     }
 

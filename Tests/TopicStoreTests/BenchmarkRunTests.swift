@@ -55,6 +55,21 @@ import Testing
         #expect(diskUsage(ofDirectory: dir.sub("run/sqlite")).allocated > 0)
     }
 
+    /// Issue 6's goal for 10M devices, the store at most 4 GiB on disk, is checked in a
+    /// run of that size and not in a smaller one (where a small store would say nothing of it).
+    @Test func theStoreGoalIsCheckedAtTenMillionDevicesFromTheBytesOnDisk() {
+        let gib = 1 << 30
+        #expect(GoalCheck.storeAtTenMillion(devices: 1_000_000, diskBytes: gib) == nil)
+        #expect(GoalCheck.storeAtTenMillion(devices: 9_999_999, diskBytes: gib) == nil)
+        let measured = GoalCheck.storeAtTenMillion(devices: 10_000_000, diskBytes: 7_806_000_000)
+        #expect(measured?.met == false)
+        #expect(measured?.measured == "7.27 GiB")
+        #expect(measured?.target == "≤ 4 GiB")
+        #expect(measured?.name.hasPrefix("bytes on disk at 10M devices") == true)
+        #expect(GoalCheck.storeAtTenMillion(devices: 10_000_000, diskBytes: 4 * gib)?.met == true)
+        #expect(GoalCheck.storeAtTenMillion(devices: 10_000_000, diskBytes: 4 * gib + 4096)?.met == false)
+    }
+
     @Test func benchQuickRunsEndToEndFromTheCommandLine() throws {
         let binary = BuiltProducts.executable("topicstore")
         try #require(FileManager.default.isExecutableFile(atPath: binary), "topicstore is built beside the tests")
