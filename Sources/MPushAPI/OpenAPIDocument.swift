@@ -22,26 +22,35 @@ enum OpenAPIDocument {
       "Invalid": {"type": "object", "required": ["message", "errors"], "properties": {
         "message": {"type": "string", "example": "The given data was invalid."},
         "errors": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}}}},
+      "TopicCode": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[A-Za-z0-9._~@/+=#-]{1,128}$",
+        "description": "1 to 128 ASCII letters, digits and . _ ~ @ / + = # -"},
+      "DeviceID": {"type": "string", "minLength": 1, "maxLength": 256,
+        "pattern": "^[^\\u0000-\\u001F\\u007F-\\u009F]*[^\\s\\u0000-\\u001F\\u007F-\\u009F\\u200B\\u200E\\uFEFF][^\\u0000-\\u001F\\u007F-\\u009F]*$",
+        "description": "1 to 256 bytes of UTF-8, not blank, with no control characters"},
+      "Token": {"type": "string", "minLength": 1, "maxLength": 500, "pattern": "^[!-~]{1,500}$",
+        "description": "1 to 500 printable ASCII characters without spaces"},
+      "TopicCodeList": {"type": "string", "pattern": "^[A-Za-z0-9._~@/+=#-]{1,128}(,[A-Za-z0-9._~@/+=#-]{1,128})*$",
+        "description": "topic codes separated by commas"},
       "Topic": {"oneOf": [
-        {"type": "string", "description": "a topic code"},
+        {"$ref": "#/components/schemas/TopicCode"},
         {"type": "object", "required": ["code"], "properties": {
-          "code": {"type": "string", "maxLength": 128},
+          "code": {"$ref": "#/components/schemas/TopicCode"},
           "title": {"type": "string", "maxLength": 256},
           "single": {"oneOf": [{"type": "boolean"}, {"type": "integer", "enum": [0, 1]}, {"type": "string", "enum": ["true", "false", "0", "1"]}]}}}]},
       "Topics": {"oneOf": [
         {"type": "array", "minItems": 1, "maxItems": 100, "items": {"$ref": "#/components/schemas/Topic"}},
         {"type": "string", "description": "a JSON array of topics, as a string"}]},
       "TokenBody": {"type": "object", "required": ["device_id", "token", "platform"], "properties": {
-        "device_id": {"type": "string", "minLength": 1, "maxLength": 256},
-        "token": {"type": "string", "minLength": 1, "maxLength": 500},
+        "device_id": {"$ref": "#/components/schemas/DeviceID"},
+        "token": {"$ref": "#/components/schemas/Token"},
         "platform": {"type": "string", "enum": ["ios", "android", "and"]}}},
       "RegisterBody": {"type": "object", "required": ["device_id", "topics"], "properties": {
-        "device_id": {"type": "string", "minLength": 1, "maxLength": 256},
+        "device_id": {"$ref": "#/components/schemas/DeviceID"},
         "topics": {"$ref": "#/components/schemas/Topics"}}},
       "UnregisterAllBody": {"type": "object", "required": ["device_id"], "properties": {
-        "device_id": {"type": "string", "minLength": 1, "maxLength": 256}}},
+        "device_id": {"$ref": "#/components/schemas/DeviceID"}}},
       "AudienceQuery": {"type": "object", "properties": {
-        "topics": {"type": "array", "items": {"type": "string"}},
+        "topics": {"type": "array", "items": {"$ref": "#/components/schemas/TopicCode"}},
         "expr": {"type": "string", "example": "(sport OR news) AND NOT user.12"},
         "limit": {"type": "integer", "minimum": 1, "maximum": 10000},
         "cursor": {"type": "string"}}},
@@ -60,7 +69,7 @@ enum OpenAPIDocument {
         "token": {"type": "string", "nullable": true}, "platform": {"type": "string", "nullable": true, "enum": ["ios", "android", null]},
         "rejectedAt": {"type": "integer"}, "topics": {"type": "array", "items": {"type": "string"}}}},
       "Rejection": {"type": "object", "required": ["token", "timestamp"], "properties": {
-        "token": {"type": "string"},
+        "token": {"$ref": "#/components/schemas/Token"},
         "provider": {"type": "string", "enum": ["apns", "fcm"]},
         "timestamp": {"type": "integer", "description": "provider time, ms since 1970 (APNs 410 timestamp; for FCM UNREGISTERED the time the send service got the answer); seconds are accepted"},
         "reason": {"type": "string", "maxLength": 256}}},
@@ -80,7 +89,7 @@ enum OpenAPIDocument {
         "channel_id": {"type": "string"}, "silent": {"type": "boolean"}, "inapp": {"type": "boolean"},
         "priority": {"type": "string", "enum": ["normal", "high"]}}},
       "SendBody": {"type": "object", "required": ["payload"], "additionalProperties": false, "description": "topics (any of) or expr, not both; any other key is refused (422)", "properties": {
-        "topics": {"type": "array", "maxItems": 1000, "items": {"oneOf": [{"type": "string"}, {"type": "object", "required": ["code"], "properties": {"code": {"type": "string"}}}]}},
+        "topics": {"type": "array", "maxItems": 1000, "items": {"oneOf": [{"$ref": "#/components/schemas/TopicCode"}, {"type": "object", "required": ["code"], "properties": {"code": {"$ref": "#/components/schemas/TopicCode"}}}]}},
         "expr": {"type": "string", "example": "(news OR sport) AND NOT user.12"},
         "payload": {"$ref": "#/components/schemas/Payload"}}},
       "SendAccepted": {"type": "object", "properties": {
@@ -98,7 +107,7 @@ enum OpenAPIDocument {
         "failures": {"type": "object", "additionalProperties": {"type": "integer"}}, "rejectedTokens": {"type": "integer"},
         "opens": {"type": "integer"}, "buttonOpens": {"type": "object", "additionalProperties": {"type": "integer"}}}},
       "OpenBody": {"type": "object", "required": ["device_id"], "properties": {
-        "device_id": {"type": "string", "minLength": 1, "maxLength": 256}, "button": {"type": "string", "enum": ["primary", "secondary"]}}},
+        "device_id": {"$ref": "#/components/schemas/DeviceID"}, "button": {"type": "string", "enum": ["primary", "secondary"]}}},
       "OpenResult": {"type": "object", "properties": {"status_code": {"type": "integer"}, "counted": {"type": "boolean", "description": "false when this (device, button) was already counted, or the notification was not addressed to the device (not in its audience with a live token at asOfSeq)"}}}
     },
     "responses": {
@@ -136,7 +145,7 @@ enum OpenAPIDocument {
     "/v1/audience/count": {
       "get": {"summary": "Audience counts for topics (any of) or an expression, from one snapshot", "security": [{"projectKey": []}],
         "parameters": [
-          {"name": "topics", "in": "query", "schema": {"type": "string"}, "description": "comma-separated topic codes (or repeat the parameter)"},
+          {"name": "topics", "in": "query", "schema": {"$ref": "#/components/schemas/TopicCodeList"}, "description": "comma-separated topic codes (or repeat the parameter)"},
           {"name": "expr", "in": "query", "schema": {"type": "string"}, "description": "an audience expression"}],
         "responses": {"200": {"description": "Counts", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AudienceCounts"}}}}, "401": {"$ref": "#/components/responses/Unauthorized"}, "403": {"$ref": "#/components/responses/Forbidden"}, "422": {"$ref": "#/components/responses/Invalid"}, "429": {"$ref": "#/components/responses/TooMany"}}},
       "post": {"summary": "Audience counts (query in a JSON body)", "security": [{"projectKey": []}],
@@ -145,7 +154,7 @@ enum OpenAPIDocument {
     "/v1/audience": {
       "get": {"summary": "One page of reachable recipients as NDJSON {device_id, platform, token}", "security": [{"projectKey": []}],
         "parameters": [
-          {"name": "topics", "in": "query", "schema": {"type": "string"}},
+          {"name": "topics", "in": "query", "schema": {"$ref": "#/components/schemas/TopicCodeList"}},
           {"name": "expr", "in": "query", "schema": {"type": "string"}},
           {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 1000}, "description": "1 to the server's audiencePageLimit (10000 unless configured); without it, 1000 or audiencePageLimit when smaller"},
           {"name": "cursor", "in": "query", "schema": {"type": "string"}, "description": "X-Next-Cursor of the previous page"}],

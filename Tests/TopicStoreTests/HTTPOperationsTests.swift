@@ -69,6 +69,46 @@ struct HTTPOperationsTests {
         for ref in refs { #expect(schemas[ref] != nil, "dangling $ref \(ref)") }
     }
 
+    /// The OpenAPI document states the rules the server validates by: a topic code, a token and
+    /// a device id match their schema's pattern exactly when validation accepts them. (They were
+    /// plain strings: a client or fuzzer generating from the document sent mostly refused values.)
+    @Test func theOpenAPIPatternsAreTheValidationRules() throws {
+        let t = try HTTPTestServer()
+        let doc = try #require(try t.send("GET", "/openapi.json").object)
+        let schemas = try #require((doc["components"] as? [String: Any])?["schemas"] as? [String: [String: Any]])
+        func regex(_ name: String) throws -> NSRegularExpression {
+            try NSRegularExpression(pattern: try #require(schemas[name]?["pattern"] as? String, "\(name) has a pattern"))
+        }
+        // The whole string, as an ECMAScript pattern's `$` means it (ICU's also matches before a final newline).
+        func matches(_ r: NSRegularExpression, _ s: String) -> Bool {
+            let whole = NSRange(s.startIndex..., in: s)
+            return r.firstMatch(in: s, range: whole)?.range == whole
+        }
+        func accepted(_ body: EventBody) -> Bool {
+            (try? Validation.validate(Event(project: "demo", body: body))) != nil
+        }
+        let code = try regex("TopicCode"), token = try regex("Token"), device = try regex("DeviceID"), list = try regex("TopicCodeList")
+        var samples = ["news", "user.12", "a b", "", "(x)", "t:1", "ok~@/+=#-_.", "é", String(repeating: "a", count: 128),
+                       String(repeating: "a", count: 129), " ", "\u{200B}", "\u{FEFF}x", "x\u{7F}", "x\u{85}", "\t", "a\nb",
+                       "\u{3000}", "日本", "abc\u{1F}", String(repeating: "é", count: 128), String(repeating: "x", count: 500),
+                       String(repeating: "x", count: 501), "a,b", "a,,b", "a,", "x\u{0}"]
+        var rng = SystemRandomNumberGenerator()
+        let alphabet = Array("aZ09._~@/+=#-:(), \t\u{7F}é\u{200B}\u{85}\u{3000}!\"'")
+        for _ in 0..<2_000 {
+            samples.append(String((0..<Int.random(in: 0...6, using: &rng)).map { _ in alphabet.randomElement(using: &rng)! }))
+        }
+        for s in samples {
+            #expect(matches(code, s) == Validation.isValidTopicCode(s), "topic code \(s.debugDescription)")
+            #expect(matches(token, s) == accepted(.token(deviceID: "d", token: s, platform: .ios)), "token \(s.debugDescription)")
+            // A device id's limit is 256 bytes, which a pattern cannot count: within it, the two agree.
+            if s.utf8.count <= 256 {
+                #expect(matches(device, s) == accepted(.token(deviceID: s, token: "t", platform: .ios)), "device id \(s.debugDescription)")
+            }
+            let codes = s.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+            #expect(matches(list, s) == codes.allSatisfy(Validation.isValidTopicCode), "list \(s.debugDescription)")
+        }
+    }
+
     /// The last log record damaged while serving: writes cannot chain onto it. They
     /// answered a generic 500 while /healthz said ok.
     @Test func aDamagedHeadRecordIsNamedByHealthAndWrites() throws {
