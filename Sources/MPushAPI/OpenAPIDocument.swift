@@ -49,8 +49,9 @@ enum OpenAPIDocument {
         "topics": {"$ref": "#/components/schemas/Topics"}}},
       "UnregisterAllBody": {"type": "object", "required": ["device_id"], "properties": {
         "device_id": {"$ref": "#/components/schemas/DeviceID"}}},
-      "AudienceQuery": {"type": "object", "properties": {
-        "topics": {"type": "array", "items": {"$ref": "#/components/schemas/TopicCode"}},
+      "AudienceQuery": {"type": "object", "description": "topics (any of) or expr, not both",
+        "oneOf": [{"required": ["topics"], "properties": {"topics": {"minItems": 1}}}, {"required": ["expr"]}], "properties": {
+        "topics": {"type": "array", "maxItems": 1000, "items": {"$ref": "#/components/schemas/TopicCode"}},
         "expr": {"type": "string", "example": "(sport OR news) AND NOT user.12"},
         "limit": {"type": "integer", "minimum": 1, "maximum": 10000},
         "cursor": {"type": "string"}}},
@@ -88,7 +89,8 @@ enum OpenAPIDocument {
         "deep_link": {"type": "string"}, "buttons": {"type": "array", "maxItems": 2, "items": {"$ref": "#/components/schemas/Button"}},
         "channel_id": {"type": "string"}, "silent": {"type": "boolean"}, "inapp": {"type": "boolean"},
         "priority": {"type": "string", "enum": ["normal", "high"]}}},
-      "SendBody": {"type": "object", "required": ["payload"], "additionalProperties": false, "description": "topics (any of) or expr, not both; any other key is refused (422)", "properties": {
+      "SendBody": {"type": "object", "required": ["payload"], "additionalProperties": false, "description": "topics (any of) or expr, not both; any other key is refused (422)",
+        "oneOf": [{"required": ["topics"], "properties": {"topics": {"minItems": 1}}}, {"required": ["expr"]}], "properties": {
         "topics": {"type": "array", "maxItems": 1000, "items": {"oneOf": [{"$ref": "#/components/schemas/TopicCode"}, {"type": "object", "required": ["code"], "properties": {"code": {"$ref": "#/components/schemas/TopicCode"}}}]}},
         "expr": {"type": "string", "example": "(news OR sport) AND NOT user.12"},
         "payload": {"$ref": "#/components/schemas/Payload"}}},
