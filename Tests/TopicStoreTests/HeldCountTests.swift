@@ -495,6 +495,26 @@ import Testing
         }))
     }
 
+    /// A held topic's live counts are its members' reach bytes counted, whatever the bytes
+    /// past its members hold, for every mix of reaches of up to four members.
+    @Test func aHeldTopicsLiveCountsAreWhatItsMembersReach() {
+        let kinds: [UInt8] = [RecipientCache.Reach.unreachable.rawValue, RecipientCache.Reach.ios.rawValue,
+                              RecipientCache.Reach.android.rawValue]
+        var rng = SystemRandomNumberGenerator()
+        for n in 0...4 {
+            for _ in 0..<500 {
+                let bytes = (0..<n).map { _ in kinds.randomElement(using: &rng)! }
+                var reaches = bytes.enumerated().reduce(UInt32(0)) { $0 | UInt32($1.element) << (8 * $1.offset) }
+                if n < 4, Bool.random(using: &rng) { reaches |= UInt32.random(in: 1...UInt32.max, using: &rng) << (8 * n) }
+                let held = InlineMembers(Array(UInt32(0)..<UInt32(n)), reaches: reaches)
+                let counts = held.liveCounts
+                #expect(counts?.ios == bytes.filter { $0 == RecipientCache.Reach.ios.rawValue }.count, "\(bytes) \(reaches)")
+                #expect(counts?.android == bytes.filter { $0 == RecipientCache.Reach.android.rawValue }.count, "\(bytes) \(reaches)")
+            }
+        }
+        #expect(InlineMembers([7], reaches: 0).liveCounts == nil, "not known")
+    }
+
     @Test func aListsMembersAreCountedOnceEach() {
         var rng = SystemRandomNumberGenerator()
         for n in [0, 1, 2, 3, 17, 100, 1000, 5000] {
