@@ -304,6 +304,10 @@ final class NameIndex: @unchecked Sendable {
         // the index, each lookup retained and released it (6% of a per-user
         // topic's count from the serving caches).
         let ss = UnsafeBufferPointer(slots), a = nameArena
+        if let (words, n) = name.smallUTF8Words, n <= Self.inlineName {
+            let tag = Self.tag(Self.hash(pid, nameHash: Self.nameHash(shortWords: words, count: n)))
+            return Self.answer(ss, Self.find(ss, pid, tag, length: n, inline: words))
+        }
         return name.withUTF8Bytes { name in
             let n = name.count
             if n <= Self.inlineName, let base = name.baseAddress {
@@ -340,6 +344,14 @@ final class NameIndex: @unchecked Sendable {
                     let end = min(start + group, names.count)
                     for n in start..<end {
                         let k = n - start
+                        if let (kept, length) = names.shortWords(n) {
+                            tagsAndLengths[group + k] = UInt32(length)
+                            (words[2 * k], words[2 * k + 1]) = kept
+                            let tag = Self.tag(Self.hash(pid, nameHash: Self.nameHash(shortWords: kept, count: length)))
+                            tagsAndLengths[k] = tag
+                            topicstore_prefetch(ss.baseAddress! + Self.home(tag, size))
+                            continue
+                        }
                         let tag = names.withName(n) { name -> UInt32 in
                             // A longer name is read again (from a String in place: it is not a small string).
                             tagsAndLengths[group + k] = UInt32(name.count)

@@ -105,6 +105,9 @@ protocol NameList {
     var count: Int { get }
     /// Calls `body` with the UTF-8 bytes of name `i`.
     func withName<R>(_ i: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R
+    /// Name `i` as `NameIndex.shortWords` reads it, with its byte count, when
+    /// that is at hand without `withName`; nil otherwise.
+    func shortWords(_ i: Int) -> (words: (UInt64, UInt64), count: Int)?
 }
 
 /// Strings read in place from their array's memory (no array retained per name).
@@ -115,6 +118,12 @@ struct StringNames: NameList {
     @inline(__always)
     func withName<R>(_ i: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R {
         strings[i].withUTF8Bytes(body)
+    }
+
+    /// A small string's bytes, from the String value itself.
+    @inline(__always)
+    func shortWords(_ i: Int) -> (words: (UInt64, UInt64), count: Int)? {
+        strings[i].smallUTF8Words
     }
 }
 
@@ -133,4 +142,8 @@ struct PackedNames: NameList {
     func withName<R>(_ i: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R {
         body(name(i))
     }
+
+    /// nil: `lookupEach` reads a code's bytes in place through `withName`.
+    @inline(__always)
+    func shortWords(_ i: Int) -> (words: (UInt64, UInt64), count: Int)? { nil }
 }

@@ -22,3 +22,27 @@ extension String {
         return try s.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
     }
 }
+
+extension String {
+    /// The UTF-8 bytes of a small string — one of at most 15 bytes, which
+    /// Swift keeps in the String value itself — as two little-endian words
+    /// (zero beyond its bytes), with its byte count; nil for any other string.
+    ///
+    /// Read from the value's two words as the standard library lays them out
+    /// on 64-bit little-endian platforms (its ABI: the bytes in order, and in
+    /// the last byte the count in the low nibble and "small" in bit 5). A
+    /// small string's `withUTF8Bytes` stores those words on the stack and
+    /// hands over a pointer to them, which a caller then loads back (a
+    /// per-user topic's code, looked up once per count): here they stay in
+    /// registers. `StringBytesTests` checks it against `withUTF8Bytes`.
+    @inlinable @inline(__always)
+    package var smallUTF8Words: (words: (UInt64, UInt64), count: Int)? {
+        #if _pointerBitWidth(_64) && _endian(little)
+        let (low, high) = unsafeBitCast(self, to: (UInt64, UInt64).self)
+        guard high & (1 << 61) != 0 else { return nil }
+        return ((low, high & 0x00FF_FFFF_FFFF_FFFF), Int(truncatingIfNeeded: high >> 56) & 0xF)
+        #else
+        return nil
+        #endif
+    }
+}
