@@ -575,7 +575,7 @@ extension BuildState {
         devices.value(pid, ordinal) ?? nil
     }
 
-    func put(_ device: DeviceRecord?, _ pid: UInt32, _ ordinal: UInt32) {
+    func put(_ device: consuming DeviceRecord?, _ pid: UInt32, _ ordinal: UInt32) {
         let added = (device?.deviceID.utf8.count ?? 0) + (device?.token?.utf8.count ?? 0)
         // The old record's size read where it is: a copy of it (to return it) retained its strings.
         let held = devices.withValue(pid, ordinal) { (old: borrowing DeviceRecord??) -> Int? in
@@ -584,7 +584,7 @@ extension BuildState {
             default: return nil
             }
         } ?? nil
-        devices.update(pid, ordinal, .some(device))
+        devices.update(pid, ordinal, .some(consume device))
         if let held {
             deviceBytes += max(0, added - held)
         } else {
@@ -707,7 +707,7 @@ struct OrdinalColumns<Element> {
 
     /// Sets the value at `ordinal`, dropping what was there without copying it out.
     @inline(__always)
-    mutating func update(_ pid: UInt32, _ ordinal: UInt32, _ value: Element) {
+    mutating func update(_ pid: UInt32, _ ordinal: UInt32, _ value: consuming Element) {
         let (c, i) = place(pid, ordinal)
         columns[c][i] = value
     }

@@ -716,8 +716,8 @@ public final class ProjectionWriter {
         if recipientCache != nil { recipientChanges.delete(pid, ordinal, sequence: appliedSequence) }
     }
 
-    func put(device: DeviceRecord, _ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {
-        if let build { return build.put(device, pid, ordinal) }
+    func put(device: consuming DeviceRecord, _ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {
+        if let build { return build.put(consume device, pid, ordinal) }
         // Encoded into a buffer the writer keeps: an array per record was an
         // allocation and a release for every device written.
         let size = device.maximumEncodedSize
