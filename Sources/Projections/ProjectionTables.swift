@@ -19,6 +19,10 @@ import SubscriptionLog
 /// opened for writing has `writer_state`, bookkeeping of the writers (not a
 /// projection: never compared, never rebuilt).
 public struct ProjectionTables: Sendable {
+    /// 7: device records and log records written from now on may hold a
+    /// token in `StoredName`'s 6-bit form (an FCM token in 125 bytes instead
+    /// of 166); nothing is rewritten, and an older program refuses the store
+    /// (it would not read those names).
     /// 6: a shared topic's record in the compact layout does not list its
     /// project's newest slice (see `PostingChunk.omitsNewest`); opening an
     /// older compact store for writing takes that slice out of the records
@@ -35,9 +39,9 @@ public struct ProjectionTables: Sendable {
     /// Opening an older store for writing drops what it has of those tables
     /// and stamps the current version (an older program then refuses the store
     /// rather than misread its new records).
-    public static let schemaVersion: UInt32 = 6
+    public static let schemaVersion: UInt32 = 7
     /// The versions this code reads.
-    public static let readableSchemaVersions: ClosedRange<UInt32> = 1...6
+    public static let readableSchemaVersions: ClosedRange<UInt32> = 1...7
     public static let names = ["meta", "projects", "devices",
                                "topics", "topic_codes", "postings", "device_topics"]
 

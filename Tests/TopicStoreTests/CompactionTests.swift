@@ -148,7 +148,7 @@ import TopicStore
         for _ in 0..<8 {
             let batch = (0..<500).map { _ -> Event in
                 let id = random.pick(ids)
-                return Event(project: "p", body: .token(deviceID: id, token: id + "-" + String(repeating: "t", count: 60 + random.int(100)), platform: .android))
+                return Event(project: "p", body: .token(deviceID: id, token: id + "." + String(repeating: "t", count: 60 + random.int(100)), platform: .android))
             }
             for r in store.submitAndWait(batch) { _ = try r.get() }
         }

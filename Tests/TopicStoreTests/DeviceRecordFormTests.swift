@@ -11,12 +11,24 @@ import TopicStore
 /// its names as text, still reads, matches and audits as the same record.
 @Suite struct DeviceRecordFormTests {
     static let hexDigits = Array("0123456789abcdef")
+    static let base64URL = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 
     /// A random name of one of the shapes that are stored differently, or a near miss of one.
     static func randomName(_ rng: inout SeededRandom) -> String {
         func hex(_ n: Int) -> String { String((0..<n).map { _ in hexDigits[rng.int(16)] }) }
         func uuid() -> String { [hex(8), hex(4), hex(4), hex(4), hex(12)].joined(separator: "-") }
-        switch rng.int(14) {
+        func b64(_ n: Int) -> String { String((0..<n).map { _ in base64URL[rng.int(64)] }) }
+        switch rng.int(20) {
+        case 14: return b64(22) + ":APA91b" + b64(134)                  // an FCM token, 163 characters
+        case 15: return "APA91b" + b64(rng.int(250))                    // no colon; past 255 it stays text
+        case 16:                                                         // a colon anywhere, or two
+            let n = 1 + rng.int(255), at = rng.int(n)
+            var t = Array(b64(n)); t[at] = ":"
+            if rng.int(4) == 0 { t[rng.int(n)] = ":" }
+            return String(t)
+        case 17: return b64(1 + rng.int(6))                             // short: text below 4 characters
+        case 18: return b64(22) + ":" + b64(40) + [".", "=", "/", "+", "é"][rng.int(5)]  // one character outside
+        case 19: return hex(31) + "g" + hex(32)                         // almost an APNs token
         case 0: return hex(64)
         case 1: return hex(64).uppercased()
         case 2: return hex(2 * (1 + rng.int(300)))                     // up to 600 digits: past 510 it stays text
@@ -49,6 +61,19 @@ import TopicStore
             case .text: #expect(size == 3 + utf8.count)
             case .lowerHex, .upperHex: #expect(size == 2 + utf8.count / 2 && utf8.count <= 510)
             case .lowerUUID, .upperUUID: #expect(size == 17 && utf8.count == 36)
+            case .token64:
+                let colons = utf8.filter { $0 == UInt8(ascii: ":") }.count
+                #expect(utf8.count >= 4 && utf8.count <= 255 && colons <= 1)
+                #expect(size == 3 + (6 * (utf8.count - colons) + 7) / 8)
+            }
+            // Each shape in its form: the 6-bit form exactly for base64url text of 4 to 255
+            // characters with at most one colon that is not hex.
+            let isB64 = utf8.allSatisfy { Self.base64URL.contains(Character(UnicodeScalar($0))) || $0 == UInt8(ascii: ":") }
+                && utf8.filter { $0 == UInt8(ascii: ":") }.count <= 1 && (4...255).contains(utf8.count)
+            if isB64, form != .lowerHex, form != .upperHex, form != .lowerUUID, form != .upperUUID {
+                #expect(form == .token64, "\(text)")
+            } else {
+                #expect(form != .token64, "\(text)")
             }
             var buffer = [UInt8](repeating: 0xEE, count: size + 4)
             var at = 2
@@ -70,8 +95,9 @@ import TopicStore
 
     /// The form `plan` picks (classified 16 bytes a step in C) is the one the
     /// rule gives, checked here a byte at a time: bytes drawn next to every edge
-    /// of the hex ranges, bytes from 0x80 up, at every length around the 16-byte
-    /// steps, and 36-byte texts with their dashes in place or one off.
+    /// of the hex and base64url ranges, bytes from 0x80 up, at every length around
+    /// the 16-byte steps and the 6-bit form's limit, and 36-byte texts with their
+    /// dashes in place or one off.
     @Test func formsFollowTheShape() {
         func reference(_ t: [UInt8]) -> StoredName.Form {
             func hexCase(_ digits: [UInt8]) -> Bool? {
@@ -92,14 +118,17 @@ import TopicStore
                 return upper ? .upperUUID : .lowerUUID
             }
             if !t.isEmpty, t.count % 2 == 0, t.count <= 510, let upper = hexCase(t) { return upper ? .upperHex : .lowerHex }
+            let b64 = Set(Self.base64URL.map { $0.asciiValue! })
+            if (4...255).contains(t.count), t.allSatisfy({ b64.contains($0) || $0 == UInt8(ascii: ":") }),
+               t.filter({ $0 == UInt8(ascii: ":") }).count <= 1 { return .token64 }
             return .text
         }
-        let edges: [UInt8] = Array("/0189:@AEFG`aefg-".utf8) + [0x00, 0x7F, 0x80, 0xB0, 0xE1, 0xFF]
+        let edges: [UInt8] = Array("/0189:@AEFG`aefg-_zZ[{,.+=".utf8) + [0x00, 0x7F, 0x80, 0xB0, 0xE1, 0xFF]
         let hex = Array("0123456789abcdefABCDEF".utf8)
         var rng = SeededRandom(seed: 11)
         var seen = Set<UInt8>()
         for round in 0..<20_000 {
-            let count = round % 3 == 0 ? 36 : rng.int(81)
+            let count = round % 3 == 0 ? 36 : round % 7 == 0 ? 250 + rng.int(10) : rng.int(81)
             // Mostly hex digits of one case, so that a single odd byte decides.
             let upperRun = rng.int(2) == 0
             var t = (0..<count).map { _ -> UInt8 in
@@ -112,7 +141,7 @@ import TopicStore
             #expect(form == reference(t), "\(t)")
             seen.insert(form.rawValue)
         }
-        #expect(seen.count == 5)
+        #expect(seen.count == 6)
     }
 
     /// Records of both formats decode to the same device; the new one is smaller for the SDKs' shapes.
@@ -136,10 +165,14 @@ import TopicStore
         }
         let sdk = DeviceRecord(deviceID: "0f8fad5b-d9cb-469f-a165-70867728950e", token: String(repeating: "ab", count: 32), platform: .ios, tokenTime: 1)
         #expect(Self.legacyEncoding(sdk).count == 122 && sdk.encoded().count == 61)
+        // An FCM token of 163 characters: 166 bytes as text, 125 in the 6-bit form.
+        let fcm = "cXb0RqIXTLOyH2kRmr7pa1:APA91b" + String(repeating: "Fq3_-Zk9", count: 16) + "Ab3-x_"
+        let android = DeviceRecord(deviceID: "0f8fad5b-d9cb-469f-a165-70867728950e", token: fcm, platform: .android, tokenTime: 1)
+        #expect(fcm.utf8.count == 163 && android.encoded().count == sdk.encoded().count - 34 + 125)
     }
 
     /// Damaged records are refused, not misread: truncated, an unknown form, a flag no version writes.
-    @Test func damagedRecordsDoNotDecode() {
+    @Test func damagedRecordsDoNotDecode() throws {
         let record = DeviceRecord(deviceID: "0f8fad5b-d9cb-469f-a165-70867728950e", token: String(repeating: "ab", count: 32), platform: .ios, tokenTime: 1)
         let bytes = record.encoded()
         for n in 0..<bytes.count {
@@ -147,6 +180,18 @@ import TopicStore
         }
         var unknownForm = bytes
         unknownForm[10] = 9
+        #expect(unknownForm.withUnsafeBytes { DeviceRecord.fields(of: $0) } == nil)
+        // A 6-bit name whose colon index is past its length, or whose length runs past the record.
+        let fcm = DeviceRecord(deviceID: "d1", token: "abcdefghijklmnopqrstuv:APA91b" + String(repeating: "x_-9", count: 33) + "ab", platform: .android, tokenTime: 1)
+        let f = fcm.encoded()
+        let at = try #require(f.indices.dropLast(2).first { f[$0] == 5 && f[$0 + 1] == 163 && f[$0 + 2] == 22 })
+        var badColon = f
+        badColon[at + 2] = 163
+        #expect(badColon.withUnsafeBytes { DeviceRecord.fields(of: $0) } == nil)
+        var tooLong = f
+        tooLong[at + 1] = 200
+        #expect(tooLong.withUnsafeBytes { DeviceRecord.fields(of: $0) } == nil)
+        #expect(f.withUnsafeBytes { DeviceRecord.fields(of: $0) }?.token.string == fcm.token)
         #expect(unknownForm.withUnsafeBytes { DeviceRecord.fields(of: $0) } == nil)
         var unknownFlag = bytes
         unknownFlag[0] |= 0x40

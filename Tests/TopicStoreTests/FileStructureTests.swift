@@ -59,11 +59,13 @@ import TopicStore
     /// The log's leaf pages hold 8-byte sequence keys and records of version 2.
     func isLogLeaf(_ p: Page) -> Bool { p.flags == 2 && p.nodes > 0 && p.keySize(0) == 8 && RecordCodec.chainedVersions.contains(p.value(0).first ?? 0) && p.value(0).count > 20 }
 
-    /// The root page of `table`, from the newest meta page's main tree (one leaf here).
-    func tableRoot(_ store: String, _ table: String) throws -> Int {
+    /// The root page of `table`, from the newest meta page's main tree (one leaf here);
+    /// of the free list when `table` is nil.
+    func tableRoot(_ store: String, _ table: String?) throws -> Int {
         let data = try [UInt8](Data(contentsOf: URL(fileURLWithPath: store + "/data.mdb")))
         func word(_ at: Int) -> Int { Int(UInt64(littleEndian: data.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: at, as: UInt64.self) })) }
         let meta = word(16 + 128) > word(Self.pageSize + 16 + 128) ? 0 : 1
+        guard let table else { return word(meta * Self.pageSize + 16 + 24 + 40) }
         let mainRoot = word(meta * Self.pageSize + 16 + 24 + 48 + 40)
         let main = try #require(try pages(store).first { $0.number == mainRoot && $0.flags == 2 })
         let i = try #require((0..<main.nodes).first { main.key($0) == Array(table.utf8) })
@@ -186,15 +188,16 @@ import TopicStore
         let file = try TopicStore.checkFileStructure(directory: store)
         let free = try #require(file.tables.first { $0.name == "(free list)" })
         #expect(free.leafPages >= 1)
-        // The free list's leaf: 8-byte transaction keys whose values are page lists
-        // (a count, then page numbers); its first listed page made a page of the log.
+        // The free list's leaf (its root, named by the newest meta page; a freed page
+        // may still hold an old copy): 8-byte transaction keys whose values are page
+        // lists (a count, then page numbers); its first listed page made a page of the log.
         let all = try pages(store)
         let leaf = try #require(all.first(where: isLogLeaf))
+        let root = try tableRoot(store, nil)
         let list = try #require(all.first { p in
-            p.flags == 2 && p.nodes >= 1 && p.keySize(0) == 8 && p.value(0).count >= 16 && !isLogLeaf(p)
+            p.number == root && p.flags == 2 && p.nodes >= 1 && p.keySize(0) == 8 && p.value(0).count >= 16
                 && p.value(0).withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) } == UInt64(p.value(0).count / 8 - 1)
-                && p.value(0).withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self) } <= UInt64(file.lastPage)
-        }, "a free-list page")
+        }, "the free list's leaf, its first list inline")
         let damaged = try copy(store, dir, "free")
         var number = UInt64(leaf.number).littleEndian
         try write(damaged, page: list.number, withUnsafeBytes(of: &number) { Array($0) }, at: list.node(0) + 8 + 8 + 8)

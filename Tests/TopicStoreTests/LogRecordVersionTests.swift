@@ -14,6 +14,8 @@ import TopicStore
 @Suite struct LogRecordVersionTests {
     static let uuidLower = "0f8fad5b-d9cb-469f-a165-70867728950e"
     static let apns = String(repeating: "9a", count: 32)
+    /// An FCM-shaped token of 163 characters.
+    static func fcm(_ i: Int) -> String { "i\(String(format: "%021d", i)):APA91b" + String(repeating: "Zq_-", count: 33) + "k9" }
 
     /// Random events with names of every shape, as in `DeviceRecordFormTests`.
     static func randomRecords(_ n: Int, seed: UInt64) -> [LogRecord] {
@@ -57,6 +59,10 @@ import TopicStore
         let token = LogRecord(sequence: 1, timestamp: 1, event: Event(project: "demo", body: .token(deviceID: Self.uuidLower, token: Self.apns, platform: .ios)))
         var a = ChainHash.genesis, b = ChainHash.genesis
         #expect(try RecordCodec.encode(token, chainingFrom: &a, version: 2).count - RecordCodec.encode(token, chainingFrom: &b).count == 53)
+        // An Android device's: 61 bytes fewer (21 for the UUID, 40 for the FCM token in 6 bits a character).
+        let android = LogRecord(sequence: 1, timestamp: 1, event: Event(project: "demo", body: .token(deviceID: Self.uuidLower, token: Self.fcm(7), platform: .android)))
+        a = .genesis; b = .genesis
+        #expect(try RecordCodec.encode(android, chainingFrom: &a, version: 2).count - RecordCodec.encode(android, chainingFrom: &b).count == 61)
         let bytes = try RecordCodec.encode(token)
         for i in 0..<bytes.count {
             var corrupt = bytes
@@ -149,5 +155,64 @@ import TopicStore
         let after = try TopicStore(directory: dir.sub("data"))
         defer { after.close() }
         #expect(try Audit.run(after).isClean)
+    }
+
+    /// A store written before the 6-bit form holds its FCM tokens as text in
+    /// version 3 records: the audit is clean, and compaction archives and verifies
+    /// them (each archive line re-encodes with the token in 6 bits: the same event
+    /// under the same chain link, not the same bytes).
+    @Test func fcmTokensStoredAsTextAuditAndArchive() throws {
+        let dir = ReplayTempDir("fcm-as-text")
+        let store = try TopicStore(directory: dir.sub("data"))
+        var events: [Event] = []
+        for i in 0..<200 {
+            events.append(Event(project: "demo", body: .token(deviceID: "dev-\(i)", token: Self.fcm(i), platform: .android)))
+            events.append(Event(project: "demo", body: .register(deviceID: "dev-\(i)", topics: [TopicSpec(code: "news"), TopicSpec(code: "t\(i % 7)")])))
+        }
+        for r in store.submitAndWait(events) { _ = try r.get() }
+        // The first 250 records as the code before wrote them: version 3, every name as text.
+        var link = ChainHash.genesis
+        for seq in UInt64(1)...250 {
+            let record = try HashChainTests.rawRecord(store, seq).withUnsafeBytes { try RecordCodec.decode($0, key: seq) }
+            try HashChainTests.overwrite(store, seq, try Self.namesAsText(record, chainingFrom: &link))
+        }
+        let old = try HashChainTests.rawRecord(store, 249), new = try HashChainTests.rawRecord(store, 251)
+        #expect(old[0] == 3 && old.count == new.count + 41 + 1, "as text: the token 41 bytes more, the device id (dev-124) one")
+        #expect(try old.withUnsafeBytes { try RecordCodec.decode($0, key: 249) }.event.body == .token(deviceID: "dev-124", token: Self.fcm(124), platform: .android))
+        #expect(try Audit.run(store).isClean)
+        store.close()
+
+        let report = try Compactor.run(directory: dir.sub("data"), options: compactionOptions(keepingFrom: nowMilliseconds() + 60_000, archive: dir.sub("archive")))
+        #expect(report.horizon >= 300 && report.eventsArchived == report.horizon)
+        let after = try TopicStore(directory: dir.sub("data"))
+        defer { after.close() }
+        #expect(try Audit.run(after).isClean)
+    }
+
+    /// `record` as version 3 with its names as text (form 0), as written before the
+    /// 6-bit form: its version 2 form with a form byte before each name (token and
+    /// register events only), under the same link.
+    static func namesAsText(_ record: LogRecord, chainingFrom link: inout ChainHash) throws -> [UInt8] {
+        let v2 = try RecordCodec.encode(record, chainingFrom: &link, version: 2)
+        let fields = Array(v2[..<(v2.count - 36)])
+        var out = [UInt8](fields[..<18])
+        out[0] = 3
+        var at = 18
+        func string(name: Bool) {
+            let n = Int(fields[at]) << 8 | Int(fields[at + 1])
+            if name { out.append(0) }
+            out += fields[at..<at + 2 + n]
+            at += 2 + n
+        }
+        string(name: false)  // project
+        switch record.event.body {
+        case .token: string(name: true); string(name: true)
+        case .register: string(name: true)
+        default: Issue.record("only token and register events")
+        }
+        out += fields[at...]
+        out += v2[(v2.count - 36)..<(v2.count - 4)]  // the link
+        out += withUnsafeBytes(of: CRC32C.checksum(out).bigEndian) { Array($0) }
+        return out
     }
 }

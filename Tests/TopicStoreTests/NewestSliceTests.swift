@@ -237,7 +237,7 @@ struct NewestSliceTests {
         }
         let store = try TopicStore(directory: dir.path)
         defer { store.close() }
-        #expect(try store.read { txn in try store.tables.storedSchemaVersion(txn) } == 6)
+        #expect(try store.read { txn in try store.tables.storedSchemaVersion(txn) } == ProjectionTables.schemaVersion)
         try Self.expectAsModel(store, model, "opened for writing")
         #expect(try listNewestSlices(store) == 5, "the migration took slice 1 out of the five records again")
     }
@@ -262,7 +262,7 @@ struct NewestSliceTests {
         }
         let store = try TopicStore(directory: dir.path)
         defer { store.close() }
-        #expect(try store.read { txn in try store.tables.storedSchemaVersion(txn) } == 6)
+        #expect(try store.read { txn in try store.tables.storedSchemaVersion(txn) } == ProjectionTables.schemaVersion)
         let sport = try store.read { txn in try store.reader.storedTopic(1, try #require(try store.reader.topicID(1, code: "sport", txn)), txn) }
         #expect(sport?.slices == [], "the sound record lost its newest slice")
         let report = try Audit.run(store)

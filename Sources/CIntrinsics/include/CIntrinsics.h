@@ -45,4 +45,20 @@ void topicstore_pack_hex(const void *text, size_t count, void *out);
 /// its digits hex, as `topicstore_uuid_case` found), at `out`.
 void topicstore_pack_uuid(const void *text, void *out);
 
+/// Whether `count` bytes are an FCM-shaped token: base64url characters (A-Z
+/// a-z 0-9 - _) with at most one colon among them. -1 when not; else the
+/// colon's index, or `count` when there is none.
+long topicstore_token64_colon(const void *text, size_t count);
+
+/// Writes the 6-bit values of the `count` characters of such a token (shaped
+/// as `topicstore_token64_colon` found), leaving out the one at `colon`
+/// (`count` when none), at `out`: four characters in three bytes, the first
+/// in the high bits, the last byte's unused low bits zero.
+void topicstore_pack_token64(const void *text, size_t count, size_t colon, void *out);
+
+/// Writes the `symbols` characters packed at `packed` at `out`, with a colon
+/// inserted at index `colon` when `colon <= symbols` (then `symbols + 1`
+/// bytes in all).
+void topicstore_spell_token64(const void *packed, size_t symbols, size_t colon, void *out);
+
 #endif
