@@ -55,10 +55,55 @@ void topicstore_pack_token64(const void *text, size_t count, size_t colon, void 
     if (held > 0) *o = (unsigned char)(bits << (8 - held));
 }
 
+#if defined(__x86_64__)
+#include <tmmintrin.h>
+
+/// Spells 16 characters from each 12 bytes with SSSE3 while 16 bytes can be
+/// loaded (Muła's base64 encoding, with the base64url alphabet): each 32-bit
+/// lane gets one 3-byte group, its four 6-bit fields are moved into bytes with
+/// two multiplies, and a 16-entry table adds the distance to each character.
+/// Returns how many symbols it wrote (a multiple of 16).
+__attribute__((target("ssse3")))
+static size_t topicstore_spell_token64_ssse3(const unsigned char *b, size_t symbols, unsigned char *o) {
+    const __m128i groups = _mm_setr_epi8(1, 0, 2, 1, 4, 3, 5, 4, 7, 6, 8, 7, 10, 9, 11, 10);
+    const __m128i offsets = _mm_setr_epi8('a' - 26, '0' - 52, '0' - 52, '0' - 52, '0' - 52, '0' - 52,
+                                          '0' - 52, '0' - 52, '0' - 52, '0' - 52, '0' - 52, '-' - 62, '_' - 63,
+                                          'A', 0, 0);
+    size_t bytes = (6 * symbols + 7) / 8, i = 0;
+    while (i + 16 <= symbols && 3 * (i / 4) + 16 <= bytes) {
+        __m128i in = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(b + 3 * (i / 4))), groups);
+        __m128i high = _mm_mulhi_epu16(_mm_and_si128(in, _mm_set1_epi32(0x0FC0FC00)), _mm_set1_epi32(0x04000040));
+        __m128i low = _mm_mullo_epi16(_mm_and_si128(in, _mm_set1_epi32(0x003F03F0)), _mm_set1_epi32(0x01000010));
+        __m128i values = _mm_or_si128(high, low);
+        // 0 for a-z, 1-10 for digits, 11 and 12 for - and _, 13 for A-Z.
+        __m128i index = _mm_subs_epu8(values, _mm_set1_epi8(51));
+        index = _mm_or_si128(index, _mm_and_si128(_mm_cmpgt_epi8(_mm_set1_epi8(26), values), _mm_set1_epi8(13)));
+        _mm_storeu_si128((__m128i *)(o + i), _mm_add_epi8(values, _mm_shuffle_epi8(offsets, index)));
+        i += 16;
+    }
+    return i;
+}
+
+static int topicstore_has_ssse3(void) {
+    static int known = -1;
+    if (known < 0) {
+        __builtin_cpu_init();
+        known = __builtin_cpu_supports("ssse3") ? 1 : 0;
+    }
+    return known;
+}
+#endif
+
 void topicstore_spell_token64(const void *packed, size_t symbols, size_t colon, void *out) {
     const unsigned char *b = packed;
     unsigned char *o = out;
     size_t i = 0;
+#if defined(__x86_64__)
+    if (symbols >= 16 && topicstore_has_ssse3()) {
+        i = topicstore_spell_token64_ssse3(b, symbols, o);
+        b += 3 * (i / 4);
+    }
+#endif
     // Three bytes are four characters.
     for (; i + 4 <= symbols; i += 4, b += 3) {
         uint32_t v = (uint32_t)b[0] << 16 | (uint32_t)b[1] << 8 | b[2];
