@@ -63,23 +63,6 @@ long topicstore_token64_colon(const void *text, size_t count) {
     return seen == 255 ? -1 : colon;
 }
 
-void topicstore_pack_token64(const void *text, size_t count, size_t colon, void *out) {
-    const unsigned char *p = text;
-    unsigned char *o = out;
-    uint32_t bits = 0;
-    unsigned held = 0;
-    for (size_t i = 0; i < count; i++) {
-        if (i == colon) continue;
-        bits = bits << 6 | topicstore_token64_values[p[i]];
-        held += 6;
-        if (held >= 8) {
-            held -= 8;
-            *o++ = (unsigned char)(bits >> held);
-        }
-    }
-    if (held > 0) *o = (unsigned char)(bits << (8 - held));
-}
-
 #if defined(__x86_64__)
 #include <tmmintrin.h>
 
@@ -118,6 +101,70 @@ static int topicstore_has_ssse3(void) {
     return known;
 }
 #endif
+
+/// Packs `n` characters (no colon among them) four to three bytes, the first in the high bits.
+static void topicstore_pack_token64_scalar(const unsigned char *p, size_t n, unsigned char *o) {
+    const unsigned char *v = topicstore_token64_values;
+    for (; n >= 4; n -= 4, p += 4, o += 3) {
+        uint32_t w = (uint32_t)v[p[0]] << 18 | (uint32_t)v[p[1]] << 12 | (uint32_t)v[p[2]] << 6 | v[p[3]];
+        o[0] = (unsigned char)(w >> 16);
+        o[1] = (unsigned char)(w >> 8);
+        o[2] = (unsigned char)w;
+    }
+    if (n > 0) {  // 1 to 3 characters in 1 to 3 bytes, the unused low bits zero
+        uint32_t w = 0;
+        for (size_t k = 0; k < n; k++) w |= (uint32_t)v[p[k]] << (18 - 6 * k);
+        for (size_t k = 0; k < (6 * n + 7) / 8; k++) o[k] = (unsigned char)(w >> (16 - 8 * k));
+    }
+}
+
+#if defined(__x86_64__)
+/// Packs 16 characters into 12 bytes a step with SSSE3 while the 16-byte store
+/// stays inside the `bytes` of the packed name (Muła's base64 decoding, the
+/// characters known to be base64url): each character's value from its range,
+/// pairs then quads joined by two multiply-adds, the quads' three bytes shuffled
+/// into place. Returns how many characters it packed (a multiple of 16).
+__attribute__((target("ssse3")))
+static size_t topicstore_pack_token64_ssse3(const unsigned char *p, size_t n, unsigned char *o, size_t bytes) {
+#define TOPICSTORE_IN(v, lo, hi) _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8((char)((lo) - 1))), \
+                                               _mm_cmplt_epi8(v, _mm_set1_epi8((char)((hi) + 1))))
+    const __m128i order = _mm_setr_epi8(2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1);
+    size_t i = 0;
+    while (i + 16 <= n && 3 * (i / 4) + 16 <= bytes) {
+        __m128i c = _mm_loadu_si128((const __m128i *)(p + i));
+        __m128i shift = _mm_and_si128(TOPICSTORE_IN(c, 'A', 'Z'), _mm_set1_epi8(-65));
+        shift = _mm_or_si128(shift, _mm_and_si128(TOPICSTORE_IN(c, 'a', 'z'), _mm_set1_epi8(-71)));
+        shift = _mm_or_si128(shift, _mm_and_si128(TOPICSTORE_IN(c, '0', '9'), _mm_set1_epi8(4)));
+        shift = _mm_or_si128(shift, _mm_and_si128(_mm_cmpeq_epi8(c, _mm_set1_epi8('-')), _mm_set1_epi8(62 - '-')));
+        shift = _mm_or_si128(shift, _mm_and_si128(_mm_cmpeq_epi8(c, _mm_set1_epi8('_')), _mm_set1_epi8(63 - '_')));
+        __m128i values = _mm_add_epi8(c, shift);
+        __m128i pairs = _mm_maddubs_epi16(values, _mm_set1_epi32(0x01400140));   // a << 6 | b
+        __m128i quads = _mm_madd_epi16(pairs, _mm_set1_epi32(0x00011000));       // ab << 12 | cd
+        _mm_storeu_si128((__m128i *)(o + 3 * (i / 4)), _mm_shuffle_epi8(quads, order));
+        i += 16;
+    }
+#undef TOPICSTORE_IN
+    return i;
+}
+#endif
+
+void topicstore_pack_token64(const void *text, size_t count, size_t colon, void *out) {
+    const unsigned char *p = text;
+    unsigned char *o = out;
+    unsigned char joined[256];
+    size_t n = count;
+    if (colon < count) {  // the characters on both sides of the colon, joined
+        memcpy(joined, p, colon);
+        memcpy(joined + colon, p + colon + 1, count - colon - 1);
+        p = joined;
+        n = count - 1;
+    }
+    size_t i = 0;
+#if defined(__x86_64__)
+    if (n >= 16 && topicstore_has_ssse3()) i = topicstore_pack_token64_ssse3(p, n, o, (6 * n + 7) / 8);
+#endif
+    topicstore_pack_token64_scalar(p + i, n - i, o + 3 * (i / 4));
+}
 
 void topicstore_spell_token64(const void *packed, size_t symbols, size_t colon, void *out) {
     const unsigned char *b = packed;

@@ -144,6 +144,28 @@ import TopicStore
         #expect(seen.count == 6)
     }
 
+    /// A 6-bit name's packed bytes are what base64 decoding gives for its characters
+    /// (the colon left out): checked against Foundation's decoder, every length a
+    /// multiple of four from 4 to 252, with and without a colon.
+    @Test func sixBitNamesPackAsBase64Decodes() throws {
+        var rng = SeededRandom(seed: 12)
+        for symbols in stride(from: 4, through: 252, by: 4) {
+            for withColon in [false, true] {
+                var chars = (0..<symbols).map { _ in Self.base64URL[rng.int(64)] }
+                let standard = String(chars).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+                let expected = try #require(Data(base64Encoded: standard))
+                if withColon { chars.insert(":", at: rng.int(symbols + 1)) }
+                let text = String(chars)
+                let (form, size) = StoredName.plan(text)
+                #expect(form == .token64)
+                var buffer = [UInt8](repeating: 0, count: size)
+                var at = 0
+                buffer.withUnsafeMutableBytes { StoredName.write(text, form, at: $0.baseAddress!, &at) }
+                #expect(Array(buffer[3...]) == Array(expected), "\(text)")
+            }
+        }
+    }
+
     /// Records of both formats decode to the same device; the new one is smaller for the SDKs' shapes.
     @Test func recordsOfBothFormatsDecode() throws {
         var rng = SeededRandom(seed: 7)

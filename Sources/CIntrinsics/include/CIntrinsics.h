@@ -50,10 +50,11 @@ void topicstore_pack_uuid(const void *text, void *out);
 /// colon's index, or `count` when there is none.
 long topicstore_token64_colon(const void *text, size_t count);
 
-/// Writes the 6-bit values of the `count` characters of such a token (shaped
-/// as `topicstore_token64_colon` found), leaving out the one at `colon`
-/// (`count` when none), at `out`: four characters in three bytes, the first
-/// in the high bits, the last byte's unused low bits zero.
+/// Writes the 6-bit values of the `count` characters (at most 255) of such a
+/// token (shaped as `topicstore_token64_colon` found), leaving out the one at
+/// `colon` (`count` when none), at `out`: four characters in three bytes, the
+/// first in the high bits, the last byte's unused low bits zero. 16 characters
+/// a step with SSSE3 where the CPU has it.
 void topicstore_pack_token64(const void *text, size_t count, size_t colon, void *out);
 
 /// Writes the `symbols` characters packed at `packed` at `out`, with a colon
