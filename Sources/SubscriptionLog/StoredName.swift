@@ -103,8 +103,9 @@ package struct StoredName {
                 topicstore_pack_uuid(t.baseAddress!, p + at)
                 at += 16
             case .token64:
-                let colon = topicstore_token64_colon(t.baseAddress!, t.count)
-                precondition(colon >= 0 && t.count <= maximumToken64Count, "a 6-bit form for a text of another shape")
+                // `plan` checked the shape: only the colon is looked for again.
+                precondition(t.count >= 1 && t.count <= maximumToken64Count, "a 6-bit form for a text of another length")
+                let colon = memchr(t.baseAddress!, Int32(UInt8(ascii: ":")), t.count).map { $0 - UnsafeMutableRawPointer(mutating: t.baseAddress!) } ?? t.count
                 let hasColon = colon < t.count
                 p.storeBytes(of: UInt8(t.count), toByteOffset: at, as: UInt8.self)
                 p.storeBytes(of: hasColon ? UInt8(colon) : noColon, toByteOffset: at + 1, as: UInt8.self)
