@@ -92,13 +92,16 @@ static size_t topicstore_spell_token64_ssse3(const unsigned char *b, size_t symb
     return i;
 }
 
+/// Whether the CPU has SSSE3, asked once (threads that race to ask store the same answer).
 static int topicstore_has_ssse3(void) {
     static int known = -1;
-    if (known < 0) {
+    int answer = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (answer < 0) {
         __builtin_cpu_init();
-        known = __builtin_cpu_supports("ssse3") ? 1 : 0;
+        answer = __builtin_cpu_supports("ssse3") ? 1 : 0;
+        __atomic_store_n(&known, answer, __ATOMIC_RELAXED);
     }
-    return known;
+    return answer;
 }
 #endif
 
