@@ -9,7 +9,8 @@
 /// ```
 /// Integers are big-endian; `str` is a u16 length and UTF-8 bytes; a device_id
 /// or a token is a `StoredName` (a UUID in 16 bytes, a run of hex digits in half
-/// its length, anything else as text). The first record's previous link is
+/// its length, an FCM-shaped token in 6 bits a character since schema 7, anything
+/// else as text). The first record's previous link is
 /// `ChainHash.genesis` (32 zero bytes).
 ///
 /// The chain link is computed over the record's version 2 form: the same
