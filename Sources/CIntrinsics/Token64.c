@@ -5,6 +5,16 @@
 // beside them by the caller.
 #include "CIntrinsics.h"
 #include <string.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#include <tmmintrin.h>
+
+/// Which of 16 bytes lie in `lo...hi` (0xFF each), compared as signed: bytes
+/// from 0x80 up are negative and lie in none of the ranges used here.
+static inline __m128i topicstore_in_range(__m128i v, char lo, char hi) {
+    return _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8((char)(lo - 1))), _mm_cmplt_epi8(v, _mm_set1_epi8((char)(hi + 1))));
+}
+#endif
 
 static const char topicstore_token64_alphabet[64] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -23,23 +33,16 @@ static const unsigned char topicstore_token64_values[256] = {
 #undef X
 };
 
-#if defined(__x86_64__)
-#include <emmintrin.h>
-#endif
-
 long topicstore_token64_colon(const void *text, size_t count) {
     const unsigned char *p = text;
     long colon = (long)count;
     size_t i = 0;
 #if defined(__x86_64__)
-    // 16 characters a step: each in one of the five ranges, or a colon (bytes from
-    // 0x80 up are negative as signed and fall in none).
-#define TOPICSTORE_IN(v, lo, hi) _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8((char)((lo) - 1))), \
-                                               _mm_cmplt_epi8(v, _mm_set1_epi8((char)((hi) + 1))))
+    // 16 characters a step: each in one of the five ranges, or a colon.
     for (; i + 16 <= count; i += 16) {
         __m128i v = _mm_loadu_si128((const __m128i *)(p + i));
-        __m128i ok = _mm_or_si128(_mm_or_si128(TOPICSTORE_IN(v, 'A', 'Z'), TOPICSTORE_IN(v, 'a', 'z')),
-                                  _mm_or_si128(TOPICSTORE_IN(v, '0', '9'),
+        __m128i ok = _mm_or_si128(_mm_or_si128(topicstore_in_range(v, 'A', 'Z'), topicstore_in_range(v, 'a', 'z')),
+                                  _mm_or_si128(topicstore_in_range(v, '0', '9'),
                                                _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('-')),
                                                             _mm_cmpeq_epi8(v, _mm_set1_epi8('_')))));
         unsigned colons = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(':')));
@@ -49,7 +52,6 @@ long topicstore_token64_colon(const void *text, size_t count) {
             colon = (long)(i + (size_t)__builtin_ctz(colons));
         }
     }
-#undef TOPICSTORE_IN
 #endif
     unsigned char seen = 0;
     for (; i < count; i++) {
@@ -64,8 +66,6 @@ long topicstore_token64_colon(const void *text, size_t count) {
 }
 
 #if defined(__x86_64__)
-#include <tmmintrin.h>
-
 /// Spells 16 characters from each 12 bytes with SSSE3 while 16 bytes can be
 /// loaded (Muła's base64 encoding, with the base64url alphabet): each 32-bit
 /// lane gets one 3-byte group, its four 6-bit fields are moved into bytes with
@@ -129,15 +129,13 @@ static void topicstore_pack_token64_scalar(const unsigned char *p, size_t n, uns
 /// into place. Returns how many characters it packed (a multiple of 16).
 __attribute__((target("ssse3")))
 static size_t topicstore_pack_token64_ssse3(const unsigned char *p, size_t n, unsigned char *o, size_t bytes) {
-#define TOPICSTORE_IN(v, lo, hi) _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8((char)((lo) - 1))), \
-                                               _mm_cmplt_epi8(v, _mm_set1_epi8((char)((hi) + 1))))
     const __m128i order = _mm_setr_epi8(2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1);
     size_t i = 0;
     while (i + 16 <= n && 3 * (i / 4) + 16 <= bytes) {
         __m128i c = _mm_loadu_si128((const __m128i *)(p + i));
-        __m128i shift = _mm_and_si128(TOPICSTORE_IN(c, 'A', 'Z'), _mm_set1_epi8(-65));
-        shift = _mm_or_si128(shift, _mm_and_si128(TOPICSTORE_IN(c, 'a', 'z'), _mm_set1_epi8(-71)));
-        shift = _mm_or_si128(shift, _mm_and_si128(TOPICSTORE_IN(c, '0', '9'), _mm_set1_epi8(4)));
+        __m128i shift = _mm_and_si128(topicstore_in_range(c, 'A', 'Z'), _mm_set1_epi8(-65));
+        shift = _mm_or_si128(shift, _mm_and_si128(topicstore_in_range(c, 'a', 'z'), _mm_set1_epi8(-71)));
+        shift = _mm_or_si128(shift, _mm_and_si128(topicstore_in_range(c, '0', '9'), _mm_set1_epi8(4)));
         shift = _mm_or_si128(shift, _mm_and_si128(_mm_cmpeq_epi8(c, _mm_set1_epi8('-')), _mm_set1_epi8(62 - '-')));
         shift = _mm_or_si128(shift, _mm_and_si128(_mm_cmpeq_epi8(c, _mm_set1_epi8('_')), _mm_set1_epi8(63 - '_')));
         __m128i values = _mm_add_epi8(c, shift);
@@ -146,7 +144,6 @@ static size_t topicstore_pack_token64_ssse3(const unsigned char *p, size_t n, un
         _mm_storeu_si128((__m128i *)(o + 3 * (i / 4)), _mm_shuffle_epi8(quads, order));
         i += 16;
     }
-#undef TOPICSTORE_IN
     return i;
 }
 #endif
