@@ -19,6 +19,10 @@ import SubscriptionLog
 /// opened for writing has `writer_state`, bookkeeping of the writers (not a
 /// projection: never compared, never rebuilt).
 public struct ProjectionTables: Sendable {
+    /// 8: log records written from now on are version 4 (`RecordCodec`: no
+    /// stored sequence, the checksum covering the key, a 48-bit timestamp, short
+    /// lengths); nothing is rewritten, and an older program refuses the store
+    /// (it would take those records for corruption).
     /// 7: device records and log records written from now on may hold a
     /// token in `StoredName`'s 6-bit form (an FCM token in 125 bytes instead
     /// of 166); nothing is rewritten, and an older program refuses the store
@@ -39,9 +43,9 @@ public struct ProjectionTables: Sendable {
     /// Opening an older store for writing drops what it has of those tables
     /// and stamps the current version (an older program then refuses the store
     /// rather than misread its new records).
-    public static let schemaVersion: UInt32 = 7
+    public static let schemaVersion: UInt32 = 8
     /// The versions this code reads.
-    public static let readableSchemaVersions: ClosedRange<UInt32> = 1...7
+    public static let readableSchemaVersions: ClosedRange<UInt32> = 1...8
     public static let names = ["meta", "projects", "devices",
                                "topics", "topic_codes", "postings", "device_topics"]
 

@@ -296,10 +296,8 @@ public enum History {
                     try chain.check(bytes, key: seq)
                     last = seq
                     scanned += 1
-                    // version ‖ type ‖ seq ‖ ts ‖ u16 length ‖ project: skip other projects undecoded.
-                    if bytes.count >= 20 + projectBytes.count,
-                       Int(bytes[18]) << 8 | Int(bytes[19]) == projectBytes.count,
-                       bytes[20..<20 + projectBytes.count].elementsEqual(projectBytes) {
+                    // Other projects' records are skipped undecoded.
+                    if RecordCodec.names(project: projectBytes, bytes) {
                         records.append(try RecordCodec.decode(bytes, key: seq))
                     }
                     return records.count < limit && scanned < 4 * limit

@@ -57,6 +57,11 @@ public struct ByteReader {
         public let offset: Int
         public let wanted: Int
     }
+    /// A field in a form its encoding never writes (a short length behind the escape that fits in one byte).
+    public struct Malformed: Error {
+        public let offset: Int
+        public let reason: String
+    }
 
     public let buffer: UnsafeRawBufferPointer
     public private(set) var offset: Int = 0
@@ -102,6 +107,25 @@ public struct ByteReader {
     /// A u16-length-prefixed string; invalid UTF-8 is repaired, never trusted blindly.
     public mutating func string() throws(OutOfBounds) -> String {
         let n = Int(try u16())
+        return String(decoding: try bytes(n), as: UTF8.self)
+    }
+    /// A big-endian u48 (a version 4 record's timestamp).
+    public mutating func u48() throws(OutOfBounds) -> UInt64 {
+        let at = try take(6)
+        return UInt64(buffer.loadBigEndian(at: at, as: UInt16.self)) << 32 | UInt64(buffer.loadBigEndian(at: at + 2, as: UInt32.self))
+    }
+    /// A `ShortLength`: one byte, or the escape and a u16 of at least the escape.
+    public mutating func shortLength() throws -> Int {
+        let at = offset
+        let first = try u8()
+        guard first == ShortLength.escape else { return Int(first) }
+        let n = Int(try u16())
+        guard n >= Int(ShortLength.escape) else { throw Malformed(offset: at, reason: "length \(n) written in three bytes") }
+        return n
+    }
+    /// A string with a `ShortLength` (version 4); invalid UTF-8 is repaired.
+    public mutating func shortString() throws -> String {
+        let n = try shortLength()
         return String(decoding: try bytes(n), as: UTF8.self)
     }
 }

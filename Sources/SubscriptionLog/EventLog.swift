@@ -133,7 +133,7 @@ public struct EventLog: Sendable {
             var entry = try cursor.seek(atLeast: Self.key(from))
             while let (rawKey, value) = entry {
                 let key = rawKey.count == 8 ? rawKey.loadBigEndian(at: 0, as: UInt64.self) : nil
-                let stated = RecordCodec.statedSequence(of: value)
+                let stated = RecordCodec.statedSequence(of: value, key: key, due: due)
                 var next: Cursor.Entry?? = nil  // fetched when the entry needs its successor to be judged
                 let found: LogEntry
                 if key == due {
@@ -221,7 +221,7 @@ public struct LogEntry {
     public var sequence: UInt64
     /// The key as stored; nil when it is not 8 bytes.
     public var key: UInt64?
-    /// The sequence the record's bytes state, unchecked (nil when they cannot say).
+    /// The sequence the record's bytes state (see `RecordCodec.statedSequence`; nil when they cannot say).
     public var stated: UInt64?
     public var kind: Kind
     /// The record's bytes, borrowed until the transaction ends.
@@ -242,7 +242,7 @@ public struct LogEntry {
         case .misplaced:
             return "the record in the place of \(sequence) says it is \(sequence) but is stored under key \(keyText): the key is damaged"
         case .stray:
-            return "key \(keyText) is out of order (record \(sequence) is due) and its record says " + (stated.map { "sequence \($0)" } ?? "no sequence it could have")
+            return "key \(keyText) is out of order (record \(sequence) is due) and its record says " + (stated.map { "sequence \($0)" } ?? "no sequence it could have (or its checksum fits neither its key nor \(sequence))")
         }
     }
 }

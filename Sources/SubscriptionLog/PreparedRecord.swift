@@ -1,6 +1,6 @@
 /// An event's log record encoded before it has a sequence, a time and a
-/// link: its stored (version 3) fields with sequence and timestamp left zero,
-/// then the rest of its version 2 form, which the chain link covers.
+/// link: its stored (version 4) fields with the timestamp left zero, then the
+/// rest of its version 2 form (after the header), which the chain link covers.
 ///
 /// A caller prepares its commands on its own thread (`RecordCodec.prepare`);
 /// the one writer thread only writes the sequence and time, computes the link
@@ -9,8 +9,7 @@
 /// the writer thread's instructions in a `load` (callgrind).
 public struct PreparedRecord: Sendable {
     /// The stored fields (`storedCount` bytes), then the version 2 fields after
-    /// their header (version, type, sequence, timestamp: the same in both forms
-    /// but for the version byte).
+    /// their header (version, type, sequence, timestamp: written when sealed).
     let bytes: [UInt8]
     let storedCount: Int
 
@@ -19,8 +18,10 @@ public struct PreparedRecord: Sendable {
 }
 
 extension RecordCodec {
-    /// version, type, sequence, timestamp: the fields before the project, at the same offsets in every version.
+    /// version, type, sequence, timestamp: the fields before the project in versions 1 to 3.
     static let headerSize = 1 + 1 + 8 + 8
+    /// version, type, u48 timestamp: the fields before the project in version 4.
+    static let compactHeaderSize = 1 + 1 + 6
 
     /// Encodes `event`'s fields in both forms, to be sealed with a sequence and a
     /// time later. A string or list too long for its u16 length is thrown.
@@ -47,30 +48,36 @@ extension RecordCodec {
         return PreparedRecord(bytes: bytes, storedCount: stored)
     }
 
-    /// Writes `prepared` with `sequence` and `timestamp` into `out` (exactly
-    /// `sealedCount` bytes), chained to `previous`, and advances `previous` to
-    /// its link: the same bytes as `encode` of that record.
+    /// Writes `prepared` with `sequence` and `timestamp` (0…2^48 − 1, as the
+    /// writer's clock always is) into `out` (exactly `sealedCount` bytes),
+    /// chained to `previous`, and advances `previous` to its link: the same
+    /// bytes as `encode` of that record, to be stored under `sequence`.
     public static func seal(_ prepared: borrowing PreparedRecord, sequence: UInt64, timestamp: Int64,
                             chainingFrom previous: inout ChainHash, into out: UnsafeMutableRawBufferPointer) {
         precondition(out.count == prepared.sealedCount, "a sealed record takes exactly its size")
+        precondition(time48Range.contains(timestamp), "a version 4 record's timestamp fits in 48 bits")
         let n = prepared.storedCount
         let p = out.baseAddress!
         prepared.bytes.withUnsafeBytes { b in
             p.copyMemory(from: b.baseAddress!, byteCount: n)
-            p.storeBytes(of: sequence.bigEndian, toByteOffset: 2, as: UInt64.self)
-            p.storeBytes(of: UInt64(bitPattern: timestamp).bigEndian, toByteOffset: 10, as: UInt64.self)
-            // The link covers the version 2 form: this header with version byte 2, then the rest of that form.
+            let time = UInt64(bitPattern: timestamp)
+            p.storeBytes(of: UInt16(truncatingIfNeeded: time >> 32).bigEndian, toByteOffset: 2, as: UInt16.self)
+            p.storeBytes(of: UInt32(truncatingIfNeeded: time).bigEndian, toByteOffset: 4, as: UInt32.self)
+            // The link covers the version 2 form: its header (version byte 2, the type,
+            // the sequence, the timestamp as i64), then the rest of that form.
             var header: (UInt64, UInt64, UInt16) = (0, 0, 0)
             let link = withUnsafeMutableBytes(of: &header) { h in
-                h.baseAddress!.copyMemory(from: p, byteCount: headerSize)
                 h[0] = 2
+                h[1] = p.load(fromByteOffset: 1, as: UInt8.self)
+                h.storeBytes(of: sequence.bigEndian, toByteOffset: 2, as: UInt64.self)
+                h.storeBytes(of: time.bigEndian, toByteOffset: 10, as: UInt64.self)
                 return previous.next(over: UnsafeRawBufferPointer(rebasing: h[0..<headerSize]),
                                      UnsafeRawBufferPointer(rebasing: b[n...]))
             }
             link.withUnsafeBytes { (p + n).copyMemory(from: $0.baseAddress!, byteCount: ChainHash.byteCount) }
             previous = link
         }
-        let crc = CRC32C.checksum(UnsafeRawBufferPointer(start: p, count: n + ChainHash.byteCount))
+        let crc = keyedChecksum(UnsafeRawBufferPointer(start: p, count: n + ChainHash.byteCount), key: sequence)
         (p + n + ChainHash.byteCount).storeBytes(of: crc.bigEndian, as: UInt32.self)
     }
 }

@@ -1,32 +1,43 @@
-/// The binary form of a log record, version 3 (hash-chained):
+/// The binary form of a log record, version 4 (hash-chained):
 ///
 /// ```
-/// u8  version (3)        u8  type
-/// u64 sequence           i64 timestamp (ms since 1970)
-/// str project            ...type-specific fields...
-/// [32] chain link = SHA-256(previous record's link ‖ every byte before this field)
-/// u32 CRC-32C of every byte before it
+/// u8  version (4)        u8  type        u48 timestamp (ms since 1970)
+/// short project          ...type-specific fields...
+/// [32] chain link = SHA-256(previous record's link ‖ the record's version 2 form)
+/// u32 CRC-32C of the record's key (its 8-byte sequence) and every byte before it
 /// ```
-/// Integers are big-endian; `str` is a u16 length and UTF-8 bytes; a device_id
-/// or a token is a `StoredName` (a UUID in 16 bytes, a run of hex digits in half
-/// its length, an FCM-shaped token in 6 bits a character since schema 7, anything
-/// else as text). The first record's previous link is
-/// `ChainHash.genesis` (32 zero bytes).
+/// Integers are big-endian; `short` is a string with a `ShortLength` (one
+/// byte for 0…254, else 255 and a u16) and UTF-8 bytes, and a list's length
+/// is a `ShortLength` too; a device_id or a token is a `StoredName` (a UUID in
+/// 16 bytes, a run of hex digits in half its length, an FCM-shaped token in 6
+/// bits a character, anything else as text). The first record's previous link
+/// is `ChainHash.genesis` (32 zero bytes).
 ///
-/// The chain link is computed over the record's version 2 form: the same
-/// fields with version byte 2 and every name as `str`. So the chain commits to
-/// the events, not to how they are stored: a log of version 2 records, one of
-/// version 3 records, and an export of either imported again give the same
-/// links and the same head.
+/// The sequence is not stored: the key holds it, and the CRC covers the key,
+/// so a record under another key than its own fails its checksum. A record
+/// whose timestamp does not fit in 48 bits (before 1970 or after the year
+/// 10889: never the writer's clock, only an imported line) is written in
+/// version 3.
+///
+/// Version 3 is the form written from schema 4 to schema 7: `u64 sequence`
+/// after the type, `i64 timestamp`, `str` (u16-length) strings and u16 list
+/// lengths, names as in version 4, the CRC of the bytes alone. It still
+/// decodes and verifies.
+///
+/// The chain link is computed over the record's version 2 form: version byte
+/// 2, the type, the sequence as u64, the timestamp as i64, every string and
+/// name as `str` and every list length as u16. So the chain commits to the
+/// events, not to how they are stored: a log of version 2, 3 and 4 records,
+/// and an export of it imported again, give the same links and the same head.
 ///
 /// Version 2 is that form itself; it still decodes and verifies, and is
 /// written only to re-encode a version 2 record (an archive's verification).
 /// Version 1 is version 2 without the chain link; it still decodes (it
 /// carries no link, so an audit reports it as unchained) but is never written.
 public enum RecordCodec {
-    public static let currentVersion: UInt8 = 3
+    public static let currentVersion: UInt8 = 4
     /// The versions that carry a chain link.
-    public static let chainedVersions: ClosedRange<UInt8> = 2...3
+    public static let chainedVersions: ClosedRange<UInt8> = 2...4
     /// Unchained records, readable but never written.
     public static let legacyVersion: UInt8 = 1
 
@@ -34,6 +45,25 @@ public enum RecordCodec {
     static let trailerSize = ChainHash.byteCount + 4
     /// version, type, sequence, timestamp, empty project, CRC.
     static let minimumV1Size = 1 + 1 + 8 + 8 + 2 + 4
+    /// version, type, timestamp, empty project, link, CRC.
+    static let minimumV4Size = 1 + 1 + 6 + 1 + ChainHash.byteCount + 4
+    /// The timestamps a version 4 record holds (u48).
+    static let time48Range: ClosedRange<Int64> = 0...(1 << 48 - 1)
+
+    /// The CRC-32C a record stored under `key` must end with, computed over its
+    /// bytes before the CRC (`record` without its last 4 bytes): for version 4
+    /// it covers the key first, for the versions before it the bytes alone.
+    /// (How a tool outside topicstore, or a test that forges a record, computes it.)
+    public static func checksum(ofRecordBody body: UnsafeRawBufferPointer, version: UInt8, key: UInt64) -> UInt32 {
+        version == 4 ? keyedChecksum(body, key: key) : CRC32C.checksum(body)
+    }
+
+    /// A version 4 record's CRC: of its key's 8 bytes (big-endian), then of `body`.
+    @inline(__always)
+    static func keyedChecksum(_ body: UnsafeRawBufferPointer, key: UInt64) -> UInt32 {
+        let seed = withUnsafeBytes(of: key.bigEndian) { CRC32C.checksum($0) }
+        return CRC32C.checksum(body, seed: seed)
+    }
 
     enum TypeCode: UInt8 {
         case token = 1, register = 2, unregister = 3, unregisterAll = 4, tokenRejected = 5
@@ -42,11 +72,12 @@ public enum RecordCodec {
 
     /// Encodes `record` chained to `previous` and advances `previous` to this record's link.
     /// A string or list too long for its u16 length is thrown (and `previous` is left as it was).
-    /// `version` is 3, or 2 to re-encode a record stored in that version (the link is the same).
+    /// `version` is 4 (3 when the timestamp does not fit in 48 bits), or 2 or 3 to re-encode
+    /// a record stored in that version (the link is the same).
     public static func encode(_ record: LogRecord, chainingFrom previous: inout ChainHash,
                               version: UInt8 = currentVersion) throws(FieldTooLong) -> [UInt8] {
         precondition(chainedVersions.contains(version), "version \(version) is not written")
-        if version == currentVersion {
+        if version == 4, time48Range.contains(record.timestamp) {
             let prepared = try prepare(record.event)
             return [UInt8](unsafeUninitializedCapacity: prepared.sealedCount) { buffer, initialized in
                 seal(prepared, sequence: record.sequence, timestamp: record.timestamp, chainingFrom: &previous,
@@ -54,11 +85,12 @@ public enum RecordCodec {
                 initialized = prepared.sealedCount
             }
         }
-        // Version 2: the link covers the stored fields themselves.
-        var link = ChainHash.genesis
-        let bytes = try encodeFields(record, version: version, trailer: trailerSize) { base, measure in
+        let stored: UInt8 = version == 2 ? 2 : 3
+        // Version 2 is the form the link covers; version 3 stores other bytes under the same link.
+        let form = try encodeFields(record, version: 2, trailer: 0) { _, _ in }
+        let link = form.withUnsafeBytes { previous.next(over: $0) }
+        let bytes = try encodeFields(record, version: stored, trailer: trailerSize) { base, measure in
             let fieldsSize = measure.size
-            link = previous.next(over: UnsafeRawBufferPointer(start: base, count: fieldsSize))
             link.withUnsafeBytes { (base + fieldsSize).copyMemory(from: $0.baseAddress!, byteCount: ChainHash.byteCount) }
             let crc = CRC32C.checksum(UnsafeRawBufferPointer(start: base, count: fieldsSize + ChainHash.byteCount))
             (base + fieldsSize + ChainHash.byteCount).storeBytes(of: crc.bigEndian, as: UInt32.self)
@@ -86,17 +118,25 @@ public enum RecordCodec {
 
     /// Encodes `record` chained to `previous` (by default genesis: valid only as
     /// a log's first record; appends carry the chain with `chainingFrom:`).
-    public static func encode(_ record: LogRecord, previous: ChainHash = .genesis) throws(FieldTooLong) -> [UInt8] {
+    public static func encode(_ record: LogRecord, previous: ChainHash = .genesis,
+                              version: UInt8 = currentVersion) throws(FieldTooLong) -> [UInt8] {
         var link = previous
-        return try encode(record, chainingFrom: &link)
+        return try encode(record, chainingFrom: &link, version: version)
     }
 
     /// Fields are named as the API names them, so a refusal reads like a validation error.
     static func writeFields<Sink: FieldSink>(_ record: LogRecord, version: UInt8, into w: inout Sink) throws(FieldTooLong) {
         w.u8(version)
         // Names (device_id, token) in fewer bytes from version 3 on.
-        func name(_ s: String, _ field: String) throws(FieldTooLong) {
-            if version >= 3 { try w.name(s, field: field) } else { try w.string(s, field: field) }
+        func name(_ s: String, _ field: @autoclosure () -> String) throws(FieldTooLong) {
+            if version >= 3 { try w.name(s, field: field()) } else { try w.string(s, field: field()) }
+        }
+        // Strings and list lengths with a short length from version 4 on.
+        func string(_ s: String, _ field: @autoclosure () -> String) throws(FieldTooLong) {
+            if version >= 4 { try w.shortString(s, field: field()) } else { try w.string(s, field: field()) }
+        }
+        func count(_ n: Int, _ field: String) throws(FieldTooLong) {
+            if version >= 4 { try w.shortCount(n, field: field) } else { try w.count(n, field: field) }
         }
         let event = record.event
         switch event.body {
@@ -109,9 +149,14 @@ public enum RecordCodec {
         case .dropTopic: w.u8(TypeCode.dropTopic.rawValue)
         case .expireToken: w.u8(TypeCode.expireToken.rawValue)
         }
-        w.u64(record.sequence)
-        w.i64(record.timestamp)
-        try w.string(event.project, field: "project")
+        if version >= 4 {
+            w.omittedSequence()
+            w.time48(record.timestamp)
+        } else {
+            w.u64(record.sequence)
+            w.i64(record.timestamp)
+        }
+        try string(event.project, "project")
         switch event.body {
         case .token(let deviceID, let token, let platform):
             try name(deviceID, "device_id")
@@ -119,29 +164,29 @@ public enum RecordCodec {
             w.u8(platform.rawValue)
         case .register(let deviceID, let topics):
             try name(deviceID, "device_id")
-            try w.count(topics.count, field: "topics")
+            try count(topics.count, "topics")
             for (i, topic) in topics.enumerated() {
                 var flags: UInt8 = 0
                 if topic.title != nil { flags |= 1 }
                 if let single = topic.single { flags |= 2; if single { flags |= 4 } }
-                try w.string(topic.code, field: "topics.\(i).code")
+                try string(topic.code, "topics.\(i).code")
                 w.u8(flags)
-                if let title = topic.title { try w.string(title, field: "topics.\(i).title") }
+                if let title = topic.title { try string(title, "topics.\(i).title") }
             }
         case .unregister(let deviceID, let codes):
             try name(deviceID, "device_id")
-            try w.count(codes.count, field: "topics")
-            for (i, code) in codes.enumerated() { try w.string(code, field: "topics.\(i).code") }
+            try count(codes.count, "topics")
+            for (i, code) in codes.enumerated() { try string(code, "topics.\(i).code") }
         case .unregisterAll(let deviceID):
             try name(deviceID, "device_id")
         case .tokenRejected(let token, let at, let reason):
             try name(token, "token")
             w.i64(at)
-            try w.string(reason, field: "reason")
+            try string(reason, "reason")
         case .forgetDevice(let deviceID):
             try name(deviceID, "device_id")
         case .dropTopic(let code):
-            try w.string(code, field: "code")
+            try string(code, "code")
         case .expireToken(let token):
             try name(token, "token")
         }
@@ -156,20 +201,25 @@ public enum RecordCodec {
     }
 
     /// Checks size, checksum and version; returns the version and the span of the fields.
+    /// A version 4 record's checksum covers `key`: one under another key fails it.
     @inline(__always)
     static func checkFrame(_ bytes: UnsafeRawBufferPointer, key: UInt64) throws(RecordCorruption) -> (version: UInt8, fieldsEnd: Int) {
-        guard bytes.count >= minimumV1Size else {
+        let keyed = bytes.first == 4
+        guard bytes.count >= (keyed ? minimumV4Size : minimumV1Size) else {
             throw RecordCorruption(sequence: key, offset: 0, reason: "record of \(bytes.count) bytes is too short")
         }
         let body = UnsafeRawBufferPointer(rebasing: bytes[0..<bytes.count - 4])
         let stored = bytes.loadBigEndian(at: bytes.count - 4, as: UInt32.self)
-        let computed = CRC32C.checksum(body)
+        let computed = keyed ? keyedChecksum(body, key: key) : CRC32C.checksum(body)
         guard stored == computed else {
             throw RecordCorruption(sequence: key, offset: bytes.count - 4,
-                                   reason: "checksum mismatch (stored \(hex(stored)), computed \(hex(computed)))", kind: .checksum)
+                                   reason: "checksum mismatch (stored \(hex(stored)), computed \(hex(computed)))"
+                                       + (keyed ? " for key \(key)" : ""), kind: .checksum)
         }
         let version = bytes[0]
         switch version {
+        case 4:
+            return (version, bytes.count - trailerSize)
         case chainedVersions:
             guard bytes.count >= minimumV1Size + ChainHash.byteCount else {
                 throw RecordCorruption(sequence: key, offset: 0, reason: "version \(version) record of \(bytes.count) bytes is too short")
@@ -182,12 +232,26 @@ public enum RecordCodec {
         }
     }
 
-    /// The sequence a record's bytes say it has, unchecked (no checksum, no
-    /// decoding): where a walk of the log meets a key out of place, whether the
-    /// record there is the one due under a damaged key. nil when too short or of
-    /// an unknown version.
-    public static func statedSequence(of bytes: UnsafeRawBufferPointer) -> UInt64? {
-        guard bytes.count >= minimumV1Size, bytes[0] == legacyVersion || chainedVersions.contains(bytes[0]) else { return nil }
+    /// The sequence a record's bytes say it has (no decoding): where a walk of
+    /// the log meets a key out of place, whether the record there is the one
+    /// due under a damaged key. Versions 1 to 3 state it in a field, read
+    /// unchecked. A version 4 record states it through its checksum, which
+    /// covers the key: under its own key (`key == due`) it is taken unchecked
+    /// to be `key`; elsewhere it is `due` or `key` when its checksum fits that
+    /// sequence. nil when too short, of an unknown version, or fitting neither.
+    public static func statedSequence(of bytes: UnsafeRawBufferPointer, key: UInt64?, due: UInt64) -> UInt64? {
+        guard let version = bytes.first else { return nil }
+        if version == 4 {
+            guard bytes.count >= minimumV4Size else { return nil }
+            if key == due { return due }
+            let body = UnsafeRawBufferPointer(rebasing: bytes[0..<bytes.count - 4])
+            let stored = bytes.loadBigEndian(at: bytes.count - 4, as: UInt32.self)
+            for candidate in [due] + (key.map { [$0] } ?? []) where keyedChecksum(body, key: candidate) == stored {
+                return candidate
+            }
+            return nil
+        }
+        guard bytes.count >= minimumV1Size, version == legacyVersion || chainedVersions.contains(version) else { return nil }
         return bytes.loadBigEndian(at: 2, as: UInt64.self)
     }
 
@@ -203,7 +267,8 @@ public enum RecordCodec {
     /// anything else: lets an audit carry the chain past a record whose other
     /// bytes are damaged, so that one damaged record is reported once.
     public static func unverifiedLink(of bytes: UnsafeRawBufferPointer) -> ChainHash? {
-        guard bytes.count >= minimumV1Size + ChainHash.byteCount, chainedVersions.contains(bytes[0]) else { return nil }
+        guard let version = bytes.first, chainedVersions.contains(version),
+              bytes.count >= (version == 4 ? minimumV4Size : minimumV1Size + ChainHash.byteCount) else { return nil }
         let at = bytes.count - trailerSize
         return ChainHash(bytes: UnsafeRawBufferPointer(rebasing: bytes[at..<at + ChainHash.byteCount]))
     }
@@ -227,14 +292,17 @@ public enum RecordCodec {
         return stored
     }
 
-    /// Calls `body` with the version 2 form of a version 3 record's fields (every
-    /// name spelled out as `str`, version byte 2): the bytes its chain link
-    /// covers. Rewritten in place of a full decode (no strings built); a
-    /// field that does not parse is thrown with its offset.
+    /// Calls `body` with the version 2 form of a version 3 or 4 record's fields
+    /// (version byte 2, the sequence `key`, an i64 timestamp, every name spelled
+    /// out as `str`, u16 lengths): the bytes its chain link covers. Rewritten in
+    /// place of a full decode (no strings built); a field that does not parse is
+    /// thrown with its offset.
     static func withVersion2Fields<R>(of fields: UnsafeRawBufferPointer, key: UInt64,
                                       _ body: (UnsafeRawBufferPointer) -> R) throws -> R {
-        // A name grows at most from 17 bytes (a UUID) to 38: three times the input is room enough.
-        try withUnsafeTemporaryAllocation(byteCount: 3 * fields.count + 16, alignment: 1) { out in
+        // A name grows at most from 17 bytes (a UUID) to 38, a short length from 1 byte to 2, the
+        // header by 10 bytes: three times the input and 16 bytes are room enough.
+        let compact = fields.first == 4
+        return try withUnsafeTemporaryAllocation(byteCount: 3 * fields.count + 16, alignment: 1) { out in
             let p = out.baseAddress!
             var from = 0, to = 0
             func fail(_ reason: String) -> RecordCorruption { RecordCorruption(sequence: key, offset: from, reason: reason) }
@@ -248,7 +316,34 @@ public enum RecordCodec {
                 from += n
                 to += n
             }
-            func string() throws { try copy(2 + length(at: from)) }
+            func string() throws {
+                guard compact else { return try copy(2 + length(at: from)) }
+                let n = try shortLength()
+                try copy(n)
+            }
+            /// A version 4 length, written out as a u16.
+            func shortLength() throws -> Int {
+                var r = ByteReader(fields)
+                _ = try r.bytes(from)
+                let n: Int
+                do { n = try r.shortLength() } catch is ByteReader.OutOfBounds {
+                    throw fail("field runs past the end")
+                } catch let e as ByteReader.Malformed {
+                    throw RecordCorruption(sequence: key, offset: e.offset, reason: e.reason)
+                }
+                p.storeBytes(of: UInt16(n).bigEndian, toByteOffset: to, as: UInt16.self)
+                to += 2
+                from = r.offset
+                return n
+            }
+            func count() throws -> Int {
+                guard compact else {
+                    let n = try length(at: from)
+                    try copy(2)
+                    return n
+                }
+                return try shortLength()
+            }
             func name() throws {
                 var at = from
                 guard let stored = StoredName.read(fields, &at) else { throw fail("name does not decode") }
@@ -258,7 +353,18 @@ public enum RecordCodec {
                 to += 2 + n
                 from = at
             }
-            try copy(18)  // version, type, sequence, timestamp
+            if compact {
+                // version, type, u48 timestamp; the sequence is the key's.
+                guard fields.count >= 8 else { throw fail("header runs past the end") }
+                p.storeBytes(of: fields[1], toByteOffset: 1, as: UInt8.self)
+                p.storeBytes(of: key.bigEndian, toByteOffset: 2, as: UInt64.self)
+                let time = UInt64(fields.loadBigEndian(at: 2, as: UInt16.self)) << 32 | UInt64(fields.loadBigEndian(at: 4, as: UInt32.self))
+                p.storeBytes(of: time.bigEndian, toByteOffset: 10, as: UInt64.self)
+                from = 8
+                to = 18
+            } else {
+                try copy(18)  // version, type, sequence, timestamp
+            }
             p.storeBytes(of: 2 as UInt8, as: UInt8.self)
             try string()  // project
             guard let type = TypeCode(rawValue: fields[1]) else { from = 1; throw fail("unknown event type") }
@@ -267,8 +373,7 @@ public enum RecordCodec {
                 try name(); try name(); try copy(1)
             case .register:
                 try name()
-                let n = try length(at: from)
-                try copy(2)
+                let n = try count()
                 for _ in 0..<n {
                     try string()
                     guard from < fields.count else { throw fail("topic flags run past the end") }
@@ -278,8 +383,7 @@ public enum RecordCodec {
                 }
             case .unregister:
                 try name()
-                let n = try length(at: from)
-                try copy(2)
+                let n = try count()
                 for _ in 0..<n { try string() }
             case .unregisterAll, .forgetDevice, .expireToken:
                 try name()
@@ -313,12 +417,23 @@ public enum RecordCodec {
             guard let type = TypeCode(rawValue: try r.u8()) else {
                 throw RecordCorruption(sequence: key, offset: typeOffset, reason: "unknown event type")
             }
-            let sequence = try r.u64()
-            guard sequence == key else {
-                throw RecordCorruption(sequence: key, offset: 2, reason: "record says sequence \(sequence)")
+            // Version 4 states no sequence (its checksum covers the key) and has short lengths.
+            let compact = version >= 4
+            func string() throws -> String { compact ? try r.shortString() : try r.string() }
+            func count() throws -> Int { compact ? try r.shortLength() : Int(try r.u16()) }
+            let sequence: UInt64
+            let timestamp: Int64
+            if compact {
+                sequence = key
+                timestamp = Int64(try r.u48())
+            } else {
+                sequence = try r.u64()
+                guard sequence == key else {
+                    throw RecordCorruption(sequence: key, offset: 2, reason: "record says sequence \(sequence)")
+                }
+                timestamp = try r.i64()
             }
-            let timestamp = try r.i64()
-            let project = try r.string()
+            let project = try string()
             let eventBody: EventBody
             switch type {
             case .token:
@@ -331,35 +446,35 @@ public enum RecordCodec {
                 eventBody = .token(deviceID: deviceID, token: token, platform: platform)
             case .register:
                 let deviceID = try name()
-                let n = Int(try r.u16())
+                let n = try count()
                 var topics: [TopicSpec] = []
                 topics.reserveCapacity(n)
                 for _ in 0..<n {
-                    let code = try r.string()
+                    let code = try string()
                     let flags = try r.u8()
-                    let title = flags & 1 != 0 ? try r.string() : nil
+                    let title = flags & 1 != 0 ? try string() : nil
                     let single: Bool? = flags & 2 != 0 ? (flags & 4 != 0) : nil
                     topics.append(TopicSpec(code: code, title: title, single: single))
                 }
                 eventBody = .register(deviceID: deviceID, topics: topics)
             case .unregister:
                 let deviceID = try name()
-                let n = Int(try r.u16())
+                let n = try count()
                 var codes: [String] = []
                 codes.reserveCapacity(n)
-                for _ in 0..<n { codes.append(try r.string()) }
+                for _ in 0..<n { codes.append(try string()) }
                 eventBody = .unregister(deviceID: deviceID, codes: codes)
             case .unregisterAll:
                 eventBody = .unregisterAll(deviceID: try name())
             case .tokenRejected:
                 let token = try name()
                 let at = try r.i64()
-                let reason = try r.string()
+                let reason = try string()
                 eventBody = .tokenRejected(token: token, rejectedAt: at, reason: reason)
             case .forgetDevice:
                 eventBody = .forgetDevice(deviceID: try name())
             case .dropTopic:
-                eventBody = .dropTopic(code: try r.string())
+                eventBody = .dropTopic(code: try string())
             case .expireToken:
                 eventBody = .expireToken(token: try name())
             }
@@ -369,6 +484,8 @@ public enum RecordCodec {
             return LogRecord(sequence: sequence, timestamp: timestamp, event: Event(project: project, body: eventBody))
         } catch let e as ByteReader.OutOfBounds {
             throw RecordCorruption(sequence: key, offset: e.offset, reason: "field of \(e.wanted) bytes runs past the end")
+        } catch let e as ByteReader.Malformed {
+            throw RecordCorruption(sequence: key, offset: e.offset, reason: e.reason)
         } catch let e as RecordCorruption {
             throw e
         } catch {
@@ -376,12 +493,31 @@ public enum RecordCodec {
         }
     }
 
+    /// Whether an encoded record's project is `project` (its UTF-8 bytes), read
+    /// from its header without decoding it (nor checking it: a caller that
+    /// trusts the answer has checked the record's frame or link first).
+    public static func names(project: [UInt8], _ bytes: UnsafeRawBufferPointer) -> Bool {
+        let n = project.count
+        if bytes.first == 4 {
+            // version ‖ type ‖ u48 time ‖ short length ‖ project
+            let at = n < Int(ShortLength.escape) ? 9 : 11
+            guard bytes.count >= at + n else { return false }
+            let stated = n < Int(ShortLength.escape) ? Int(bytes[8]) : (bytes[8] == ShortLength.escape ? Int(bytes[9]) << 8 | Int(bytes[10]) : -1)
+            return stated == n && bytes[at..<at + n].elementsEqual(project)
+        }
+        // version ‖ type ‖ sequence ‖ time ‖ u16 length ‖ project
+        guard bytes.count >= 20 + n else { return false }
+        return Int(bytes[18]) << 8 | Int(bytes[19]) == n && bytes[20..<20 + n].elementsEqual(project)
+    }
+
     /// Reads only the timestamp of an encoded record (for time searches), after the same checks as `decode`.
     public static func timestamp(of bytes: UnsafeRawBufferPointer, key: UInt64) throws -> Int64 {
-        guard bytes.count >= 18 else {
+        let compact = bytes.first == 4
+        guard bytes.count >= (compact ? 8 : 18) else {
             throw RecordCorruption(sequence: key, offset: 0, reason: "record of \(bytes.count) bytes is too short")
         }
-        return Int64(bitPattern: bytes.loadBigEndian(at: 10, as: UInt64.self))
+        guard compact else { return Int64(bitPattern: bytes.loadBigEndian(at: 10, as: UInt64.self)) }
+        return Int64(UInt64(bytes.loadBigEndian(at: 2, as: UInt16.self)) << 32 | UInt64(bytes.loadBigEndian(at: 4, as: UInt32.self)))
     }
 
     private static func hex(_ v: UInt32) -> String {

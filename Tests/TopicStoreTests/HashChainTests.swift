@@ -35,6 +35,16 @@ struct HashChainTests {
         try store.read { txn in Array(try #require(try txn.get(store.log.database, EventLog.key(seq)))) }
     }
 
+    /// `bytes` (a record to be stored under `key`) with its CRC recomputed, as a forger would.
+    static func recomputedChecksum(_ bytes: [UInt8], key: UInt64) -> [UInt8] {
+        var bytes = bytes
+        let crc = bytes.withUnsafeBytes { b in
+            RecordCodec.checksum(ofRecordBody: UnsafeRawBufferPointer(rebasing: b[0..<(b.count - 4)]), version: b[0], key: key)
+        }
+        bytes.replaceSubrange((bytes.count - 4)..., with: withUnsafeBytes(of: crc.bigEndian) { Array($0) })
+        return bytes
+    }
+
     static func overwrite(_ store: TopicStore, _ seq: UInt64, _ bytes: [UInt8]) throws {
         try store.environment.write { txn in try txn.put(store.log.database, EventLog.key(seq), bytes) }
     }
@@ -47,7 +57,7 @@ struct HashChainTests {
         var link = ChainHash.genesis
         for seq in UInt64(1)...120 {
             let bytes = try Self.rawRecord(store, seq)
-            #expect(bytes[0] == 3)
+            #expect(bytes[0] == 4)
             // SHA-256(previous ‖ the record's version 2 form before the link), computed here from scratch.
             let record = try bytes.withUnsafeBytes { try RecordCodec.decode($0, key: seq) }
             let v2 = Self.version2Form(record)
@@ -105,22 +115,32 @@ struct HashChainTests {
         #expect(try v1.withUnsafeBytes { try RecordCodec.decode($0, key: 5) } == record)
         #expect(try v1.withUnsafeBytes { try RecordCodec.storedLink(of: $0, key: 5) } == nil)
         #expect(throws: RecordCorruption.self) { try v1.withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: 5, previous: .genesis) } }
-        var link2 = ChainHash.genesis, link3 = ChainHash.genesis
+        var link2 = ChainHash.genesis, link3 = ChainHash.genesis, link4 = ChainHash.genesis
         let v2 = try RecordCodec.encode(record, chainingFrom: &link2, version: 2)
-        let v3 = try RecordCodec.encode(record, chainingFrom: &link3)
-        #expect(v2.count == v1.count + 32 && v2[0] == 2 && v3[0] == 3)
-        #expect(link2 == link3, "both versions carry the same link")
-        for bytes in [v2, v3] {
+        let v3 = try RecordCodec.encode(record, chainingFrom: &link3, version: 3)
+        let v4 = try RecordCodec.encode(record, chainingFrom: &link4)
+        #expect(v2.count == v1.count + 32 && v2[0] == 2 && v3[0] == 3 && v4[0] == 4)
+        // Version 4: no sequence (8 bytes), a 6-byte time (2), one-byte lengths (1 each for the
+        // project, the list, the code and the title); the device_id "d" is text in both.
+        #expect(v4.count == v3.count - 8 - 2 - 4)
+        #expect(link2 == link3 && link3 == link4, "every version carries the same link")
+        for bytes in [v2, v3, v4] {
             #expect(try bytes.withUnsafeBytes { try RecordCodec.decode($0, key: 5) } == record)
             #expect(try bytes.withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: 5, previous: .genesis) } == link2)
         }
-        var v4 = v3
-        v4[0] = 4
-        let crc = CRC32C.checksum(Array(v4[0..<(v4.count - 4)]))
-        v4.replaceSubrange((v4.count - 4)..., with: withUnsafeBytes(of: crc.bigEndian) { Array($0) })
+        // A version 4 record under another key fails its checksum, which covers the key.
         do {
-            _ = try v4.withUnsafeBytes { try RecordCodec.decode($0, key: 5) }
-            Issue.record("version 4 decoded")
+            _ = try v4.withUnsafeBytes { try RecordCodec.decode($0, key: 6) }
+            Issue.record("a version 4 record decoded under another key")
+        } catch let e as RecordCorruption {
+            #expect(e.kind == .checksum && e.sequence == 6 && e.reason.contains("for key 6"), "\(e)")
+        }
+        var v5 = v4
+        v5[0] = 5
+        v5 = Self.recomputedChecksum(v5, key: 5)
+        do {
+            _ = try v5.withUnsafeBytes { try RecordCodec.decode($0, key: 5) }
+            Issue.record("version 5 decoded")
         } catch let e as RecordCorruption {
             #expect(e.kind == .version)
         }
@@ -205,9 +225,7 @@ struct HashChainTests {
         var bytes = try Self.rawRecord(store, 2)
         let at = try #require(bytes.indices.first { i in i + 4 <= bytes.count && Array(bytes[i..<i + 4]) == Array("news".utf8) })
         bytes[at + 2] = UInt8(ascii: "x")
-        let crc = CRC32C.checksum(Array(bytes[0..<(bytes.count - 4)]))
-        bytes.replaceSubrange((bytes.count - 4)..., with: withUnsafeBytes(of: crc.bigEndian) { Array($0) })
-        try Self.overwrite(store, 2, bytes)
+        try Self.overwrite(store, 2, Self.recomputedChecksum(bytes, key: 2))
         #expect(try store.read { txn in try store.log.record(at: 2, txn) } != nil)  // it decodes: only the chain tells
 
         let report = try Audit.run(store)
@@ -243,18 +261,26 @@ struct HashChainTests {
 
     /// An auditor review changed the sequence inside a record (CRC recomputed): the audit named
     /// only the broken link; that the record names another sequence showed only in the projections line.
+    /// Records before version 4 state their sequence; a version 4 record states none, and one
+    /// sealed for another sequence fails its checksum under this key.
     @Test("a record that names another sequence than its key is reported as such, beside its broken link")
     func recordNamingAnotherSequence() throws {
         let dir = ReplayTempDir("renumber")
         let store = try TopicStore(directory: dir.sub("live"))
         try Self.fill(store, count: 40)
         for seq: UInt64 in [12, 30] {
-            var bytes = try Self.rawRecord(store, seq)
+            // Record `seq` as version 3 (its own link), then saying seq + 1, its CRC recomputed.
+            let previous = try store.read { txn in try store.log.link(before: seq, txn) }
+            let record = try #require(try store.read { txn in try store.log.record(at: seq, txn) })
+            var bytes = try RecordCodec.encode(record, previous: previous, version: 3)
             bytes.replaceSubrange(2..<10, with: withUnsafeBytes(of: (seq + 1).bigEndian) { Array($0) })
-            let crc = CRC32C.checksum(Array(bytes[0..<(bytes.count - 4)]))
-            bytes.replaceSubrange((bytes.count - 4)..., with: withUnsafeBytes(of: crc.bigEndian) { Array($0) })
-            try Self.overwrite(store, seq, bytes)
+            try Self.overwrite(store, seq, Self.recomputedChecksum(bytes, key: seq))
         }
+        // Record 20 sealed as version 4 for sequence 21 (its link and CRC as they would be there).
+        let previous = try store.read { txn in try store.log.link(before: 20, txn) }
+        var moved = try #require(try store.read { txn in try store.log.record(at: 20, txn) })
+        moved.sequence = 21
+        try Self.overwrite(store, 20, try RecordCodec.encode(moved, previous: previous))
         let report = try Audit.run(store)
         #expect(!report.isClean)
         for seq: UInt64 in [12, 30] {
@@ -262,6 +288,8 @@ struct HashChainTests {
             #expect(report.logIssues.contains { $0.sequence == seq && $0.kind == .undecodable && $0.message.contains("record says sequence \(seq + 1)") },
                     "\(report.logIssues)")
         }
+        #expect(report.logIssues.contains { $0.sequence == 20 && $0.message.contains("checksum mismatch") && $0.message.contains("for key 20") },
+                "\(report.logIssues)")
     }
 
     @Test("a record rewritten with a recomputed link breaks the next link; the last one is caught by the anchored head")

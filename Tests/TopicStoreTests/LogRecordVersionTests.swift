@@ -7,10 +7,11 @@ import SubscriptionLog
 import Testing
 import TopicStore
 
-/// Log records of version 3 hold device_ids and tokens as `StoredName`s; their
-/// chain link is computed over the version 2 form, so a log that mixes both
-/// versions (a store written before and after the change) verifies, exports,
-/// imports and archives with one chain and one head.
+/// Log records of version 3 hold device_ids and tokens as `StoredName`s, those
+/// of version 4 no sequence (their checksum covers the key), a 48-bit time and
+/// short lengths; the chain link of each is computed over the version 2 form,
+/// so a log that mixes versions (a store written before and after a change)
+/// verifies, exports, imports and archives with one chain and one head.
 @Suite struct LogRecordVersionTests {
     static let uuidLower = "0f8fad5b-d9cb-469f-a165-70867728950e"
     static let apns = String(repeating: "9a", count: 32)
@@ -41,28 +42,34 @@ import TopicStore
         }
     }
 
-    /// Every event type and name shape: version 3 decodes to the same record, carries the
-    /// link of its version 2 form, and is at most a byte per name larger (a name kept as text);
-    /// every flipped byte is caught.
-    @Test func versionThreeCarriesTheLinkOfVersionTwo() throws {
-        var link2 = ChainHash.genesis, link3 = ChainHash.genesis
+    /// Every event type and name shape: versions 3 and 4 decode to the same record and carry
+    /// the link of its version 2 form; version 3 is at most a byte per name larger (a name kept
+    /// as text), version 4 at least 11 bytes smaller than version 3 (the sequence, two bytes of
+    /// the time, a byte of the project's length); every flipped byte is caught.
+    @Test func versionsThreeAndFourCarryTheLinkOfVersionTwo() throws {
+        var link2 = ChainHash.genesis, link3 = ChainHash.genesis, link4 = ChainHash.genesis
         for record in Self.randomRecords(3_000, seed: 21) {
-            let previous = link3
+            let previous = link4
             let v2 = try RecordCodec.encode(record, chainingFrom: &link2, version: 2)
-            let v3 = try RecordCodec.encode(record, chainingFrom: &link3)
-            #expect(link2 == link3, "seq \(record.sequence)")
+            let v3 = try RecordCodec.encode(record, chainingFrom: &link3, version: 3)
+            let v4 = try RecordCodec.encode(record, chainingFrom: &link4)
+            #expect(link2 == link3 && link3 == link4, "seq \(record.sequence)")
             #expect(v3.count <= v2.count + 2)
-            #expect(try v3.withUnsafeBytes { try RecordCodec.decode($0, key: record.sequence) } == record)
-            #expect(try v3.withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: record.sequence, previous: previous) } == link3)
+            #expect(v4[0] == 4 && v4.count <= v3.count - 11)
+            for bytes in [v3, v4] {
+                #expect(try bytes.withUnsafeBytes { try RecordCodec.decode($0, key: record.sequence) } == record)
+                #expect(try bytes.withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: record.sequence, previous: previous) } == link4)
+            }
         }
-        // An SDK device's token event: 53 bytes fewer (21 for the UUID, 32 for the APNs token).
+        // An SDK device's token event: 64 bytes fewer than version 2 (21 for the UUID, 32 for
+        // the APNs token, 11 for the sequence, the time and the project's length).
         let token = LogRecord(sequence: 1, timestamp: 1, event: Event(project: "demo", body: .token(deviceID: Self.uuidLower, token: Self.apns, platform: .ios)))
         var a = ChainHash.genesis, b = ChainHash.genesis
-        #expect(try RecordCodec.encode(token, chainingFrom: &a, version: 2).count - RecordCodec.encode(token, chainingFrom: &b).count == 53)
-        // An Android device's: 61 bytes fewer (21 for the UUID, 40 for the FCM token in 6 bits a character).
+        #expect(try RecordCodec.encode(token, chainingFrom: &a, version: 2).count - RecordCodec.encode(token, chainingFrom: &b).count == 64)
+        // An Android device's: 72 bytes fewer (40 for the FCM token in 6 bits a character).
         let android = LogRecord(sequence: 1, timestamp: 1, event: Event(project: "demo", body: .token(deviceID: Self.uuidLower, token: Self.fcm(7), platform: .android)))
         a = .genesis; b = .genesis
-        #expect(try RecordCodec.encode(android, chainingFrom: &a, version: 2).count - RecordCodec.encode(android, chainingFrom: &b).count == 61)
+        #expect(try RecordCodec.encode(android, chainingFrom: &a, version: 2).count - RecordCodec.encode(android, chainingFrom: &b).count == 72)
         let bytes = try RecordCodec.encode(token)
         for i in 0..<bytes.count {
             var corrupt = bytes
@@ -81,15 +88,18 @@ import TopicStore
         var link2 = ChainHash.genesis, link3 = ChainHash.genesis
         for (i, record) in Self.randomRecords(500, seed: 5).enumerated() {
             let prepared = try RecordCodec.prepare(record.event)
-            for (sequence, time) in [(record.sequence, record.timestamp), (UInt64(i) << 40 | 7, Int64(i) * 1_000_003 - 5)] {
+            for (sequence, time) in [(record.sequence, record.timestamp), (UInt64(i) << 40 | 7, Int64(i) * 1_000_003 + 5),
+                                     (UInt64.max - UInt64(i), Int64(1) << 48 - 1 - Int64(i))] {
                 let moved = LogRecord(sequence: sequence, timestamp: time, event: record.event)
                 let previous = link3
                 var sealed = [UInt8](repeating: 0xEE, count: prepared.sealedCount)
                 sealed.withUnsafeMutableBytes {
                     RecordCodec.seal(prepared, sequence: sequence, timestamp: time, chainingFrom: &link3, into: $0)
                 }
+                var link4 = previous
+                #expect(try RecordCodec.encode(moved, chainingFrom: &link4) == sealed, "record \(i) at \(sequence)")
                 _ = try RecordCodec.encode(moved, chainingFrom: &link2, version: 2)
-                #expect(link3 == link2, "record \(i) at \(sequence)")
+                #expect(link3 == link2 && link4 == link3, "record \(i) at \(sequence)")
                 #expect(try sealed.withUnsafeBytes { try RecordCodec.decode($0, key: sequence) } == moved)
                 #expect(try sealed.withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: sequence, previous: previous) } == link3)
             }
@@ -109,17 +119,16 @@ import TopicStore
         let packed = [UInt8](repeating: 0x9a, count: 32)
         let at = try #require(bytes.indices.first { bytes[$0...].starts(with: packed) })
         bytes[at] = 0x9b
-        let crc = CRC32C.checksum(Array(bytes[0..<(bytes.count - 4)]))
-        bytes.replaceSubrange((bytes.count - 4)..., with: withUnsafeBytes(of: crc.bigEndian) { Array($0) })
-        try HashChainTests.overwrite(store, 1, bytes)
+        try HashChainTests.overwrite(store, 1, HashChainTests.recomputedChecksum(bytes, key: 1))
         let report = try Audit.run(store)
         #expect(report.logIssues.map(\.sequence) == [1] && report.logIssues.first?.kind == .chain)
     }
 
-    /// A store whose log holds version 2 records (written before the change) among version 3 ones:
-    /// audit is clean, export and import give the same head, and compaction archives and verifies them.
-    @Test func aLogOfBothVersionsVerifiesExportsAndArchives() throws {
-        let dir = ReplayTempDir("v2-and-v3")
+    /// A store whose log holds version 2 and version 3 records (written before the changes) and
+    /// version 4 ones: audit is clean, export and import give the same head, and compaction
+    /// archives and verifies them.
+    @Test func aLogOfThreeVersionsVerifiesExportsAndArchives() throws {
+        let dir = ReplayTempDir("v2-v3-v4")
         let store = try TopicStore(directory: dir.sub("data"))
         var events: [Event] = []
         for i in 0..<200 {
@@ -129,13 +138,15 @@ import TopicStore
         }
         for r in store.submitAndWait(events) { _ = try r.get() }
         let head = try #require(try store.read { txn in try store.log.head(txn) })
-        // The first 250 records as version 2 wrote them: the same links, so the chain holds.
+        // The first 100 records as version 2 wrote them, the next 150 as version 3: the same
+        // links, so the chain holds.
         var link = ChainHash.genesis
         for seq in UInt64(1)...250 {
             let record = try HashChainTests.rawRecord(store, seq).withUnsafeBytes { try RecordCodec.decode($0, key: seq) }
-            try HashChainTests.overwrite(store, seq, try RecordCodec.encode(record, chainingFrom: &link, version: 2))
+            try HashChainTests.overwrite(store, seq, try RecordCodec.encode(record, chainingFrom: &link, version: seq <= 100 ? 2 : 3))
         }
-        #expect(try HashChainTests.rawRecord(store, 250)[0] == 2 && HashChainTests.rawRecord(store, 251)[0] == 3)
+        #expect(try HashChainTests.rawRecord(store, 100)[0] == 2 && HashChainTests.rawRecord(store, 250)[0] == 3
+                    && HashChainTests.rawRecord(store, 251)[0] == 4)
         #expect(try Audit.run(store).isClean)
 
         var lines: [String] = []
@@ -145,7 +156,7 @@ import TopicStore
             let parsed = try Importer.parse(line: line, lineNumber: i + 1)
             try importer.add(parsed.record, link: parsed.link, unchained: parsed.unchained, lineNumber: i + 1)
         }
-        #expect(try importer.finish() == head, "the imported log (all version 3) has the source's head")
+        #expect(try importer.finish() == head, "the imported log (all version 4) has the source's head")
         store.close()
 
         let cut = try #require(lines.count > 300 ? Int64?(nowMilliseconds() + 60_000) : nil)
@@ -177,7 +188,8 @@ import TopicStore
             try HashChainTests.overwrite(store, seq, try Self.namesAsText(record, chainingFrom: &link))
         }
         let old = try HashChainTests.rawRecord(store, 249), new = try HashChainTests.rawRecord(store, 251)
-        #expect(old[0] == 3 && old.count == new.count + 41 + 1, "as text: the token 41 bytes more, the device id (dev-124) one")
+        #expect(old[0] == 3 && new[0] == 4 && old.count == new.count + 41 + 1 + 11,
+                "as text: the token 41 bytes more, the device id (dev-124) one; version 3: 11 more")
         #expect(try old.withUnsafeBytes { try RecordCodec.decode($0, key: 249) }.event.body == .token(deviceID: "dev-124", token: Self.fcm(124), platform: .android))
         #expect(try Audit.run(store).isClean)
         store.close()
