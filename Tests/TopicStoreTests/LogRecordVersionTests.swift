@@ -124,6 +124,59 @@ import TopicStore
         #expect(report.logIssues.map(\.sequence) == [1] && report.logIssues.first?.kind == .chain)
     }
 
+    /// Version 4's edges: lengths of 254 and more (the escape and a u16), up to the limit;
+    /// a length written behind the escape when one byte holds it is refused; a time that does
+    /// not fit in 48 bits is written in version 3; a record's project is read from either header.
+    @Test func versionFourLengthsTimesAndProjects() throws {
+        for n in [0, 1, 254, 255, 256, 300, 65_535] {
+            let long = String(repeating: "é", count: n / 2) + String(repeating: "t", count: n % 2)
+            let project = n <= 300 ? "p" + String(repeating: "q", count: max(0, n - 1)) : "demo"
+            let record = LogRecord(sequence: 9, timestamp: 1_764_100_000_000, event: Event(project: project, body: .register(
+                deviceID: Self.uuidLower, topics: [TopicSpec(code: "news", title: long, single: nil), TopicSpec(code: "user.\(n)")])))
+            var link2 = ChainHash.genesis, link4 = ChainHash.genesis
+            _ = try RecordCodec.encode(record, chainingFrom: &link2, version: 2)
+            let v4 = try RecordCodec.encode(record, chainingFrom: &link4)
+            let v3 = try RecordCodec.encode(record, version: 3)
+            #expect(v4[0] == 4 && link4 == link2, "length \(n)")
+            #expect(try v4.withUnsafeBytes { try RecordCodec.decode($0, key: 9) } == record, "length \(n)")
+            #expect(try v4.withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: 9, previous: .genesis) } == link2, "length \(n)")
+            for bytes in [v3, v4] {
+                #expect(bytes.withUnsafeBytes { RecordCodec.names(project: Array(project.utf8), $0) }, "v\(bytes[0]) length \(n)")
+                #expect(!bytes.withUnsafeBytes { RecordCodec.names(project: Array((project + "x").utf8), $0) }, "v\(bytes[0]) length \(n)")
+                #expect(!bytes.withUnsafeBytes { RecordCodec.names(project: Array(project.utf8.dropLast()), $0) }, "v\(bytes[0]) length \(n)")
+            }
+        }
+        // The project "demo"'s length (byte 8) rewritten as the escape and a u16 4, the CRC recomputed.
+        let record = LogRecord(sequence: 3, timestamp: 1_764_100_000_000, event: Event(project: "demo", body: .unregisterAll(deviceID: "d")))
+        let v4 = try RecordCodec.encode(record)
+        #expect(v4[8] == 4)
+        var overlong = Array(v4[..<8]) + [255, 0, 4] + Array(v4[9...])
+        overlong = HashChainTests.recomputedChecksum(overlong, key: 3)
+        for check in [{ _ = try overlong.withUnsafeBytes { try RecordCodec.decode($0, key: 3) } },
+                      { _ = try overlong.withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: 3, previous: .genesis) } }] {
+            do {
+                try check()
+                Issue.record("a length written in three bytes was taken")
+            } catch let e as RecordCorruption {
+                #expect(e.kind == .format && e.offset == 8 && e.reason.contains("three bytes"), "\(e)")
+            }
+        }
+        // Times outside 48 bits: version 3, the same link, the same record back.
+        for time in [-1, 1 << 48, Int64.max, Int64.min] as [Int64] {
+            let old = LogRecord(sequence: 4, timestamp: time, event: record.event)
+            var link2 = ChainHash.genesis, link = ChainHash.genesis
+            _ = try RecordCodec.encode(old, chainingFrom: &link2, version: 2)
+            let bytes = try RecordCodec.encode(old, chainingFrom: &link)
+            #expect(bytes[0] == 3 && link == link2, "time \(time)")
+            #expect(try bytes.withUnsafeBytes { try RecordCodec.decode($0, key: 4) } == old)
+            #expect(try bytes.withUnsafeBytes { try RecordCodec.timestamp(of: $0, key: 4) } == time)
+        }
+        let last = LogRecord(sequence: 4, timestamp: 1 << 48 - 1, event: record.event)
+        let bytes = try RecordCodec.encode(last)
+        let stored = try bytes.withUnsafeBytes { try RecordCodec.timestamp(of: $0, key: 4) }
+        #expect(bytes[0] == 4 && stored == 1 << 48 - 1)
+    }
+
     /// A store whose log holds version 2 and version 3 records (written before the changes) and
     /// version 4 ones: audit is clean, export and import give the same head, and compaction
     /// archives and verifies them.
