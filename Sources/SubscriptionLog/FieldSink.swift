@@ -41,46 +41,46 @@ enum ShortLength {
 struct FieldMeasure: FieldSink {
     private(set) var size = 0
     /// The same fields' size in the version 2 form.
-    private(set) var sizeWithNamesAsText = 0
+    private(set) var version2Size = 0
 
-    mutating func u8(_ v: UInt8) { size += 1; sizeWithNamesAsText += 1 }
-    mutating func u64(_ v: UInt64) { size += 8; sizeWithNamesAsText += 8 }
-    mutating func i64(_ v: Int64) { size += 8; sizeWithNamesAsText += 8 }
+    mutating func u8(_ v: UInt8) { size += 1; version2Size += 1 }
+    mutating func u64(_ v: UInt64) { size += 8; version2Size += 8 }
+    mutating func i64(_ v: Int64) { size += 8; version2Size += 8 }
 
     mutating func string(_ s: String, field: @autoclosure () -> String) throws(FieldTooLong) {
         let n = s.utf8.count
         guard n <= FieldTooLong.limit else { throw FieldTooLong(field: field(), bytes: n) }
         size += 2 + n
-        sizeWithNamesAsText += 2 + n
+        version2Size += 2 + n
     }
 
     mutating func name(_ s: String, field: @autoclosure () -> String) throws(FieldTooLong) {
         let n = s.utf8.count
         guard n <= FieldTooLong.limit else { throw FieldTooLong(field: field(), bytes: n) }
         size += StoredName.plan(s).size
-        sizeWithNamesAsText += 2 + n
+        version2Size += 2 + n
     }
 
     mutating func count(_ n: Int, field: @autoclosure () -> String) throws(FieldTooLong) {
         guard n <= FieldTooLong.limit else { throw FieldTooLong(field: field(), bytes: n, isCount: true) }
         size += 2
-        sizeWithNamesAsText += 2
+        version2Size += 2
     }
 
-    mutating func omittedSequence() { sizeWithNamesAsText += 8 }
-    mutating func time48(_ v: Int64) { size += 6; sizeWithNamesAsText += 8 }
+    mutating func omittedSequence() { version2Size += 8 }
+    mutating func time48(_ v: Int64) { size += 6; version2Size += 8 }
 
     mutating func shortString(_ s: String, field: @autoclosure () -> String) throws(FieldTooLong) {
         let n = s.utf8.count
         guard n <= FieldTooLong.limit else { throw FieldTooLong(field: field(), bytes: n) }
         size += ShortLength.size(n) + n
-        sizeWithNamesAsText += 2 + n
+        version2Size += 2 + n
     }
 
     mutating func shortCount(_ n: Int, field: @autoclosure () -> String) throws(FieldTooLong) {
         guard n <= FieldTooLong.limit else { throw FieldTooLong(field: field(), bytes: n, isCount: true) }
         size += ShortLength.size(n)
-        sizeWithNamesAsText += 2
+        version2Size += 2
     }
 }
 

@@ -30,17 +30,17 @@ extension RecordCodec {
         var measure = FieldMeasure()
         try writeFields(record, version: currentVersion, into: &measure)
         let stored = measure.size
-        let total = stored + measure.sizeWithNamesAsText - headerSize
+        let total = stored + measure.version2Size - headerSize
         let bytes = [UInt8](unsafeUninitializedCapacity: total) { buffer, initialized in
             let base = UnsafeMutableRawPointer(buffer.baseAddress!)
             var store = FieldStore(base)
             try! writeFields(record, version: currentVersion, into: &store)  // measured: nothing is refused
             precondition(store.at == stored, "a record's fields took other than their measure")
             // The version 2 form goes to scratch space; all of it but its header after the stored form.
-            withUnsafeTemporaryAllocation(byteCount: measure.sizeWithNamesAsText, alignment: 8) { scratch in
+            withUnsafeTemporaryAllocation(byteCount: measure.version2Size, alignment: 8) { scratch in
                 var canonical = FieldStore(scratch.baseAddress!)
                 try! writeFields(record, version: 2, into: &canonical)
-                precondition(canonical.at == measure.sizeWithNamesAsText, "a record's version 2 form took other than its measure")
+                precondition(canonical.at == measure.version2Size, "a record's version 2 form took other than its measure")
                 (base + stored).copyMemory(from: scratch.baseAddress! + headerSize, byteCount: canonical.at - headerSize)
             }
             initialized = total

@@ -355,13 +355,13 @@ public enum RecordCodec {
             }
             if compact {
                 // version, type, u48 timestamp; the sequence is the key's.
-                guard fields.count >= 8 else { throw fail("header runs past the end") }
+                guard fields.count >= compactHeaderSize else { throw fail("header runs past the end") }
                 p.storeBytes(of: fields[1], toByteOffset: 1, as: UInt8.self)
                 p.storeBytes(of: key.bigEndian, toByteOffset: 2, as: UInt64.self)
                 let time = UInt64(fields.loadBigEndian(at: 2, as: UInt16.self)) << 32 | UInt64(fields.loadBigEndian(at: 4, as: UInt32.self))
                 p.storeBytes(of: time.bigEndian, toByteOffset: 10, as: UInt64.self)
-                from = 8
-                to = 18
+                from = compactHeaderSize
+                to = headerSize
             } else {
                 try copy(18)  // version, type, sequence, timestamp
             }
@@ -513,7 +513,7 @@ public enum RecordCodec {
     /// Reads only the timestamp of an encoded record (for time searches), after the same checks as `decode`.
     public static func timestamp(of bytes: UnsafeRawBufferPointer, key: UInt64) throws -> Int64 {
         let compact = bytes.first == 4
-        guard bytes.count >= (compact ? 8 : 18) else {
+        guard bytes.count >= (compact ? compactHeaderSize : headerSize) else {
             throw RecordCorruption(sequence: key, offset: 0, reason: "record of \(bytes.count) bytes is too short")
         }
         guard compact else { return Int64(bitPattern: bytes.loadBigEndian(at: 10, as: UInt64.self)) }
