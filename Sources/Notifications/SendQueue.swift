@@ -73,11 +73,21 @@ public final class SendQueue: Sendable {
         pinned += reachable.serialized()
         let idKey = Array(id.utf8)
         try store.writeAuxiliary { txn, tables in
+            if record.status != .completed {
+                // The queue is read oldest first in key order: creation time, then id. A
+                // notification queued in the same millisecond as one still queued would sort by
+                // its random id, so a project's second send could go out before its first. Its
+                // time is taken past the newest queued one's instead.
+                let queue = try Self.table(Self.queueTable, tables)
+                let newest = try txn.withCursor(queue) { cursor -> Int64? in
+                    guard let (key, _) = try cursor.last(), key.count >= 8 else { return nil }
+                    return Int64(bitPattern: key.loadBigEndian(at: 0, as: UInt64.self))
+                }
+                if let newest, record.createdAt <= newest { record.createdAt = newest + 1 }
+                try txn.put(queue, ByteBuffer.i64(record.createdAt) + idKey, [])
+            }
             try txn.put(try Self.table(Self.recordsTable, tables), idKey, record.json.bytes)
             try txn.put(try Self.table(Self.audienceTable, tables), idKey, pinned)
-            if record.status != .completed {
-                try txn.put(try Self.table(Self.queueTable, tables), ByteBuffer.i64(now) + idKey, [])
-            }
         }
         if record.status != .completed { signal.signal() }
         return (record, audience.unknownTopics)
