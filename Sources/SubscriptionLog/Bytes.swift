@@ -110,10 +110,7 @@ public struct ByteReader {
         return String(decoding: try bytes(n), as: UTF8.self)
     }
     /// A big-endian u48 (a version 4 record's timestamp).
-    public mutating func u48() throws(OutOfBounds) -> UInt64 {
-        let at = try take(6)
-        return UInt64(buffer.loadBigEndian(at: at, as: UInt16.self)) << 32 | UInt64(buffer.loadBigEndian(at: at + 2, as: UInt32.self))
-    }
+    public mutating func u48() throws(OutOfBounds) -> UInt64 { buffer.loadBigEndianU48(at: try take(6)) }
     /// A `ShortLength`: one byte, or the escape and a u16 of at least the escape.
     public mutating func shortLength() throws -> Int {
         let at = offset
@@ -135,5 +132,11 @@ extension UnsafeRawBufferPointer {
     @inlinable @inline(__always)
     public func loadBigEndian<T: FixedWidthInteger>(at offset: Int, as: T.Type = T.self) -> T {
         T(bigEndian: loadUnaligned(fromByteOffset: offset, as: T.self))
+    }
+
+    /// A big-endian u48 at `offset` (a version 4 record's timestamp; bounds checked by the caller).
+    @inlinable @inline(__always)
+    public func loadBigEndianU48(at offset: Int) -> UInt64 {
+        UInt64(loadBigEndian(at: offset, as: UInt16.self)) << 32 | UInt64(loadBigEndian(at: offset + 2, as: UInt32.self))
     }
 }

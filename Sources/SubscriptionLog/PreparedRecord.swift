@@ -60,9 +60,9 @@ extension RecordCodec {
         let p = out.baseAddress!
         prepared.bytes.withUnsafeBytes { b in
             p.copyMemory(from: b.baseAddress!, byteCount: n)
+            var time48 = FieldStore(p + 2)
+            time48.time48(timestamp)
             let time = UInt64(bitPattern: timestamp)
-            p.storeBytes(of: UInt16(truncatingIfNeeded: time >> 32).bigEndian, toByteOffset: 2, as: UInt16.self)
-            p.storeBytes(of: UInt32(truncatingIfNeeded: time).bigEndian, toByteOffset: 4, as: UInt32.self)
             // The link covers the version 2 form: its header (version byte 2, the type,
             // the sequence, the timestamp as i64), then the rest of that form.
             var header: (UInt64, UInt64, UInt16) = (0, 0, 0)

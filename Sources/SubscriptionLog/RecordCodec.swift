@@ -210,7 +210,7 @@ public enum RecordCodec {
         }
         let body = UnsafeRawBufferPointer(rebasing: bytes[0..<bytes.count - 4])
         let stored = bytes.loadBigEndian(at: bytes.count - 4, as: UInt32.self)
-        let computed = keyed ? keyedChecksum(body, key: key) : CRC32C.checksum(body)
+        let computed = checksum(ofRecordBody: body, version: bytes[0], key: key)
         guard stored == computed else {
             throw RecordCorruption(sequence: key, offset: bytes.count - 4,
                                    reason: "checksum mismatch (stored \(hex(stored)), computed \(hex(computed)))"
@@ -246,9 +246,8 @@ public enum RecordCodec {
             if key == due { return due }
             let body = UnsafeRawBufferPointer(rebasing: bytes[0..<bytes.count - 4])
             let stored = bytes.loadBigEndian(at: bytes.count - 4, as: UInt32.self)
-            for candidate in [due] + (key.map { [$0] } ?? []) where keyedChecksum(body, key: candidate) == stored {
-                return candidate
-            }
+            if keyedChecksum(body, key: due) == stored { return due }
+            if let key, keyedChecksum(body, key: key) == stored { return key }
             return nil
         }
         guard bytes.count >= minimumV1Size, version == legacyVersion || chainedVersions.contains(version) else { return nil }
@@ -358,8 +357,7 @@ public enum RecordCodec {
                 guard fields.count >= compactHeaderSize else { throw fail("header runs past the end") }
                 p.storeBytes(of: fields[1], toByteOffset: 1, as: UInt8.self)
                 p.storeBytes(of: key.bigEndian, toByteOffset: 2, as: UInt64.self)
-                let time = UInt64(fields.loadBigEndian(at: 2, as: UInt16.self)) << 32 | UInt64(fields.loadBigEndian(at: 4, as: UInt32.self))
-                p.storeBytes(of: time.bigEndian, toByteOffset: 10, as: UInt64.self)
+                p.storeBytes(of: fields.loadBigEndianU48(at: 2).bigEndian, toByteOffset: 10, as: UInt64.self)
                 from = compactHeaderSize
                 to = headerSize
             } else {
@@ -500,10 +498,10 @@ public enum RecordCodec {
         let n = project.count
         if bytes.first == 4 {
             // version ‖ type ‖ u48 time ‖ short length ‖ project
-            let at = n < Int(ShortLength.escape) ? 9 : 11
-            guard bytes.count >= at + n else { return false }
-            let stated = n < Int(ShortLength.escape) ? Int(bytes[8]) : (bytes[8] == ShortLength.escape ? Int(bytes[9]) << 8 | Int(bytes[10]) : -1)
-            return stated == n && bytes[at..<at + n].elementsEqual(project)
+            var r = ByteReader(bytes)
+            guard (try? r.bytes(compactHeaderSize)) != nil, (try? r.shortLength()) == n,
+                  let name = try? r.bytes(n) else { return false }
+            return name.elementsEqual(project)
         }
         // version ‖ type ‖ sequence ‖ time ‖ u16 length ‖ project
         guard bytes.count >= 20 + n else { return false }
@@ -517,7 +515,7 @@ public enum RecordCodec {
             throw RecordCorruption(sequence: key, offset: 0, reason: "record of \(bytes.count) bytes is too short")
         }
         guard compact else { return Int64(bitPattern: bytes.loadBigEndian(at: 10, as: UInt64.self)) }
-        return Int64(UInt64(bytes.loadBigEndian(at: 2, as: UInt16.self)) << 32 | UInt64(bytes.loadBigEndian(at: 4, as: UInt32.self)))
+        return Int64(bytes.loadBigEndianU48(at: 2))
     }
 
     private static func hex(_ v: UInt32) -> String {
