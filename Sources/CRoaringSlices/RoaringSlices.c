@@ -471,6 +471,34 @@ int topicstore_slice_append(void *bitmap, uint16_t high, const void *stored, siz
     return 0;
 }
 
+int topicstore_slice_append_sorted(void *bitmap, uint16_t high, const uint16_t *values, size_t count) {
+    if (count == 0 || count > 65536 || values == NULL) return -1;
+    for (size_t i = 1; i < count; i++) {
+        if (values[i - 1] >= values[i]) return -1;
+    }
+    roaring_array_t *ra = &((roaring_bitmap_t *)bitmap)->high_low_container;
+    if (ra->size > 0 && ra->keys[ra->size - 1] >= high) return -1;
+    void *container;
+    uint8_t type;
+    if (count <= DEFAULT_MAX_SIZE) {
+        array_container_t *a = array_container_create_given_capacity((int32_t)count);
+        if (a == NULL) return -1;
+        memcpy(a->array, values, 2 * count);
+        a->cardinality = (int32_t)count;
+        container = a;
+        type = ARRAY_CONTAINER_TYPE_CODE;
+    } else {
+        bitset_container_t *b = bitset_container_create();
+        if (b == NULL) return -1;
+        for (size_t i = 0; i < count; i++) b->array[values[i] >> 6] |= UINT64_C(1) << (values[i] & 63);
+        b->cardinality = (int32_t)count;
+        container = b;
+        type = BITSET_CONTAINER_TYPE_CODE;
+    }
+    ra_append(ra, high, container, type);
+    return 0;
+}
+
 int64_t topicstore_slice_values(uint16_t high, const void *stored, size_t length, uint32_t *out, size_t capacity) {
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
     return -1;

@@ -612,6 +612,12 @@ extension BuildState {
         return Int(s) - 1
     }
 
+    /// The projects whose devices the build holds, ascending, each with the
+    /// number of ordinals its column spans (devices at and past it: none).
+    func memberProjects() -> [(pid: UInt32, ordinals: Int)] {
+        zip(members.projects, members.columns).map { ($0, $1.count) }.sorted { $0.pid < $1.pid }
+    }
+
     /// The membership slots held, in key order (pid, ordinal): the order
     /// `device_topics` is written in, without a sort.
     func memberSlotsInKeyOrder() -> [Int] {

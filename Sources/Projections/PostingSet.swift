@@ -57,6 +57,24 @@ struct PostingSet {
     init() { storage = .few(Few()) }
     init(_ bitmap: Bitmap) { storage = .bitmap(bitmap) }
 
+    /// The set of slice `high` whose members have the low 16 bits `lows`
+    /// (ascending, distinct, not empty): inline up to `Few.capacity`.
+    init(high: UInt16, sortedLows lows: UnsafeBufferPointer<UInt16>) {
+        precondition(!lows.isEmpty, "an empty chunk is not stored")
+        if lows.count <= Few.capacity {
+            var f = Few()
+            f.high = high
+            for (i, low) in lows.enumerated() { f[i] = low }
+            f.count = UInt8(lows.count)
+            storage = .few(f)
+        } else {
+            var bitmap = Bitmap()
+            let appended = bitmap.appendSlice(high, sortedLows: lows)
+            precondition(appended, "the members of a chunk are not ascending")
+            storage = .bitmap(bitmap)
+        }
+    }
+
     var count: Int {
         switch storage {
         case .few(let f): return Int(f.count)

@@ -236,6 +236,15 @@ public struct Bitmap: Sendable {
         topicstore_slice_append(mutablePointer(), high, stored.baseAddress, stored.count) == 0
     }
 
+    /// Appends the container of slice `high` holding `sortedLows` (the low 16
+    /// bits of its values, strictly ascending) when every value already here is
+    /// below that slice: one allocation and one copy, where inserting the values
+    /// one by one searched the container for each. False, with nothing changed,
+    /// when `sortedLows` is empty or not strictly ascending, or the bitmap reaches that far.
+    public mutating func appendSlice(_ high: UInt16, sortedLows: UnsafeBufferPointer<UInt16>) -> Bool {
+        topicstore_slice_append_sorted(mutablePointer(), high, sortedLows.baseAddress, sortedLows.count) == 0
+    }
+
     /// Keeps of slice `high` only the values `stored` (a one-container chunk of
     /// that slice in the portable format) also holds, reading the chunk in place
     /// (no copy of it). False, with nothing changed, when `stored` is not one

@@ -37,6 +37,14 @@ int topicstore_slice_intersection_counts(const void *bitmap, uint16_t high, cons
 /// `bitmap` already reaches slice `high`.
 int topicstore_slice_append(void *bitmap, uint16_t high, const void *stored, size_t length);
 
+/// Appends to `bitmap` (a `roaring_bitmap_t *` whose slices are all below
+/// `high`) the container of slice `high` holding `values` (low 16 bits,
+/// strictly ascending): an array container, or a bitset beyond 4,096 values,
+/// as CRoaring itself would hold them. Returns 0, or -1 (and changes nothing)
+/// when `values` is empty or not strictly ascending, `bitmap` already reaches
+/// slice `high`, or memory runs out.
+int topicstore_slice_append_sorted(void *bitmap, uint16_t high, const uint16_t *values, size_t count);
+
 /// The number of values in `stored` (a one-container chunk of slice `high`,
 /// as above), counted from its values, not taken from its header; -1 when it
 /// is not one well-formed container of slice `high`, or when the CPU lacks POPCNT.
