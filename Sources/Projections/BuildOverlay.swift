@@ -612,11 +612,14 @@ extension BuildState {
         return Int(s) - 1
     }
 
-    /// The projects whose devices the build holds, ascending, each with the
-    /// number of ordinals its column spans (devices at and past it: none).
-    func memberProjects() -> [(pid: UInt32, ordinals: Int)] {
-        zip(members.projects, members.columns).map { ($0, $1.count) }.sorted { $0.pid < $1.pid }
+    /// The projects whose devices the build holds, ascending, each with its
+    /// devices' membership slots (+ 1; 0: not held) by ordinal.
+    func memberColumns() -> [(pid: UInt32, memberSlots: [Int32])] {
+        zip(members.projects, members.columns).map { ($0, $1) }.sorted { $0.pid < $1.pid }
     }
+
+    /// The topics' cache slots (+ 1; 0: not held) by project and id, as they are now.
+    var topicSlotColumns: TopicColumns<Int32> { topics }
 
     /// The membership slots held, in key order (pid, ordinal): the order
     /// `device_topics` is written in, without a sort.
@@ -818,3 +821,5 @@ final class Garbage: @unchecked Sendable {
     init(_ values: [Any]) { self.values = values }
     func drop() { values = [] }
 }
+
+extension OrdinalColumns: Sendable where Element: Sendable {}

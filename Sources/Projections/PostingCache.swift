@@ -76,12 +76,6 @@ struct PostingCache {
         lastChunks!.set(pid, tid, UInt64(high) << 32 | UInt64(slot + 1))
     }
 
-    /// Adds a chunk made whole (`PostingInversion`), to be written: one the
-    /// cache does not hold (the inversion makes each chunk once).
-    mutating func insertWhole(_ key: Key, _ set: PostingSet) {
-        dirty.append(chunks.insert(key, .init(value: set, dirty: true)))
-    }
-
     var count: Int { chunks.count }
 
     /// The changed chunks' slots in the order of their LMDB keys (pid ‖ slice

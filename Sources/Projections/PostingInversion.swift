@@ -95,3 +95,73 @@ struct PostingInversion {
         }
     }
 }
+
+/// A build's topic chunks made by `PostingInversion`, serialized in key order
+/// (project, slice, topic id): what `writeBuild` appends to `postings`.
+struct InvertedPostings: Sendable {
+    var keys: [ProjectionWriter.ChunkKey] = []
+    /// Where each chunk's bytes end in `bytes` (the first begins at 0).
+    var ends: [Int] = []
+    var bytes: [UInt8] = []
+    /// Each chunk's topic (the writer's cache slot) and slice, in the order of
+    /// `keys`: a topic's slices come ascending.
+    var topicSlices: [(slot: Int32, high: UInt16)] = []
+
+    /// The stored bytes of chunk `i`.
+    func value(_ i: Int, in bytes: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(rebasing: bytes[(i == 0 ? 0 : ends[i - 1])..<ends[i]])
+    }
+}
+
+extension PostingInversion {
+    /// The chunks of every project in `projects` (each with its devices'
+    /// membership slots by ordinal, + 1; 0: none), the lists in `lists`,
+    /// a topic's slot found in `topicSlots` (+ 1), below `topicCount`.
+    /// Pure: it reads copies, so it runs beside the writer.
+    static func serialized(projects: [(pid: UInt32, memberSlots: [Int32])],
+                           lists: [ProjectionWriter.Cached<[UInt32]>],
+                           topicSlots: TopicColumns<Int32>, topicCount: Int) throws -> InvertedPostings {
+        var out = InvertedPostings()
+        var inversion = PostingInversion(topicCount: topicCount)
+        var topicSlots = topicSlots
+        // One slice's chunks, put in topic order before they are serialized.
+        var slice: [(tid: UInt32, slot: Int32, set: PostingSet)] = []
+        var pid: UInt32 = 0, high: UInt16 = 0
+        func serializeSlice() {
+            slice.sort { $0.tid < $1.tid }
+            for i in slice.indices {
+                slice[i].set.optimize()
+                let start = out.bytes.count, size = slice[i].set.serializedSize
+                out.bytes.append(contentsOf: repeatElement(0, count: size))
+                out.bytes.withUnsafeMutableBytes { b in
+                    _ = slice[i].set.serialize(into: UnsafeMutableRawBufferPointer(rebasing: b[start..<(start + size)]))
+                }
+                out.keys.append(ProjectionWriter.ChunkKey(pid: pid, topic: slice[i].tid, high: high))
+                out.ends.append(out.bytes.count)
+                out.topicSlices.append((slice[i].slot, high))
+            }
+            slice.removeAll(keepingCapacity: true)
+        }
+        for project in projects {
+            pid = project.pid
+            high = 0
+            try inversion.invert(ordinalCount: project.memberSlots.count, list: { ordinal in
+                let s = project.memberSlots[Int(ordinal)]
+                return s == 0 ? nil : lists[Int(s) - 1].value
+            }, index: { tid in
+                guard let s = topicSlots.value(project.pid, tid), s != 0 else {
+                    throw ProjectionCorruption(place: "topics/\(project.pid)/\(tid)", reason: "membership of a missing topic")
+                }
+                return Int(s) - 1
+            }, emit: { tid, slot, chunkHigh, lows in
+                if chunkHigh != high {
+                    serializeSlice()
+                    high = chunkHigh
+                }
+                slice.append((tid, Int32(slot), PostingSet(high: chunkHigh, sortedLows: lows)))
+            })
+            serializeSlice()
+        }
+        return out
+    }
+}

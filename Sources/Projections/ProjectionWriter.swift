@@ -180,6 +180,12 @@ public final class ProjectionWriter {
     private var pendingPostings: [PostingWorker.Change] = []
     /// Subscriptions the topic chunks made at the build's write will hold (while the worker is there).
     private var buildSubscriptions = 0
+    /// The topic chunks being made for the build's first write (`adoptPostingWorker`),
+    /// kept until the write commits, so a write that is redone writes them again.
+    private var inversion: Background<Result<InvertedPostings, any Error>>?
+    /// Whether the topics' slice lists were taken from `inversion` (once, for a redone write too).
+    private var invertedSlicesApplied = false
+
 
     private func handPostingsOver() {
         guard let postingWorker, !pendingPostings.isEmpty else { return }
@@ -1081,39 +1087,25 @@ extension ProjectionWriter {
         return bytes + postings.footprint
     }
 
-    /// Takes over what the posting worker built (the built-in sets), and makes
-    /// the topics' chunks from the devices' lists. The build goes on without the worker.
-    private func adoptPostingWorker(_ build: BuildState) throws {
+    /// Takes over what the posting worker built (the built-in sets), and starts
+    /// making the topics' chunks from the devices' lists on another core
+    /// (`PostingInversion`): until now no topic chunk exists and every
+    /// topic's slice list is empty (`setBit` left topics alone while the
+    /// worker was there). The build goes on without the worker.
+    private func adoptPostingWorker(_ build: BuildState) {
         guard let worker = postingWorker else { return }
         drainPostingWorker(worker)
         postingWorker = nil
         handsPostingsToWorker = false
         pendingPostings = []
         swap(&postings, &worker.postings)
-        try invertMemberships(build)
-    }
-
-    /// Makes every topic chunk of a build into an empty target from the
-    /// devices' topic lists (`PostingInversion`), with each topic's slice list.
-    /// Until now no topic chunk exists and every topic's slice list is empty:
-    /// `setBit` left topics alone while the worker was there.
-    private func invertMemberships(_ build: BuildState) throws {
-        var inversion = PostingInversion(topicCount: topics.count)
-        for (pid, ordinals) in build.memberProjects() {
-            try inversion.invert(ordinalCount: ordinals, list: { ordinal in
-                build.memberSlot(pid, ordinal).map { memberships.values[$0].value }
-            }, index: { tid in
-                guard let slot = build.topicSlot(pid, tid) else {
-                    throw ProjectionCorruption(place: "topics/\(pid)/\(tid)", reason: "membership of a missing topic")
-                }
-                return slot
-            }, emit: { tid, slot, high, lows in
-                postings.insertWhole(ChunkKey(pid: pid, topic: tid, high: high), PostingSet(high: high, sortedLows: lows))
-                // Slices come ascending, so each list is built in order.
-                modifyTopic(at: slot) { $0.slices.append(high) }
-            })
-        }
         buildSubscriptions = 0
+        // Copies of what the inversion reads (arrays shared until written, and
+        // nothing writes them before the build is written and let go).
+        let (projects, lists, topicSlots, topicCount) = (build.memberColumns(), memberships.values, build.topicSlotColumns, topics.count)
+        inversion = Background {
+            Result { try PostingInversion.serialized(projects: projects, lists: lists, topicSlots: topicSlots, topicCount: topicCount) }
+        }
     }
 
     /// Sizes the build's device_id and token indexes for about `devices`
@@ -1137,12 +1129,14 @@ extension ProjectionWriter {
         let fresh = build.targetIsEmpty
         let append: Transaction.PutFlags = fresh ? .append : []
         settleCurrentProject(build)
-        // Meanwhile, on the other core: the topic codes sorted, the devices encoded.
-        let codes = build.topicCodes
-        let sortedCodes = Background { codes.sortedSlots() }
+        // Meanwhile, on the other core: the devices encoded, the topic codes
+        // sorted, the topics' chunks made (`adoptPostingWorker`). The tables that
+        // need none of them are written first.
         let (deviceProjects, deviceColumns) = (build.devices.projects, build.devices.columns)
         let devices = Background { EncodedDevices(projects: deviceProjects, columns: deviceColumns) }
-        try adoptPostingWorker(build)
+        let codes = build.topicCodes
+        let sortedCodes = Background { codes.sortedSlots() }
+        adoptPostingWorker(build)
         // (A fresh target holds no record that leaves a slice out.)
         let newest = try prepareTopicWrites(relists: !fresh, txn)
         var key = [UInt8](repeating: 0, count: 16)
@@ -1171,47 +1165,6 @@ extension ProjectionWriter {
                 try body(UnsafeRawBufferPointer(rebasing: k[0..<8]))
             }
         }
-        // A build's topics are indexed by id: read in that order, they need no sort.
-        let topicSlots = build.topicSlotsInKeyOrder().filter { topics.values[$0].dirty }
-        try txn.withCursor(tables.topics) { cursor in
-            for slot in topicSlots {
-                let k = topics.keys[slot]
-                let record = try storedForm(k, topics.values[slot].value, newest: newest)
-                let size = record.encodedSize(storingCount: topicLayout == .legacy)
-                if value.count < size { value = [UInt8](repeating: 0, count: max(size, 2 * value.count)) }
-                try value.withUnsafeMutableBytes { vb in
-                    let written = record.encode(into: vb.baseAddress!, storingCount: topicLayout == .legacy)
-                    try pairKey(k.pid, k.topic) { kb in
-                        try cursor.put(kb, UnsafeRawBufferPointer(rebasing: vb[0..<written]), flags: append)
-                    }
-                }
-            }
-        }
-
-        let chunkSlots = postings.sortedDirtySlots()
-        try txn.withCursor(tables.postings) { cursor in
-            for slot in chunkSlots {
-                let k = postings.chunks.keys[slot]
-                if postings.chunks.values[slot].value.isEmpty {
-                    if !fresh { try txn.delete(tables.postings, Keys.chunk(k.pid, k.topic, k.high)) }
-                    continue
-                }
-                postings.chunks.values[slot].value.optimize()
-                let size = postings.chunks.values[slot].value.serializedSize
-                if value.count < size { value = [UInt8](repeating: 0, count: max(size, 2 * value.count)) }
-                try key.withUnsafeMutableBytes { kb in
-                    kb.storeBytes(of: k.pid.bigEndian, toByteOffset: 0, as: UInt32.self)
-                    kb.storeBytes(of: k.high.bigEndian, toByteOffset: 4, as: UInt16.self)
-                    kb.storeBytes(of: k.topic.bigEndian, toByteOffset: 6, as: UInt32.self)
-                    try value.withUnsafeMutableBytes { vb in
-                        let written = postings.chunks.values[slot].value.serialize(into: vb)
-                        try cursor.put(UnsafeRawBufferPointer(rebasing: kb[0..<10]),
-                                       UnsafeRawBufferPointer(rebasing: vb[0..<written]), flags: append)
-                    }
-                }
-            }
-        }
-
         // Devices, their topic lists: ordinal keys, usually created in order already.
         // Every membership slot of a build is indexed by ordinal: read in that order, they need no sort.
         let memberSlots = build.memberSlotsInKeyOrder().filter { memberships.values[$0].dirty }
@@ -1260,6 +1213,69 @@ extension ProjectionWriter {
             }
         }
 
+        // The chunks the writer holds, merged in key order with those made from the lists.
+        let inverted = try inversion?.value().get()
+        let chunkSlots = postings.sortedDirtySlots()
+        try txn.withCursor(tables.postings) { cursor in
+            func put(_ k: ChunkKey, _ v: UnsafeRawBufferPointer) throws {
+                try key.withUnsafeMutableBytes { kb in
+                    kb.storeBytes(of: k.pid.bigEndian, toByteOffset: 0, as: UInt32.self)
+                    kb.storeBytes(of: k.high.bigEndian, toByteOffset: 4, as: UInt16.self)
+                    kb.storeBytes(of: k.topic.bigEndian, toByteOffset: 6, as: UInt32.self)
+                    try cursor.put(UnsafeRawBufferPointer(rebasing: kb[0..<10]), v, flags: append)
+                }
+            }
+            let invertedKeys = inverted?.keys ?? []
+            var j = 0
+            try (inverted?.bytes ?? []).withUnsafeBytes { invertedBytes in
+                func putInverted(before limit: ChunkKey?) throws {
+                    while j < invertedKeys.count, limit.map({ Self.ascending(invertedKeys[j], $0) }) ?? true {
+                        try put(invertedKeys[j], inverted!.value(j, in: invertedBytes))
+                        j += 1
+                    }
+                }
+                for slot in chunkSlots {
+                    let k = postings.chunks.keys[slot]
+                    try putInverted(before: k)
+                    if postings.chunks.values[slot].value.isEmpty {
+                        if !fresh { try txn.delete(tables.postings, Keys.chunk(k.pid, k.topic, k.high)) }
+                        continue
+                    }
+                    postings.chunks.values[slot].value.optimize()
+                    let size = postings.chunks.values[slot].value.serializedSize
+                    if value.count < size { value = [UInt8](repeating: 0, count: max(size, 2 * value.count)) }
+                    try value.withUnsafeMutableBytes { vb in
+                        let written = postings.chunks.values[slot].value.serialize(into: vb)
+                        try put(k, UnsafeRawBufferPointer(rebasing: vb[0..<written]))
+                    }
+                }
+                try putInverted(before: nil)
+            }
+        }
+
+        if let inverted, !invertedSlicesApplied {
+            // Each topic's slices come ascending (and its list was empty).
+            for (slot, high) in inverted.topicSlices { modifyTopic(at: Int(slot)) { $0.slices.append(high) } }
+            invertedSlicesApplied = true
+        }
+
+        // A build's topics are indexed by id: read in that order, they need no sort.
+        let topicSlots = build.topicSlotsInKeyOrder().filter { topics.values[$0].dirty }
+        try txn.withCursor(tables.topics) { cursor in
+            for slot in topicSlots {
+                let k = topics.keys[slot]
+                let record = try storedForm(k, topics.values[slot].value, newest: newest)
+                let size = record.encodedSize(storingCount: topicLayout == .legacy)
+                if value.count < size { value = [UInt8](repeating: 0, count: max(size, 2 * value.count)) }
+                try value.withUnsafeMutableBytes { vb in
+                    let written = record.encode(into: vb.baseAddress!, storingCount: topicLayout == .legacy)
+                    try pairKey(k.pid, k.topic) { kb in
+                        try cursor.put(kb, UnsafeRawBufferPointer(rebasing: vb[0..<written]), flags: append)
+                    }
+                }
+            }
+        }
+
         var w = ByteWriter(capacity: 8); w.u64(appliedSequence)
         try txn.put(tables.meta, ProjectionTables.appliedSeqKey, w.bytes)
         try directory.stamp(tables, txn, sequence: appliedSequence)  // a live writer of this store sees that someone else wrote
@@ -1273,6 +1289,8 @@ extension ProjectionWriter {
         // other core does it (the last references go with `held`).
         let held = Garbage([memberships, postings, topics, build.devices.columns])
         memberships = SlotTable(); postings = PostingCache(tracksLastChunks: true); topics = SlotTable()
+        inversion = nil
+        invertedSlicesApplied = false
         clearCaches()
         build.removeAll()
         build.currentProject = nil
@@ -1280,3 +1298,6 @@ extension ProjectionWriter {
         DispatchQueue.global().async { held.drop() }
     }
 }
+
+// The inversion reads copies of these beside the writer (`PostingInversion.serialized`).
+extension ProjectionWriter.Cached: Sendable where Value: Sendable {}

@@ -41,3 +41,5 @@ struct TopicColumns<Element> {
         }
     }
 }
+
+extension TopicColumns: Sendable where Element: Sendable {}

@@ -1,5 +1,8 @@
+import Foundation
+import LMDB
 @testable import Projections
 import Roaring
+import SubscriptionLog
 import Testing
 
 /// A build's topic chunks made from the devices' final topic lists
@@ -97,4 +100,82 @@ import Testing
         let six: UInt32 = 6 << 16
         #expect(bitmap.toArray() == [first, six | 2, six | 3, six | 65_535])
     }
+
+    /// A build whose write fills the map is written again into the grown map
+    /// (what `ProjectionBuilder` does): the chunks made from the lists are
+    /// written again, and each topic's slices are listed once, as in a build
+    /// written at the first try. Also against a chunk per device and topic
+    /// read back from the lists themselves.
+    @Test func aBuildWrittenAgainAfterTheMapFilledEqualsOneWrittenOnce() throws {
+        let dir = TemporaryDirectory()
+        var rng = SeededRandom(seed: 11)
+        var records: [LogRecord] = []
+        func add(_ body: EventBody, project: String = "p") {
+            records.append(LogRecord(sequence: UInt64(records.count + 1), timestamp: 1_767_225_600_000 + Int64(records.count),
+                                     event: Event(project: project, body: body)))
+        }
+        for i in 0..<3_000 {
+            add(.token(deviceID: "device-\(i)", token: "token-\(i)-0123456789abcdef", platform: i % 3 == 0 ? .android : .ios))
+            add(.register(deviceID: "device-\(i)", topics: [TopicSpec(code: "all"), TopicSpec(code: "t\(rng.int(40))"),
+                                                              TopicSpec(code: "user.\(i)", title: "User \(i)", single: true)]),
+                project: i % 7 == 0 ? "q" : "p")
+            if rng.int(4) == 0 { add(.unregister(deviceID: "device-\(rng.int(i + 1))", codes: ["all"])) }
+        }
+        func build(_ path: String, mapSize: Int) throws -> (dump: [String: [[UInt8]: [UInt8]]], grown: Int) {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            var options = Environment.Options()
+            options.mapSize = mapSize
+            options.maxDatabases = 32
+            options.noSync = true
+            let env = try Environment(path: path, options: options)
+            let tables = try ProjectionTables.open(in: env, create: true)
+            try env.write { txn in try tables.setTopicLayout(.compact, txn) }
+            let writer = ProjectionWriter(tables: tables, buildingWithEmptyTarget: true, memoryBudget: 1 << 30)
+            try env.read { txn in
+                try writer.begin(txn)
+                for record in records { try Fold.apply(record, to: writer, txn) }
+            }
+            var grown = 0
+            while true {
+                do {
+                    try env.write { txn in try writer.writeBuild(txn) }
+                    writer.didWriteBuild()
+                    break
+                } catch LMDBError.mapFull {
+                    // Grown a little at a time, so the writes fill it at every table in turn,
+                    // the topics written after their slices were listed among them.
+                    try env.setMapSize(env.info().mapSize + (16 << 10))
+                    grown += 1
+                }
+            }
+            return (try replayDumpTables(env, tables: tables, log: nil), grown)
+        }
+        let once = try build(dir.sub("once"), mapSize: 64 << 20)
+        let again = try build(dir.sub("again"), mapSize: 256 << 10)
+        #expect(once.grown == 0)
+        #expect(again.grown > 8, "the small map did not fill often: the redo was not tested")
+        #expect(replayDumpDifferences(once.dump, again.dump) == [])
+        // Every device's topic list is in its topics' chunks, and nothing else is.
+        func be32(_ bytes: [UInt8], _ at: Int) -> UInt32 { bytes[at..<(at + 4)].reduce(0) { $0 << 8 | UInt32($1) } }
+        let lists = once.dump["device_topics"] ?? [:], chunks = once.dump["postings"] ?? [:]
+        var members = 0
+        for (key, value) in lists {
+            let pid = be32(key, 0), ordinal = be32(key, 4)
+            for i in stride(from: 0, to: value.count, by: 4) {
+                var chunkKey = [UInt8](repeating: 0, count: 10)
+                chunkKey.withUnsafeMutableBytes { k in
+                    k.storeBytes(of: pid.bigEndian, toByteOffset: 0, as: UInt32.self)
+                    k.storeBytes(of: UInt16(ordinal >> 16).bigEndian, toByteOffset: 4, as: UInt16.self)
+                    k.storeBytes(of: be32(value, i).bigEndian, toByteOffset: 6, as: UInt32.self)
+                }
+                let held = chunks[chunkKey] ?? []
+                let ordinals = stride(from: 0, to: held.count, by: 4).map { be32(held, $0) }
+                #expect(ordinals.contains(ordinal))
+                members += 1
+            }
+        }
+        let held = chunks.filter { be32($0.key, 6) >= 16 }.values.reduce(0) { $0 + $1.count / 4 }
+        #expect(held == members && members > 6_000)
+    }
 }
+
