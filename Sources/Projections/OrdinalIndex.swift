@@ -39,6 +39,12 @@ struct OrdinalIndex {
         name.withUTF8Bytes { hash(pid, $0) }
     }
 
+    /// `hash(pid, name)` from the name's `NameIndex.nameHash`.
+    static func hash(_ pid: UInt32, nameHash: UInt64) -> UInt64 {
+        let h = NameIndex.hash(pid, nameHash: nameHash)
+        return h == 0 ? 1 : h
+    }
+
     /// Starts loading the slots where the lookups of names begin, so those
     /// lookups do not wait for memory: for each of `events` (`FoldHints`),
     /// the name hash at `offset` in its hints (0: none). One access to the
@@ -48,8 +54,7 @@ struct OrdinalIndex {
             events.forEach { hints in
                 let nameHash = hints[offset]
                 guard nameHash != 0 else { return }
-                let h = NameIndex.hash(pid, nameHash: nameHash)
-                topicstore_prefetch(table.baseAddress! + home(h == 0 ? 1 : h))
+                topicstore_prefetch(table.baseAddress! + home(Self.hash(pid, nameHash: nameHash)))
             }
         }
     }

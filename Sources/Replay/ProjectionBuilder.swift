@@ -169,6 +169,9 @@ final class ProjectionBuilder {
                                     let events = ahead..<min(ahead + Self.prefetchBatch, records.count)
                                     writer.prefetch(ProjectionWriter.FoldHintRun(hints: hints, ends: ends, events: events))
                                 }
+                                if hinted {
+                                    writer.takeHints(UnsafeBufferPointer(rebasing: hints[(i == 0 ? 0 : ends[i - 1])..<ends[i]]))
+                                }
                                 try Fold.apply(records[i], to: writer, txn)
                             }
                         }
