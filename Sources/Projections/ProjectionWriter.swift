@@ -186,7 +186,6 @@ public final class ProjectionWriter {
     /// Whether the topics' slice lists were taken from `inversion` (once, for a redone write too).
     private var invertedSlicesApplied = false
 
-
     private func handPostingsOver() {
         guard let postingWorker, !pendingPostings.isEmpty else { return }
         postingWorker.enqueue(pendingPostings)
@@ -828,7 +827,7 @@ public final class ProjectionWriter {
     /// Sets or clears one device's bit in a topic's (or built-in set's) bitmap.
     func setBit(_ pid: UInt32, _ tid: UInt32, _ ordinal: UInt32, _ on: Bool, _ txn: borrowing Transaction) throws {
         if handsPostingsToWorker {
-            // A topic's members are made from the devices' lists when the build is written (`invertMemberships`).
+            // A topic's chunks are made from the devices' lists when the build is written (`adoptPostingWorker`).
             if tid >= ProjectionTables.firstTopicID {
                 buildSubscriptions += on ? 1 : -1
                 return
