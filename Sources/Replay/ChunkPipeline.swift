@@ -35,9 +35,9 @@ final class ChunkPipeline: @unchecked Sendable {
                     if chunk.lastRead == 0 { break }
                     if !folding { chunk.records = []; chunk.raw = []; chunk.ends = []; chunk.hints = []; chunk.hintEnds = [] }
                     let stopped = chunk.stop != nil
-                    put(chunk)
-                    if stopped { folding = false; if stopAtFault { break } }
                     next = chunk.lastRead + 1
+                    put(&chunk)
+                    if stopped { folding = false; if stopAtFault { break } }
                 }
                 finish(verifier: verifier, error: nil)
             } catch {
@@ -54,10 +54,13 @@ final class ChunkPipeline: @unchecked Sendable {
         return cancelled
     }
 
-    private func put(_ chunk: RecordChunk) {
+    /// Queues `chunk`, leaving it empty: handed over whole, since the fold moves
+    /// the records in place, which copies them all if this thread still holds them.
+    private func put(_ chunk: inout RecordChunk) {
         condition.lock()
         while queue.count >= depth && !cancelled { condition.wait() }
         queue.append(chunk)
+        chunk = RecordChunk()
         let done = folded
         folded = []
         condition.broadcast()

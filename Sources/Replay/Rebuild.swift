@@ -229,27 +229,30 @@ public enum Replay {
         // A device comes with a token and a register or two: a hint, capped.
         builder.writer.reserveBuild(devices: Int(min(total / 2, 8_000_000)))
         do {
-            while let chunk = try pipeline.next() {
+            while var chunk = try pipeline.next() {
+                let lastRead = chunk.lastRead
                 if stop == nil {
+                    if let s = chunk.stop { stop = s }
                     if !chunk.records.isEmpty {
                         pendingCount += chunk.records.count
+                        // Handed over: the fold moves its records in place (`apply(taking:)`).
                         pending.append(chunk)
+                        chunk = RecordChunk()
                     }
-                    if let s = chunk.stop { stop = s }
                     // A build in memory commits nothing per batch: it folds each
                     // chunk as it comes, so the fold starts after one chunk, not four.
                     if pendingCount >= options.recordsPerCommit || stop != nil || builder.inMemory {
-                        try builder.apply(pending)
+                        try builder.apply(taking: &pending)
                         events += UInt64(pendingCount)
                         pipeline.discard(pending)
                         pending = []; pendingCount = 0
                     }
                 }
-                if let progress, chunk.lastRead > 0 {
-                    progress(ReplayProgress(phase: phase, done: min(chunk.lastRead - start + 1, total), total: total))
+                if let progress, lastRead > 0 {
+                    progress(ReplayProgress(phase: phase, done: min(lastRead - start + 1, total), total: total))
                 }
             }
-            try builder.apply(pending)
+            try builder.apply(taking: &pending)
             events += UInt64(pendingCount)
         } catch {
             pipeline.cancel()
