@@ -1236,7 +1236,7 @@ extension ProjectionWriter {
         }
 
         // The chunks the writer holds, merged in key order with those made from the lists.
-        let inverted = try inversion?.value().get()
+        let inverted = try inversion?.value().get() ?? InvertedPostings()
         let chunkSlots = postings.sortedDirtySlots()
         try txn.withCursor(tables.postings) { cursor in
             func put(_ k: ChunkKey, _ v: UnsafeRawBufferPointer) throws {
@@ -1247,12 +1247,11 @@ extension ProjectionWriter {
                     try cursor.put(UnsafeRawBufferPointer(rebasing: kb[0..<10]), v, flags: append)
                 }
             }
-            let invertedKeys = inverted?.keys ?? []
             var j = 0
-            try (inverted?.bytes ?? []).withUnsafeBytes { invertedBytes in
+            try inverted.bytes.withUnsafeBytes { invertedBytes in
                 func putInverted(before limit: ChunkKey?) throws {
-                    while j < invertedKeys.count, limit.map({ Self.ascending(invertedKeys[j], $0) }) ?? true {
-                        try put(invertedKeys[j], inverted!.value(j, in: invertedBytes))
+                    while j < inverted.keys.count, limit.map({ Self.ascending(inverted.keys[j], $0) }) ?? true {
+                        try put(inverted.keys[j], inverted.value(j, in: invertedBytes))
                         j += 1
                     }
                 }
@@ -1275,7 +1274,7 @@ extension ProjectionWriter {
             }
         }
 
-        if let inverted, !invertedSlicesApplied {
+        if !invertedSlicesApplied {
             // Each topic's slices come ascending (and its list was empty).
             for (slot, high) in inverted.topicSlices { modifyTopic(at: Int(slot)) { $0.slices.append(high) } }
             invertedSlicesApplied = true
