@@ -517,11 +517,8 @@ final class BuildState {
     var targetIsEmpty: Bool
     let memoryBudget: Int
     var topicCodes = NameIndex()
-    /// Device records by project and ordinal. nil: not in the build (ask
-    /// the target); `.some(nil)`: deleted.
-    private(set) var devices = OrdinalColumns<DeviceRecord??>(empty: nil)
-    /// String bytes the device records hold (for the budget).
-    var deviceBytes = 0
+    /// Device records by project and ordinal, as their bytes.
+    private(set) var devices = BuildDevices()
     /// The writer's membership slot (+ 1; 0: not held) of each device: an
     /// array index where a hash probe into a table of a million entries was.
     private var members = OrdinalColumns<Int32>(empty: 0)
@@ -545,8 +542,7 @@ final class BuildState {
 
     func removeAll() {
         topicCodes = NameIndex()
-        devices = OrdinalColumns(empty: nil)
-        deviceBytes = 0
+        devices = BuildDevices()
         members = OrdinalColumns(empty: 0)
         topics = TopicColumns(empty: 0)
         droppedTopics = []
@@ -558,51 +554,31 @@ extension BuildState {
     /// its token, read in place; nil when the build does not hold the device (ask the target).
     @inline(__always)
     func device(_ pid: UInt32, _ ordinal: UInt32, matches name: DeviceDirectory.Name, _ value: String) -> Bool? {
-        let held = devices.withValue(pid, ordinal) { (record: borrowing DeviceRecord??) -> Bool? in
-            switch record {
-            case .none: return nil
-            case .some(.none): return false
-            case .some(.some(let device)): return name == .deviceID ? device.deviceID == value : device.token == value
-            }
-        }
-        return held ?? nil
+        devices.device(pid, ordinal, matches: name, value)
     }
 
     /// What the build holds for device `ordinal`: `.some(record)`, `.some(nil)`
     /// when it was deleted, nil when the build never wrote it.
     @inline(__always)
-    func device(_ pid: UInt32, _ ordinal: UInt32) -> DeviceRecord?? {
-        devices.value(pid, ordinal) ?? nil
+    func device(_ pid: UInt32, _ ordinal: UInt32) throws -> DeviceRecord?? {
+        try devices.record(pid, ordinal)
     }
 
-    func put(_ device: consuming DeviceRecord?, _ pid: UInt32, _ ordinal: UInt32) {
-        let added = (device?.deviceID.utf8.count ?? 0) + (device?.token?.utf8.count ?? 0)
-        // The old record's size read where it is: a copy of it (to return it) retained its strings.
-        let held = devices.withValue(pid, ordinal) { (old: borrowing DeviceRecord??) -> Int? in
-            switch old {
-            case .some(.some(let d)): return d.deviceID.utf8.count + (d.token?.utf8.count ?? 0)
-            default: return nil
-            }
-        } ?? nil
-        devices.update(pid, ordinal, .some(consume device))
-        if let held {
-            deviceBytes += max(0, added - held)
-        } else {
-            deviceBytes += added + 2 * 32
-        }
+    func put(_ device: DeviceRecord?, _ pid: UInt32, _ ordinal: UInt32) {
+        devices.put(device, pid, ordinal)
     }
 
     /// Makes room for about `devices` devices in the first project's columns,
     /// so they do not grow by copying (a hint; they grow beyond it).
     func reserve(devices count: Int) {
-        devices.reserveFirstColumn(count)
+        devices.reserve(devices: count)
         members.reserveFirstColumn(count)
     }
 
     /// Bytes held beyond the writer's caches, roughly.
     var footprint: Int {
         topicCodes.footprint
-            + devices.slots * MemoryLayout<DeviceRecord??>.stride + deviceBytes + (members.slots + topics.slots) * 4
+            + devices.footprint + (members.slots + topics.slots) * 4
     }
 
     /// The writer's membership slot of device `ordinal`, when the build holds one.
@@ -776,40 +752,33 @@ final class Background<T>: @unchecked Sendable {
     }
 }
 
-/// A build's device records encoded back to back in key order (pid, ordinal):
-/// a nil `ends` entry is a deleted device.
+/// A build's device records in their stored form (`DeviceRecord.encode`)
+/// back to back in key order (pid, ordinal): a nil `ends` entry is a deleted device.
 struct EncodedDevices: Sendable {
     var keys: [(pid: UInt32, ordinal: UInt32)] = []
     var ends: [Int?] = []
     var bytes: [UInt8] = []
 
-    init(projects: [UInt32], columns: [[DeviceRecord??]]) {
-        let held = columns.reduce(0) { $0 + $1.count }
-        keys.reserveCapacity(held)
-        ends.reserveCapacity(held)
+    init(_ devices: BuildDevices) {
+        keys.reserveCapacity(devices.slots)
+        ends.reserveCapacity(devices.slots)
         // Every record written in place into one growing buffer, copied out once.
-        var capacity = max(4096, held * 64)
+        var capacity = max(4096, devices.slots * 64)
         var buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
         defer { buffer.deallocate() }
         var end = 0
-        for c in projects.indices.sorted(by: { projects[$0] < projects[$1] }) {
-            columns[c].withUnsafeBufferPointer { column in
-                for ordinal in column.indices {
-                    guard case .some(let device) = column[ordinal] else { continue }  // not in the build
-                    keys.append((projects[c], UInt32(ordinal)))
-                    guard let device else { ends.append(nil); continue }
-                    let size = device.maximumEncodedSize
-                    if end + size > capacity {
-                        capacity = max(capacity * 2, end + size)
-                        let grown = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
-                        grown.copyMemory(from: buffer, byteCount: end)
-                        buffer.deallocate()
-                        buffer = grown
-                    }
-                    end += device.encode(into: buffer + end)
-                    ends.append(end)
-                }
+        devices.forEachInKeyOrder { pid, ordinal, text in
+            keys.append((pid, ordinal))
+            guard let text else { ends.append(nil); return }
+            if end + text.count + 2 > capacity {
+                capacity = max(capacity * 2, end + text.count + 2)
+                let grown = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
+                grown.copyMemory(from: buffer, byteCount: end)
+                buffer.deallocate()
+                buffer = grown
             }
+            end += DeviceRecord.encodeStored(textForm: text, into: buffer + end)
+            ends.append(end)
         }
         bytes = Array(UnsafeRawBufferPointer(start: buffer, count: end))
     }

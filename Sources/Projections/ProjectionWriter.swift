@@ -710,7 +710,7 @@ public final class ProjectionWriter {
     }
 
     func device(_ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws -> DeviceRecord {
-        if let build, let held = build.device(pid, ordinal) {
+        if let build, let held = try build.device(pid, ordinal) {
             guard let device = held else {
                 throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "indexed device was deleted")
             }
@@ -732,7 +732,7 @@ public final class ProjectionWriter {
     }
 
     func put(device: consuming DeviceRecord, _ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {
-        if let build { return build.put(consume device, pid, ordinal) }
+        if let build { return build.put(device, pid, ordinal) }
         // Encoded into a buffer the writer keeps: an array per record was an
         // allocation and a release for every device written.
         let size = device.maximumEncodedSize
@@ -1154,8 +1154,8 @@ extension ProjectionWriter {
         // Meanwhile, on the other core: the devices encoded, the topic codes
         // sorted, the topics' chunks made (`adoptPostingWorker`). The tables that
         // need none of them are written first.
-        let (deviceProjects, deviceColumns) = (build.devices.projects, build.devices.columns)
-        let devices = Background { EncodedDevices(projects: deviceProjects, columns: deviceColumns) }
+        let heldDevices = build.devices
+        let devices = Background { EncodedDevices(heldDevices) }
         let codes = build.topicCodes
         let sortedCodes = Background { codes.sortedSlots() }
         adoptPostingWorker(build)
@@ -1308,7 +1308,7 @@ extension ProjectionWriter {
         guard let build else { return }
         // Millions of small arrays and strings take a while to free: the
         // other core does it (the last references go with `held`).
-        let held = Garbage([memberships, postings, topics, build.devices.columns])
+        let held = Garbage([memberships, postings, topics, build.devices])
         memberships = SlotTable(); postings = PostingCache(tracksLastChunks: true); topics = SlotTable()
         inversion = nil
         invertedSlicesApplied = false

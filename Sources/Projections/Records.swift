@@ -87,6 +87,79 @@ public struct DeviceRecord: Sendable, Hashable {
         if f.platform != 0 && platform == nil { throw ProjectionCorruption(place: place(), reason: "unknown platform \(f.platform)") }
     }
 
+    // MARK: The text form a build holds (`BuildDevices`)
+
+    /// The length of `encodeText(into:)`.
+    var textFormSize: Int { 22 + deviceID.utf8.count + (token?.utf8.count ?? 0) }
+
+    /// Writes the record in the format before schema 4, its names as text
+    /// (`textFormSize` bytes at `p`; `fields(of:)` reads it): copied, not
+    /// packed, as a build puts a record for every token event it folds, and
+    /// compared with a name by `textForm(_:hasDeviceID:)` and `textForm(_:holds:)`
+    /// without spelling hex out.
+    func encodeText(into p: UnsafeMutableRawPointer) {
+        p.storeBytes(of: (token != nil ? Self.hasTokenFlag : 0) | (rejectedAt != nil ? Self.rejectedFlag : 0), as: UInt8.self)
+        p.storeBytes(of: platform?.rawValue ?? 0, toByteOffset: 1, as: UInt8.self)
+        p.storeBytes(of: UInt64(bitPattern: tokenTime).bigEndian, toByteOffset: 2, as: UInt64.self)
+        p.storeBytes(of: UInt64(bitPattern: rejectedAt ?? 0).bigEndian, toByteOffset: 10, as: UInt64.self)
+        let idCount = Self.storeText(deviceID, at: p + 18)
+        if let token { _ = Self.storeText(token, at: p + 20 + idCount) } else { Self.storeText(count: 0, at: p + 20 + idCount) }
+    }
+
+    /// A u16 length and the UTF-8 bytes at `p`; returns the bytes' count.
+    @inline(__always)
+    private static func storeText(_ s: String, at p: UnsafeMutableRawPointer) -> Int {
+        s.withUTF8Bytes { t in
+            storeText(count: t.count, at: p)
+            if t.count > 0 { (p + 2).copyMemory(from: t.baseAddress!, byteCount: t.count) }
+            return t.count
+        }
+    }
+
+    @inline(__always)
+    private static func storeText(count: Int, at p: UnsafeMutableRawPointer) {
+        p.storeBytes(of: UInt16(count).bigEndian, as: UInt16.self)
+    }
+
+    /// Whether the text-form record `b` (`encodeText`) is the one of `deviceID`.
+    @inline(__always)
+    static func textForm(_ b: UnsafeRawBufferPointer, hasDeviceID id: UnsafeRawBufferPointer) -> Bool {
+        let n = Int(b.loadBigEndian(at: 18, as: UInt16.self))
+        return n == id.count && (n == 0 || memcmp(b.baseAddress! + 20, id.baseAddress!, n) == 0)
+    }
+
+    /// Whether the text-form record `b` (`encodeText`) holds exactly `token` (live or rejected).
+    @inline(__always)
+    static func textForm(_ b: UnsafeRawBufferPointer, holds token: UnsafeRawBufferPointer) -> Bool {
+        guard b[0] & hasTokenFlag != 0 else { return false }
+        let idCount = Int(b.loadBigEndian(at: 18, as: UInt16.self))
+        let n = Int(b.loadBigEndian(at: 20 + idCount, as: UInt16.self))
+        return n == token.count && (n == 0 || memcmp(b.baseAddress! + 22 + idCount, token.baseAddress!, n) == 0)
+    }
+
+    /// Writes the stored form (`encode(into:)`) of the text-form record `b`
+    /// (`encodeText`) at `p`, which has room for `b.count + 2` bytes, and
+    /// returns its length: byte for byte what `encode` writes for the record.
+    static func encodeStored(textForm b: UnsafeRawBufferPointer, into p: UnsafeMutableRawPointer) -> Int {
+        let flags = b[0]
+        p.storeBytes(of: flags | storedNamesFlag, as: UInt8.self)
+        p.storeBytes(of: b[1], toByteOffset: 1, as: UInt8.self)
+        (p + 2).copyMemory(from: b.baseAddress! + 2, byteCount: 8)
+        var at = 10
+        if flags & rejectedFlag != 0 {
+            (p + 10).copyMemory(from: b.baseAddress! + 10, byteCount: 8)
+            at = 18
+        }
+        let idCount = Int(b.loadBigEndian(at: 18, as: UInt16.self))
+        let id = UnsafeRawBufferPointer(rebasing: b[20..<20 + idCount])
+        StoredName.write(utf8: id, StoredName.plan(id).form, at: p, &at)
+        if flags & hasTokenFlag != 0 {
+            let token = UnsafeRawBufferPointer(rebasing: b[(22 + idCount)...])
+            StoredName.write(utf8: token, StoredName.plan(token).form, at: p, &at)
+        }
+        return at
+    }
+
     /// The fields of a stored record, read in place without building a record.
     struct Fields {
         var live: Bool

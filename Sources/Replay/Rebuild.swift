@@ -254,11 +254,14 @@ public enum Replay {
             }
             try builder.apply(taking: &pending)
             events += UInt64(pendingCount)
+            pipeline.discard(pending)
+            pending = []
         } catch {
             pipeline.cancel()
             throw error
         }
         let verified = pipeline.result()
+        pipeline.close()  // the reader thread frees the last chunks while the tables are written
         try builder.writeProjections()
         if stop == nil, builder.appliedSequence < through {
             // The log ended early (it cannot shrink, but a reader may be handed a wrong bound).

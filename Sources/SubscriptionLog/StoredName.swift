@@ -84,34 +84,37 @@ package struct StoredName {
 
     /// Writes `text` in `form` (from `plan`) at `p + at` and advances `at`.
     package static func write(_ text: String, _ form: Form, at p: UnsafeMutableRawPointer, _ at: inout Int) {
-        text.withUTF8Bytes { t in
-            p.storeBytes(of: form.rawValue, toByteOffset: at, as: UInt8.self)
+        text.withUTF8Bytes { write(utf8: $0, form, at: p, &at) }
+    }
+
+    /// Writes the text `t` (UTF-8) in `form` (from `plan`) at `p + at` and advances `at`.
+    package static func write(utf8 t: UnsafeRawBufferPointer, _ form: Form, at p: UnsafeMutableRawPointer, _ at: inout Int) {
+        p.storeBytes(of: form.rawValue, toByteOffset: at, as: UInt8.self)
+        at += 1
+        switch form {
+        case .text:
+            precondition(t.count <= Int(UInt16.max), "string too long for the record format")
+            p.storeBytes(of: UInt16(t.count).bigEndian, toByteOffset: at, as: UInt16.self)
+            if t.count > 0 { (p + at + 2).copyMemory(from: t.baseAddress!, byteCount: t.count) }
+            at += 2 + t.count
+        case .lowerHex, .upperHex:
+            p.storeBytes(of: UInt8(t.count / 2), toByteOffset: at, as: UInt8.self)
             at += 1
-            switch form {
-            case .text:
-                precondition(t.count <= Int(UInt16.max), "string too long for the record format")
-                p.storeBytes(of: UInt16(t.count).bigEndian, toByteOffset: at, as: UInt16.self)
-                if t.count > 0 { (p + at + 2).copyMemory(from: t.baseAddress!, byteCount: t.count) }
-                at += 2 + t.count
-            case .lowerHex, .upperHex:
-                p.storeBytes(of: UInt8(t.count / 2), toByteOffset: at, as: UInt8.self)
-                at += 1
-                if t.count > 0 { topicstore_pack_hex(t.baseAddress!, t.count, p + at) }
-                at += t.count / 2
-            case .lowerUUID, .upperUUID:
-                precondition(t.count == 36, "a UUID form for a text that is no UUID")
-                topicstore_pack_uuid(t.baseAddress!, p + at)
-                at += 16
-            case .token64:
-                // `plan` checked the shape: only the colon is looked for again.
-                precondition(t.count >= 1 && t.count <= maximumToken64Count, "a 6-bit form for a text of another length")
-                let colon = memchr(t.baseAddress!, Int32(UInt8(ascii: ":")), t.count).map { $0 - UnsafeMutableRawPointer(mutating: t.baseAddress!) } ?? t.count
-                let hasColon = colon < t.count
-                p.storeBytes(of: UInt8(t.count), toByteOffset: at, as: UInt8.self)
-                p.storeBytes(of: hasColon ? UInt8(colon) : noColon, toByteOffset: at + 1, as: UInt8.self)
-                topicstore_pack_token64(t.baseAddress!, t.count, Int(colon), p + at + 2)
-                at += 2 + token64Bytes(symbols: hasColon ? t.count - 1 : t.count)
-            }
+            if t.count > 0 { topicstore_pack_hex(t.baseAddress!, t.count, p + at) }
+            at += t.count / 2
+        case .lowerUUID, .upperUUID:
+            precondition(t.count == 36, "a UUID form for a text that is no UUID")
+            topicstore_pack_uuid(t.baseAddress!, p + at)
+            at += 16
+        case .token64:
+            // `plan` checked the shape: only the colon is looked for again.
+            precondition(t.count >= 1 && t.count <= maximumToken64Count, "a 6-bit form for a text of another length")
+            let colon = memchr(t.baseAddress!, Int32(UInt8(ascii: ":")), t.count).map { $0 - UnsafeMutableRawPointer(mutating: t.baseAddress!) } ?? t.count
+            let hasColon = colon < t.count
+            p.storeBytes(of: UInt8(t.count), toByteOffset: at, as: UInt8.self)
+            p.storeBytes(of: hasColon ? UInt8(colon) : noColon, toByteOffset: at + 1, as: UInt8.self)
+            topicstore_pack_token64(t.baseAddress!, t.count, Int(colon), p + at + 2)
+            at += 2 + token64Bytes(symbols: hasColon ? t.count - 1 : t.count)
         }
     }
 

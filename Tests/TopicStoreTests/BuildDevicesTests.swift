@@ -1,0 +1,117 @@
+import Foundation
+@testable import Projections
+import SubscriptionLog
+import Testing
+
+/// A build holds its device records as bytes in the text form (`BuildDevices`)
+/// and writes them in the stored form: both must be exactly the formats the
+/// rest of the store reads, and the arena must give back what was put last.
+@Suite struct BuildDevicesTests {
+    static func randomRecord(_ rng: inout SeededRandom, _ i: Int) -> DeviceRecord {
+        let token: String? = rng.int(5) == 0 ? nil : DeviceRecordFormTests.randomName(&rng)
+        return DeviceRecord(deviceID: DeviceRecordFormTests.randomName(&rng), token: token,
+                            platform: token == nil ? nil : (rng.int(2) == 0 ? .ios : .android),
+                            tokenTime: Int64(rng.int(1 << 40)),
+                            rejectedAt: token != nil && rng.int(3) == 0 ? Int64(rng.int(1 << 40)) : nil)
+    }
+
+    static func textForm(_ r: DeviceRecord) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: r.textFormSize) { b, n in
+            r.encodeText(into: UnsafeMutableRawPointer(b.baseAddress!))
+            n = r.textFormSize
+        }
+    }
+
+    /// The text form is the format before schema 4 byte for byte, and packs
+    /// into exactly what `encoded()` writes; a name matches its own record only.
+    @Test func theTextFormIsTheOldFormatAndPacksToTheStoredOne() throws {
+        var rng = SeededRandom(seed: 11)
+        for i in 0..<3_000 {
+            let record = Self.randomRecord(&rng, i)
+            let text = Self.textForm(record)
+            #expect(text == DeviceRecordFormTests.legacyEncoding(record))
+            let stored = [UInt8](unsafeUninitializedCapacity: text.count + 2) { b, n in
+                n = text.withUnsafeBytes { DeviceRecord.encodeStored(textForm: $0, into: UnsafeMutableRawPointer(b.baseAddress!)) }
+            }
+            #expect(stored == record.encoded())
+            let other = DeviceRecordFormTests.randomName(&rng)
+            text.withUnsafeBytes { b in
+                Array(record.deviceID.utf8).withUnsafeBytes { #expect(DeviceRecord.textForm(b, hasDeviceID: $0)) }
+                Array(other.utf8).withUnsafeBytes {
+                    #expect(DeviceRecord.textForm(b, hasDeviceID: $0) == (other == record.deviceID))
+                    #expect(DeviceRecord.textForm(b, holds: $0) == (other == record.token))
+                }
+                if let token = record.token {
+                    Array(token.utf8).withUnsafeBytes { #expect(DeviceRecord.textForm(b, holds: $0)) }
+                }
+                // A device without a token holds no name, not even its device_id or the empty one.
+                if record.token == nil {
+                    Array(record.deviceID.utf8).withUnsafeBytes { #expect(!DeviceRecord.textForm(b, holds: $0)) }
+                    #expect(!DeviceRecord.textForm(b, holds: UnsafeRawBufferPointer(start: nil, count: 0)))
+                }
+            }
+        }
+    }
+
+    /// Random puts (longer, shorter, of the same length), deletes and reads
+    /// over three projects, against a dictionary; then the write-out's order
+    /// and bytes.
+    @Test func heldRecordsFollowAModel() throws {
+        var rng = SeededRandom(seed: 12)
+        let devices = BuildDevices(reserving: 64)  // grows many times
+        devices.reserve(devices: 10)
+        var model: [Pair: DeviceRecord?] = [:]
+        let pids: [UInt32] = [7, 2, 900]
+        for step in 0..<20_000 {
+            let key = Pair(pid: pids[rng.int(3)], ordinal: UInt32(rng.int(300)))
+            switch rng.int(10) {
+            case 0:
+                devices.put(nil, key.pid, key.ordinal)
+                model[key] = .some(nil)
+            case 1...5:
+                var record = Self.randomRecord(&rng, step)
+                // Often the same device again with another token: a record grows or shrinks in place.
+                if let old = model[key], let old { record.deviceID = old.deviceID }
+                devices.put(record, key.pid, key.ordinal)
+                model[key] = .some(record)
+            default:
+                let held = try devices.record(key.pid, key.ordinal)
+                #expect(held == model[key], "\(key) at step \(step)")
+                let probe = rng.int(2) == 0 ? DeviceRecordFormTests.randomName(&rng)
+                    : (model[key]??.deviceID ?? "")
+                let matchesID = devices.device(key.pid, key.ordinal, matches: .deviceID, probe)
+                let matchesToken = devices.device(key.pid, key.ordinal, matches: .token, probe)
+                switch model[key] {
+                case .none: #expect(matchesID == nil && matchesToken == nil)
+                case .some(.none): #expect(matchesID == false && matchesToken == false)
+                case .some(.some(let r)): #expect(matchesID == (r.deviceID == probe) && matchesToken == (r.token == probe))
+                }
+            }
+        }
+        #expect(devices.abandoned > 0)
+        var seen: [Pair] = []
+        var decoded: [Pair: DeviceRecord?] = [:]
+        devices.forEachInKeyOrder { pid, ordinal, bytes in
+            seen.append(Pair(pid: pid, ordinal: ordinal))
+            // (`updateValue`: assigning nil through the subscript would remove the key.)
+            decoded.updateValue(bytes.map { try! DeviceRecord(decoding: $0, at: "test") }, forKey: Pair(pid: pid, ordinal: ordinal))
+        }
+        #expect(seen == model.keys.sorted())
+        #expect(decoded == model)
+        let encoded = EncodedDevices(devices)
+        #expect(encoded.keys.map { Pair(pid: $0.pid, ordinal: $0.ordinal) } == seen)
+        var start = 0
+        for (k, end) in zip(seen, encoded.ends) {
+            guard let end else { #expect(model[k]! == nil); continue }
+            #expect(Array(encoded.bytes[start..<end]) == model[k]!!.encoded())
+            start = end
+        }
+        #expect(start == encoded.bytes.count)
+    }
+
+    struct Pair: Hashable, Comparable, CustomStringConvertible {
+        var pid: UInt32, ordinal: UInt32
+        static func < (a: Pair, b: Pair) -> Bool { (a.pid, a.ordinal) < (b.pid, b.ordinal) }
+        var description: String { "\(pid)/\(ordinal)" }
+    }
+}
