@@ -217,14 +217,22 @@ struct DeviceDirectory {
 
     /// Device `ordinal` now has `value` (its previous holder must have been removed).
     mutating func insert(_ name: Name, _ pid: UInt32, _ value: String, ordinal: UInt32) {
-        let hash = OrdinalIndex.hash(pid, value)
+        insert(name, pid, hash: OrdinalIndex.hash(pid, value), ordinal: ordinal)
+    }
+
+    /// `insert` of a name whose `OrdinalIndex.hash` is `hash`.
+    mutating func insert(_ name: Name, _ pid: UInt32, hash: UInt64, ordinal: UInt32) {
         self[name].insert(pid: pid, hash: hash, ordinal: ordinal)
         if recordsChanges { changes.append(Change(name: name, insert: true, pid: pid, hash: hash, ordinal: ordinal)) }
     }
 
     /// Device `ordinal` no longer has `value`.
     mutating func remove(_ name: Name, _ pid: UInt32, _ value: String, ordinal: UInt32) {
-        let hash = OrdinalIndex.hash(pid, value)
+        remove(name, pid, hash: OrdinalIndex.hash(pid, value), ordinal: ordinal)
+    }
+
+    /// `remove` of a name whose `OrdinalIndex.hash` is `hash`.
+    mutating func remove(_ name: Name, _ pid: UInt32, hash: UInt64, ordinal: UInt32) {
         if self[name].remove(pid: pid, hash: hash, ordinal: ordinal), recordsChanges {
             changes.append(Change(name: name, insert: false, pid: pid, hash: hash, ordinal: ordinal))
         }
