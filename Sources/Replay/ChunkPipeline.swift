@@ -19,6 +19,9 @@ final class ChunkPipeline: @unchecked Sendable {
     /// Set by `close()`: the fold hands back nothing more.
     private var closed = false
 
+    /// The reader thread's name in the kernel (at most 15 bytes).
+    static let threadName = "replay-reader"
+
     /// Starts reading `from...through` with `verifier` on a new thread.
     /// With `stopAtFault`, reading stops at the first record that cannot be
     /// folded; otherwise it goes on to the end (checking every record).
@@ -27,6 +30,9 @@ final class ChunkPipeline: @unchecked Sendable {
         self.depth = depth
         let reader = LogReader(store: store, recordsPerTransaction: recordsPerTransaction)
         let thread = Thread { [self] in
+            // `Thread.name` does not reach the kernel on Linux: named here, the
+            // thread shows as such in `top -H`, perf and /proc/PID/task/*/comm.
+            try? Self.threadName.write(toFile: "/proc/thread-self/comm", atomically: false, encoding: .utf8)
             var verifier = verifier
             var next = from
             var folding = true
@@ -71,10 +77,14 @@ final class ChunkPipeline: @unchecked Sendable {
         _ = done  // released here, on the reader thread
     }
 
-    /// Hands folded chunks back to be freed by the reader thread.
-    func discard(_ chunks: [RecordChunk]) {
+    /// Hands folded chunks back to be freed by the reader thread, leaving
+    /// `chunks` empty: emptied under the lock, so the caller's reference is
+    /// gone before the reader can take them (or the caller's last release
+    /// would free them on its thread after all).
+    func discard(_ chunks: inout [RecordChunk]) {
         condition.lock()
         folded.append(contentsOf: chunks)
+        chunks = []
         condition.broadcast()
         condition.unlock()
     }

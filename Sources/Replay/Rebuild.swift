@@ -244,8 +244,8 @@ public enum Replay {
                     if pendingCount >= options.recordsPerCommit || stop != nil || builder.inMemory {
                         try builder.apply(taking: &pending)
                         events += UInt64(pendingCount)
-                        pipeline.discard(pending)
-                        pending = []; pendingCount = 0
+                        pipeline.discard(&pending)
+                        pendingCount = 0
                     }
                 }
                 if let progress, lastRead > 0 {
@@ -254,8 +254,7 @@ public enum Replay {
             }
             try builder.apply(taking: &pending)
             events += UInt64(pendingCount)
-            pipeline.discard(pending)
-            pending = []
+            pipeline.discard(&pending)
         } catch {
             pipeline.cancel()
             throw error

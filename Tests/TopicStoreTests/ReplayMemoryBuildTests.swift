@@ -3,6 +3,7 @@ import LMDB
 import Projections
 import Replay
 import SubscriptionLog
+import Synchronization
 import Testing
 import TopicStore
 
@@ -117,6 +118,48 @@ struct ReplayMemoryBuildTests {
                 #expect(diff.isEmpty, "\(name) at seq \(seq): \(diff.prefix(5))")
             }
         }
+    }
+
+    /// The log reader's thread frees the chunks the fold hands back after it has read the log,
+    /// until the rebuild closes the pipeline: a rebuild that did not close it would leave the
+    /// thread waiting for ever, one per rebuild.
+    @Test("every rebuild's log reader thread ends")
+    func readerThreadsEnd() throws {
+        let dir = ReplayTempDir("memory-build-reader-threads")
+        let store = try TopicStore(directory: dir.sub("live"))
+        _ = try Self.runWorkload(store, seed: 13, batches: 3)
+        /// Threads of this process named for the replay reader (`ChunkPipeline.threadName`).
+        @Sendable func readerThreads() -> Int {
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+            return tasks.filter { task in
+                let comm = (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8)) ?? ""
+                return comm == "replay-reader\n"
+            }.count
+        }
+        // The name reaches the kernel: while a rebuild reads, its reader is there to be counted.
+        let seen = Mutex(false), stop = Mutex(false)
+        let watcher = Thread {
+            while !stop.withLock({ $0 }) {
+                if readerThreads() > 0 { seen.withLock { $0 = true } }
+                Thread.sleep(forTimeInterval: 0.0005)
+            }
+        }
+        watcher.start()
+        defer { stop.withLock { $0 = true } }
+        for i in 0..<40 {
+            let report = try Replay.rebuild(from: store, to: .end, into: dir.sub("out-\(i)"))
+            #expect(report.events > 0)
+        }
+        let watchUntil = Date().addingTimeInterval(10)
+        while !seen.withLock({ $0 }) && Date() < watchUntil {
+            _ = try Replay.rebuild(from: store, to: .end, into: dir.sub("out-watched-\(UUID())"))
+        }
+        stop.withLock { $0 = true }
+        #expect(seen.withLock { $0 }, "no thread named replay-reader was seen")
+        // Tests running beside this one rebuild too: a few reader threads may be alive, not forty.
+        let deadline = Date().addingTimeInterval(10)
+        while readerThreads() >= 20 && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(readerThreads() < 20)
     }
 
     /// A build finds topic lists by device ordinal and writes device_topics in
