@@ -50,6 +50,10 @@ final class BuildDevices: @unchecked Sendable {
     /// Records held (deleted ones included), for the write-out's reservations.
     var slots: Int { places.slots }
 
+    /// Bytes of the records held (the arena's bytes in use, less those left
+    /// behind by a longer record).
+    var bytesHeld: Int { arenaCount - abandoned }
+
     private func grow(to capacity: Int) {
         guard capacity > arenaCapacity else { return }
         guard let grown = realloc(arena, capacity) else { fatalError("out of memory for \(capacity) bytes of device records") }

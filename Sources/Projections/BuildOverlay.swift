@@ -757,30 +757,36 @@ final class Background<T>: @unchecked Sendable {
 struct EncodedDevices: Sendable {
     var keys: [(pid: UInt32, ordinal: UInt32)] = []
     var ends: [Int?] = []
-    var bytes: [UInt8] = []
+    private let storage: Storage
+    /// The records' bytes, valid while this value is.
+    var bytes: UnsafeRawBufferPointer { storage.bytes }
+
+    /// The buffer the records are written into, freed with the last copy of the value.
+    private final class Storage: @unchecked Sendable {
+        let base: UnsafeMutableRawPointer
+        var count = 0
+        init(capacity: Int) { base = .allocate(byteCount: max(capacity, 1), alignment: 16) }
+        deinit { base.deallocate() }
+        var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
+    }
 
     init(_ devices: BuildDevices) {
         keys.reserveCapacity(devices.slots)
         ends.reserveCapacity(devices.slots)
-        // Every record written in place into one growing buffer, copied out once.
-        var capacity = max(4096, devices.slots * 64)
-        var buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
-        defer { buffer.deallocate() }
+        // A stored record is at most 2 bytes longer than its text form, so the
+        // buffer is allocated once at its final size: grown by doubling from a
+        // guess and then copied into an array, it was written three times (at
+        // 10M devices, a gigabyte of fresh pages each time).
+        storage = Storage(capacity: devices.bytesHeld + 2 * devices.slots)
+        let base = storage.base
         var end = 0
         devices.forEachInKeyOrder { pid, ordinal, text in
             keys.append((pid, ordinal))
             guard let text else { ends.append(nil); return }
-            if end + text.count + 2 > capacity {
-                capacity = max(capacity * 2, end + text.count + 2)
-                let grown = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
-                grown.copyMemory(from: buffer, byteCount: end)
-                buffer.deallocate()
-                buffer = grown
-            }
-            end += DeviceRecord.encodeStored(textForm: text, into: buffer + end)
+            end += DeviceRecord.encodeStored(textForm: text, into: base + end)
             ends.append(end)
         }
-        bytes = Array(UnsafeRawBufferPointer(start: buffer, count: end))
+        storage.count = end
     }
 }
 

@@ -1242,7 +1242,8 @@ extension ProjectionWriter {
         }
         let encoded = devices.value()
         try txn.withCursor(tables.devices) { cursor in
-            try encoded.bytes.withUnsafeBytes { bytes in
+            try withExtendedLifetime(encoded) {
+                let bytes = encoded.bytes
                 var start = 0
                 for (i, k) in encoded.keys.enumerated() {
                     guard let end = encoded.ends[i] else {
