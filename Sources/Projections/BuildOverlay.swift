@@ -752,44 +752,6 @@ final class Background<T>: @unchecked Sendable {
     }
 }
 
-/// A build's device records in their stored form (`DeviceRecord.encode`)
-/// back to back in key order (pid, ordinal): a nil `ends` entry is a deleted device.
-struct EncodedDevices: Sendable {
-    var keys: [(pid: UInt32, ordinal: UInt32)] = []
-    var ends: [Int?] = []
-    private let storage: Storage
-    /// The records' bytes, valid while this value is.
-    var bytes: UnsafeRawBufferPointer { storage.bytes }
-
-    /// The buffer the records are written into, freed with the last copy of the value.
-    private final class Storage: @unchecked Sendable {
-        let base: UnsafeMutableRawPointer
-        var count = 0
-        init(capacity: Int) { base = .allocate(byteCount: max(capacity, 1), alignment: 16) }
-        deinit { base.deallocate() }
-        var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
-    }
-
-    init(_ devices: BuildDevices) {
-        keys.reserveCapacity(devices.slots)
-        ends.reserveCapacity(devices.slots)
-        // A stored record is at most 2 bytes longer than its text form, so the
-        // buffer is allocated once at its final size: grown by doubling from a
-        // guess and then copied into an array, it was written three times (at
-        // 10M devices, a gigabyte of fresh pages each time).
-        storage = Storage(capacity: devices.bytesHeld + 2 * devices.slots)
-        let base = storage.base
-        var end = 0
-        devices.forEachInKeyOrder { pid, ordinal, text in
-            keys.append((pid, ordinal))
-            guard let text else { ends.append(nil); return }
-            end += DeviceRecord.encodeStored(textForm: text, into: base + end)
-            ends.append(end)
-        }
-        storage.count = end
-    }
-}
-
 /// What a finished build round held, to be freed on another thread.
 final class Garbage: @unchecked Sendable {
     private var values: [Any]

@@ -1187,8 +1187,8 @@ extension ProjectionWriter {
         // Meanwhile, on the other core: the devices encoded, the topic codes
         // sorted, the topics' chunks made (`adoptPostingWorker`). The tables that
         // need none of them are written first.
-        let heldDevices = build.devices
-        let devices = Background { EncodedDevices(heldDevices) }
+        let devices = EncodedDevices(build.devices)
+        defer { devices.close() }
         let codes = build.topicCodes
         let sortedCodes = Background { codes.sortedSlots() }
         adoptPostingWorker(build)
@@ -1240,21 +1240,13 @@ extension ProjectionWriter {
                 }
             }
         }
-        let encoded = devices.value()
         try txn.withCursor(tables.devices) { cursor in
-            try withExtendedLifetime(encoded) {
-                let bytes = encoded.bytes
-                var start = 0
-                for (i, k) in encoded.keys.enumerated() {
-                    guard let end = encoded.ends[i] else {
-                        if !fresh { try txn.delete(tables.devices, Keys.pair(k.pid, k.ordinal)) }
-                        continue
-                    }
-                    try pairKey(k.pid, k.ordinal) { kb in
-                        try cursor.put(kb, UnsafeRawBufferPointer(rebasing: bytes[start..<end]), flags: append)
-                    }
-                    start = end
+            try devices.forEach { pid, ordinal, record in
+                guard let record else {
+                    if !fresh { try txn.delete(tables.devices, Keys.pair(pid, ordinal)) }
+                    return
                 }
+                try pairKey(pid, ordinal) { kb in try cursor.put(kb, record, flags: append) }
             }
         }
 

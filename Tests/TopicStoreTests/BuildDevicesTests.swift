@@ -98,15 +98,63 @@ import Testing
         }
         #expect(seen == model.keys.sorted())
         #expect(decoded == model)
-        let encoded = EncodedDevices(devices)
-        #expect(encoded.keys.map { Pair(pid: $0.pid, ordinal: $0.ordinal) } == seen)
-        var start = 0
-        for (k, end) in zip(seen, encoded.ends) {
-            guard let end else { #expect(model[k]! == nil); continue }
-            #expect(Array(encoded.bytes[start..<end]) == model[k]!!.encoded())
-            start = end
+        // The write-out's blocks, small enough that the encoder waits for spare
+        // ones many times, and a record longer than a block now and then.
+        for blockBytes in [64, 300, 1 << 20] {
+            var written: [Pair] = []
+            let encoded = EncodedDevices(devices, blockBytes: blockBytes, blocksHeld: 2)
+            try encoded.forEach { pid, ordinal, record in
+                let k = Pair(pid: pid, ordinal: ordinal)
+                written.append(k)
+                #expect(record.map { Array($0) } == model[k]!.map { $0.encoded() }, "\(k), blocks of \(blockBytes) bytes")
+            }
+            #expect(written == seen, "blocks of \(blockBytes) bytes")
         }
-        #expect(start == encoded.bytes.count)
+    }
+
+    /// A write that fails midway (a full map) or never reaches the devices
+    /// ends the encoding thread, which may be waiting for a spare block.
+    @Test func anEncoderLeftMidwayEnds() throws {
+        var rng = SeededRandom(seed: 13)
+        let devices = BuildDevices()
+        for ordinal in 0..<2_000 { devices.put(Self.randomRecord(&rng, ordinal), 3, UInt32(ordinal)) }
+        struct Full: Error {}
+        for round in 0..<50 {
+            let encoded = EncodedDevices(devices, blockBytes: 256, blocksHeld: 2)
+            // Two blocks of 256 bytes hold a few records of 2,000: the encoder
+            // waits for the writer, and is seen (once it has named itself).
+            if round == 0 {
+                var seen = 0
+                for _ in 0..<500 where seen == 0 {
+                    seen = try Self.threads(named: "build-devices")
+                    if seen == 0 { usleep(10_000) }
+                }
+                #expect(seen >= 1)
+            }
+            if round % 2 == 0 {
+                var taken = 0
+                #expect(throws: Full.self) {
+                    try encoded.forEach { _, _, _ in
+                        taken += 1
+                        if taken == 10 * round + 1 { throw Full() }
+                    }
+                }
+            } else {
+                encoded.close()
+            }
+        }
+        // Each `close` waited for its thread: none of the 50 is left (a rebuild
+        // of another test running meanwhile may hold one or two).
+        let left = try Self.threads(named: "build-devices")
+        #expect(left < 10, "\(left) encoding threads left")
+    }
+
+    /// The threads of this process that have `name` (Linux: /proc/self/task).
+    static func threads(named name: String) throws -> Int {
+        try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").filter { tid in
+            (try? String(contentsOfFile: "/proc/self/task/\(tid)/comm", encoding: .utf8))?
+                .trimmingCharacters(in: .whitespacesAndNewlines) == name
+        }.count
     }
 
     struct Pair: Hashable, Comparable, CustomStringConvertible {
