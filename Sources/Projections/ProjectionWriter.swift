@@ -180,11 +180,11 @@ public final class ProjectionWriter {
     private var pendingPostings: [PostingWorker.Change] = []
     /// Subscriptions the topic chunks made at the build's write will hold (while the worker is there).
     private var buildSubscriptions = 0
-    /// The topic chunks being made for the build's first write (`adoptPostingWorker`),
-    /// kept until the write commits, so a write that is redone writes them again.
-    private var inversion: Background<Result<InvertedPostings, any Error>>?
-    /// Whether the topics' slice lists were taken from `inversion` (once, for a redone write too).
-    private var invertedSlicesApplied = false
+    /// What the topic chunks of the build's first write are made of (`adoptPostingWorker`),
+    /// kept until the write commits, so a write that is redone makes them again.
+    private var inversionInput: InvertedChunks.Input?
+    /// How many of those chunks' slices the topics' slice lists took (once, for a redone write too).
+    private var invertedSlicesApplied = 0
 
     private func handPostingsOver() {
         guard let postingWorker, !pendingPostings.isEmpty else { return }
@@ -1155,12 +1155,8 @@ extension ProjectionWriter {
         pendingPostings = []
         swap(&postings, &worker.postings)
         buildSubscriptions = 0
-        // Copies of what the inversion reads (arrays shared until written, and
-        // nothing writes them before the build is written and let go).
-        let (projects, lists, topicSlots, topicCount) = (build.memberColumns(), memberships.values, build.topicSlotColumns, topics.count)
-        inversion = Background {
-            Result { try PostingInversion.serialized(projects: projects, lists: lists, topicSlots: topicSlots, topicCount: topicCount) }
-        }
+        inversionInput = InvertedChunks.Input(projects: build.memberColumns(), lists: memberships.values,
+                                              topicSlots: build.topicSlotColumns, topicCount: topics.count)
     }
 
     /// Sizes the build's device_id and token indexes for about `devices`
@@ -1185,13 +1181,15 @@ extension ProjectionWriter {
         let append: Transaction.PutFlags = fresh ? .append : []
         settleCurrentProject(build)
         // Meanwhile, on the other core: the devices encoded, the topic codes
-        // sorted, the topics' chunks made (`adoptPostingWorker`). The tables that
-        // need none of them are written first.
+        // sorted, the topics' chunks made from the lists (`InvertedChunks`). The
+        // tables that need none of them are written first.
         let devices = EncodedDevices(build.devices)
         defer { devices.close() }
         let codes = build.topicCodes
         let sortedCodes = Background { codes.sortedSlots() }
         adoptPostingWorker(build)
+        let inverted = inversionInput.map { InvertedChunks($0) }
+        defer { inverted?.close() }
         // (A fresh target holds no record that leaves a slice out.)
         let newest = try prepareTopicWrites(relists: !fresh, txn)
         var key = [UInt8](repeating: 0, count: 16)
@@ -1262,7 +1260,6 @@ extension ProjectionWriter {
         }
 
         // The chunks the writer holds, merged in key order with those made from the lists.
-        let inverted = try inversion?.value().get() ?? InvertedPostings()
         let chunkSlots = postings.sortedDirtySlots()
         try txn.withCursor(tables.postings) { cursor in
             func put(_ k: ChunkKey, _ v: UnsafeRawBufferPointer) throws {
@@ -1273,37 +1270,37 @@ extension ProjectionWriter {
                     try cursor.put(UnsafeRawBufferPointer(rebasing: kb[0..<10]), v, flags: append)
                 }
             }
+            var pending = try inverted?.next()
             var j = 0
-            try inverted.bytes.withUnsafeBytes { invertedBytes in
-                func putInverted(before limit: ChunkKey?) throws {
-                    while j < inverted.keys.count, limit.map({ Self.ascending(inverted.keys[j], $0) }) ?? true {
-                        try put(inverted.keys[j], inverted.value(j, in: invertedBytes))
-                        j += 1
+            func putInverted(before limit: ChunkKey?) throws {
+                while let chunk = pending, limit.map({ Self.ascending(chunk.key, $0) }) ?? true {
+                    try put(chunk.key, chunk.bytes)
+                    // Each topic's slices come ascending (and its list was empty);
+                    // a write that is redone took the first ones already.
+                    if j == invertedSlicesApplied {
+                        modifyTopic(at: Int(chunk.slot)) { $0.slices.append(chunk.key.high) }
+                        invertedSlicesApplied += 1
                     }
+                    j += 1
+                    pending = try inverted?.next()
                 }
-                for slot in chunkSlots {
-                    let k = postings.chunks.keys[slot]
-                    try putInverted(before: k)
-                    if postings.chunks.values[slot].value.isEmpty {
-                        if !fresh { try txn.delete(tables.postings, Keys.chunk(k.pid, k.topic, k.high)) }
-                        continue
-                    }
-                    postings.chunks.values[slot].value.optimize()
-                    let size = postings.chunks.values[slot].value.serializedSize
-                    if value.count < size { value = [UInt8](repeating: 0, count: max(size, 2 * value.count)) }
-                    try value.withUnsafeMutableBytes { vb in
-                        let written = postings.chunks.values[slot].value.serialize(into: vb)
-                        try put(k, UnsafeRawBufferPointer(rebasing: vb[0..<written]))
-                    }
-                }
-                try putInverted(before: nil)
             }
-        }
-
-        if !invertedSlicesApplied {
-            // Each topic's slices come ascending (and its list was empty).
-            for (slot, high) in inverted.topicSlices { modifyTopic(at: Int(slot)) { $0.slices.append(high) } }
-            invertedSlicesApplied = true
+            for slot in chunkSlots {
+                let k = postings.chunks.keys[slot]
+                try putInverted(before: k)
+                if postings.chunks.values[slot].value.isEmpty {
+                    if !fresh { try txn.delete(tables.postings, Keys.chunk(k.pid, k.topic, k.high)) }
+                    continue
+                }
+                postings.chunks.values[slot].value.optimize()
+                let size = postings.chunks.values[slot].value.serializedSize
+                if value.count < size { value = [UInt8](repeating: 0, count: max(size, 2 * value.count)) }
+                try value.withUnsafeMutableBytes { vb in
+                    let written = postings.chunks.values[slot].value.serialize(into: vb)
+                    try put(k, UnsafeRawBufferPointer(rebasing: vb[0..<written]))
+                }
+            }
+            try putInverted(before: nil)
         }
 
         // A build's topics are indexed by id: read in that order, they need no sort.
@@ -1336,8 +1333,8 @@ extension ProjectionWriter {
         // other core does it (the last references go with `held`).
         let held = Garbage([memberships, postings, topics, build.devices])
         memberships = SlotTable(); postings = PostingCache(tracksLastChunks: true); topics = SlotTable()
-        inversion = nil
-        invertedSlicesApplied = false
+        inversionInput = nil
+        invertedSlicesApplied = 0
         clearCaches()
         build.removeAll()
         build.currentProject = nil
@@ -1346,5 +1343,5 @@ extension ProjectionWriter {
     }
 }
 
-// The inversion reads copies of these beside the writer (`PostingInversion.serialized`).
+// The inversion reads copies of these beside the writer (`InvertedChunks`).
 extension ProjectionWriter.Cached: Sendable where Value: Sendable {}
