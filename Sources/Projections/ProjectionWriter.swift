@@ -1160,11 +1160,17 @@ extension ProjectionWriter {
     }
 
     /// Sizes the build's device_id and token indexes for about `devices`
-    /// devices, so they do not rehash on the way (a hint; they grow beyond it).
-    public func reserveBuild(devices: Int) {
+    /// devices, and its topic codes and topic records for about `topics`
+    /// topics, so they do not grow by rehashing and copying on the way (a
+    /// hint; they grow beyond it). The indexes' tables are touched now.
+    public func reserveBuild(devices: Int, topics topicCount: Int = 0) {
         guard let build else { return }
         build.reserve(devices: devices)
         directory.reserve(devices)
+        if topicCount > 0 {
+            build.topicCodes.reserve(topicCount)
+            topics.reserve(topicCount)
+        }
     }
 
     /// Writes everything the build holds into `txn`, each table in key order

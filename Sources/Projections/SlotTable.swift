@@ -55,6 +55,13 @@ struct SlotTable<Key: SlotKey, Value> {
         return slot
     }
 
+    /// Makes room for `count` entries appended unindexed, so the arrays do
+    /// not grow by copying on the way (address space until written).
+    mutating func reserve(_ count: Int) {
+        keys.reserveCapacity(count)
+        values.reserveCapacity(count)
+    }
+
     /// Adds `key` with `value` without indexing it: `slot(of:)` will not find
     /// it, so the caller must find its slots another way (a build's
     /// memberships, found by device ordinal). Never mix with `insert`.

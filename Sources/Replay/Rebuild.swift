@@ -211,6 +211,21 @@ public enum Replay {
                       writeSeconds: builder.writeSeconds)
     }
 
+    /// How many devices and topics a build of `events` of `store`'s log
+    /// records will hold, roughly: what the store's projections hold, in
+    /// proportion to the share of the log folded (`TopicStore.tableSizes`);
+    /// without them, a device for every two events (a token and a register
+    /// or two), at most 8M, and no topic. Sized from the events alone, the
+    /// 10M store's build grew its name indexes and topic records by
+    /// rehashing and copying past 8M.
+    static func sizeHint(_ store: TopicStore, events: UInt64) -> (devices: Int, topics: Int) {
+        guard let sizes = try? store.tableSizes(), sizes.devices > 0, sizes.lastSequence >= sizes.firstSequence else {
+            return (Int(min(events / 2, 8_000_000)), 0)
+        }
+        let share = min(1, Double(events) / Double(sizes.lastSequence - sizes.firstSequence + 1))
+        return (Int(Double(sizes.devices) * share), Int(Double(sizes.topics) * share))
+    }
+
     /// Folds `builder.appliedSequence + 1 ... through` from `store`'s log with a
     /// reader thread. Without verification, a record that cannot be folded
     /// throws; with it, folding stops there and the verifier reads on to the end.
@@ -226,8 +241,8 @@ public enum Replay {
         var pendingCount = 0
         var stop: LogIssue?
         let total = through - start + 1
-        // A device comes with a token and a register or two: a hint, capped.
-        builder.writer.reserveBuild(devices: Int(min(total / 2, 8_000_000)))
+        let hint = sizeHint(store, events: total)
+        builder.writer.reserveBuild(devices: hint.devices, topics: hint.topics)
         do {
             while var chunk = try pipeline.next() {
                 let lastRead = chunk.lastRead

@@ -69,4 +69,26 @@ extension TopicStore {
                                    projects: projects, tables: summaries, usedBytes: info.usedBytes, mapSize: info.mapSize)
         }
     }
+
+    /// The device records and topic codes the projections hold, and the
+    /// log's first and last sequences: from `mdb_stat` and the log's ends,
+    /// no walk. A rebuild sizes its tables from them (`Replay.fold`).
+    public func tableSizes() throws -> TableSizes {
+        let g = try openGeneration()
+        let log = g.log, tables = g.tables
+        return try read { txn in
+            let bounds = try log.bounds(txn)
+            return TableSizes(devices: try txn.statistics(tables.devices).entries,
+                              topics: try txn.statistics(tables.topicCodes).entries,
+                              firstSequence: bounds?.first ?? 0, lastSequence: bounds?.last ?? 0)
+        }
+    }
+}
+
+/// What `TopicStore.tableSizes()` reads.
+public struct TableSizes: Sendable, Equatable {
+    public var devices: Int
+    public var topics: Int
+    public var firstSequence: UInt64
+    public var lastSequence: UInt64
 }

@@ -1,0 +1,43 @@
+import Foundation
+@testable import Replay
+import SubscriptionLog
+import Testing
+import TopicStore
+
+/// A rebuild sizes its name indexes and topic records from what the store's
+/// projections hold, in proportion to the share of the log it folds
+/// (`Replay.sizeHint`), so a large build does not grow them by rehashing.
+@Suite struct RebuildSizeHintTests {
+    @Test func theHintIsWhatTheStoreHoldsForTheShareOfTheLogFolded() throws {
+        let dir = ReplayTempDir("size-hint")
+        let store = try TopicStore(directory: dir.sub("live"))
+        // 300 devices, each with a token and a register of a shared topic and its own: 600 events, 301 topics.
+        var events: [Event] = []
+        for i in 0..<300 {
+            events.append(Event(project: i % 3 == 0 ? "q" : "p", body: .token(deviceID: "d\(i)", token: "t\(i)", platform: .ios)))
+            events.append(Event(project: i % 3 == 0 ? "q" : "p",
+                                body: .register(deviceID: "d\(i)", topics: [TopicSpec(code: "all"), TopicSpec(code: "user.\(i)")])))
+        }
+        for result in store.submitAndWait(events) { _ = try result.get() }
+        let sizes = try store.tableSizes()
+        // "all" in each of the two projects, and each device's own topic.
+        #expect(sizes.devices == 300 && sizes.topics == 302)
+        #expect(sizes.firstSequence == 1 && sizes.lastSequence == 600)
+        #expect(Replay.sizeHint(store, events: 600) == (300, 302))
+        #expect(Replay.sizeHint(store, events: 5_000) == (300, 302), "never more than the store holds")
+        #expect(Replay.sizeHint(store, events: 150) == (75, 75))
+        // And the rebuild that takes the hint equals the live store.
+        let out = dir.sub("rebuilt")
+        try Replay.rebuild(from: store, to: .sequence(600), into: out, options: Replay.Options())
+        #expect(replayDumpDifferences(try replayDumpTables(store), try replayDumpTables(try replayOpenReadOnly(out))).isEmpty)
+    }
+
+    /// A store whose projections hold nothing (its log only read so far, or
+    /// empty) falls back to a device for every two events, at most 8M.
+    @Test func withoutHeldDevicesTheHintComesFromTheEvents() throws {
+        let dir = ReplayTempDir("size-hint-empty")
+        let store = try TopicStore(directory: dir.sub("live"))
+        #expect(Replay.sizeHint(store, events: 1_000) == (500, 0))
+        #expect(Replay.sizeHint(store, events: 100_000_000) == (8_000_000, 0))
+    }
+}
