@@ -1159,14 +1159,15 @@ extension ProjectionWriter {
                                               topicSlots: build.topicSlotColumns, topicCount: topics.count)
     }
 
-    /// Sizes the build's device_id and token indexes for about `devices`
-    /// devices, and its topic codes and topic records for about `topics`
-    /// topics, so they do not grow by rehashing and copying on the way (a
-    /// hint; they grow beyond it). The indexes' tables are touched now.
+    /// Sizes the build's device_id and token indexes and topic lists for
+    /// about `devices` devices, and its topic codes and topic records for
+    /// about `topics` topics, so they do not grow by rehashing and copying on
+    /// the way (a hint; they grow beyond it). The indexes' tables are touched now.
     public func reserveBuild(devices: Int, topics topicCount: Int = 0) {
         guard let build else { return }
         build.reserve(devices: devices)
         directory.reserve(devices)
+        memberships.reserve(devices)
         if topicCount > 0 {
             build.topicCodes.reserve(topicCount)
             topics.reserve(topicCount)
