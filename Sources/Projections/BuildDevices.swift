@@ -1,4 +1,5 @@
 import Glibc
+import SubscriptionLog
 
 /// A build's device records by project and ordinal, each held as its bytes in
 /// the text form (`DeviceRecord.encodeText`: the names as their UTF-8, which
@@ -105,6 +106,20 @@ final class BuildDevices: @unchecked Sendable {
             places.update(pid, ordinal, Self.deleted)
             return
         }
+        device?.encodeText(into: place(size, pid, ordinal))
+    }
+
+    /// Puts the record of a device with a live token, from the names where
+    /// they are (`DeviceRecord.encodeText(deviceID:token:...)`).
+    func put(deviceID: String, token: String, platform: Platform, tokenTime: Int64, _ pid: UInt32, _ ordinal: UInt32) {
+        let size = DeviceRecord.textFormSize(deviceID: deviceID, token: token)
+        DeviceRecord.encodeText(deviceID: deviceID, token: token, platform: platform, tokenTime: tokenTime, rejectedAt: nil,
+                                into: place(size, pid, ordinal))
+    }
+
+    /// Where device `ordinal`'s record of `size` bytes goes: in place of the
+    /// one it replaces when that is no shorter, else appended.
+    private func place(_ size: Int, _ pid: UInt32, _ ordinal: UInt32) -> UnsafeMutableRawPointer {
         precondition(size <= 0xFFFF, "a device record of \(size) bytes")
         let old = places.value(pid, ordinal) ?? 0
         let offset: Int
@@ -117,8 +132,8 @@ final class BuildDevices: @unchecked Sendable {
             offset = arenaCount
             arenaCount += size
         }
-        device?.encodeText(into: arena + offset)
         places.update(pid, ordinal, UInt64(offset + 1) << 16 | UInt64(size))
+        return arena + offset
     }
 
     /// Every place, projects in ascending id order, ordinals ascending:

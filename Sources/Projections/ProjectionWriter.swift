@@ -763,6 +763,16 @@ public final class ProjectionWriter {
         if recipientCache != nil { recipientChanges.delete(pid, ordinal, sequence: appliedSequence) }
     }
 
+    /// Puts the record of a device with a live token and no rejection: in a
+    /// build, written from the names where they are (a `DeviceRecord` holding
+    /// them retained and released both).
+    func putDevice(deviceID: String, token: String, platform: Platform, tokenTime: Int64,
+                   _ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {
+        if let build { return build.devices.put(deviceID: deviceID, token: token, platform: platform, tokenTime: tokenTime, pid, ordinal) }
+        try put(device: DeviceRecord(deviceID: deviceID, token: token, platform: platform, tokenTime: tokenTime, rejectedAt: nil),
+                pid, ordinal, txn)
+    }
+
     func put(device: consuming DeviceRecord, _ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {
         if let build { return build.put(device, pid, ordinal) }
         // Encoded into a buffer the writer keeps: an array per record was an

@@ -90,7 +90,11 @@ public struct DeviceRecord: Sendable, Hashable {
     // MARK: The text form a build holds (`BuildDevices`)
 
     /// The length of `encodeText(into:)`.
-    var textFormSize: Int { 22 + deviceID.utf8.count + (token?.utf8.count ?? 0) }
+    var textFormSize: Int { Self.textFormSize(deviceID: deviceID, token: token) }
+
+    /// The length of the text form of a record with these names.
+    @inline(__always)
+    static func textFormSize(deviceID: String, token: String?) -> Int { 22 + deviceID.utf8.count + (token?.utf8.count ?? 0) }
 
     /// Writes the record in the format before schema 4, its names as text
     /// (`textFormSize` bytes at `p`; `fields(of:)` reads it): copied, not
@@ -102,12 +106,22 @@ public struct DeviceRecord: Sendable, Hashable {
     /// of the 100k bench store): the record copied into the closures, every
     /// field parsed for one comparison.
     func encodeText(into p: UnsafeMutableRawPointer) {
-        p.storeBytes(of: (token != nil ? Self.hasTokenFlag : 0) | (rejectedAt != nil ? Self.rejectedFlag : 0), as: UInt8.self)
+        Self.encodeText(deviceID: deviceID, token: token, platform: platform, tokenTime: tokenTime, rejectedAt: rejectedAt, into: p)
+    }
+
+    /// `encodeText(into:)` of the record with these fields, from the names
+    /// where they are: a fold that writes a new device's record from its
+    /// event's strings does not copy them into a `DeviceRecord` (a retain and
+    /// a release of each, on memory the log reader's thread made).
+    @inline(__always)
+    static func encodeText(deviceID: String, token: String?, platform: Platform?, tokenTime: Int64, rejectedAt: Int64?,
+                           into p: UnsafeMutableRawPointer) {
+        p.storeBytes(of: (token != nil ? hasTokenFlag : 0) | (rejectedAt != nil ? rejectedFlag : 0), as: UInt8.self)
         p.storeBytes(of: platform?.rawValue ?? 0, toByteOffset: 1, as: UInt8.self)
         p.storeBytes(of: UInt64(bitPattern: tokenTime).bigEndian, toByteOffset: 2, as: UInt64.self)
         p.storeBytes(of: UInt64(bitPattern: rejectedAt ?? 0).bigEndian, toByteOffset: 10, as: UInt64.self)
-        let idCount = Self.storeText(deviceID, at: p + 18)
-        if let token { _ = Self.storeText(token, at: p + 20 + idCount) } else { Self.storeText(count: 0, at: p + 20 + idCount) }
+        let idCount = storeText(deviceID, at: p + 18)
+        if let token { _ = storeText(token, at: p + 20 + idCount) } else { storeText(count: 0, at: p + 20 + idCount) }
     }
 
     /// A u16 length and the UTF-8 bytes at `p`; returns the bytes' count.
