@@ -212,18 +212,23 @@ public enum Replay {
     }
 
     /// How many devices and topics a build of `events` of `store`'s log
-    /// records will hold, roughly: what the store's projections hold, in
-    /// proportion to the share of the log folded (`TopicStore.tableSizes`);
-    /// without them, a device for every two events (a token and a register
-    /// or two), at most 8M, and no topic. Sized from the events alone, the
-    /// 10M store's build grew its name indexes and topic records by
-    /// rehashing and copying past 8M.
+    /// records will hold, roughly: what the store's projections hold
+    /// (`TopicStore.tableSizes`), in proportion to the share of the log
+    /// folded, or a device and a topic for every two events (a token and a
+    /// register, as an install has them) when that is more, never more than
+    /// the store holds. Without held devices: a device for every two events,
+    /// at most 8M, and no topic. Sized from the events alone, the 10M store's
+    /// build grew its name indexes and topic records by rehashing and copying
+    /// past 8M; in proportion alone, a rebuild to the middle of a log whose
+    /// first half was installs grew them too.
     static func sizeHint(_ store: TopicStore, events: UInt64) -> (devices: Int, topics: Int) {
         guard let sizes = try? store.tableSizes(), sizes.devices > 0, sizes.lastSequence >= sizes.firstSequence else {
             return (Int(min(events / 2, 8_000_000)), 0)
         }
         let share = min(1, Double(events) / Double(sizes.lastSequence - sizes.firstSequence + 1))
-        return (Int(Double(sizes.devices) * share), Int(Double(sizes.topics) * share))
+        let installs = Int(min(events / 2, UInt64(Int.max)))
+        func hint(_ held: Int) -> Int { min(held, max(Int(Double(held) * share), installs)) }
+        return (hint(sizes.devices), hint(sizes.topics))
     }
 
     /// Folds `builder.appliedSequence + 1 ... through` from `store`'s log with a

@@ -5,8 +5,8 @@ import Testing
 import TopicStore
 
 /// A rebuild sizes its name indexes and topic records from what the store's
-/// projections hold, in proportion to the share of the log it folds
-/// (`Replay.sizeHint`), so a large build does not grow them by rehashing.
+/// projections hold, for the share of the log it folds (`Replay.sizeHint`),
+/// so a large build does not grow them by rehashing.
 @Suite struct RebuildSizeHintTests {
     @Test func theHintIsWhatTheStoreHoldsForTheShareOfTheLogFolded() throws {
         let dir = ReplayTempDir("size-hint")
@@ -25,10 +25,20 @@ import TopicStore
         #expect(sizes.firstSequence == 1 && sizes.lastSequence == 600)
         #expect(Replay.sizeHint(store, events: 600) == (300, 302))
         #expect(Replay.sizeHint(store, events: 5_000) == (300, 302), "never more than the store holds")
+        // A quarter and a tenth of a log of installs: both rules agree.
         #expect(Replay.sizeHint(store, events: 150) == (75, 75))
+        #expect(Replay.sizeHint(store, events: 60) == (30, 30))
+        // 600 more events that add no device or topic: the installs are the first half of the log.
+        var churn: [Event] = []
+        for i in 0..<600 { churn.append(Event(project: "p", body: .unregister(deviceID: "d\(i % 300)", codes: ["all"]))) }
+        for result in store.submitAndWait(churn) { _ = try result.get() }
+        // Its first half: in proportion, 150 devices and 151 topics; as installs, 300 and 300.
+        #expect(Replay.sizeHint(store, events: 600) == (300, 300))
+        // Its first tenth (120 events): in proportion 30 and 30, as installs 60 and 60.
+        #expect(Replay.sizeHint(store, events: 120) == (60, 60))
         // And the rebuild that takes the hint equals the live store.
         let out = dir.sub("rebuilt")
-        try Replay.rebuild(from: store, to: .sequence(600), into: out, options: Replay.Options())
+        try Replay.rebuild(from: store, to: .sequence(1_200), into: out, options: Replay.Options())
         #expect(replayDumpDifferences(try replayDumpTables(store), try replayDumpTables(try replayOpenReadOnly(out))).isEmpty)
     }
 
