@@ -78,27 +78,19 @@ final class EncodedDevices: @unchecked Sendable {
             b.count += DeviceRecord.encodeStored(textForm: text, into: b.bytes + b.count)
             b.ends.append(b.count)
         }
-        condition.lock()
-        if let block, !block.keys.isEmpty { ready.append(block) }
-        encoded = true
-        condition.broadcast()
-        condition.unlock()
+        condition.changing {
+            if let block, !block.keys.isEmpty { ready.append(block) }
+            encoded = true
+        }
     }
 
     /// A block to encode into, waiting for the writer to give one back; nil once stopped.
     private func takeSpare() -> Block? {
-        condition.lock()
-        defer { condition.unlock() }
-        while spare.isEmpty, !stopped { condition.wait() }
-        if stopped { return nil }
-        return spare.removeLast()
+        condition.waiting(while: { spare.isEmpty && !stopped }) { stopped ? nil : spare.removeLast() }
     }
 
     private func hand(_ block: Block) {
-        condition.lock()
-        ready.append(block)
-        condition.broadcast()
-        condition.unlock()
+        condition.changing { ready.append(block) }
     }
 
     /// Calls `body` with each device's key and stored record (nil for a deleted
@@ -118,29 +110,20 @@ final class EncodedDevices: @unchecked Sendable {
                 }
             }
             block.clear()
-            condition.lock()
-            spare.append(block)
-            condition.broadcast()
-            condition.unlock()
+            condition.changing { spare.append(block) }
         }
     }
 
     /// The oldest encoded block, waiting for it; nil when all were taken.
     private func nextBlock() -> Block? {
-        condition.lock()
-        defer { condition.unlock() }
-        while ready.isEmpty, !encoded { condition.wait() }
-        return ready.isEmpty ? nil : ready.removeFirst()
+        condition.waiting(while: { ready.isEmpty && !encoded }) { ready.isEmpty ? nil : ready.removeFirst() }
     }
 
     /// Tells the encoder to stop (it may be waiting for a spare block) and
     /// waits for it to end. The starter calls it on every way out, `forEach`
     /// or not: the thread holds this object until it ends.
     func close() {
-        condition.lock()
-        stopped = true
-        condition.broadcast()
-        condition.unlock()
+        condition.changing { stopped = true }
         try? encoder?.join()
         encoder = nil
     }

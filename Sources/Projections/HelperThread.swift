@@ -30,3 +30,23 @@ final class HelperThread<Value>: @unchecked Sendable {
         return try result!.get()
     }
 }
+
+/// The two moves of a hand-off between a helper thread and the one that
+/// takes its work (`EncodedDevices`, `InvertedChunks`).
+extension NSCondition {
+    /// Runs `body` holding the lock, then wakes every waiter: `body` changed
+    /// what they wait on.
+    func changing<R>(_ body: () throws -> R) rethrows -> R {
+        lock()
+        defer { broadcast(); unlock() }
+        return try body()
+    }
+
+    /// Waits while `waits()` is true, then runs `body`, holding the lock for both.
+    func waiting<R>(while waits: () -> Bool, then body: () throws -> R) rethrows -> R {
+        lock()
+        defer { unlock() }
+        while waits() { wait() }
+        return try body()
+    }
+}

@@ -73,23 +73,18 @@ final class InvertedChunks: @unchecked Sendable {
     }
 
     private func finish(_ error: (any Error)?) {
-        condition.lock()
-        made = true
-        failure = error
-        condition.broadcast()
-        condition.unlock()
+        condition.changing { (made, failure) = (true, error) }
     }
 
     /// Hands a block to the writer, waiting while `bytesAhead` are held
     /// (unless none is: a larger slice still goes). Throws once stopped.
     private func hand(_ block: Block) throws {
-        condition.lock()
-        defer { condition.unlock() }
-        while bytesHeld > 0, bytesHeld + block.bytes.count > bytesAhead, !stopped { condition.wait() }
-        if stopped { throw Stopped() }
-        ready.append(block)
-        bytesHeld += block.bytes.count
-        condition.broadcast()
+        try condition.waiting(while: { bytesHeld > 0 && bytesHeld + block.bytes.count > bytesAhead && !stopped }) {
+            if stopped { throw Stopped() }
+            ready.append(block)
+            bytesHeld += block.bytes.count
+            condition.broadcast()
+        }
     }
 
     /// The next chunk in key order, waiting for it; nil after the last.
@@ -104,23 +99,16 @@ final class InvertedChunks: @unchecked Sendable {
                     index += 1
                     return chunk
                 }
-                condition.lock()
-                bytesHeld -= block.bytes.count
-                condition.broadcast()
-                condition.unlock()
+                condition.changing { bytesHeld -= block.bytes.count }
                 current = nil
             }
-            condition.lock()
-            while ready.isEmpty, !made { condition.wait() }
-            if ready.isEmpty {
-                let error = failure
-                condition.unlock()
-                if let error { throw error }
-                return nil
+            let taken = try condition.waiting(while: { ready.isEmpty && !made }) { () throws -> Block? in
+                if ready.isEmpty, let failure { throw failure }
+                return ready.isEmpty ? nil : ready.removeFirst()
             }
-            current = ready.removeFirst()
+            guard let taken else { return nil }
+            current = taken
             index = 0
-            condition.unlock()
         }
     }
 
@@ -128,10 +116,7 @@ final class InvertedChunks: @unchecked Sendable {
     /// for it to end. The writer calls it on every way out: the thread holds
     /// this object until it ends.
     func close() {
-        condition.lock()
-        stopped = true
-        condition.broadcast()
-        condition.unlock()
+        condition.changing { stopped = true }
         try? maker?.join()
         maker = nil
     }
