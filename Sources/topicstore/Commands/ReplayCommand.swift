@@ -17,6 +17,7 @@ enum ReplayCommand: Command {
             .init(name: "memory-budget", value: "MIB", help: "memory the build may hold before it is written in rounds (default a third of RAM, at most 8192; 0: write through every batch, the old way)"),
             .init(name: "benchmark", value: nil, help: "measure the rebuild rate and audit time of --data (no --out)"),
             .init(name: "generate", value: "DEVICES", help: "with --benchmark: first write a workload of DEVICES devices into --data (new)"),
+            .init(name: "rebuilds", value: "N", help: "with --benchmark: rebuild N times and report the median (default 1)"),
         ],
         details: """
         The output is an ordinary store: audience, topics, device and stats answer questions
@@ -51,10 +52,12 @@ enum ReplayCommand: Command {
                 if !arguments.json { print(String(format: "generated %llu events for %d devices in %.1f s", events, n, Date().timeIntervalSince(started))) }
             }
             let store = try TopicStore(directory: arguments.dataDirectory, options: .longRead)
-            let r = try ReplayBenchmark.run(store: store, memoryBudget: try memoryBudget(arguments))
+            let rebuilds = try arguments.integer("rebuilds") ?? 1
+            guard rebuilds > 0 else { throw UsageError(description: "--rebuilds must be positive") }
+            let r = try ReplayBenchmark.run(store: store, memoryBudget: try memoryBudget(arguments), rebuilds: rebuilds)
             if arguments.json {
                 Console.printJSON(["events": r.events, "rebuildSeconds": r.rebuildSeconds, "writeSeconds": r.writeSeconds, "eventsPerSecond": r.eventsPerSecond,
-                                   "auditSeconds": r.auditSeconds, "auditClean": r.auditClean])
+                                   "rebuildRates": r.rebuildRates, "auditSeconds": r.auditSeconds, "auditClean": r.auditClean])
             } else {
                 print(r.summary)
             }
