@@ -16,7 +16,10 @@ import TopicStore
 /// sequence, so every entry is compared at a point where both sides must agree.
 public enum Audit {
     public struct Options: Sendable {
-        public var recordsPerReadTransaction = 50_000
+        /// Records read per read transaction and per chunk of the rebuild
+        /// (`Replay.recordsPerChunk`); also how far behind the live log the
+        /// rebuild may be for a comparison to catch it up inside its snapshot.
+        public var recordsPerReadTransaction = Replay.recordsPerChunk
         public var recordsPerCommit = 200_000
         /// Entries compared per pair of read transactions.
         public var entriesPerComparison = 20_000
