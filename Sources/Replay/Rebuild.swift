@@ -23,8 +23,8 @@ public enum Replay {
     /// before it hands the chunk to the fold. A chunk of 8,000 records is a
     /// few MB, so the fold reads its records while they are still in the
     /// cache the reader wrote them to; chunks of 50,000 were gone from it by
-    /// then. Bench's 1M store, six alternating pairs: the fold phase
-    /// 2.45–3.08 → 2.12–2.57 s, the rebuild 3.38–4.15 → 3.07–3.55 s.
+    /// then. Bench's 1M store, nine alternating pairs: the fold phase a
+    /// median 2.39 → 2.15 s, the whole rebuild 3.32 → 3.11 s.
     public static let recordsPerChunk = 8_000
 
     /// A point in the log's history.

@@ -43,11 +43,13 @@ import Testing
         // The replay of the benchmark store, audited clean.
         let replay = try #require(report.row("replay: rebuild from the log"))
         #expect(replay.note.contains("was clean"))
-        // Three rebuilds at this size, the figure the median one's: the rate the note lists in the middle.
-        let rates = try #require(replay.note.firstRange(of: "the median of 3 rebuilds (").map { range in
-            replay.note[range.upperBound...].prefix { $0 != " " && $0 != ")" }
+        // Three rebuilds at this size, and the figure the median one's: "(12k, 15k, 14k events/s, …".
+        let listed = try #require(replay.note.firstRange(of: "the median of 3 rebuilds (").map { range in
+            replay.note[range.upperBound...].prefix { $0 != "e" }
         })
-        #expect(!rates.isEmpty, "\(replay.note)")
+        let rates = listed.split(separator: ",").compactMap { Double($0.trimmingCharacters(in: .whitespaces).dropLast()) }
+        #expect(rates.count == 3, "\(replay.note)")
+        #expect(rates.sorted()[1] == ((replay.topicstore?.value ?? 0) / 1000).rounded(), "\(replay.note)")
         #expect(report.goals[8].met == ((replay.topicstore?.value ?? 0) >= 1_000_000))
 
         let json = try JSONSerialization.jsonObject(with: Data(report.json.utf8)) as? [String: Any]
