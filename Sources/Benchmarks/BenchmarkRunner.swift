@@ -139,7 +139,7 @@ public struct BenchmarkRunner {
                                   topicstore: Figure(replay.eventsPerSecond),
                                   note: "\(replay.events) events (install, churn and the churn committed while counting) folded into a new "
                                       + "store with the live fold, in \(String(format: "%.2f", replay.rebuildSeconds)) s"
-                                      + (replay.rebuildRates.count > 1 ? ", \(replay.runsNote)" : "") + "; a full audit (log checksums and "
+                                      + (replay.runsNote.isEmpty ? "" : ", \(replay.runsNote)") + "; a full audit (log checksums and "
                                       + "hash chain, rebuild, every entry compared) took \(String(format: "%.2f", replay.auditSeconds)) s and was "
                                       + (replay.auditClean ? "clean" : "NOT clean")))
             if !replay.auditClean { report.disagreements.append("audit of the benchmark store found differences") }
@@ -370,7 +370,7 @@ public struct BenchmarkRunner {
         r.peakRSS = ProcessMemory.peakResidentBytes()
         progress("topicstore: replay (rebuild every projection from the log) and audit")
         // The median of three rebuilds: the first pays for memory the machine had not touched
-        // yet (bench's 10M store: 53.4 s for the first rebuild, 33.6-34.9 s for the next ones).
+        // yet (`ReplayBenchmark.run`; at 10M, 53.4 s for the first against 33.6-37.5 s after).
         r.replay = try ReplayBenchmark.run(store: engine.store, scratchDirectory: config.directory, rebuilds: 3)
         engine.close()
         r.diskBytes = diskUsage(ofDirectory: dir).allocated

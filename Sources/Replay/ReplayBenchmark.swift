@@ -27,7 +27,7 @@ public enum ReplayBenchmark {
         public var summary: String {
             String(format: "replay: %llu events rebuilt in %.2f s (%.2f s of it writing the tables%@) = %.0f events/s%@; audit %.2f s (%@)",
                    events, rebuildSeconds, writeSeconds, rounds > 0 ? ", \(rounds + 1) rounds" : "", eventsPerSecond,
-                   rebuildRates.count > 1 ? ", " + runsNote : "", auditSeconds, auditClean ? "clean" : "NOT clean")
+                   runsNote.isEmpty ? "" : ", " + runsNote, auditSeconds, auditClean ? "clean" : "NOT clean")
         }
     }
 
