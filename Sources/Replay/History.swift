@@ -65,6 +65,17 @@ public enum History {
     public static func device(_ deviceID: String, project: String, in store: TopicStore,
                               recordsPerReadTransaction: Int = 50_000,
                               progress: ((ReplayProgress) -> Void)? = nil) throws -> DeviceTimeline {
+        try device(deviceID, project: project, in: store, recordsPerReadTransaction: recordsPerReadTransaction,
+                   decodingEveryRecord: false, progress: progress)
+    }
+
+    /// `device`, decoding only the records that may concern the device
+    /// (`RecordGlance`): those naming it, and those naming a token it held.
+    /// `decodingEveryRecord` decodes the project's every record instead (the
+    /// answer must be the same: the tests compare the two).
+    package static func device(_ deviceID: String, project: String, in store: TopicStore,
+                               recordsPerReadTransaction: Int = 50_000, decodingEveryRecord: Bool,
+                               progress: ((ReplayProgress) -> Void)? = nil) throws -> DeviceTimeline {
         var token: String?
         var platform: Platform?
         var tokenTime: Int64 = 0
@@ -100,7 +111,24 @@ public enum History {
                     "as the compaction snapshot holds it (the events before are archived)")
             }
         }
-        let last = try scan(store, project: project, recordsPerReadTransaction: recordsPerReadTransaction, progress: progress) { r in
+        // Every token the device held, from the snapshot and from its token
+        // events as the scan reads them: the records that name one of them
+        // (another device taking it, a rejection, an expiry) are decoded too.
+        let wanted = Array(deviceID.utf8)
+        var heldTokens: [[UInt8]] = token.map { [Array($0.utf8)] } ?? []
+        let select = { (glance: RecordGlance) -> Bool in
+            if decodingEveryRecord { return true }
+            let names = wanted.withUnsafeBytes { glance.mayName(deviceID: $0) }
+            if names {
+                if glance.kind == .token, let t = glance.token.map({ Array($0.utf8) }), !heldTokens.contains(t) {
+                    heldTokens.append(t)
+                }
+                return true
+            }
+            return heldTokens.contains { held in held.withUnsafeBytes { glance.mayName(token: $0) } }
+        }
+        let (last, _) = try scan(store, project: project, recordsPerReadTransaction: recordsPerReadTransaction,
+                                 progress: progress, selecting: select) { r in
             switch r.event.body {
             case .token(let d, let t, let p) where d == deviceID:
                 exists = true
@@ -203,6 +231,17 @@ public enum History {
     public static func topic(_ code: String, project: String, in store: TopicStore,
                              recordsPerReadTransaction: Int = 50_000,
                              progress: ((ReplayProgress) -> Void)? = nil) throws -> TopicFlow {
+        try topic(code, project: project, in: store, recordsPerReadTransaction: recordsPerReadTransaction,
+                  decodingEveryRecord: false, progress: progress)
+    }
+
+    /// `topic`, decoding only the records that may change the topic's
+    /// subscribers or existence (`RecordGlance`): registers and unregisters
+    /// naming it, every unregister-all, drop-topics naming it.
+    /// `decodingEveryRecord` decodes the project's every record instead.
+    package static func topic(_ code: String, project: String, in store: TopicStore,
+                              recordsPerReadTransaction: Int = 50_000, decodingEveryRecord: Bool,
+                              progress: ((ReplayProgress) -> Void)? = nil) throws -> TopicFlow {
         var members = Set<String>()
         var points: [TopicPoint] = []
         var createdSeq: UInt64?, createdAt: Int64?
@@ -233,8 +272,17 @@ public enum History {
             }
             lastTime = snapshot.timestamp
         }
-        let last = try scan(store, project: project, recordsPerReadTransaction: recordsPerReadTransaction, progress: progress) { r in
-            lastTime = r.timestamp
+        let wanted = Array(code.utf8)
+        let select = { (glance: RecordGlance) -> Bool in
+            if decodingEveryRecord { return true }
+            switch glance.kind {
+            case .register, .unregister, .dropTopic: return wanted.withUnsafeBytes { glance.mayName(topic: $0) }
+            case .unregisterAll: return true
+            case .token, .tokenRejected, .forgetDevice, .expireToken: return false
+            }
+        }
+        let (last, lastScannedTime) = try scan(store, project: project, recordsPerReadTransaction: recordsPerReadTransaction,
+                                               progress: progress, selecting: select) { r in
             switch r.event.body {
             case .register(let d, let specs) where specs.contains(where: { $0.code == code }):
                 if createdSeq == nil { createdSeq = r.sequence; createdAt = r.timestamp }
@@ -264,21 +312,27 @@ public enum History {
                 break
             }
         }
+        if let lastScannedTime { lastTime = lastScannedTime }
         return TopicFlow(project: project, code: code, createdSeq: createdSeq, createdAt: createdAt,
                          points: points, asOfSeq: Swift.max(last, snapshot?.sequence ?? 0), asOfTime: lastTime,
                          horizon: snapshot?.sequence, lifecycle: lifecycle)
     }
 
-    /// Calls `body` with each record of `project`, in bounded read transactions;
-    /// records of other projects are skipped before decoding. Returns the last sequence.
+    /// Calls `body` with each record of `project` that `select` picks, in
+    /// bounded read transactions, in order; records of other projects, and
+    /// those `select` passes over, are skipped before decoding (`select` sees
+    /// each in order, as it is read). Returns the last sequence scanned and the
+    /// timestamp of the last record of `project` scanned.
     static func scan(_ store: TopicStore, project: String, recordsPerReadTransaction: Int,
-                     progress: ((ReplayProgress) -> Void)?, _ body: (LogRecord) throws -> Void) throws -> UInt64 {
+                     progress: ((ReplayProgress) -> Void)?, selecting select: (RecordGlance) -> Bool,
+                     _ body: (LogRecord) throws -> Void) throws -> (last: UInt64, lastTime: Int64?) {
         let log = store.log
         let projectBytes = Array(project.utf8)
-        guard let bounds = try store.read({ txn in try log.sequenceRange(txn) }) else { return 0 }
+        guard let bounds = try store.read({ txn in try log.sequenceRange(txn) }) else { return (0, nil) }
         let end = bounds.upperBound
         var next = bounds.lowerBound
         var last: UInt64 = 0
+        var lastTime: Int64?
         let generation = store.generation
         // Every record's link is followed, other projects' too: an answer never comes from a
         // record altered with its checksum recomputed (the scan throws at it, as at a bad checksum).
@@ -296,9 +350,14 @@ public enum History {
                     try chain.check(bytes, key: seq)
                     last = seq
                     scanned += 1
-                    // Other projects' records are skipped undecoded.
+                    // Other projects' records are skipped undecoded, and so are those
+                    // `select` passes over; one whose fields do not parse is decoded,
+                    // which says what is wrong with it.
                     if RecordCodec.names(project: projectBytes, bytes) {
-                        records.append(try RecordCodec.decode(bytes, key: seq))
+                        lastTime = try RecordCodec.timestamp(of: bytes, key: seq)
+                        if RecordGlance(bytes).map(select) ?? true {
+                            records.append(try RecordCodec.decode(bytes, key: seq))
+                        }
                     }
                     return records.count < limit && scanned < 4 * limit
                 }
@@ -316,6 +375,6 @@ public enum History {
             for r in records { try body(r) }
             progress?(ReplayProgress(phase: "scan", done: last, total: end))
         }
-        return last
+        return (last, lastTime)
     }
 }
