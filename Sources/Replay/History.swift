@@ -334,11 +334,15 @@ public enum History {
         var last: UInt64 = 0
         var lastTime: Int64?
         let generation = store.generation
-        // Every record's link is followed, other projects' too: an answer never comes from a
-        // record altered with its checksum recomputed (the scan throws at it, as at a bad checksum).
-        var chain = ChainCheck(after: try Replay.chainStart(of: store))
         // Bounded transactions: at most this many records decoded, or four times as many skipped.
         let limit = recordsPerReadTransaction
+        // Every record's link is followed, other projects' too, on a thread of its own: an
+        // answer never comes from a record altered with its checksum recomputed (the scan
+        // throws at it, as at a bad checksum). A fault the follower finds before one the
+        // scan meets is the one thrown, as when the scan followed the chain itself.
+        let follower = ChainFollower(store: store, from: next, through: end, after: try Replay.chainStart(of: store),
+                                     recordsPerTransaction: 4 * limit)
+        defer { follower.cancel() }
         while next <= end {
             var records: [LogRecord] = []
             var scanned = 0
@@ -347,7 +351,6 @@ public enum History {
                     // A record missing or a key out of order: the history would be wrong from there on.
                     guard entry.kind == .inOrder else { throw ReplayError.damagedLog(LogIssue(entry), exportFrom: nil, through: nil) }
                     let seq = entry.sequence, bytes = entry.bytes
-                    try chain.check(bytes, key: seq)
                     last = seq
                     scanned += 1
                     // Other projects' records are skipped undecoded, and so are those
@@ -362,10 +365,15 @@ public enum History {
                     return records.count < limit && scanned < 4 * limit
                 }
             } } catch ReplayError.damagedLog(let issue, _, _) {
+                _ = try follower.waitUntilVerified(through: issue.sequence &- 1)
                 try ReplayError.checkNotCompacted(store, since: generation)
                 throw ReplayError.damagedLog(issue, exportFrom: nil, through: nil)
+            } catch let e as RecordCorruption {
+                _ = try follower.waitUntilVerified(through: e.sequence)
+                throw e
             }
             if scanned == 0 {
+                _ = try follower.waitUntilVerified(through: next &- 1)
                 try ReplayError.checkNotCompacted(store, since: generation)
                 // Keys up to the log's last one, but none from `next` on that reads as a record due.
                 throw ReplayError.damagedLog(LogIssue(sequence: next, kind: .gap, message: "records \(next)…\(end) are missing (the log's last key is \(end))",
@@ -374,6 +382,12 @@ public enum History {
             next = last + 1
             for r in records { try body(r) }
             progress?(ReplayProgress(phase: "scan", done: last, total: end))
+        }
+        // The follower stops short without a fault only at a record missing or out of place,
+        // which the scan read before it: the log changed between the two reads (compaction).
+        if let damage = try follower.waitUntilVerified(through: last) {
+            try ReplayError.checkNotCompacted(store, since: generation)
+            throw ReplayError.damagedLog(damage, exportFrom: nil, through: nil)
         }
         return (last, lastTime)
     }
