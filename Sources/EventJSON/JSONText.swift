@@ -36,15 +36,32 @@ public enum JSONText {
     }
 
     /// Appends `bytes` (UTF-8) as a quoted JSON string to `out`, U+2028/U+2029 escaped (one
-    /// JSON value per line of NDJSON, however the reader splits lines).
-    public static func appendQuoted(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+    /// JSON value per line of NDJSON, however the reader splits lines) unless `lineSeparators`
+    /// is false (`quoted`'s default, which an export's lines keep).
+    public static func appendQuoted(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8], lineSeparators: Bool = true) {
         out.append(0x22)
         if !needsEscaping(bytes) {
             out.append(contentsOf: bytes)
         } else {
-            out.append(contentsOf: Array(quoted(String(decoding: bytes, as: UTF8.self), lineSeparators: true).utf8.dropFirst().dropLast()))
+            out.append(contentsOf: Array(quoted(String(decoding: bytes, as: UTF8.self), lineSeparators: lineSeparators).utf8.dropFirst().dropLast()))
         }
         out.append(0x22)
+    }
+
+    /// Appends `v` in decimal, as `String(v)` spells it.
+    public static func appendDecimal<T: BinaryInteger>(_ v: T, to out: inout [UInt8]) {
+        var magnitude = UInt64(v.magnitude)
+        if v < 0 { out.append(0x2D) }
+        // At most 20 digits; written from the end of a small buffer.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var at = 20
+            repeat {
+                at -= 1
+                digits[at] = 0x30 + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[at..<20]))
+        }
     }
 
     /// Appends `s` as a quoted JSON string to `out` (`appendQuoted` of its UTF-8 bytes).
