@@ -58,7 +58,7 @@ public enum Archive {
             let zstd = try ZstdCompressor(fd: fd, level: level, workers: 1)
             let newline: [UInt8] = [0x0A]
             var records: UInt64 = 0
-            let summary = try Export.lines(from: store, from: from, through: to, progress: progress) { line in
+            let summary = try Export.lineBytes(from: store, from: from, through: to, progress: progress) { line in
                 try zstd.write(line)
                 try zstd.write(newline)
                 records += 1

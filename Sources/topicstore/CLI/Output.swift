@@ -15,6 +15,7 @@ final class OutputBuffer {
 
     func write(_ s: String) { buffer.append(contentsOf: s.utf8); if buffer.count >= 1 << 16 { flush() } }
     func write(bytes: [UInt8]) { buffer.append(contentsOf: bytes); if buffer.count >= 1 << 16 { flush() } }
+    func write(bytes: UnsafeRawBufferPointer) { buffer.append(contentsOf: bytes); if buffer.count >= 1 << 16 { flush() } }
     func append(_ body: (inout [UInt8]) -> Void) { body(&buffer); if buffer.count >= 1 << 16 { flush() } }
 
     func flush() {

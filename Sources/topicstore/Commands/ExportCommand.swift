@@ -55,8 +55,8 @@ enum ExportCommand: Command {
         let bar = ProgressBar(arguments: arguments)
         let out = OutputBuffer()
         let newline: [UInt8] = [0x0A]
-        try Export.lines(from: store, from: from, through: through, progress: bar.update) { line in
-            out.write(line)
+        try Export.lineBytes(from: store, from: from, through: through, progress: bar.update) { line in
+            out.write(bytes: line)
             out.write(bytes: newline)
         }
         out.flush()
