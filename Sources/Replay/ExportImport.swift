@@ -92,40 +92,31 @@ public enum Export {
             } catch let e as RecordCorruption {
                 corruption = e
             }
-            // The lines are handed over only as far as the chain is verified: a fault the
-            // follower found first is the one reported, after the lines before it.
-            let readThrough = corruption?.sequence ?? (damage.map { $0.sequence &- 1 } ?? last)
-            var stop: (any Error)?
-            var verifiedShortOf: UInt64?
+            // The lines are handed over only as far as the follower has verified the chain: of a
+            // fault it found and one this walk met, the one earlier in the log is reported.
             do {
+                let readThrough = corruption?.sequence ?? (damage.map { $0.sequence &- 1 } ?? last)
                 if let shortOf = try follower.waitUntilVerified(through: readThrough) {
                     // The follower met a record missing or out of place that this walk did not:
-                    // the log changed between the two reads. Nothing past it is handed over.
-                    verifiedShortOf = shortOf.sequence
-                    if corruption == nil, damage == nil || damage!.sequence > shortOf.sequence { damage = shortOf }
+                    // the log changed between the two reads. Nothing from there on is handed over.
+                    if corruption == nil, damage.map({ $0.sequence > shortOf.sequence }) ?? true { damage = shortOf }
+                    ends.removeSubrange(min(ends.count, Int(shortOf.sequence.saturatingSubtract(chunkStart)))...)
                 }
             } catch let e as RecordCorruption {
-                corruption = e
-                damage = nil
+                (corruption, damage) = (e, nil)
             }
+            if let corruption { ends.removeSubrange(min(ends.count, Int(corruption.sequence.saturatingSubtract(chunkStart)))...) }
             if damage == nil, corruption == nil, ends.isEmpty {
                 // Keys up to the log's last one, but none from `next` on that reads as a record due.
                 damage = LogIssue(sequence: next, kind: .gap, message: next == end ? "record \(next) is missing"
                                     : "records \(next)…\(end) are missing (the log's last key is \(end))", missing: next...end)
             }
-            var handOver = ends.count
-            if let verifiedShortOf { handOver = min(handOver, Int(verifiedShortOf.saturatingSubtract(chunkStart))) }
-            if let corruption {
-                handOver = min(handOver, Int(corruption.sequence.saturatingSubtract(chunkStart)))
-                stop = ReplayError.damagedRecord(corruption, exportFrom: max(from, 1), through: end)
-            }
             try text.withUnsafeBytes { all in
-                for i in 0..<handOver {
-                    let start = i == 0 ? 0 : ends[i - 1]
-                    try body(UnsafeRawBufferPointer(rebasing: all[start..<ends[i]]))
+                for i in ends.indices {
+                    try body(UnsafeRawBufferPointer(rebasing: all[(i == 0 ? 0 : ends[i - 1])..<ends[i]]))
                 }
             }
-            if let stop { throw stop }
+            if let corruption { throw ReplayError.damagedRecord(corruption, exportFrom: max(from, 1), through: end) }
             if let damage {
                 try ReplayError.checkNotCompacted(store, since: generation)
                 throw ReplayError.damagedLog(damage, exportFrom: max(from, 1), through: end)
