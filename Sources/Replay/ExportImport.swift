@@ -136,7 +136,12 @@ public enum Export {
 /// instead appends commands as new events, with new times.)
 public final class Importer {
     private let builder: ProjectionBuilder
+    /// Folds the chunks into the store on a second thread; the builder is its alone until `finish`.
+    private let applier: ImportApplier
     private var pending = RecordChunk()
+    /// The sequence and time of the last record added (the builder's are the folding thread's).
+    private var lastSequence: UInt64 = 0
+    private var lastTimestamp: Int64
     /// The chain link of the last record added, and the last checkpoint that matched (0: none yet).
     private var link = ChainHash.genesis
     private var lastCheckpoint: UInt64 = 0
@@ -151,6 +156,9 @@ public final class Importer {
                 memoryBudget: Int? = Replay.Options.defaultMemoryBudget) throws {
         builder = try ProjectionBuilder(creating: directory, writesLog: true, mapSize: 256 << 20, memoryBudget: memoryBudget)
         self.recordsPerCommit = recordsPerCommit
+        lastSequence = builder.appliedSequence
+        lastTimestamp = builder.lastTimestamp
+        applier = ImportApplier(builder, directory: directory)
     }
 
     /// Parses one exported line: an event with `seq` and `ts`.
@@ -199,13 +207,12 @@ public final class Importer {
     /// A record `unchained` in its source (the version before the chain) is imported chained, so
     /// the chain differs from the source's from there on: no later checkpoint is checked.
     public func add(_ record: LogRecord, link recorded: ChainHash? = nil, unchained: Bool = false, lineNumber: Int? = nil) throws {
-        let expected = (pending.records.last?.sequence ?? builder.appliedSequence) + 1
+        let expected = lastSequence + 1
         guard record.sequence == expected else {
             throw ReplayError.invalidInput(sequence: record.sequence, "expected sequence \(expected): an import must be gap-free from 1")
         }
-        let previousTime = pending.records.last?.timestamp ?? builder.lastTimestamp
-        guard record.timestamp >= previousTime else {
-            throw ReplayError.invalidInput(sequence: record.sequence, "time \(record.timestamp) is before the previous record's \(previousTime)")
+        guard record.timestamp >= lastTimestamp else {
+            throw ReplayError.invalidInput(sequence: record.sequence, "time \(record.timestamp) is before the previous record's \(lastTimestamp)")
         }
         do { try Validation.validate(record.event, rules: .logged) } catch {
             throw ReplayError.invalidInput(sequence: record.sequence, error.description)
@@ -223,22 +230,29 @@ public final class Importer {
         }
         if recorded != nil { lastCheckpoint = record.sequence }
         link = next
+        (lastSequence, lastTimestamp) = (record.sequence, record.timestamp)
         pending.records.append(record)
         pending.raw += bytes
         pending.ends.append(pending.raw.count)
         if pending.records.count >= recordsPerCommit { try flush() }
     }
 
+    /// Hands the pending records to the folding thread.
     private func flush() throws {
-        try builder.apply(pending)
-        records += UInt64(pending.records.count)
+        guard !pending.records.isEmpty else { return }
+        let count = pending.records.count
+        try applier.hand(pending)
+        records += UInt64(count)
         pending = RecordChunk()
     }
 
-    /// Commits what is pending and syncs; returns the new log's head.
+    /// Commits what is pending and syncs; returns the new log's head. A
+    /// failure to fold any chunk is thrown here if no `add` threw it before.
     @discardableResult
     public func finish() throws -> ChainHead? {
-        try flush()
+        let handed: Result<Void, any Error> = Result { try flush() }
+        try applier.finish()
+        try handed.get()
         try builder.finish()
         return builder.appliedSequence == 0 ? nil : ChainHead(sequence: builder.appliedSequence, hash: builder.link)
     }

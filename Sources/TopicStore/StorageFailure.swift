@@ -23,7 +23,7 @@ extension TopicStore {
     /// `error` as the caller should see it: ENOSPC, or a write LMDB cut short (it says
     /// EIO) on a filesystem with (almost) no space left, is `StoreError.storageFull`
     /// naming the directory; anything else is left as it is.
-    static func diagnosed(_ error: any Error, directory: String) -> any Error {
+    package static func diagnosed(_ error: any Error, directory: String) -> any Error {
         if let damage = damage(in: error, directory: directory) { return damage }
         guard let code = error as? LMDBError else { return error }
         let full = code.rawValue == ENOSPC || code.rawValue == EDQUOT

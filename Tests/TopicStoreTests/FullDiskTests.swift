@@ -85,6 +85,31 @@ struct FullDiskTests: RunsTopicstore {
         #expect(audit.status == 0, "\(audit.stdout)\(audit.stderr)")
     }
 
+    /// An import folds on a second thread (`ImportApplier`): a commit that fills the disk there
+    /// stops the import with the error, leaves the directory as it was, and the same import
+    /// on a roomier disk ends at the source's head.
+    @Test func anImportThatFillsTheDiskFailsAndLeavesNothing() throws {
+        let dir = TemporaryDirectory("full-import")
+        let source = dir.sub("source")
+        let load = try topicstore(["load", "--data", source, "-"], stdin: Self.installs(0..<20_000).joined(separator: "\n"))
+        #expect(load.status == 0, "\(load.stderr)")
+        let export = try topicstore(["export", "--data", source])
+        #expect(export.status == 0, "\(export.stderr)")
+        let file = dir.sub("export.jsonl")
+        try export.stdout.write(toFile: file, atomically: false, encoding: .utf8)
+        let fs = try SmallFilesystem(megabytes: 3)
+        let target = fs.path + "/imported"
+        let failed = try topicstore(["import", "--data", target, file])
+        #expect(failed.status == 1, "status \(failed.status): \(failed.stderr)")
+        #expect(failed.stderr.contains("No space left on device") || failed.stderr.contains("full"), "[\(failed.stderr)]")
+        let left = (try? FileManager.default.contentsOfDirectory(atPath: target)) ?? []
+        #expect(left.isEmpty, "left behind: \(left)")
+        #expect(fs.resize(megabytes: 64))
+        let head = try #require(try topicstore(["audit", "--data", source]).stdout.firstMatch(of: /head: seq (\d+) sha256 ([0-9a-f]{64})/))
+        let again = try topicstore(["import", "--data", target, "--expect-head", "\(head.1):\(head.2)", file])
+        #expect(again.status == 0 && again.stdout.contains("imported 40000 records"), "\(again.stdout)\(again.stderr)")
+    }
+
     /// A server whose disk is full answers 503 with Retry-After (not 500), says so on
     /// /healthz, and recovers by itself once there is room.
     @Test func aServerOnAFullDiskSaysSoAndRecovers() throws {

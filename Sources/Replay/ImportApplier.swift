@@ -1,0 +1,88 @@
+import Foundation
+import TopicStore
+
+/// Folds an import's chunks into its store on a thread of its own, while the
+/// importing thread parses, validates and chains the next lines: on two cores
+/// the two halves of an import overlap (the folding half was a third of it,
+/// the rest one thread's, perf).
+///
+/// At most one chunk waits while another is folded, so memory stays bounded.
+/// The builder is used by this thread alone until `finish` has returned; a
+/// failure to fold is thrown at the next hand-off, or by `finish`.
+final class ImportApplier: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var waiting: RecordChunk?
+    private var closed = false
+    private var done = false
+    private var failure: (any Error)?
+
+    /// The thread's name in the kernel (at most 15 bytes).
+    static let threadName = "import-fold"
+
+    /// Touched by the folding thread only, until `finish` returns.
+    private let builder: ProjectionBuilder
+
+    /// `directory`: where the store is written (a failure for want of room names it).
+    init(_ builder: ProjectionBuilder, directory: String) {
+        self.builder = builder
+        let thread = Thread { [self] in
+            try? Self.threadName.write(toFile: "/proc/thread-self/comm", atomically: false, encoding: .utf8)
+            while let chunk = next() {
+                do { try self.builder.apply(chunk) } catch {
+                    // A full disk is said as such (LMDB reports a write it cut short as EIO).
+                    fail(TopicStore.diagnosed(error, directory: directory))
+                    break
+                }
+            }
+            condition.changing { done = true }
+        }
+        thread.name = "topicstore-\(Self.threadName)"
+        thread.stackSize = 8 << 20
+        thread.start()
+    }
+
+    /// The next chunk to fold; nil once closed and drained.
+    private func next() -> RecordChunk? {
+        condition.lock()
+        defer { condition.unlock() }
+        while waiting == nil, !closed { condition.wait() }
+        let chunk = waiting
+        waiting = nil
+        condition.broadcast()
+        return chunk
+    }
+
+    private func fail(_ error: any Error) {
+        condition.changing { failure = error }
+    }
+
+    /// Hands `chunk` over, once the one waiting before it is taken; throws a
+    /// failure to fold an earlier chunk (nothing more is folded then).
+    func hand(_ chunk: RecordChunk) throws {
+        condition.lock()
+        defer { condition.unlock() }
+        while waiting != nil, failure == nil { condition.wait() }
+        if let failure { throw failure }
+        waiting = chunk
+        condition.broadcast()
+    }
+
+    /// Waits until every chunk handed over is folded and the thread has ended;
+    /// throws a failure to fold one. Call it once.
+    func finish() throws {
+        condition.changing { closed = true }
+        condition.lock()
+        defer { condition.unlock() }
+        while !done { condition.wait() }
+        if let failure { throw failure }
+    }
+}
+
+extension NSCondition {
+    /// Runs `body` holding the lock, then wakes every waiter.
+    fileprivate func changing<R>(_ body: () throws -> R) rethrows -> R {
+        lock()
+        defer { broadcast(); unlock() }
+        return try body()
+    }
+}
