@@ -158,7 +158,7 @@ public final class Importer {
         self.recordsPerCommit = recordsPerCommit
         lastSequence = builder.appliedSequence
         lastTimestamp = builder.lastTimestamp
-        applier = ImportApplier(builder, directory: directory)
+        applier = ImportApplier(builder)
     }
 
     /// Parses one exported line: an event with `seq` and `ts`.

@@ -1,5 +1,4 @@
 import Foundation
-import TopicStore
 
 /// Folds an import's chunks into its store on a thread of its own, while the
 /// importing thread parses, validates and chains the next lines: on two cores
@@ -22,15 +21,13 @@ final class ImportApplier: @unchecked Sendable {
     /// Touched by the folding thread only, until `finish` returns.
     private let builder: ProjectionBuilder
 
-    /// `directory`: where the store is written (a failure for want of room names it).
-    init(_ builder: ProjectionBuilder, directory: String) {
+    init(_ builder: ProjectionBuilder) {
         self.builder = builder
         let thread = Thread { [self] in
             try? Self.threadName.write(toFile: "/proc/thread-self/comm", atomically: false, encoding: .utf8)
             while let chunk = next() {
                 do { try self.builder.apply(chunk) } catch {
-                    // A full disk is said as such (LMDB reports a write it cut short as EIO).
-                    fail(TopicStore.diagnosed(error, directory: directory))
+                    fail(error)
                     break
                 }
             }

@@ -2,6 +2,7 @@ import Foundation
 import LMDB
 import Projections
 import SubscriptionLog
+import TopicStore
 
 /// A new store directory being built record by record: the projections folded
 /// with `Fold.apply` (the one fold the live path uses) and, optionally, the log
@@ -108,6 +109,18 @@ final class ProjectionBuilder {
 
     /// Folds `chunks` in one write transaction (see `apply(_:)`).
     func apply(_ chunks: [RecordChunk]) throws {
+        try namingAFullDisk { try applyInOneTransaction(chunks) }
+    }
+
+    /// Runs `body`, which writes the store: a write that failed for want of room
+    /// is thrown as `StoreError.storageFull` naming the directory (LMDB reports
+    /// a write the filesystem cut short as EIO: a `replay` or an `import` onto a
+    /// full disk said only `Input/output error (5)`).
+    private func namingAFullDisk<R>(_ body: () throws -> R) throws -> R {
+        do { return try body() } catch { throw TopicStore.storageFull(error, directory: directory) }
+    }
+
+    private func applyInOneTransaction(_ chunks: [RecordChunk]) throws {
         guard chunks.contains(where: { !$0.records.isEmpty }) else { return }
         if inMemory {
             var held = chunks  // copied (each record retained) when the fold moves its records
@@ -153,7 +166,7 @@ final class ProjectionBuilder {
     func apply(taking chunks: inout [RecordChunk]) throws {
         guard inMemory else { return try apply(chunks) }
         guard chunks.contains(where: { !$0.records.isEmpty }) else { return }
-        try applyInMemory(&chunks)
+        try namingAFullDisk { try applyInMemory(&chunks) }
     }
 
     /// Build mode: the log records (when written) in their own transaction,
@@ -272,8 +285,10 @@ final class ProjectionBuilder {
 
     /// Writes the projections (build mode) and flushes everything to disk.
     func finish() throws {
-        try writeProjections()
-        try environment.sync(force: true)
+        try namingAFullDisk {
+            try writeProjections()
+            try environment.sync(force: true)
+        }
     }
 }
 

@@ -23,8 +23,15 @@ extension TopicStore {
     /// `error` as the caller should see it: ENOSPC, or a write LMDB cut short (it says
     /// EIO) on a filesystem with (almost) no space left, is `StoreError.storageFull`
     /// naming the directory; anything else is left as it is.
-    package static func diagnosed(_ error: any Error, directory: String) -> any Error {
+    static func diagnosed(_ error: any Error, directory: String) -> any Error {
         if let damage = damage(in: error, directory: directory) { return damage }
+        return storageFull(error, directory: directory)
+    }
+
+    /// `error` as `StoreError.storageFull` naming `directory` when it is a write that
+    /// failed for want of room (see `diagnosed`); anything else is left as it is. For
+    /// a store being built (a rebuild's, an import's), whose faults are its source's.
+    package static func storageFull(_ error: any Error, directory: String) -> any Error {
         guard let code = error as? LMDBError else { return error }
         let full = code.rawValue == ENOSPC || code.rawValue == EDQUOT
         guard full || code.rawValue == EIO else { return error }
