@@ -87,9 +87,14 @@ public enum Archive {
     /// link before `from`), equal to the log's record — byte for byte, or, where
     /// the log stores a name in another form, the same event under the same
     /// chain link — so the archive holds the events whole and carries the log's links.
+    ///
+    /// The lines are decompressed and parsed on a second thread, `linesPerChunk`
+    /// at a time, while this one re-encodes and compares the records before them.
     public static func verify(archive path: String, against store: TopicStore, from: UInt64, to: UInt64,
-                              chainBefore: ChainHash, progress: ((ReplayProgress) -> Void)? = nil) throws {
-        let lines = try ArchiveLines(path: path)
+                              chainBefore: ChainHash, linesPerChunk: Int = 50_000,
+                              progress: ((ReplayProgress) -> Void)? = nil) throws {
+        let lines = try ParsedArchiveLines(path: path, count: to >= from ? to - from + 1 : 0, chunkSize: linesPerChunk)
+        defer { lines.cancel() }
         var link = chainBefore
         var next = from
         let log = store.log
@@ -113,14 +118,10 @@ public enum Archive {
             }
             for (i, bytes) in stored.enumerated() {
                 let seq = next + UInt64(i)
-                guard let line = try lines.next() else {
+                guard let record = try lines.next() else {
                     throw Failure.verification(path, "it ends after \(lineNumber) lines; record \(seq) is missing")
                 }
                 lineNumber += 1
-                let record: LogRecord
-                do { record = try Importer.record(fromLine: line, lineNumber: lineNumber) } catch {
-                    throw Failure.verification(path, "\(error)")
-                }
                 guard record.sequence == seq else {
                     throw Failure.verification(path, "line \(lineNumber) holds seq \(record.sequence), expected \(seq)")
                 }
@@ -139,7 +140,7 @@ public enum Archive {
             progress?(ReplayProgress(phase: "verify", done: end - from + 1, total: to - from + 1))
             next = end + 1
         }
-        if let extra = try lines.next() {
+        if let extra = try lines.lineAfterTheLast() {
             throw Failure.verification(path, "it holds more than \(to - from + 1) records (next line: \(extra.prefix(80)))")
         }
     }
