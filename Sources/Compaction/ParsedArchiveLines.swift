@@ -1,4 +1,5 @@
 import Foundation
+import Projections
 import Replay
 import SubscriptionLog
 
@@ -34,8 +35,7 @@ package final class ParsedArchiveLines: @unchecked Sendable {
     /// `chunkSize`: lines parsed before they are handed over.
     package init(path: String, count: UInt64, chunkSize: Int = 50_000) throws {
         lines = try ArchiveLines(path: path)
-        let thread = Thread { [self] in
-            try? Self.threadName.write(toFile: "/proc/thread-self/comm", atomically: false, encoding: .utf8)
+        startThread(named: Self.threadName) { [self] in
             var lineNumber = 0
             var batch: [LogRecord] = []
             batch.reserveCapacity(chunkSize)
@@ -58,9 +58,6 @@ package final class ParsedArchiveLines: @unchecked Sendable {
                 finish(extra: nil, failure: error)
             }
         }
-        thread.name = "topicstore-\(Self.threadName)"
-        thread.stackSize = 8 << 20
-        thread.start()
     }
 
     private var isCancelled: Bool {

@@ -9,18 +9,10 @@ final class HelperThread<Value>: @unchecked Sendable {
 
     /// Starts `work` at once.
     init(name: String, _ work: @escaping @Sendable () throws -> Value) {
-        let thread = Thread { [self] in
-            // `Thread.name` does not reach the kernel on Linux: named here (its
-            // first 15 bytes), the thread shows as such in `top -H`, perf and
-            // /proc/PID/task/*/comm.
-            try? String(decoding: name.utf8.prefix(15), as: UTF8.self)
-                .write(toFile: "/proc/thread-self/comm", atomically: false, encoding: .utf8)
+        startThread(named: name) { [self] in
             result = Result { try work() }
             done.signal()
         }
-        thread.name = name
-        thread.stackSize = 8 << 20
-        thread.start()
     }
 
     /// Waits for the work to finish; returns what it returned or throws what it threw.
@@ -29,6 +21,22 @@ final class HelperThread<Value>: @unchecked Sendable {
         done.wait()
         return try result!.get()
     }
+}
+
+/// Runs `body` on a new thread of its own — not the Swift cooperative pool: it
+/// may hold an LMDB read transaction, or wait for another thread — with an
+/// 8 MiB stack, named `name` (its first 15 bytes) in the kernel too:
+/// `Thread.name` does not reach it on Linux, and so named the thread shows as
+/// such in `top -H`, perf and /proc/PID/task/*/comm.
+package func startThread(named name: String, _ body: @escaping @Sendable () -> Void) {
+    let thread = Thread {
+        try? String(decoding: name.utf8.prefix(15), as: UTF8.self)
+            .write(toFile: "/proc/thread-self/comm", atomically: false, encoding: .utf8)
+        body()
+    }
+    thread.name = "topicstore-\(name)"
+    thread.stackSize = 8 << 20
+    thread.start()
 }
 
 /// The two moves of a hand-off between a helper thread and the one that

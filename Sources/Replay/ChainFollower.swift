@@ -1,4 +1,5 @@
 import Foundation
+import Projections
 import SubscriptionLog
 import TopicStore
 
@@ -28,10 +29,7 @@ final class ChainFollower: @unchecked Sendable {
     /// Starts following from `from` (whose previous link is `link`: see `ChainCheck`).
     init(store: TopicStore, from: UInt64, through: UInt64, after link: ChainHash?, recordsPerTransaction: Int) {
         verifiedThrough = from &- 1
-        let thread = Thread { [self] in
-            // `Thread.name` does not reach the kernel on Linux: named here, the
-            // thread shows as such in `top -H`, perf and /proc/PID/task/*/comm.
-            try? Self.threadName.write(toFile: "/proc/thread-self/comm", atomically: false, encoding: .utf8)
+        startThread(named: Self.threadName) { [self] in
             var chain = ChainCheck(after: link)
             var next = from
             do {
@@ -55,9 +53,6 @@ final class ChainFollower: @unchecked Sendable {
                 finish(error)
             }
         }
-        thread.name = "topicstore-\(Self.threadName)"
-        thread.stackSize = 8 << 20
-        thread.start()
     }
 
     private var isCancelled: Bool {

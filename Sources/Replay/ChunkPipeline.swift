@@ -1,4 +1,5 @@
 import Foundation
+import Projections
 import TopicStore
 
 /// Reads and checks the log on a second thread while the caller folds: on two
@@ -29,10 +30,7 @@ final class ChunkPipeline: @unchecked Sendable {
          verifier: LogVerifier, stopAtFault: Bool, depth: Int = 3) {
         self.depth = depth
         let reader = LogReader(store: store, recordsPerTransaction: recordsPerTransaction)
-        let thread = Thread { [self] in
-            // `Thread.name` does not reach the kernel on Linux: named here, the
-            // thread shows as such in `top -H`, perf and /proc/PID/task/*/comm.
-            try? Self.threadName.write(toFile: "/proc/thread-self/comm", atomically: false, encoding: .utf8)
+        startThread(named: Self.threadName) { [self] in
             var verifier = verifier
             var next = from
             var folding = true
@@ -53,9 +51,6 @@ final class ChunkPipeline: @unchecked Sendable {
             }
             freeFoldedUntilClosed()
         }
-        thread.name = "topicstore-replay-reader"
-        thread.stackSize = 8 << 20
-        thread.start()
     }
 
     private var isCancelled: Bool {

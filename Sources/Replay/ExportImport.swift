@@ -161,6 +161,9 @@ public final class Importer {
         applier = ImportApplier(builder)
     }
 
+    /// An importer dropped unfinished (an `add` threw): its folding thread ends too.
+    deinit { applier.close() }
+
     /// Parses one exported line: an event with `seq` and `ts`.
     public static func record(fromLine line: String, lineNumber: Int) throws -> LogRecord {
         try parse(line: line, lineNumber: lineNumber).record

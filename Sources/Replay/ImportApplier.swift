@@ -1,4 +1,5 @@
 import Foundation
+import Projections
 
 /// Folds an import's chunks into its store on a thread of its own, while the
 /// importing thread parses, validates and chains the next lines: on two cores
@@ -23,8 +24,7 @@ final class ImportApplier: @unchecked Sendable {
 
     init(_ builder: ProjectionBuilder) {
         self.builder = builder
-        let thread = Thread { [self] in
-            try? Self.threadName.write(toFile: "/proc/thread-self/comm", atomically: false, encoding: .utf8)
+        startThread(named: Self.threadName) { [self] in
             while let chunk = next() {
                 do { try self.builder.apply(chunk) } catch {
                     fail(error)
@@ -33,9 +33,6 @@ final class ImportApplier: @unchecked Sendable {
             }
             condition.changing { done = true }
         }
-        thread.name = "topicstore-\(Self.threadName)"
-        thread.stackSize = 8 << 20
-        thread.start()
     }
 
     /// The next chunk to fold; nil once closed and drained.
@@ -64,10 +61,16 @@ final class ImportApplier: @unchecked Sendable {
         condition.broadcast()
     }
 
-    /// Waits until every chunk handed over is folded and the thread has ended;
-    /// throws a failure to fold one. Call it once.
-    func finish() throws {
+    /// Lets the thread end once it has folded what it holds, without waiting
+    /// for it (an importer dropped without `finish`, after an error).
+    func close() {
         condition.changing { closed = true }
+    }
+
+    /// Waits until every chunk handed over is folded and the thread has ended;
+    /// throws a failure to fold one.
+    func finish() throws {
+        close()
         condition.lock()
         defer { condition.unlock() }
         while !done { condition.wait() }
