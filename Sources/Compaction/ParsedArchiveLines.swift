@@ -68,44 +68,41 @@ package final class ParsedArchiveLines: @unchecked Sendable {
 
     /// Stops the reading (the caller gave up): the thread ends at its next chunk.
     package func cancel() {
-        condition.lock()
-        cancelled = true
-        condition.broadcast()
-        condition.unlock()
+        condition.changing { cancelled = true }
     }
 
     private func put(_ batch: [LogRecord]) {
         guard !batch.isEmpty else { return }
-        condition.lock()
-        while chunks.count >= Self.depth, !cancelled { condition.wait() }
-        chunks.append(batch)
-        condition.broadcast()
-        condition.unlock()
+        condition.waiting(while: { chunks.count >= Self.depth && !cancelled }) {
+            chunks.append(batch)
+            condition.broadcast()
+        }
     }
 
     private func finish(extra: String?, failure: (any Error)?) {
-        condition.lock()
-        self.extra = extra
-        self.failure = failure
-        ended = true
-        condition.broadcast()
-        condition.unlock()
+        condition.changing {
+            self.extra = extra
+            self.failure = failure
+            ended = true
+        }
     }
 
     /// The next line's record; nil when the archive has no more lines (within
     /// the `count` expected). Throws what stopped the reading, at the line it stopped.
     package func next() throws -> LogRecord? {
         if index == current.count {
-            condition.lock()
-            defer { condition.unlock() }
-            while chunks.isEmpty, !ended { condition.wait() }
-            if chunks.isEmpty {
-                if let failure { throw failure }
-                return nil
+            let taken = try condition.waiting(while: { chunks.isEmpty && !ended }) { () throws -> Bool in
+                // A failure comes only after every chunk parsed before it.
+                guard !chunks.isEmpty else {
+                    if let failure { throw failure }
+                    return false
+                }
+                current = chunks.removeFirst()
+                index = 0
+                condition.broadcast()
+                return true
             }
-            current = chunks.removeFirst()
-            index = 0
-            condition.broadcast()
+            guard taken else { return nil }
         }
         defer { index += 1 }
         return current[index]
@@ -113,10 +110,9 @@ package final class ParsedArchiveLines: @unchecked Sendable {
 
     /// After the `count` records: the line that follows them, if any.
     package func lineAfterTheLast() throws -> String? {
-        condition.lock()
-        defer { condition.unlock() }
-        while !ended { condition.wait() }
-        if let failure { throw failure }
-        return extra
+        try condition.waiting(while: { !ended }) {
+            if let failure { throw failure }
+            return extra
+        }
     }
 }

@@ -40,18 +40,20 @@ package func startThread(named name: String, _ body: @escaping @Sendable () -> V
 }
 
 /// The two moves of a hand-off between a helper thread and the one that
-/// takes its work (`EncodedDevices`, `InvertedChunks`).
+/// takes its work (`EncodedDevices`, `InvertedChunks`, and in Replay and
+/// Compaction the chain follower, the import's folding thread and the
+/// archive's parser).
 extension NSCondition {
     /// Runs `body` holding the lock, then wakes every waiter: `body` changed
     /// what they wait on.
-    func changing<R>(_ body: () throws -> R) rethrows -> R {
+    package func changing<R>(_ body: () throws -> R) rethrows -> R {
         lock()
         defer { broadcast(); unlock() }
         return try body()
     }
 
     /// Waits while `waits()` is true, then runs `body`, holding the lock for both.
-    func waiting<R>(while waits: () -> Bool, then body: () throws -> R) rethrows -> R {
+    package func waiting<R>(while waits: () -> Bool, then body: () throws -> R) rethrows -> R {
         lock()
         defer { unlock() }
         while waits() { wait() }

@@ -62,19 +62,17 @@ final class ChainFollower: @unchecked Sendable {
     }
 
     private func publish(through sequence: UInt64, damage: LogIssue?) {
-        condition.lock()
-        verifiedThrough = max(verifiedThrough, sequence)
-        if let damage { metDamage = damage }
-        condition.broadcast()
-        condition.unlock()
+        condition.changing {
+            verifiedThrough = max(verifiedThrough, sequence)
+            if let damage { metDamage = damage }
+        }
     }
 
     private func finish(_ error: (any Error)?) {
-        condition.lock()
-        fault = error
-        ended = true
-        condition.broadcast()
-        condition.unlock()
+        condition.changing {
+            fault = error
+            ended = true
+        }
     }
 
     /// Waits until every record through `sequence` is verified (nil). Throws
@@ -82,12 +80,11 @@ final class ChainFollower: @unchecked Sendable {
     /// follower stopped before `sequence` without a fault, returns the record
     /// missing or out of place it stopped at.
     func waitUntilVerified(through sequence: UInt64) throws -> LogIssue? {
-        condition.lock()
-        defer { condition.unlock() }
-        while verifiedThrough < sequence, !ended { condition.wait() }
-        if verifiedThrough >= sequence { return nil }
-        if let fault { throw fault }
-        return metDamage ?? LogIssue(sequence: verifiedThrough &+ 1, kind: .gap, message: "the chain was not followed past record \(verifiedThrough)")
+        try condition.waiting(while: { verifiedThrough < sequence && !ended }) {
+            if verifiedThrough >= sequence { return nil }
+            if let fault { throw fault }
+            return metDamage ?? LogIssue(sequence: verifiedThrough &+ 1, kind: .gap, message: "the chain was not followed past record \(verifiedThrough)")
+        }
     }
 
     /// Stops the follower at its next read transaction (the caller gave up).

@@ -37,13 +37,12 @@ final class ImportApplier: @unchecked Sendable {
 
     /// The next chunk to fold; nil once closed and drained.
     private func next() -> RecordChunk? {
-        condition.lock()
-        defer { condition.unlock() }
-        while waiting == nil, !closed { condition.wait() }
-        let chunk = waiting
-        waiting = nil
-        condition.broadcast()
-        return chunk
+        condition.waiting(while: { waiting == nil && !closed }) {
+            let chunk = waiting
+            waiting = nil
+            condition.broadcast()
+            return chunk
+        }
     }
 
     private func fail(_ error: any Error) {
@@ -53,12 +52,11 @@ final class ImportApplier: @unchecked Sendable {
     /// Hands `chunk` over, once the one waiting before it is taken; throws a
     /// failure to fold an earlier chunk (nothing more is folded then).
     func hand(_ chunk: RecordChunk) throws {
-        condition.lock()
-        defer { condition.unlock() }
-        while waiting != nil, failure == nil { condition.wait() }
-        if let failure { throw failure }
-        waiting = chunk
-        condition.broadcast()
+        try condition.waiting(while: { waiting != nil && failure == nil }) {
+            if let failure { throw failure }
+            waiting = chunk
+            condition.broadcast()
+        }
     }
 
     /// Lets the thread end once it has folded what it holds, without waiting
@@ -71,18 +69,8 @@ final class ImportApplier: @unchecked Sendable {
     /// throws a failure to fold one.
     func finish() throws {
         close()
-        condition.lock()
-        defer { condition.unlock() }
-        while !done { condition.wait() }
-        if let failure { throw failure }
-    }
-}
-
-extension NSCondition {
-    /// Runs `body` holding the lock, then wakes every waiter.
-    fileprivate func changing<R>(_ body: () throws -> R) rethrows -> R {
-        lock()
-        defer { broadcast(); unlock() }
-        return try body()
+        try condition.waiting(while: { !done }) {
+            if let failure { throw failure }
+        }
     }
 }

@@ -493,7 +493,8 @@ public enum RecordCodec {
 
     /// Whether an encoded record's project is `project` (its UTF-8 bytes), read
     /// from its header without decoding it (nor checking it: a caller that
-    /// trusts the answer has checked the record's frame or link first).
+    /// trusts the answer has checked the record's frame or link first, or
+    /// answers only once it has, as `History` does with its chain follower).
     public static func names(project: [UInt8], _ bytes: UnsafeRawBufferPointer) -> Bool {
         let n = project.count
         if bytes.first == 4 {
