@@ -3,19 +3,25 @@ import SubscriptionLog
 
 extension TopicStore {
     /// Walks the data.mdb of the store in `directory` (its active generation) page
-    /// by page, with pread: see `Environment.checkStructure`. Call it before the
+    /// by page, outside LMDB: see `Environment.checkStructure`. Call it before the
     /// store is opened: opening reads the table of tables through LMDB, and LMDB
     /// trusts every page it reads (a damaged one can kill the process). Only the
     /// meta pages are read through LMDB, and a read transaction pins the snapshot
     /// walked, so a server may go on writing meanwhile.
     public static func checkFileStructure(directory: String, maxIssues: Int = 1000) throws -> FileStructure {
+        try checkFileStructure(directory: directory, maxIssues: maxIssues, readingThroughMap: true)
+    }
+
+    /// `checkFileStructure`, its pages read with pread rather than through a map of
+    /// the file when `readingThroughMap` is false (what a walk does when mapping fails).
+    package static func checkFileStructure(directory: String, maxIssues: Int, readingThroughMap: Bool) throws -> FileStructure {
         try requireExisting(directory: directory)
         let path = generationDirectory(directory, try activeGeneration(in: directory))
         var options = Environment.Options()
         options.readOnly = true
         options.maxDatabases = 32
         let environment = try Generation.openEnvironment(path, options)
-        return try environment.checkStructure(maxIssues: maxIssues)
+        return try environment.checkStructure(maxIssues: maxIssues, readingThroughMap: readingThroughMap)
     }
 }
 

@@ -4,8 +4,8 @@ import SubscriptionLog
 import Testing
 import TopicStore
 
-/// `audit` walks data.mdb page by page with pread before anything is read through
-/// LMDB (`Environment.checkStructure`). A corruption review found one damaged page
+/// `audit` walks data.mdb page by page (through its own map of the file, or with
+/// pread) before anything is read through LMDB (`Environment.checkStructure`). A corruption review found one damaged page
 /// killing every command (SIGSEGV, SIGBUS or an LMDB assertion, `audit` included), a
 /// flipped branch key hiding entries from lookups while `audit` passed, and a stale meta
 /// page rolling the store back silently: each is now found and located.
@@ -225,6 +225,10 @@ import TopicStore
             }
             let file = try TopicStore.checkFileStructure(directory: damaged)
             if !file.isSound { found += 1 }
+            // Pages read with pread (when the file cannot be mapped) give the same findings.
+            let unmapped = try TopicStore.checkFileStructure(directory: damaged, maxIssues: 1000, readingThroughMap: false)
+            #expect(unmapped.issues.map(\.description) == file.issues.map(\.description) && unmapped.issueCount == file.issueCount
+                    && unmapped.tables.map(\.entries) == file.tables.map(\.entries) && unmapped.freePages == file.freePages)
         }
         #expect(found >= 20, "damage found in \(found) of 60 pages")
     }
