@@ -168,6 +168,10 @@ struct StructureWalk {
     var issues: [StructureIssue] = []
     var issueCount = 0
     var tables: [FileStructure.Table] = []
+    /// Each walked table's tag (1 + its place in the file's order of tables), beside `tables`.
+    private var tableTags: [UInt16] = []
+    /// The tables' names by tag - 1: the free list, the main table, then those the main table names.
+    private var names: [String] = []
     var freePages = 0
     /// The free list's records (their page lists), applied after every tree is walked.
     private var freeLists: [(value: [UInt8], page: Int, node: Int)] = []
@@ -226,15 +230,31 @@ struct StructureWalk {
         }
         let (free, main) = m.withUnsafeBytes { (Record(UnsafeRawBufferPointer(rebasing: $0[0..<48])), Record(UnsafeRawBufferPointer(rebasing: $0[48..<96]))) }
         var named: [(String, Record)] = []
-        walk(table: "(free list)", free, isFreeList: true, named: &named)
-        walk(table: "(main)", main, isFreeList: false, named: &named)
-        var index = 0
-        while index < named.count {
-            let (name, record) = named[index]
-            var none: [(String, Record)] = []
-            walk(table: name, record, isFreeList: false, named: &none)
-            for (inner, _) in none { issue(name, nil, "holds a table record (\(inner)), which only the main table holds") }
-            index += 1
+        names = ["(free list)", "(main)"]
+        walk(table: "(free list)", free, tag: 1, isFreeList: true, named: &named)
+        walk(table: "(main)", main, tag: 2, isFreeList: false, named: &named)
+        names += named.map(\.0)
+        // The tables in two groups of about as many pages (by their records), one
+        // walked on a second thread with its own page marks, merged after: the walk
+        // of a 10M-device store's file took 2.5 s on one thread, 1.5 s on two.
+        let (mine, theirs) = Self.split(named.map(\.1), lastPage: meta.lastPage)
+        if theirs.isEmpty {
+            walkTables(mine, of: named)
+        } else {
+            let other = Sibling(StructureWalk(fd: fd, file: file, meta: meta, maxIssues: maxIssues))
+            other.walk.names = names
+            let done = DispatchSemaphore(value: 0)
+            let tables = named
+            let thread = Thread {
+                other.walk.walkTables(theirs, of: tables)
+                done.signal()
+            }
+            thread.name = "file-check"
+            thread.start()
+            walkTables(mine, of: named)
+            done.wait()
+            other.walk.buffer.deallocate()
+            absorb(other.walk)
         }
         // The free pages last, once every tree has claimed its own: a page listed as
         // free that a tree holds is then named with its tree.
@@ -247,6 +267,54 @@ struct StructureWalk {
         }
         if lost > 0 {
             issue("(free list)", first, "\(lost) page(s) up to the last (\(meta.lastPage)) are in no table and not free, the first this one")
+        }
+    }
+
+    /// The second thread's walk, handed to it and back.
+    private final class Sibling: @unchecked Sendable {
+        var walk: StructureWalk
+        init(_ walk: StructureWalk) { self.walk = walk }
+    }
+
+    /// The indexes of `records` in two groups of about as many pages each (the largest
+    /// first, each to the smaller group); a count beyond the file counts as the file.
+    static func split(_ records: [Record], lastPage: Int) -> (mine: [Int], theirs: [Int]) {
+        let pages = records.map { r in
+            [r.branchPages, r.leafPages, r.overflowPages].reduce(0) { $0 + min(max($1, 0), lastPage) }
+        }
+        var mine: [Int] = [], theirs: [Int] = [], minePages = 0, theirPages = 0
+        for i in records.indices.sorted(by: { pages[$0] > pages[$1] || (pages[$0] == pages[$1] && $0 < $1) }) {
+            if minePages <= theirPages { mine.append(i); minePages += pages[i] } else { theirs.append(i); theirPages += pages[i] }
+        }
+        return (mine.sorted(), theirs.sorted())
+    }
+
+    /// Walks the tables `indices` of `named` (tagged 3 + their index: after the free list and the main table).
+    private mutating func walkTables(_ indices: [Int], of named: [(String, Record)]) {
+        for index in indices {
+            let (name, record) = named[index]
+            var none: [(String, Record)] = []
+            walk(table: name, record, tag: UInt16(truncatingIfNeeded: index + 3), isFreeList: false, named: &none)
+            for (inner, _) in none { issue(name, nil, "holds a table record (\(inner)), which only the main table holds") }
+        }
+    }
+
+    /// Takes in what `other` walked: its tables (in the file's order), its issues,
+    /// and its page marks. A page both walks reached is in two trees.
+    private mutating func absorb(_ other: StructureWalk) {
+        tables += other.tables
+        tableTags += other.tableTags
+        let order = tableTags.indices.sorted { tableTags[$0] < tableTags[$1] }
+        tables = order.map { tables[$0] }
+        tableTags = order.map { tableTags[$0] }
+        issues += other.issues.prefix(max(0, maxIssues - issues.count))
+        issueCount += other.issueCount
+        for number in other.owner.indices where other.owner[number] != 0 {
+            if owner[number] == 0 {
+                owner[number] = other.owner[number]
+            } else {
+                issue(ownerTable(other.owner[number]), number, "reached twice (it is also \(ownerName(owner[number])))")
+            }
         }
     }
 
@@ -273,14 +341,13 @@ struct StructureWalk {
     }
 
     /// Walks one tree: every page reached once, each checked before anything in it is followed.
-    private mutating func walk(table: String, _ record: Record, isFreeList: Bool, named: inout [(String, Record)]) {
+    private mutating func walk(table: String, _ record: Record, tag: UInt16, isFreeList: Bool, named: inout [(String, Record)]) {
         var stats = FileStructure.Table(name: table, depth: record.depth)
-        defer { tables.append(stats) }
+        defer { tables.append(stats); tableTags.append(tag) }
         if record.flags & (Self.dupSort | Self.reverseKey) != 0 {
             issue(table, nil, "has flags \(record.flags) (sorted duplicates or reversed keys), which topicstore never sets")
             return
         }
-        let tag = UInt16(truncatingIfNeeded: tables.count + 1)
         let integer = isFreeList || record.flags & Self.integerKey != 0
         if record.root == DataFile.noPage {
             if record.depth != 0 || record.entries != 0 || record.branchPages + record.leafPages + record.overflowPages != 0 {
@@ -461,7 +528,12 @@ struct StructureWalk {
     private func ownerName(_ tag: UInt16) -> String {
         if tag == Self.freeOwner { return "on the free list" }
         let index = Int(tag) - 1
-        return index < tables.count + 1 && index >= 0 ? "a page of \(index < tables.count ? tables[index].name : "this table")" : "taken"
+        return index >= 0 && index < names.count ? "a page of \(names[index])" : "taken"
+    }
+
+    private func ownerTable(_ tag: UInt16) -> String {
+        let index = Int(tag) - 1
+        return index >= 0 && index < names.count ? names[index] : "(table \(tag))"
     }
 
     /// Copies page `number` into `buffer` (the current page); false when the

@@ -167,6 +167,31 @@ import TopicStore
                 "\(file.issues)")
     }
 
+    @Test func aPageInTwoTablesIsFoundWhicheverThreadsWalkThem() throws {
+        // The tables are walked on two threads, each marking the pages it reaches; a
+        // page both reach (here the log's root names the root of `devices` as a child)
+        // is found when their marks are merged, and named with both tables.
+        let dir = TemporaryDirectory("structure")
+        let store = try makeStore(dir)
+        let logRoot = try tableRoot(store, "log"), devicesRoot = try tableRoot(store, "devices")
+        let branch = try #require(try pages(store).first { $0.number == logRoot })
+        #expect(branch.flags == 1 && branch.nodes >= 3, "the log's root is a branch page")
+        let damaged = try copy(store, dir, "shared")
+        // A branch node's child page number: its first six bytes, little-endian 16-bit thirds.
+        let child = (0..<3).flatMap { third in [UInt8(truncatingIfNeeded: devicesRoot >> (16 * third)), UInt8(truncatingIfNeeded: devicesRoot >> (16 * third + 8))] }
+        try write(damaged, page: logRoot, child, at: branch.node(1))
+        let file = try TopicStore.checkFileStructure(directory: damaged)
+        #expect(file.issues.contains { issue in
+            issue.page == devicesRoot && issue.message.contains("reached twice")
+                && (issue.table == "log" && issue.message.contains("a page of devices") || issue.table == "devices" && issue.message.contains("a page of log"))
+        }, "\(file.issues)")
+        // The tables are reported in the file's order, whichever thread walked them.
+        let sound = try TopicStore.checkFileStructure(directory: store)
+        let names = sound.tables.map(\.name)
+        #expect(names.prefix(2) == ["(free list)", "(main)"] && names.dropFirst(2).elementsEqual(names.dropFirst(2).sorted()) && names.contains("devices"),
+                "\(names)")
+    }
+
     @Test func aStaleMetaPageIsFound() throws {
         // The older meta page copied over the newer: LMDB opens the older snapshot
         // (acknowledged commits vanish) and nothing else looks wrong.
