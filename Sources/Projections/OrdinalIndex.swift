@@ -59,6 +59,11 @@ struct OrdinalIndex {
         }
     }
 
+    /// Starts loading the slot where the probe for `hash` begins.
+    func prefetch(_ hash: UInt64) {
+        entries.withUnsafeBufferPointer { topicstore_prefetch($0.baseAddress! + home(hash)) }
+    }
+
     /// Calls `body` with each ordinal filed under (`pid`, `hash`) until it returns true.
     func forEachCandidate(pid: UInt32, hash: UInt64, _ body: (UInt32) throws -> Bool) rethrows {
         var i = home(hash)
@@ -165,4 +170,48 @@ struct OrdinalIndex {
 
     /// Room for `capacity` entries at half load (at least 1,024 slots).
     private static func tableSize(for capacity: Int) -> Int { max(1024, capacity * 2) }
+}
+
+/// Names to file in an `OrdinalIndex`, held back a few names behind the walk that
+/// finds them: each one's slot is prefetched when it is found and filled `lag`
+/// names later, by when it is in the cache. Filling a table of ten million slots
+/// in the order of a device walk waited on memory at every name (`DeviceDirectory.load`,
+/// `RecipientCache.fill`).
+struct LaggedInserts<Payload> {
+    struct Insert {
+        var pid: UInt32
+        var hash: UInt64
+        var ordinal: UInt32
+        /// What the caller needs to file it (the device's record, say).
+        var payload: Payload
+    }
+
+    private var ring: [Insert] = []
+    private var oldest = 0
+    let lag: Int
+
+    init(lag: Int = 16) {
+        self.lag = lag
+        ring.reserveCapacity(lag)
+    }
+
+    /// Prefetches `insert`'s slot in `index` and takes it in; returns the insert
+    /// taken `lag` names before it, to be filed now (nil while fewer are held).
+    mutating func push(_ insert: Insert, prefetchingIn index: OrdinalIndex) -> Insert? {
+        index.prefetch(insert.hash)
+        guard ring.count == lag else {
+            ring.append(insert)
+            return nil
+        }
+        let due = ring[oldest]
+        ring[oldest] = insert
+        oldest = oldest + 1 == lag ? 0 : oldest + 1
+        return due
+    }
+
+    /// The inserts still held, oldest first; none are held after.
+    mutating func drain() -> [Insert] {
+        defer { ring.removeAll(keepingCapacity: true); oldest = 0 }
+        return Array(ring[oldest...] + ring[..<oldest])
+    }
 }

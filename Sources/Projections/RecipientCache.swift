@@ -72,6 +72,8 @@ public final class RecipientCache: @unchecked Sendable {
         // Where a device_id stored in fewer bytes is spelled to be hashed (see `DeviceDirectory.load`).
         let scratch = UnsafeMutableRawPointer.allocate(byteCount: StoredName.longestSpelled, alignment: 8)
         defer { scratch.deallocate() }
+        // The device_ids filed a few devices behind the walk, their slots prefetched (as `DeviceDirectory.load` does).
+        var idInserts = LaggedInserts<Void>()
         // The column being filled, not yet in `filled`.
         var current: (pid: UInt32, column: Column)?
         do {
@@ -89,10 +91,12 @@ public final class RecipientCache: @unchecked Sendable {
                     guard let f = DeviceRecord.fields(of: value) else {
                         throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device record does not decode")
                     }
-                    filledIDs.insert(pid: pid, hash: OrdinalIndex.hash(pid, f.deviceID.text(spellingInto: scratch)), ordinal: ordinal)
+                    let id = LaggedInserts<Void>.Insert(pid: pid, hash: OrdinalIndex.hash(pid, f.deviceID.text(spellingInto: scratch)), ordinal: ordinal, payload: ())
+                    if let due = idInserts.push(id, prefetchingIn: filledIDs) { filledIDs.insert(pid: due.pid, hash: due.hash, ordinal: due.ordinal) }
                     current!.column.set(ordinal, handle: records.appendTextForm(value), reach: Reach(f), changed: 0)
                     entry = try cursor.next()
                 }
+                for due in idInserts.drain() { filledIDs.insert(pid: due.pid, hash: due.hash, ordinal: due.ordinal) }
                 if let c = current { filled[c.pid] = c.column }
                 current = nil
             }

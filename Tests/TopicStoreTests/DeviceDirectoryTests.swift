@@ -230,15 +230,30 @@ import TopicStore
         #expect(try Audit.run(store).isClean)
     }
 
-    /// A store with D1 (ordinal 0) and D2 (ordinal 1), whose record of D2 `tamper` then replaces.
-    private static func twoDevices(_ name: String, tamper: (TopicStore, borrowing Transaction) throws -> Void) throws -> TemporaryDirectory {
+    /// A store with D1 (ordinal 0) and D2 (ordinal 1) (… D`count`), whose records `tamper` then changes.
+    private static func twoDevices(_ name: String, count: Int = 2, tamper: (TopicStore, borrowing Transaction) throws -> Void) throws -> TemporaryDirectory {
         let dir = TemporaryDirectory(name)
         let store = try TopicStore(directory: dir.path)
         defer { store.close() }
-        try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D1", token: "tok-1", platform: .ios)))
-        try store.submitAndWait(Event(project: "demo", body: .token(deviceID: "D2", token: "tok-2", platform: .ios)))
+        for r in store.submitAndWait((1...count).map { Event(project: "demo", body: .token(deviceID: "D\($0)", token: "tok-\($0)", platform: .ios)) }) {
+            _ = try r.get()
+        }
         try store.environment.write { txn in try tamper(store, txn) }
         return dir
+    }
+
+    /// The open files each name a few devices behind the walk (its slots prefetched):
+    /// a device far after the first holder of its token is reported too.
+    @Test func aTokenHeldTwiceFarApartIsReportedAtOpen() throws {
+        let dir = try Self.twoDevices("token-twice-far", count: 100) { store, txn in
+            let d1 = try #require(try txn.get(store.tables.devices, [0, 0, 0, 1, 0, 0, 0, 0]).map { Array($0) })
+            try txn.put(store.tables.devices, [0, 0, 0, 1, 0, 0, 0, 99], d1)
+        }
+        #expect {
+            _ = try TopicStore(directory: dir.path)
+        } throws: { error in
+            "\(error)".contains("devices/1/99") && "\(error)".contains("also held by device ordinal 0")
+        }
     }
 
     /// Two devices holding one token cannot come from the fold: opening such a
