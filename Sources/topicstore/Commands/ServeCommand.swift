@@ -19,7 +19,7 @@ enum ServeCommand: Command {
             .init(name: "threads", value: "N", help: "a pool of N ≥ 1 threads (default 4); 0: a thread per connection"),
             .init(name: "quiet", value: nil, help: "no access log on standard error"),
             .init(name: "no-file-check", value: nil,
-                  help: "start without walking data.mdb page by page first (about 1 s per GB)"),
+                  help: "start without walking data.mdb page by page first (about 0.3 s per GB)"),
             .init(name: "no-recipient-cache", value: nil,
                   help: "stream recipients from the device table only, and keep no topic directory (saves about the table's size in memory)"),
         ],
@@ -37,7 +37,7 @@ enum ServeCommand: Command {
         Prints `listening on http://HOST:PORT` on standard output once it accepts connections.
         If another process already listens on HOST:PORT, exits 1 with "Address already in use".
         Before it opens the store, data.mdb is walked page by page as `topicstore audit` does first
-        (about 1 s per GB; --no-file-check skips it): a damaged file is refused (exit 4, each issue
+        (about 0.3 s per GB; --no-file-check skips it): a damaged file is refused (exit 4, each issue
         named by table and page), since LMDB trusts its pages and a writer on a damaged free list
         would overwrite pages in use.
         A store whose last log record is damaged is refused (exit 4, naming the record): no
