@@ -633,12 +633,22 @@ enum Snapshots {
             let env = try Environment(path: tmp, options: envOptions)
             let tables = try ProjectionTables.open(in: env, create: false)
             try env.write { txn in try tables.setCompactedChainHead(head, txn) }
-            // The rebuild wrote in random key order, which leaves leaves part empty: a packed
-            // copy writes them full.
-            try FileManager.default.createDirectory(atPath: packed, withIntermediateDirectories: true)
-            _ = try PackedCopy.copy(env, to: packed)
+            // (That commit is synced: the rebuild's own commits were not, and `finish` synced them.)
+            if !report.wroteInKeyOrder {
+                // Written in rounds, or on top of the previous snapshot's copy: inserts in
+                // random key order leave leaves part empty, and a packed copy writes them full.
+                try FileManager.default.createDirectory(atPath: packed, withIntermediateDirectories: true)
+                _ = try PackedCopy.copy(env, to: packed)
+            }
         }
-        try FileManager.default.removeItem(atPath: tmp)
+        if report.wroteInKeyOrder {
+            // Every table was appended once in key order into an empty file: its pages are
+            // full already. A packed copy of it was as large (3,229,642,752 bytes against
+            // 3,229,626,368 at 10M devices) and wrote it all again.
+            try FileManager.default.moveItem(atPath: tmp, toPath: packed)
+        } else {
+            try FileManager.default.removeItem(atPath: tmp)
+        }
         let snapshot = Snapshot(directory: packed, head: head, timestamp: timestamp, createdAt: now)
         try snapshot.writeManifest()
         for name in ["data.mdb"] { try Durable.syncFile((packed as NSString).appendingPathComponent(name)) }

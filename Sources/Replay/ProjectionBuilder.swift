@@ -26,6 +26,12 @@ final class ProjectionBuilder {
     let inMemory: Bool
     /// How many times the build was written before the end (budget rounds).
     private(set) var rounds = 0
+    /// Whether the store was empty when the build began (not continuing a snapshot).
+    private let startedEmpty: Bool
+    /// Whether every table was written once, in key order (`MDB_APPEND`), into
+    /// an empty store: built in memory, in one round, from nothing. Its pages are
+    /// then as full as a packed copy's (`PackedCopy`), which adds nothing.
+    var wroteInKeyOrder: Bool { inMemory && startedEmpty && rounds == 0 }
     /// Time spent writing the build into LMDB (build mode), in seconds.
     private(set) var writeSeconds = 0.0
     /// The last sequence folded (and committed).
@@ -84,6 +90,7 @@ final class ProjectionBuilder {
             self.writer = ProjectionWriter(tables: tables)
         }
         self.inMemory = memoryBudget != nil
+        self.startedEmpty = targetIsEmpty
         self.writesLog = writesLog
     }
 

@@ -174,6 +174,71 @@ import TopicStore
         #expect(audit.isClean, "\(audit.logIssues) \(audit.differences)")
     }
 
+    /// A snapshot's pages are as full as a packed copy of it would make them: written
+    /// once in key order by a rebuild from nothing (no packed copy is then made), or
+    /// packed after a rebuild on top of the previous snapshot.
+    @Test func snapshotsArePacked() throws {
+        let dir = TemporaryDirectory("compact-snapshot-packed")
+        let store = try TopicStore(directory: dir.sub("data"))
+        var random = SeededRandom(seed: 11)
+        func churn(_ commands: Int) throws {
+            let batch = (0..<commands).map { _ -> Event in
+                let id = "device-\(random.int(6_000))"
+                return random.int(2) == 0
+                    ? Event(project: "p", body: .token(deviceID: id, token: id + "." + String(repeating: "t", count: 60 + random.int(100)), platform: .android))
+                    : Event(project: "p", body: .register(deviceID: id, topics: [TopicSpec(code: "t\(random.int(300))")]))
+            }
+            for start in stride(from: 0, to: batch.count, by: 500) {
+                for r in store.submitAndWait(Array(batch[start..<min(start + 500, batch.count)])) { _ = try r.get() }
+            }
+        }
+        func isPacked(_ snapshotDirectory: String) throws {
+            var options = Environment.Options()
+            options.readOnly = true
+            options.maxDatabases = 32
+            let env = try Environment(path: snapshotDirectory, options: options)
+            let packed = dir.sub("packed-\(UInt64.random(in: 0..<UInt64.max))")
+            try FileManager.default.createDirectory(atPath: packed, withIntermediateDirectories: true)
+            _ = try PackedCopy.copy(env, to: packed)
+            let copy = try Environment(path: packed, options: options)
+            let (mine, theirs) = (try env.checkStructure(), try copy.checkStructure())
+            #expect(mine.isSound && theirs.isSound)
+            for table in theirs.tables where !table.name.hasPrefix("(") {
+                let held = try #require(mine.tables.first { $0.name == table.name })
+                #expect(held.entries == table.entries && held.leafPages <= table.leafPages + 1,
+                        "\(table.name): \(held.leafPages) leaf pages for \(held.entries) entries, packed \(table.leafPages) for \(table.entries)")
+            }
+            #expect(mine.tables.first { $0.name == "devices" }.map { $0.entries > 1_000 } == true)
+        }
+        func newestSnapshot() throws -> String {
+            let folder = Snapshot.folder(inStore: dir.sub("data"))
+            let horizons = try FileManager.default.contentsOfDirectory(atPath: folder).compactMap(UInt64.init)
+            return Snapshot.directory(inStore: dir.sub("data"), horizon: try #require(horizons.max()))
+        }
+        try churn(12_000)
+        store.close()
+        // The first compaction rebuilds from nothing, in one round: written in key order.
+        _ = try Compactor.run(directory: dir.sub("data"), options: Compactor.Options(retain: RetentionDuration(milliseconds: 0)))
+        try isPacked(try newestSnapshot())
+        // The next continues from that snapshot: its rebuild inserts in random key order, then packs.
+        // Tokens of random devices grow: rewritten in place, their pages split.
+        let again = try TopicStore(directory: dir.sub("data"))
+        let first = try newestSnapshot()
+        let grown = (0..<4_000).map { _ -> Event in
+            let id = "device-\(random.int(6_000))"
+            return Event(project: "p", body: .token(deviceID: id, token: id + "." + String(repeating: "g", count: 200 + random.int(200)), platform: .android))
+        }
+        for r in again.submitAndWait(grown) { _ = try r.get() }
+        again.close()
+        _ = try Compactor.run(directory: dir.sub("data"), options: Compactor.Options(retain: RetentionDuration(milliseconds: 0)))
+        let second = try newestSnapshot()
+        #expect(second != first)
+        try isPacked(second)
+        let after = try TopicStore(directory: dir.sub("data"))
+        defer { after.close() }
+        #expect(try Audit.run(after).isClean)
+    }
+
     @Test func compactionKeepsTheWindowSnapshotsTheHorizonAndArchivesTheRest() throws {
         let dir = TemporaryDirectory("compact")
         let (store, cut) = try makeStore(dir, before: 600, after: 150, seed: 11)
