@@ -42,10 +42,8 @@ public struct GarbagePlan: Sendable {
             let pid = record.id
             if rules.topics {
                 // Without counting every topic's members: a topic without subscribers has no slices.
-                let topics = try store.read { txn in try reader.topics(pid, txn, counted: false) }
-                for t in topics where t.record.slices.isEmpty && t.record.lastChangeSeq <= topicHorizon {
-                    plan.dropTopics.append(Event(project: name, body: .dropTopic(code: t.record.code)))
-                }
+                let codes = try store.read { txn in try reader.idleTopicCodes(pid, changedAtOrBefore: topicHorizon, txn) }
+                plan.dropTopics += codes.map { Event(project: name, body: .dropTopic(code: $0)) }
             }
             guard rules.devices || rules.tokens else { continue }
             // Which ordinals have a topic: one walk of device_topics (pid ‖ ordinal → list).
@@ -77,18 +75,23 @@ public struct GarbagePlan: Sendable {
             while Int(ordinal) < count {
                 let end = UInt32(min(count, Int(ordinal) + 50_000))
                 try store.read { txn in
-                    for o in ordinal..<end {
-                        guard let device = try reader.deviceRecord(pid, ordinal: o, txn) else { continue }
+                    // Each record read in place; only a device that is garbage is decoded, for its names
+                    // (at 10M devices, decoding every record was a third of the plan's 9 s).
+                    try reader.forEachDeviceState(pid, ordinals: ordinal..<end, txn) { o, hasToken, rejectedAt in
                         let topicless = !hasTopics[Int(o)]
-                        if let token = device.token {
-                            guard rules.tokens, let rejected = device.rejectedAt, rejected <= rejectedBefore else { continue }
-                            if rules.devices && topicless {
-                                plan.forgetDevices.append(Event(project: name, body: .forgetDevice(deviceID: device.deviceID)))
-                            } else {
-                                plan.expireTokens.append(Event(project: name, body: .expireToken(token: token)))
-                            }
-                        } else if rules.devices && topicless {
+                        let forgets: Bool
+                        if hasToken {
+                            guard rules.tokens, let rejected = rejectedAt, rejected <= rejectedBefore else { return }
+                            forgets = rules.devices && topicless
+                        } else {
+                            guard rules.devices && topicless else { return }
+                            forgets = true
+                        }
+                        guard let device = try reader.deviceRecord(pid, ordinal: o, txn) else { return }
+                        if forgets {
                             plan.forgetDevices.append(Event(project: name, body: .forgetDevice(deviceID: device.deviceID)))
+                        } else if let token = device.token {
+                            plan.expireTokens.append(Event(project: name, body: .expireToken(token: token)))
                         }
                     }
                 }

@@ -255,6 +255,53 @@ public struct ProjectionReader: Sendable {
         }
     }
 
+    /// The codes of the project's topics that have no subscriber and whose last
+    /// change is at or before `horizon` (what garbage collection drops), in one walk
+    /// of the topic records read in place: no record of any other topic is decoded.
+    public func idleTopicCodes(_ pid: UInt32, changedAtOrBefore horizon: UInt64, _ txn: borrowing Transaction) throws -> [String] {
+        let prefix = Keys.project(pid)
+        let top = try top(pid, txn)
+        var codes: [String] = []
+        try txn.withCursor(tables.topics) { cursor in
+            var entry = try cursor.seek(atLeast: prefix)
+            while let (key, value) = entry, Keys.hasPrefix(key, prefix) {
+                guard key.count == 8 else { throw ProjectionCorruption(place: "topics/\(pid)", reason: "key of \(key.count) bytes") }
+                let tid = key.loadBigEndian(at: 4, as: UInt32.self)
+                guard let f = TopicRecord.fields(of: value) else {
+                    throw ProjectionCorruption(place: "topics/\(pid)/\(tid)", reason: "topic record does not decode (\(value.count) bytes)")
+                }
+                // No slice listed, and none in the project's newest slice, which a shared topic's record leaves out.
+                if f.slices.count == 0, f.lastChangeSeq <= horizon,
+                   try PostingChunk.withNewest([], pid: pid, topic: tid, top: top, tables: tables, txn).isEmpty {
+                    codes.append(String(decoding: f.code, as: UTF8.self))
+                }
+                entry = try cursor.next()
+            }
+        }
+        return codes
+    }
+
+    /// Calls `body` with the ordinal, whether it holds a token (live or rejected)
+    /// and when that token was rejected, of each of the project's devices whose
+    /// ordinal is in `ordinals`, in order: their records read in place, no name
+    /// spelled (`deviceRecord` decodes one).
+    public func forEachDeviceState(_ pid: UInt32, ordinals: Range<UInt32>, _ txn: borrowing Transaction,
+                                   _ body: (_ ordinal: UInt32, _ hasToken: Bool, _ rejectedAt: Int64?) throws -> Void) throws {
+        guard !ordinals.isEmpty else { return }
+        try txn.withCursor(tables.devices) { cursor in
+            var entry = try cursor.seek(atLeast: Keys.pair(pid, ordinals.lowerBound))
+            while let (key, value) = entry, key.count == 8, key.loadBigEndian(at: 0, as: UInt32.self) == pid {
+                let ordinal = key.loadBigEndian(at: 4, as: UInt32.self)
+                guard ordinal < ordinals.upperBound else { return }
+                guard let f = DeviceRecord.fields(of: value) else {
+                    throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device record does not decode (\(value.count) bytes)")
+                }
+                try body(ordinal, f.hasToken, f.rejectedAt)
+                entry = try cursor.next()
+            }
+        }
+    }
+
     public func deviceRecord(_ pid: UInt32, ordinal: UInt32, _ txn: borrowing Transaction) throws -> DeviceRecord? {
         guard let v = try txn.get(tables.devices, Keys.pair(pid, ordinal)) else { return nil }
         return try DeviceRecord(decoding: v, at: "devices/\(pid)/\(ordinal)")
