@@ -24,7 +24,9 @@ import TopicStore
         #expect(sizes.devices == 300 && sizes.topics == 302)
         #expect(sizes.firstSequence == 1 && sizes.lastSequence == 600)
         #expect(Replay.sizeHint(store, events: 600) == (300, 302))
-        #expect(Replay.sizeHint(store, events: 5_000) == (300, 302), "never more than the store holds")
+        // More events than the log holds as installs: at most a sixteenth above what the store holds (a
+        // build of the log's earlier part may hold what garbage collection dropped since).
+        #expect(Replay.sizeHint(store, events: 5_000) == (318, 320), "never more than a sixteenth above what the store holds")
         // A quarter and a tenth of a log of installs: both rules agree.
         #expect(Replay.sizeHint(store, events: 150) == (75, 75))
         #expect(Replay.sizeHint(store, events: 60) == (30, 30))
