@@ -237,12 +237,13 @@ public struct ProjectionReader: Sendable {
         return found
     }
 
-    /// Calls `body` with each device record of project `pid`, in ordinal order, read in place, until it returns false.
-    private func forEachDevice(_ pid: UInt32, _ txn: borrowing Transaction,
+    /// Calls `body` with each device record of project `pid` from ordinal `first` on,
+    /// in ordinal order, read in place, until it returns false.
+    private func forEachDevice(_ pid: UInt32, from first: UInt32 = 0, _ txn: borrowing Transaction,
                                _ body: (UInt32, DeviceRecord.Fields) throws -> Bool) throws {
         let prefix = Keys.project(pid)
         try txn.withCursor(tables.devices) { cursor in
-            var entry = try cursor.seek(atLeast: prefix)
+            var entry = try cursor.seek(atLeast: Keys.pair(pid, first))
             while let (key, value) = entry, Keys.hasPrefix(key, prefix) {
                 guard key.count == 8 else { throw ProjectionCorruption(place: "devices/\(pid)", reason: "key of \(key.count) bytes") }
                 let ordinal = key.loadBigEndian(at: 4, as: UInt32.self)
@@ -288,17 +289,10 @@ public struct ProjectionReader: Sendable {
     public func forEachDeviceState(_ pid: UInt32, ordinals: Range<UInt32>, _ txn: borrowing Transaction,
                                    _ body: (_ ordinal: UInt32, _ hasToken: Bool, _ rejectedAt: Int64?) throws -> Void) throws {
         guard !ordinals.isEmpty else { return }
-        try txn.withCursor(tables.devices) { cursor in
-            var entry = try cursor.seek(atLeast: Keys.pair(pid, ordinals.lowerBound))
-            while let (key, value) = entry, key.count == 8, key.loadBigEndian(at: 0, as: UInt32.self) == pid {
-                let ordinal = key.loadBigEndian(at: 4, as: UInt32.self)
-                guard ordinal < ordinals.upperBound else { return }
-                guard let f = DeviceRecord.fields(of: value) else {
-                    throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device record does not decode (\(value.count) bytes)")
-                }
-                try body(ordinal, f.hasToken, f.rejectedAt)
-                entry = try cursor.next()
-            }
+        try forEachDevice(pid, from: ordinals.lowerBound, txn) { ordinal, f in
+            guard ordinal < ordinals.upperBound else { return false }
+            try body(ordinal, f.hasToken, f.rejectedAt)
+            return true
         }
     }
 
