@@ -1,4 +1,5 @@
 import Foundation
+import LMDB
 import Projections
 import Replay
 import SubscriptionLog

@@ -246,12 +246,10 @@ struct StructureWalk {
             other.walk.names = names
             let done = DispatchSemaphore(value: 0)
             let tables = named
-            let thread = Thread {
+            startThread(named: "file-check") {
                 other.walk.walkTables(theirs, of: tables)
                 done.signal()
             }
-            thread.name = "file-check"
-            thread.start()
             walkTables(mine, of: named)
             done.wait()
             other.walk.buffer.deallocate()

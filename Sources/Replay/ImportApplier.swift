@@ -1,4 +1,5 @@
 import Foundation
+import LMDB
 import Projections
 
 /// Folds an import's chunks into its store on a thread of its own, while the
