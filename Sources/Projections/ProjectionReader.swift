@@ -173,16 +173,9 @@ public struct ProjectionReader: Sendable {
     /// layout without subscriber counts (a topic without subscribers is one
     /// without slices either way).
     public func topics(_ pid: UInt32, _ txn: borrowing Transaction, counted: Bool = true) throws -> [TopicInfo] {
-        let prefix = Keys.project(pid)
         var result: [TopicInfo] = []
-        try txn.withCursor(tables.topics) { cursor in
-            var entry = try cursor.seek(atLeast: prefix)
-            while let (key, value) = entry, Keys.hasPrefix(key, prefix) {
-                guard key.count == 8 else { throw ProjectionCorruption(place: "topics/\(pid)", reason: "key of \(key.count) bytes") }
-                let tid = key.loadBigEndian(at: 4, as: UInt32.self)
-                result.append(TopicInfo(id: tid, record: try TopicRecord(decoding: value, at: "topics/\(pid)/\(tid)")))
-                entry = try cursor.next()
-            }
+        try forEachTopicRecord(pid, txn) { tid, value in
+            result.append(TopicInfo(id: tid, record: try TopicRecord(decoding: value, at: "topics/\(pid)/\(tid)")))
         }
         let top = try top(pid, txn)
         for i in result.indices {
@@ -260,26 +253,33 @@ public struct ProjectionReader: Sendable {
     /// change is at or before `horizon` (what garbage collection drops), in one walk
     /// of the topic records read in place: no record of any other topic is decoded.
     public func idleTopicCodes(_ pid: UInt32, changedAtOrBefore horizon: UInt64, _ txn: borrowing Transaction) throws -> [String] {
-        let prefix = Keys.project(pid)
         let top = try top(pid, txn)
         var codes: [String] = []
+        try forEachTopicRecord(pid, txn) { tid, value in
+            guard let f = TopicRecord.fields(of: value) else {
+                throw ProjectionCorruption(place: "topics/\(pid)/\(tid)", reason: "topic record does not decode (\(value.count) bytes)")
+            }
+            // No slice listed, and none in the project's newest slice, which a shared topic's record leaves out.
+            if f.slices.count == 0, f.lastChangeSeq <= horizon,
+               try PostingChunk.withNewest([], pid: pid, topic: tid, top: top, tables: tables, txn).isEmpty {
+                codes.append(String(decoding: f.code, as: UTF8.self))
+            }
+        }
+        return codes
+    }
+
+    /// Calls `body` with the id and the stored bytes of each topic record of project `pid`, in id order.
+    private func forEachTopicRecord(_ pid: UInt32, _ txn: borrowing Transaction,
+                                    _ body: (UInt32, UnsafeRawBufferPointer) throws -> Void) throws {
+        let prefix = Keys.project(pid)
         try txn.withCursor(tables.topics) { cursor in
             var entry = try cursor.seek(atLeast: prefix)
             while let (key, value) = entry, Keys.hasPrefix(key, prefix) {
                 guard key.count == 8 else { throw ProjectionCorruption(place: "topics/\(pid)", reason: "key of \(key.count) bytes") }
-                let tid = key.loadBigEndian(at: 4, as: UInt32.self)
-                guard let f = TopicRecord.fields(of: value) else {
-                    throw ProjectionCorruption(place: "topics/\(pid)/\(tid)", reason: "topic record does not decode (\(value.count) bytes)")
-                }
-                // No slice listed, and none in the project's newest slice, which a shared topic's record leaves out.
-                if f.slices.count == 0, f.lastChangeSeq <= horizon,
-                   try PostingChunk.withNewest([], pid: pid, topic: tid, top: top, tables: tables, txn).isEmpty {
-                    codes.append(String(decoding: f.code, as: UTF8.self))
-                }
+                try body(key.loadBigEndian(at: 4, as: UInt32.self), value)
                 entry = try cursor.next()
             }
         }
-        return codes
     }
 
     /// Calls `body` with the ordinal, whether it holds a token (live or rejected)
