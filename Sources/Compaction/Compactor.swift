@@ -304,9 +304,10 @@ public enum Compactor {
                 guard let bytes = try txn.get(log.database, EventLog.key(horizon)) else {
                     throw CompactionError.internalState("record \(horizon) is missing")
                 }
-                guard let link = try RecordCodec.storedLink(of: bytes, key: horizon) else {
+                guard try RecordCodec.storedLinkPart(of: bytes, key: horizon) != .none else {
                     throw CompactionError.refused("record \(horizon) is a version 1 record without a chain link; compaction needs a chained log")
                 }
+                let link = try live.chainLink(at: horizon, txn)
                 return (ChainHead(sequence: horizon, hash: link), try RecordCodec.timestamp(of: bytes, key: horizon))
             }
             // Its temporary directories, and then the snapshot itself, are this run's until the switch.

@@ -497,7 +497,7 @@ final class MPushService: Sendable {
         }
         if case StoreError.corruptHead(_, let sequence, _) = error {
             if logsWriteFailureNow() { AccessLog.toStandardError("topicstore serve: error: \(error) (/healthz says corrupt)") }
-            return APIResponse.message(503, "The store cannot write: its last log record (seq \(sequence)) is damaged. See /healthz.")
+            return APIResponse.message(503, "The store cannot write: log record \(sequence), at the log's end, is damaged. See /healthz.")
         }
         // Damage met on the way (a projection value, meta/appliedSeq, a page LMDB cannot use): it does
         // not heal by itself, so 503 naming it (and /healthz says corrupt once a commit failed on it).

@@ -19,6 +19,11 @@ import SubscriptionLog
 /// opened for writing has `writer_state`, bookkeeping of the writers (not a
 /// projection: never compared, never rebuilt).
 public struct ProjectionTables: Sendable {
+    /// 9: log records written from now on are version 5, which keeps the
+    /// first 8 bytes of its chain link, except every 64th, version 4 with the
+    /// whole link (`RecordCodec.fullLinkInterval`); nothing is rewritten, and
+    /// an older program refuses the store (it would take those records for
+    /// corruption).
     /// 8: log records written from now on are version 4 (`RecordCodec`: no
     /// stored sequence, the checksum covering the key, a 48-bit timestamp, short
     /// lengths); nothing is rewritten, and an older program refuses the store
@@ -43,9 +48,9 @@ public struct ProjectionTables: Sendable {
     /// Opening an older store for writing drops what it has of those tables
     /// and stamps the current version (an older program then refuses the store
     /// rather than misread its new records).
-    public static let schemaVersion: UInt32 = 8
+    public static let schemaVersion: UInt32 = 9
     /// The versions this code reads.
-    public static let readableSchemaVersions: ClosedRange<UInt32> = 1...8
+    public static let readableSchemaVersions: ClosedRange<UInt32> = 1...9
     public static let names = ["meta", "projects", "devices",
                                "topics", "topic_codes", "postings", "device_topics"]
 

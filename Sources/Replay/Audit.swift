@@ -41,6 +41,10 @@ public enum Audit {
         /// The snapshot a compacted log was checked from (its horizon and chain head), when there is one.
         public var snapshot: ChainHead?
         public var recordsChecked: UInt64
+        /// Records whose link could not be checked: after a damaged record (reported), the
+        /// ones up to the next that keeps its whole link (at most 64: a version 5 record
+        /// keeps 8 bytes of its link, which only the link before it can check).
+        public var linksUnchecked: UInt64 = 0
         public var logIssues: [LogIssue]
         public var logIssueCount: Int
         /// False when the log could not be folded to its end (see `foldStop`).
@@ -125,8 +129,8 @@ public enum Audit {
         if let s = report.foldStop, !verifier.issues.contains(where: { $0.isSame(as: s) }) {
             verifier.report(s)  // e.g. fields that do not decode under a valid checksum and link
         }
-        if let last = verifier.previousSequence {
-            report.head = ChainHead(sequence: last, hash: verifier.link)
+        if let last = verifier.previousSequence, let link = verifier.link {
+            report.head = ChainHead(sequence: last, hash: link)
         }
         if let expected = options.expectedHead {
             try checkAnchor(expected, store: store, snapshot: snapshot, verifier: &verifier)
@@ -135,6 +139,7 @@ public enum Audit {
             try ReplayError.checkNotCompacted(store, since: generation)
         }
         report.recordsChecked = verifier.checked
+        report.linksUnchecked = verifier.linksUnchecked
         report.logIssues = verifier.issues
         report.logIssueCount = verifier.issueCount
         report.compareSeconds = Date().timeIntervalSince(started) - rebuildSeconds
@@ -193,9 +198,11 @@ public enum Audit {
             }
             return
         }
+        // The link at the anchored sequence: the one its record stores, or computed from the
+        // last whole link before it (nil when a record on the way is damaged: reported already).
         let stored: ChainHash?? = try store.read { txn in
             guard let bytes = try txn.get(log.database, EventLog.key(expected.sequence)) else { return .none }
-            return .some(RecordCodec.unverifiedLink(of: bytes))
+            return .some(RecordCodec.unverifiedLink(of: bytes) ?? (try? store.chainLink(at: expected.sequence, txn)))
         }
         switch stored {
         case .none:

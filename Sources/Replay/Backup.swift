@@ -39,7 +39,7 @@ public enum Backup {
             let (horizon, head): (UInt64, ChainHead?) = try {
                 let copy = try TopicStore(directory: directory, options: readOnly)
                 defer { copy.close() }
-                return (try Replay.horizon(of: copy), try copy.read { txn in try copy.log.head(txn) })
+                return (try Replay.horizon(of: copy), try copy.read { txn in try copy.chainHead(txn) })
             }()
             if horizon > 0 {
                 guard let snapshot = try Snapshot.find(inStore: store.directory, horizon: horizon) else {

@@ -55,7 +55,7 @@ public enum Export {
         // start): a record altered with its checksum recomputed stops the export.
         let first = try store.read { txn in try log.sequenceRange(txn)?.lowerBound } ?? 1
         let follower = ChainFollower(store: store, from: next, through: end,
-                                     after: next > first ? try store.read { txn in try log.link(before: next, txn) }
+                                     after: next > first ? try store.read { txn in try store.chainLink(at: next - 1, txn) }
                                                          : try Replay.chainStart(of: store),
                                      recordsPerTransaction: recordsPerReadTransaction)
         defer { follower.cancel() }
@@ -80,8 +80,10 @@ public enum Export {
                         let unchained = entry.bytes.first == RecordCodec.legacyVersion
                         if unchained { checkpoints = false }
                         let checkpoint = checkpoints && (entry.sequence % checkpointInterval == 0 || entry.sequence == end)
-                        // The link the follower verifies (the record's stored one).
-                        let link = checkpoint ? RecordCodec.unverifiedLink(of: entry.bytes) : nil
+                        // The link the follower verifies: the record's stored one, or for a version 5
+                        // record (8 bytes of it kept) computed from the last whole link before it.
+                        let link = checkpoint ? RecordCodec.unverifiedLink(of: entry.bytes)
+                                                  ?? (try? store.chainLink(at: entry.sequence, txn)) : nil
                         EventJSON.appendLine(try RecordCodec.decode(entry.bytes, key: entry.sequence),
                                              link: link, unchained: unchained, to: &text)
                         ends.append(text.count)

@@ -242,7 +242,9 @@ final class ProjectionBuilder {
             var next = link
             try chunk.encoded(i).withUnsafeBytes { b in
                 try key.withUnsafeBytes { k in try txn.put(log.database, k, b, flags: .append) }
-                next = RecordCodec.unverifiedLink(of: b) ?? .genesis
+                // A whole link as stored; a version 5 record's computed (its 8 bytes checked again).
+                next = try RecordCodec.unverifiedLink(of: b)
+                    ?? (b.first == RecordCodec.legacyVersion ? .genesis : RecordCodec.verifyLink(of: b, key: record.sequence, previous: link))
             }
             link = next
         } else {

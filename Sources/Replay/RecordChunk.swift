@@ -36,14 +36,20 @@ struct LogVerifier: Sendable {
     let maxIssues: Int
     var previousSequence: UInt64?
     var previousTimestamp: Int64 = .min
-    var link = ChainHash.genesis
+    /// The link the next record extends; nil when it is not known: after a
+    /// damaged version 5 record (which keeps 8 bytes of its link), until a
+    /// record keeps a whole link again.
+    var link: ChainHash? = .genesis
     var checked: UInt64 = 0
+    /// Records whose link could not be checked because the link before them
+    /// was not known (see `link`): at most 63 after each damaged record.
+    var linksUnchecked: UInt64 = 0
     let verifies: Bool
     /// Without `verifies`: the chain followed as the records are decoded, so a
     /// fold stops at a broken link as it does at a bad checksum.
     var chain: ChainCheck?
 
-    init(verifies: Bool, maxIssues: Int = 1000, startingAfter sequence: UInt64? = nil, link: ChainHash = .genesis) {
+    init(verifies: Bool, maxIssues: Int = 1000, startingAfter sequence: UInt64? = nil, link: ChainHash? = .genesis) {
         self.verifies = verifies
         self.maxIssues = maxIssues
         self.previousSequence = sequence
@@ -104,15 +110,23 @@ struct LogVerifier: Sendable {
         previousSequence = sequence
         let bytes = entry.bytes
         do {
-            if chainVerifiable {
-                link = try RecordCodec.verifyLink(of: bytes, key: sequence, previous: link)
+            if chainVerifiable, let previous = link {
+                link = try RecordCodec.verifyLink(of: bytes, key: sequence, previous: previous)
             } else {
-                link = try RecordCodec.storedLink(of: bytes, key: sequence) ?? .genesis
+                // The chain is taken up, unverified, at a whole stored link.
+                if link == nil { linksUnchecked += 1 }
+                switch try RecordCodec.storedLinkPart(of: bytes, key: sequence) {
+                case .none: link = .genesis
+                case .whole(let stored): link = stored
+                case .prefix: link = nil
+                }
             }
         } catch let e as RecordCorruption {
             report(LogIssue(e))
-            // Carry the chain on from what the record stores, so one damaged record is reported once.
-            link = RecordCodec.unverifiedLink(of: bytes) ?? link
+            // Carry the chain on from what the record stores, so one damaged record is reported
+            // once; a version 5 record keeps only 8 bytes of its link, so the chain is then taken
+            // up at the next whole one (at most 63 records on).
+            link = RecordCodec.unverifiedLink(of: bytes) ?? (bytes.first == RecordCodec.currentVersion ? nil : link)
         } catch {
             report(LogIssue(sequence: sequence, kind: .undecodable, message: "\(error)"))
         }

@@ -65,6 +65,9 @@ public struct ChainHash: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String { hex }
 
+    /// The link's first 8 bytes, as a big-endian integer: what a version 5 record keeps of it.
+    public var prefix: UInt64 { UInt64(bigEndian: w0) }
+
     /// The next link: SHA-256(self ‖ `body`).
     @inline(__always)
     public func next(over body: UnsafeRawBufferPointer) -> ChainHash {

@@ -53,21 +53,65 @@ public struct EventLog: Sendable {
         }
     }
 
-    /// The last record's sequence and chain link, or nil when the log is empty.
-    /// An unchained (version 1) last record yields the genesis link: the chain starts after it.
-    public func head(_ txn: borrowing Transaction) throws -> ChainHead? {
+    /// The last record's sequence and chain link (`link(at:)`), or nil when the log is empty.
+    public func head(_ txn: borrowing Transaction, start: (UInt64) throws -> ChainHash?) throws -> ChainHead? {
+        guard let last = try sequenceRange(txn)?.upperBound else { return nil }
+        return ChainHead(sequence: last, hash: try link(at: last, txn, start: start))
+    }
+
+    /// The whole chain link of the record at `sequence`: the one it stores
+    /// (versions 2 to 4), else computed from the last whole link before it (at
+    /// most `RecordCodec.fullLinkInterval` − 1 records back in a log the writer
+    /// wrote), checking each record's checksum and kept 8 bytes on the way. An
+    /// unchained (version 1) record yields genesis: the chain starts after it.
+    /// Before the log's first record the chain starts at genesis for sequence
+    /// 0, else at `start(first − 1)`: the head a compaction kept (nil when it
+    /// is unknown). A record missing or damaged on the way, or a start that is
+    /// unknown, is thrown as a `RecordCorruption` naming its sequence.
+    public func link(at sequence: UInt64, _ txn: borrowing Transaction, start: (UInt64) throws -> ChainHash?) throws -> ChainHash {
         try txn.withCursor(database) { cursor in
-            guard let last = try cursor.last() else { return nil }
-            let seq = try Self.sequence(ofKey: last.key)
-            return ChainHead(sequence: seq, hash: try RecordCodec.storedLink(of: last.value, key: seq) ?? .genesis)
+            // The version 5 records from `sequence` back to the last whole link, newest first.
+            var pending: [(sequence: UInt64, bytes: UnsafeRawBufferPointer)] = []
+            var due = sequence
+            var entry = try cursor.seek(exactly: Self.key(due))
+            var link: ChainHash
+            while true {
+                if let (key, value) = entry, try Self.sequence(ofKey: key) == due {
+                    if case .prefix = try RecordCodec.storedLinkPart(of: value, key: due) {
+                        pending.append((due, value))
+                        guard due > 0 else { link = .genesis; break }  // (a record 0 is never written)
+                        due -= 1
+                        entry = try cursor.previous()
+                        continue
+                    }
+                    link = try RecordCodec.storedLink(of: value, key: due) ?? .genesis
+                    break
+                }
+                // No record `due`: the chain's start when the log begins right after it.
+                let first = try sequenceRange(txn)?.lowerBound
+                guard first == due + 1 || (due == 0 && first == nil) else {
+                    throw RecordCorruption(sequence: due, offset: 0, reason: first.map { due < $0
+                        ? "record \(due) is before the log's first record \($0): its chain link is not known here"
+                        : "missing record: the log has a gap" } ?? "the log is empty")
+                }
+                if due == 0 { link = .genesis; break }
+                guard let known = try start(due) else {
+                    throw RecordCorruption(sequence: due + 1, offset: 0,
+                        reason: "the log starts at \(due + 1) and the chain link before it (a compaction's head) is not known")
+                }
+                link = known
+                break
+            }
+            for record in pending.reversed() {
+                link = try RecordCodec.verifyLink(of: record.bytes, key: record.sequence, previous: link)
+            }
+            return link
         }
     }
 
-    /// The chain link a record at `sequence` must extend: the link of the record
-    /// before it, or genesis when there is none.
-    public func link(before sequence: UInt64, _ txn: borrowing Transaction) throws -> ChainHash {
-        guard sequence > 0, let bytes = try txn.get(database, Self.key(sequence - 1)) else { return .genesis }
-        return try RecordCodec.storedLink(of: bytes, key: sequence - 1) ?? .genesis
+    /// The chain link a record at `sequence` must extend: `link(at: sequence − 1)`.
+    public func link(before sequence: UInt64, _ txn: borrowing Transaction, start: (UInt64) throws -> ChainHash?) throws -> ChainHash {
+        sequence == 0 ? .genesis : try link(at: sequence - 1, txn, start: start)
     }
 
     /// Appends an encoded record under `sequence`, which must be above every key in the log.
@@ -93,7 +137,7 @@ public struct EventLog: Sendable {
     public func append(_ prepared: borrowing PreparedRecord, sequence: UInt64, timestamp: Int64,
                        chainingFrom chain: inout ChainHash, cursor: inout Cursor) throws {
         try withUnsafeBytes(of: sequence.bigEndian) { k in
-            try cursor.put(k, reserving: prepared.sealedCount, flags: .append) { out in
+            try cursor.put(k, reserving: prepared.sealedCount(at: sequence), flags: .append) { out in
                 RecordCodec.seal(prepared, sequence: sequence, timestamp: timestamp, chainingFrom: &chain, into: out)
             }
         }

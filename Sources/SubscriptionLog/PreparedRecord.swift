@@ -1,5 +1,5 @@
 /// An event's log record encoded before it has a sequence, a time and a
-/// link: its stored (version 4) fields with the timestamp left zero, then the
+/// link: its stored (version 5) fields with the timestamp left zero, then the
 /// rest of its version 2 form (after the header), which the chain link covers.
 ///
 /// A caller prepares its commands on its own thread (`RecordCodec.prepare`);
@@ -13,8 +13,14 @@ public struct PreparedRecord: Sendable {
     let bytes: [UInt8]
     let storedCount: Int
 
-    /// The bytes of the sealed record: its fields, the chain link and the CRC.
-    public var sealedCount: Int { storedCount + RecordCodec.trailerSize }
+    /// The bytes of the record sealed under `sequence`: its fields, the chain
+    /// link (its first 8 bytes, or all of it every `fullLinkInterval` records) and the CRC.
+    public func sealedCount(at sequence: UInt64) -> Int {
+        sealedCount(version: RecordCodec.writtenVersion(at: sequence))
+    }
+
+    /// The bytes of the record sealed in `version` (4 or 5).
+    func sealedCount(version: UInt8) -> Int { storedCount + RecordCodec.trailerSize(version) }
 }
 
 extension RecordCodec {
@@ -49,17 +55,27 @@ extension RecordCodec {
     }
 
     /// Writes `prepared` with `sequence` and `timestamp` (0…2^48 − 1, as the
-    /// writer's clock always is) into `out` (exactly `sealedCount` bytes),
-    /// chained to `previous`, and advances `previous` to its link: the same
-    /// bytes as `encode` of that record, to be stored under `sequence`.
+    /// writer's clock always is) into `out` (exactly `sealedCount(at: sequence)`
+    /// bytes), chained to `previous`, and advances `previous` to its link: the
+    /// same bytes as `encode` of that record, to be stored under `sequence`.
     public static func seal(_ prepared: borrowing PreparedRecord, sequence: UInt64, timestamp: Int64,
                             chainingFrom previous: inout ChainHash, into out: UnsafeMutableRawBufferPointer) {
-        precondition(out.count == prepared.sealedCount, "a sealed record takes exactly its size")
-        precondition(time48Range.contains(timestamp), "a version 4 record's timestamp fits in 48 bits")
+        seal(prepared, sequence: sequence, timestamp: timestamp, version: writtenVersion(at: sequence),
+             chainingFrom: &previous, into: out)
+    }
+
+    /// `seal` in `version`: 5 (the link's first 8 bytes kept) or 4 (all of it).
+    static func seal(_ prepared: borrowing PreparedRecord, sequence: UInt64, timestamp: Int64, version: UInt8,
+                     chainingFrom previous: inout ChainHash, into out: UnsafeMutableRawBufferPointer) {
+        precondition(isCompact(version), "a prepared record is sealed in version 4 or 5")
+        precondition(out.count == prepared.sealedCount(version: version), "a sealed record takes exactly its size")
+        precondition(time48Range.contains(timestamp), "a version 4 or 5 record's timestamp fits in 48 bits")
         let n = prepared.storedCount
+        let kept = linkSize(version)
         let p = out.baseAddress!
         prepared.bytes.withUnsafeBytes { b in
             p.copyMemory(from: b.baseAddress!, byteCount: n)
+            p.storeBytes(of: version, as: UInt8.self)
             var time48 = FieldStore(p + 2)
             time48.time48(timestamp)
             let time = UInt64(bitPattern: timestamp)
@@ -74,10 +90,10 @@ extension RecordCodec {
                 return previous.next(over: UnsafeRawBufferPointer(rebasing: h[0..<headerSize]),
                                      UnsafeRawBufferPointer(rebasing: b[n...]))
             }
-            link.withUnsafeBytes { (p + n).copyMemory(from: $0.baseAddress!, byteCount: ChainHash.byteCount) }
+            link.withUnsafeBytes { (p + n).copyMemory(from: $0.baseAddress!, byteCount: kept) }
             previous = link
         }
-        let crc = keyedChecksum(UnsafeRawBufferPointer(start: p, count: n + ChainHash.byteCount), key: sequence)
-        (p + n + ChainHash.byteCount).storeBytes(of: crc.bigEndian, as: UInt32.self)
+        let crc = keyedChecksum(UnsafeRawBufferPointer(start: p, count: n + kept), key: sequence)
+        (p + n + kept).storeBytes(of: crc.bigEndian, as: UInt32.self)
     }
 }

@@ -1,9 +1,10 @@
-/// The binary form of a log record, version 4 (hash-chained):
+/// The binary form of a log record, version 5 (hash-chained, the link's first
+/// 8 bytes stored) or version 4 (the whole link stored):
 ///
 /// ```
-/// u8  version (4)        u8  type        u48 timestamp (ms since 1970)
+/// u8  version (5 or 4)   u8  type        u48 timestamp (ms since 1970)
 /// short project          ...type-specific fields...
-/// [32] chain link = SHA-256(previous record's link ‖ the record's version 2 form)
+/// [8] or [32] chain link = SHA-256(previous record's link ‖ the record's version 2 form)
 /// u32 CRC-32C of the record's key (its 8-byte sequence) and every byte before it
 /// ```
 /// Integers are big-endian; `short` is a string with a `ShortLength` (one
@@ -13,12 +14,25 @@
 /// bits a character, anything else as text). The first record's previous link
 /// is `ChainHash.genesis` (32 zero bytes).
 ///
+/// Every `fullLinkInterval`-th record (by sequence) is written in version 4,
+/// with its whole link; the records between in version 5, with the link's
+/// first 8 bytes. The chain is the same either way: each link is the SHA-256
+/// of the whole link before it. A reader follows it from a whole link (or from
+/// genesis, or a compaction's head) and checks each record's 8 bytes against
+/// the link it computes, so a record altered with its checksum recomputed is
+/// found and located as before; the head an auditor anchors is a whole link,
+/// computed. The log is 24 bytes a record smaller (16% at bench's 10M store),
+/// and the link of any record is at most 63 records' hashing away
+/// (`EventLog.link(at:)`).
+///
 /// The sequence is not stored: the key holds it, and the CRC covers the key,
 /// so a record under another key than its own fails its checksum. A record
 /// whose timestamp does not fit in 48 bits (before 1970 or after the year
 /// 10889: never the writer's clock, only an imported line) is written in
 /// version 3.
 ///
+/// Version 5 is written since schema 9. Version 4 was every record's form in
+/// schema 8.
 /// Version 3 is the form written from schema 4 to schema 7: `u64 sequence`
 /// after the type, `i64 timestamp`, `str` (u16-length) strings and u16 list
 /// lengths, names as in version 4, the CRC of the bytes alone. It still
@@ -27,7 +41,7 @@
 /// The chain link is computed over the record's version 2 form: version byte
 /// 2, the type, the sequence as u64, the timestamp as i64, every string and
 /// name as `str` and every list length as u16. So the chain commits to the
-/// events, not to how they are stored: a log of version 2, 3 and 4 records,
+/// events, not to how they are stored: a log of version 2 to 5 records,
 /// and an export of it imported again, give the same links and the same head.
 ///
 /// Version 2 is that form itself; it still decodes and verifies, and is
@@ -35,30 +49,52 @@
 /// Version 1 is version 2 without the chain link; it still decodes (it
 /// carries no link, so an audit reports it as unchained) but is never written.
 public enum RecordCodec {
-    public static let currentVersion: UInt8 = 4
-    /// The versions that carry a chain link.
-    public static let chainedVersions: ClosedRange<UInt8> = 2...4
+    /// The version most records are written in (the first 8 bytes of their link).
+    public static let currentVersion: UInt8 = 5
+    /// The version every `fullLinkInterval`-th record is written in (its whole link).
+    public static let fullLinkVersion: UInt8 = 4
+    /// Every record whose sequence is a multiple of this is written with its whole link.
+    public static let fullLinkInterval: UInt64 = 64
+    /// The versions that carry a chain link (version 5 its first 8 bytes).
+    public static let chainedVersions: ClosedRange<UInt8> = 2...5
     /// Unchained records, readable but never written.
     public static let legacyVersion: UInt8 = 1
 
-    /// Bytes after the fields: the chain link and the CRC.
-    static let trailerSize = ChainHash.byteCount + 4
+    /// The version a record under `sequence` is written in (with a timestamp in 48 bits).
+    @inline(__always)
+    public static func writtenVersion(at sequence: UInt64) -> UInt8 {
+        sequence % fullLinkInterval == 0 ? fullLinkVersion : currentVersion
+    }
+
+    /// The bytes a record of `version` keeps of its link: 8 in version 5, 32 before.
+    @inline(__always)
+    static func linkSize(_ version: UInt8) -> Int { version == 5 ? shortLinkSize : ChainHash.byteCount }
+    static let shortLinkSize = 8
+    /// Bytes after the fields of a record of `version`: (what it keeps of) the chain link and the CRC.
+    @inline(__always)
+    static func trailerSize(_ version: UInt8) -> Int { linkSize(version) + 4 }
+    /// Whether a record of `version` has the compact fields (no sequence, u48 time, short
+    /// lengths) and a CRC that covers its key: versions 4 and 5.
+    @inline(__always)
+    static func isCompact(_ version: UInt8?) -> Bool { version == 4 || version == 5 }
     /// version, type, sequence, timestamp, empty project, CRC.
     static let minimumV1Size = 1 + 1 + 8 + 8 + 2 + 4
     /// version, type, timestamp, empty project, link, CRC.
     static let minimumV4Size = 1 + 1 + 6 + 1 + ChainHash.byteCount + 4
+    /// version, type, timestamp, empty project, the link's 8 bytes, CRC.
+    static let minimumV5Size = 1 + 1 + 6 + 1 + shortLinkSize + 4
     /// The timestamps a version 4 record holds (u48).
     static let time48Range: ClosedRange<Int64> = 0...(1 << 48 - 1)
 
     /// The CRC-32C a record stored under `key` must end with, computed over its
-    /// bytes before the CRC (`record` without its last 4 bytes): for version 4
-    /// it covers the key first, for the versions before it the bytes alone.
+    /// bytes before the CRC (`record` without its last 4 bytes): for versions 4
+    /// and 5 it covers the key first, for the versions before them the bytes alone.
     /// (How a tool outside topicstore, or a test that forges a record, computes it.)
     public static func checksum(ofRecordBody body: UnsafeRawBufferPointer, version: UInt8, key: UInt64) -> UInt32 {
-        version == 4 ? keyedChecksum(body, key: key) : CRC32C.checksum(body)
+        isCompact(version) ? keyedChecksum(body, key: key) : CRC32C.checksum(body)
     }
 
-    /// A version 4 record's CRC: of its key's 8 bytes (big-endian), then of `body`.
+    /// A version 4 or 5 record's CRC: of its key's 8 bytes (big-endian), then of `body`.
     @inline(__always)
     static func keyedChecksum(_ body: UnsafeRawBufferPointer, key: UInt64) -> UInt32 {
         let seed = withUnsafeBytes(of: key.bigEndian) { CRC32C.checksum($0) }
@@ -72,24 +108,27 @@ public enum RecordCodec {
 
     /// Encodes `record` chained to `previous` and advances `previous` to this record's link.
     /// A string or list too long for its u16 length is thrown (and `previous` is left as it was).
-    /// `version` is 4 (3 when the timestamp does not fit in 48 bits), or 2 or 3 to re-encode
-    /// a record stored in that version (the link is the same).
+    /// `version` is by default the one its sequence is written in (`writtenVersion(at:)`; 3
+    /// when the timestamp does not fit in 48 bits), or 2 to 5 to re-encode a record stored in
+    /// that version (the link is the same).
     public static func encode(_ record: LogRecord, chainingFrom previous: inout ChainHash,
-                              version: UInt8 = currentVersion) throws(FieldTooLong) -> [UInt8] {
+                              version: UInt8? = nil) throws(FieldTooLong) -> [UInt8] {
+        let version = version ?? writtenVersion(at: record.sequence)
         precondition(chainedVersions.contains(version), "version \(version) is not written")
-        if version == 4, time48Range.contains(record.timestamp) {
+        if isCompact(version), time48Range.contains(record.timestamp) {
             let prepared = try prepare(record.event)
-            return [UInt8](unsafeUninitializedCapacity: prepared.sealedCount) { buffer, initialized in
-                seal(prepared, sequence: record.sequence, timestamp: record.timestamp, chainingFrom: &previous,
-                     into: UnsafeMutableRawBufferPointer(buffer))
-                initialized = prepared.sealedCount
+            let count = prepared.sealedCount(version: version)
+            return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+                seal(prepared, sequence: record.sequence, timestamp: record.timestamp, version: version,
+                     chainingFrom: &previous, into: UnsafeMutableRawBufferPointer(buffer))
+                initialized = count
             }
         }
         let stored: UInt8 = version == 2 ? 2 : 3
         // Version 2 is the form the link covers; version 3 stores other bytes under the same link.
         let form = try encodeFields(record, version: 2, trailer: 0) { _, _ in }
         let link = form.withUnsafeBytes { previous.next(over: $0) }
-        let bytes = try encodeFields(record, version: stored, trailer: trailerSize) { base, measure in
+        let bytes = try encodeFields(record, version: stored, trailer: trailerSize(stored)) { base, measure in
             let fieldsSize = measure.size
             link.withUnsafeBytes { (base + fieldsSize).copyMemory(from: $0.baseAddress!, byteCount: ChainHash.byteCount) }
             let crc = CRC32C.checksum(UnsafeRawBufferPointer(start: base, count: fieldsSize + ChainHash.byteCount))
@@ -119,7 +158,7 @@ public enum RecordCodec {
     /// Encodes `record` chained to `previous` (by default genesis: valid only as
     /// a log's first record; appends carry the chain with `chainingFrom:`).
     public static func encode(_ record: LogRecord, previous: ChainHash = .genesis,
-                              version: UInt8 = currentVersion) throws(FieldTooLong) -> [UInt8] {
+                              version: UInt8? = nil) throws(FieldTooLong) -> [UInt8] {
         var link = previous
         return try encode(record, chainingFrom: &link, version: version)
     }
@@ -201,11 +240,11 @@ public enum RecordCodec {
     }
 
     /// Checks size, checksum and version; returns the version and the span of the fields.
-    /// A version 4 record's checksum covers `key`: one under another key fails it.
+    /// A version 4 or 5 record's checksum covers `key`: one under another key fails it.
     @inline(__always)
     static func checkFrame(_ bytes: UnsafeRawBufferPointer, key: UInt64) throws(RecordCorruption) -> (version: UInt8, fieldsEnd: Int) {
-        let keyed = bytes.first == 4
-        guard bytes.count >= (keyed ? minimumV4Size : minimumV1Size) else {
+        let keyed = isCompact(bytes.first)
+        guard bytes.count >= (!keyed ? minimumV1Size : bytes.first == 5 ? minimumV5Size : minimumV4Size) else {
             throw RecordCorruption(sequence: key, offset: 0, reason: "record of \(bytes.count) bytes is too short")
         }
         let body = UnsafeRawBufferPointer(rebasing: bytes[0..<bytes.count - 4])
@@ -218,13 +257,13 @@ public enum RecordCodec {
         }
         let version = bytes[0]
         switch version {
-        case 4:
-            return (version, bytes.count - trailerSize)
+        case 4, 5:
+            return (version, bytes.count - trailerSize(version))
         case chainedVersions:
             guard bytes.count >= minimumV1Size + ChainHash.byteCount else {
                 throw RecordCorruption(sequence: key, offset: 0, reason: "version \(version) record of \(bytes.count) bytes is too short")
             }
-            return (version, bytes.count - trailerSize)
+            return (version, bytes.count - trailerSize(version))
         case legacyVersion:
             return (version, bytes.count - 4)
         default:
@@ -235,14 +274,14 @@ public enum RecordCodec {
     /// The sequence a record's bytes say it has (no decoding): where a walk of
     /// the log meets a key out of place, whether the record there is the one
     /// due under a damaged key. Versions 1 to 3 state it in a field, read
-    /// unchecked. A version 4 record states it through its checksum, which
+    /// unchecked. A version 4 or 5 record states it through its checksum, which
     /// covers the key: under its own key (`key == due`) it is taken unchecked
     /// to be `key`; elsewhere it is `due` or `key` when its checksum fits that
     /// sequence. nil when too short, of an unknown version, or fitting neither.
     public static func statedSequence(of bytes: UnsafeRawBufferPointer, key: UInt64?, due: UInt64) -> UInt64? {
         guard let version = bytes.first else { return nil }
-        if version == 4 {
-            guard bytes.count >= minimumV4Size else { return nil }
+        if isCompact(version) {
+            guard bytes.count >= (version == 5 ? minimumV5Size : minimumV4Size) else { return nil }
             if key == due { return due }
             let body = UnsafeRawBufferPointer(rebasing: bytes[0..<bytes.count - 4])
             let stored = bytes.loadBigEndian(at: bytes.count - 4, as: UInt32.self)
@@ -254,26 +293,58 @@ public enum RecordCodec {
         return bytes.loadBigEndian(at: 2, as: UInt64.self)
     }
 
-    /// The chain link stored in a record (after its checksum and version are
-    /// checked), or nil for an unchained version 1 record.
-    public static func storedLink(of bytes: UnsafeRawBufferPointer, key: UInt64) throws -> ChainHash? {
-        let (version, fieldsEnd) = try checkFrame(bytes, key: key)
-        guard chainedVersions.contains(version) else { return nil }
-        return ChainHash(bytes: UnsafeRawBufferPointer(rebasing: bytes[fieldsEnd..<fieldsEnd + ChainHash.byteCount]))
+    /// What a record keeps of its chain link (after its checksum and version are checked).
+    public enum StoredLink: Equatable, Sendable {
+        /// A version 1 record: no link.
+        case none
+        /// Versions 2 to 4: the whole link.
+        case whole(ChainHash)
+        /// Version 5: the link's first 8 bytes (as a big-endian integer).
+        case prefix(UInt64)
+
+        /// Whether `link` is the link this record keeps (all of it or its first 8 bytes).
+        public func matches(_ link: ChainHash) -> Bool {
+            switch self {
+            case .none: return false
+            case .whole(let stored): return stored == link
+            case .prefix(let stored): return stored == link.prefix
+            }
+        }
     }
 
-    /// The bytes where a version 2 record keeps its link, without checking
-    /// anything else: lets an audit carry the chain past a record whose other
-    /// bytes are damaged, so that one damaged record is reported once.
+    /// What `bytes`, the record under `key`, keeps of its chain link.
+    public static func storedLinkPart(of bytes: UnsafeRawBufferPointer, key: UInt64) throws -> StoredLink {
+        let (version, fieldsEnd) = try checkFrame(bytes, key: key)
+        switch version {
+        case legacyVersion: return .none
+        case 5: return .prefix(bytes.loadBigEndian(at: fieldsEnd, as: UInt64.self))
+        default: return .whole(ChainHash(bytes: UnsafeRawBufferPointer(rebasing: bytes[fieldsEnd..<fieldsEnd + ChainHash.byteCount]))!)
+        }
+    }
+
+    /// The whole chain link stored in a record (after its checksum and version
+    /// are checked); nil for an unchained version 1 record and for a version 5
+    /// record, which keeps only the link's first 8 bytes (`EventLog.link(at:)`
+    /// computes its link from the last whole one before it).
+    public static func storedLink(of bytes: UnsafeRawBufferPointer, key: UInt64) throws -> ChainHash? {
+        guard case .whole(let link) = try storedLinkPart(of: bytes, key: key) else { return nil }
+        return link
+    }
+
+    /// The bytes where a version 2 to 4 record keeps its whole link, without
+    /// checking anything else: lets an audit carry the chain past a record whose
+    /// other bytes are damaged, so that one damaged record is reported once.
+    /// nil for a version 1 or 5 record (and for bytes too short to hold a link).
     public static func unverifiedLink(of bytes: UnsafeRawBufferPointer) -> ChainHash? {
-        guard let version = bytes.first, chainedVersions.contains(version),
+        guard let version = bytes.first, chainedVersions.contains(version), version != 5,
               bytes.count >= (version == 4 ? minimumV4Size : minimumV1Size + ChainHash.byteCount) else { return nil }
-        let at = bytes.count - trailerSize
+        let at = bytes.count - trailerSize(version)
         return ChainHash(bytes: UnsafeRawBufferPointer(rebasing: bytes[at..<at + ChainHash.byteCount]))
     }
 
-    /// Verifies that the record's link is SHA-256(`previous` ‖ its bytes before
-    /// the link) and returns it; a mismatch (an altered record, or an altered
+    /// Verifies that the record's link is SHA-256(`previous` ‖ its version 2
+    /// form) and returns it (the whole link, also for a version 5 record, which
+    /// keeps its first 8 bytes); a mismatch (an altered record, or an altered
     /// record before it) is thrown with the sequence.
     public static func verifyLink(of bytes: UnsafeRawBufferPointer, key: UInt64, previous: ChainHash) throws -> ChainHash {
         let (version, fieldsEnd) = try checkFrame(bytes, key: key)
@@ -283,6 +354,14 @@ public enum RecordCodec {
         let fields = UnsafeRawBufferPointer(rebasing: bytes[0..<fieldsEnd])
         let computed = version == 2 ? previous.next(over: fields)
                                     : try withVersion2Fields(of: fields, key: key) { previous.next(over: $0) }
+        if version == 5 {
+            let stored = bytes.loadBigEndian(at: fieldsEnd, as: UInt64.self)
+            guard stored == computed.prefix else {
+                throw RecordCorruption(sequence: key, offset: fieldsEnd,
+                                       reason: "hash chain broken (stored link \(hex(stored))…, computed \(computed.hex))", kind: .chain)
+            }
+            return computed
+        }
         let stored = ChainHash(bytes: UnsafeRawBufferPointer(rebasing: bytes[fieldsEnd..<fieldsEnd + ChainHash.byteCount]))!
         guard stored == computed else {
             throw RecordCorruption(sequence: key, offset: fieldsEnd,
@@ -291,7 +370,7 @@ public enum RecordCodec {
         return stored
     }
 
-    /// Calls `body` with the version 2 form of a version 3 or 4 record's fields
+    /// Calls `body` with the version 2 form of a version 3, 4 or 5 record's fields
     /// (version byte 2, the sequence `key`, an i64 timestamp, every name spelled
     /// out as `str`, u16 lengths): the bytes its chain link covers. Rewritten in
     /// place of a full decode (no strings built); a field that does not parse is
@@ -300,7 +379,7 @@ public enum RecordCodec {
                                       _ body: (UnsafeRawBufferPointer) -> R) throws -> R {
         // A name grows at most from 17 bytes (a UUID) to 38, a short length from 1 byte to 2, the
         // header by 10 bytes: three times the input and 16 bytes are room enough.
-        let compact = fields.first == 4
+        let compact = isCompact(fields.first)
         return try withUnsafeTemporaryAllocation(byteCount: 3 * fields.count + 16, alignment: 1) { out in
             let p = out.baseAddress!
             var from = 0, to = 0
@@ -415,7 +494,7 @@ public enum RecordCodec {
             guard let type = TypeCode(rawValue: try r.u8()) else {
                 throw RecordCorruption(sequence: key, offset: typeOffset, reason: "unknown event type")
             }
-            // Version 4 states no sequence (its checksum covers the key) and has short lengths.
+            // Versions 4 and 5 state no sequence (the checksum covers the key) and have short lengths.
             let compact = version >= 4
             func string() throws -> String { compact ? try r.shortString() : try r.string() }
             func count() throws -> Int { compact ? try r.shortLength() : Int(try r.u16()) }
@@ -497,7 +576,7 @@ public enum RecordCodec {
     /// answers only once it has, as `History` does with its chain follower).
     public static func names(project: [UInt8], _ bytes: UnsafeRawBufferPointer) -> Bool {
         let n = project.count
-        if bytes.first == 4 {
+        if isCompact(bytes.first) {
             // version ‖ type ‖ u48 time ‖ short length ‖ project
             var r = ByteReader(bytes)
             guard (try? r.bytes(compactHeaderSize)) != nil, (try? r.shortLength()) == n,
@@ -511,7 +590,7 @@ public enum RecordCodec {
 
     /// Reads only the timestamp of an encoded record (for time searches), after the same checks as `decode`.
     public static func timestamp(of bytes: UnsafeRawBufferPointer, key: UInt64) throws -> Int64 {
-        let compact = bytes.first == 4
+        let compact = isCompact(bytes.first)
         guard bytes.count >= (compact ? compactHeaderSize : headerSize) else {
             throw RecordCorruption(sequence: key, offset: 0, reason: "record of \(bytes.count) bytes is too short")
         }
@@ -522,6 +601,11 @@ public enum RecordCodec {
     private static func hex(_ v: UInt32) -> String {
         let s = String(v, radix: 16)
         return "0x" + String(repeating: "0", count: 8 - s.count) + s
+    }
+
+    private static func hex(_ v: UInt64) -> String {
+        let s = String(v, radix: 16)
+        return String(repeating: "0", count: 16 - s.count) + s
     }
 }
 

@@ -43,12 +43,12 @@ public struct RecordGlance {
         let trailer: Int
         switch version {
         case RecordCodec.legacyVersion: trailer = 4
-        case RecordCodec.chainedVersions: trailer = RecordCodec.trailerSize
+        case RecordCodec.chainedVersions: trailer = RecordCodec.trailerSize(version)
         default: return nil
         }
         guard record.count >= trailer + 2 else { return nil }
         var p = Parse(fields: UnsafeRawBufferPointer(rebasing: record[0..<record.count - trailer]),
-                      storesNames: version >= 3, compact: version == 4)
+                      storesNames: version >= 3, compact: RecordCodec.isCompact(version))
         guard let kind = Kind(rawValue: record[1]) else { return nil }
         // version, type, then a u48 timestamp (4) or a u64 sequence and an i64 timestamp.
         p.at = p.compact ? 8 : 18

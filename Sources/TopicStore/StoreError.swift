@@ -37,8 +37,9 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
         case .storageFull(let path, let reported):
             return "the filesystem holding \(path) is full (\(reported)): the commit was not written, nothing of it is stored; free space and retry"
         case .corruptHead(let path, let seq, let reason):
-            return "the last log record of \(path), seq \(seq), is damaged (\(reason)): no new event can be chained onto it, "
-                + "so the store takes none; topicstore audit --data \(path) reports it (to keep the records before it: "
+            return "log record \(seq) of \(path), at the log's end, is damaged (\(reason)): the next record's chain link is computed "
+                + "through it, so no new event can be chained on and the store takes none; "
+                + "topicstore audit --data \(path) reports it (to keep the records before it: "
                 + "topicstore export --to-seq \(seq - 1), then import that into a new store)"
         case .damaged(let path, let what, let reason):
             // A damaged log record stops a replay there too: what can be kept is the log before it.

@@ -309,13 +309,33 @@ public final class TopicStore: Sendable {
     /// Throws `StoreError.corruptHead` when the log's last record is damaged (a
     /// health check, and a server's start): no event can be chained onto it.
     public func checkHead() throws {
-        try read { txn in _ = try Self.head(log, directory: directory, txn) }
+        try readGeneration { txn, g in _ = try Self.head(log, g.tables, directory: directory, txn) }
     }
 
-    /// The log's head; a damaged last record is `StoreError.corruptHead`.
-    static func head(_ log: EventLog, directory: String, _ txn: borrowing Transaction) throws -> ChainHead? {
+    /// The whole chain link of the record at `sequence` (`EventLog.link(at:)`:
+    /// computed from the last whole link before it, or from the head a
+    /// compaction kept before the log's first record).
+    public func chainLink(at sequence: UInt64, _ txn: borrowing Transaction) throws -> ChainHash {
+        try log.link(at: sequence, txn, start: { try Self.compactedLink(at: $0, tables, txn) })
+    }
+
+    /// The log's last sequence and its whole chain link, or nil when the log is empty.
+    public func chainHead(_ txn: borrowing Transaction) throws -> ChainHead? {
+        try log.head(txn, start: { try Self.compactedLink(at: $0, tables, txn) })
+    }
+
+    /// The link a compaction kept at `sequence` (its horizon), or nil when it kept none there.
+    static func compactedLink(at sequence: UInt64, _ tables: ProjectionTables, _ txn: borrowing Transaction) throws -> ChainHash? {
+        guard let head = try tables.compactedChainHead(txn), head.sequence == sequence else { return nil }
+        return head.hash
+    }
+
+    /// The log's head; a damaged record between the last whole link and the
+    /// last record is `StoreError.corruptHead`: no event can be chained onto it.
+    static func head(_ log: EventLog, _ tables: ProjectionTables, directory: String,
+                     _ txn: borrowing Transaction) throws -> ChainHead? {
         do {
-            return try log.head(txn)
+            return try log.head(txn, start: { try compactedLink(at: $0, tables, txn) })
         } catch let e as RecordCorruption {
             throw StoreError.corruptHead(path: directory, sequence: e.sequence, reason: "byte \(e.offset): \(e.reason)")
         }
@@ -653,7 +673,7 @@ public final class TopicStore: Sendable {
                         // After a compaction removed the whole log, numbering goes on from the projections.
                         var sequence = try bounds?.last ?? g.tables.appliedSequence(txn)
                         var lastTime = bounds?.lastTimestamp ?? 0
-                        var chain = try Self.head(log, directory: directory, txn)?.hash ?? g.chainStart(txn)
+                        var chain = try Self.head(log, g.tables, directory: directory, txn)?.hash ?? g.chainStart(txn)
                         let now = Int64(Date().timeIntervalSince1970 * 1000)
                         var receipts: [Result<Receipt, any Error>] = []
                         receipts.reserveCapacity(batch.count)

@@ -19,7 +19,7 @@ struct AuditTests {
         options.entriesPerComparison = 17   // many chunks
         let report = try Audit.run(store, options: options)
         #expect(report.isClean, "\(report.logIssues) \(report.differences.prefix(3))")
-        #expect(report.head == (try store.read { txn in try store.log.head(txn) }))
+        #expect(report.head == (try store.read { txn in try store.chainHead(txn) }))
         #expect(report.recordsChecked == 300)
         let entries = try store.read { txn in try store.tables.all.reduce(0) { $0 + (try txn.statistics($1).entries) } }
         #expect(report.entriesCompared == entries)
@@ -142,7 +142,7 @@ struct AuditTests {
             for (i, line) in lines.enumerated() { try importer.add(try Importer.record(fromLine: line, lineNumber: i + 1)) }
             return try importer.finish()
         }()
-        #expect(head == (try store.read { txn in try store.log.head(txn) }))
+        #expect(head == (try store.read { txn in try store.chainHead(txn) }))
         let imported = try replayOpenReadOnly(dir.sub("imported"))
         #expect(replayDumpDifferences(try replayDumpTables(store), try replayDumpTables(imported)).isEmpty)
         #expect(try Audit.run(imported).isClean)
@@ -152,9 +152,9 @@ struct AuditTests {
         let s = try Export.lines(from: store, from: 100, through: 199) { part.append($0) }
         #expect(s.firstSequence == 100 && s.lastSequence == 199 && Array(part.dropLast()) == Array(lines[99..<198]))
         // Its last line carries the chain link there (a checkpoint), as the whole export's last does.
-        let link = try store.read { txn in try store.log.link(before: 200, txn) }
+        let link = try store.read { txn in try store.chainLink(at: 200 - 1, txn) }
         #expect(part.last == String(lines[198].dropLast()) + ",\"link\":\"\(link.hex)\"}")
-        #expect(lines.last?.hasSuffix(",\"link\":\"\(try store.read { txn in try store.log.head(txn) }!.hash.hex)\"}") == true)
+        #expect(lines.last?.hasSuffix(",\"link\":\"\(try store.read { txn in try store.chainHead(txn) }!.hash.hex)\"}") == true)
         // An import must start at 1 and be gap-free.
         let bad = try Importer(creating: dir.sub("bad"))
         #expect(throws: ReplayError.self) { try bad.add(try Importer.record(fromLine: lines[1], lineNumber: 1)) }

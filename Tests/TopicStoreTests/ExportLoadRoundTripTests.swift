@@ -57,7 +57,7 @@ import TopicStore
         #expect(got == want, "\(got.differences(from: want).prefix(5))")
         // The same records, time for time (so the same bytes, the same chain head).
         #expect(try allRecords(loaded) == allRecords(source))
-        #expect(try loaded.read { txn in try loaded.log.head(txn) } == source.read { txn in try source.log.head(txn) })
+        #expect(try loaded.read { txn in try loaded.chainHead(txn) } == source.read { txn in try source.chainHead(txn) })
     }
 
     @Test("loaded into a newer store, an export stops at its first line: given later times, its rejections would be ignored")

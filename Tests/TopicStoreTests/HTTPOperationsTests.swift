@@ -125,7 +125,7 @@ struct HTTPOperationsTests {
         let write = try t.send("POST", "/api/register", key: t.clientKey, json: #"{"device_id":"H9","topics":["a"]}"#)
         #expect(write.status == 503, "\(write.status) \(write.text)")
         let message = write.object?["message"] as? String ?? ""
-        #expect(message.contains("last log record (seq 3) is damaged"), "\(write.text)")
+        #expect(message.contains("log record 3, at the log's end, is damaged"), "\(write.text)")
         let health = try t.send("GET", "/healthz")
         #expect(health.status == 503, "\(health.status) \(health.text)")
         #expect(health.object?["status"] as? String == "corrupt" && health.object?["sequence"] as? Int == 3, "\(health.text)")

@@ -57,15 +57,20 @@ struct HashChainTests {
         var link = ChainHash.genesis
         for seq in UInt64(1)...120 {
             let bytes = try Self.rawRecord(store, seq)
-            #expect(bytes[0] == 4)
+            // Every 64th record keeps its whole link (version 4), the others its first 8 bytes (version 5).
+            let whole = seq % 64 == 0
+            #expect(bytes[0] == (whole ? 4 : 5), "seq \(seq)")
             // SHA-256(previous ‖ the record's version 2 form before the link), computed here from scratch.
             let record = try bytes.withUnsafeBytes { try RecordCodec.decode($0, key: seq) }
             let v2 = Self.version2Form(record)
             let expected = ChainHash(bytes: SHA256.hash(link.bytes + v2))!
-            #expect(Array(bytes[(bytes.count - 36)..<(bytes.count - 4)]) == expected.bytes, "seq \(seq)")
+            let kept = whole ? 32 : 8
+            #expect(Array(bytes[(bytes.count - 4 - kept)..<(bytes.count - 4)]) == Array(expected.bytes.prefix(kept)), "seq \(seq)")
+            // The store computes every record's whole link from the last whole one before it.
+            #expect(try store.read { txn in try store.chainLink(at: seq, txn) } == expected, "seq \(seq)")
             link = expected
         }
-        let head = try store.read { txn in try store.log.head(txn) }
+        let head = try store.read { txn in try store.chainHead(txn) }
         #expect(head == ChainHead(sequence: 120, hash: link))
         // A store reopened carries the chain on.
         store.close()
@@ -73,7 +78,7 @@ struct HashChainTests {
         try reopened.submitAndWait(Event(project: "alpha", body: .unregisterAll(deviceID: "dev-1")))
         let bytes = try Self.rawRecord(reopened, 121)
         let expected = ChainHash(bytes: SHA256.hash(link.bytes + Self.version2Form(try bytes.withUnsafeBytes { try RecordCodec.decode($0, key: 121) })))!
-        #expect(try reopened.read { txn in try reopened.log.head(txn) }?.hash == expected)
+        #expect(try reopened.read { txn in try reopened.chainHead(txn) }?.hash == expected)
         #expect(try Audit.run(reopened).isClean)
     }
 
@@ -115,32 +120,43 @@ struct HashChainTests {
         #expect(try v1.withUnsafeBytes { try RecordCodec.decode($0, key: 5) } == record)
         #expect(try v1.withUnsafeBytes { try RecordCodec.storedLink(of: $0, key: 5) } == nil)
         #expect(throws: RecordCorruption.self) { try v1.withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: 5, previous: .genesis) } }
-        var link2 = ChainHash.genesis, link3 = ChainHash.genesis, link4 = ChainHash.genesis
+        var link2 = ChainHash.genesis, link3 = ChainHash.genesis, link4 = ChainHash.genesis, link5 = ChainHash.genesis
         let v2 = try RecordCodec.encode(record, chainingFrom: &link2, version: 2)
         let v3 = try RecordCodec.encode(record, chainingFrom: &link3, version: 3)
-        let v4 = try RecordCodec.encode(record, chainingFrom: &link4)
-        #expect(v2.count == v1.count + 32 && v2[0] == 2 && v3[0] == 3 && v4[0] == 4)
+        let v4 = try RecordCodec.encode(record, chainingFrom: &link4, version: 4)
+        let v5 = try RecordCodec.encode(record, chainingFrom: &link5)
+        #expect(v2.count == v1.count + 32 && v2[0] == 2 && v3[0] == 3 && v4[0] == 4 && v5[0] == 5)
         // Version 4: no sequence (8 bytes), a 6-byte time (2), one-byte lengths (1 each for the
         // project, the list, the code and the title); the device_id "d" is text in both.
         #expect(v4.count == v3.count - 8 - 2 - 4)
-        #expect(link2 == link3 && link3 == link4, "every version carries the same link")
-        for bytes in [v2, v3, v4] {
+        // Version 5: the link's first 8 bytes of its 32.
+        #expect(v5.count == v4.count - 24 && Array(v5[(v5.count - 12)..<(v5.count - 4)]) == Array(link2.bytes.prefix(8)))
+        #expect(link2 == link3 && link3 == link4 && link4 == link5, "every version carries the same link")
+        for bytes in [v2, v3, v4, v5] {
             #expect(try bytes.withUnsafeBytes { try RecordCodec.decode($0, key: 5) } == record)
             #expect(try bytes.withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: 5, previous: .genesis) } == link2)
         }
-        // A version 4 record under another key fails its checksum, which covers the key.
-        do {
-            _ = try v4.withUnsafeBytes { try RecordCodec.decode($0, key: 6) }
-            Issue.record("a version 4 record decoded under another key")
-        } catch let e as RecordCorruption {
-            #expect(e.kind == .checksum && e.sequence == 6 && e.reason.contains("for key 6"), "\(e)")
+        // Verified from another link, version 5's 8 bytes break the chain as version 4's 32 do.
+        for bytes in [v4, v5] {
+            #expect(throws: RecordCorruption.self) { try bytes.withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: 5, previous: link2) } }
         }
-        var v5 = v4
-        v5[0] = 5
-        v5 = Self.recomputedChecksum(v5, key: 5)
+        #expect(try v5.withUnsafeBytes { try RecordCodec.storedLinkPart(of: $0, key: 5) } == .prefix(link2.prefix))
+        #expect(try v5.withUnsafeBytes { try RecordCodec.storedLink(of: $0, key: 5) } == nil)
+        // A version 4 or 5 record under another key fails its checksum, which covers the key.
+        for bytes in [v4, v5] {
+            do {
+                _ = try bytes.withUnsafeBytes { try RecordCodec.decode($0, key: 6) }
+                Issue.record("a version \(bytes[0]) record decoded under another key")
+            } catch let e as RecordCorruption {
+                #expect(e.kind == .checksum && e.sequence == 6 && e.reason.contains("for key 6"), "\(e)")
+            }
+        }
+        var v6 = v4
+        v6[0] = 6
+        v6 = Self.recomputedChecksum(v6, key: 5)
         do {
-            _ = try v5.withUnsafeBytes { try RecordCodec.decode($0, key: 5) }
-            Issue.record("version 5 decoded")
+            _ = try v6.withUnsafeBytes { try RecordCodec.decode($0, key: 5) }
+            Issue.record("version 6 decoded")
         } catch let e as RecordCorruption {
             #expect(e.kind == .version)
         }
@@ -161,9 +177,12 @@ struct HashChainTests {
         #expect(report.logIssues.first?.kind == .checksum)
         #expect(report.foldStop?.sequence == 137)
         #expect(!report.projectionsCompared)
-        // The chain is carried past the damaged record: nothing else is blamed.
+        // Nothing else is blamed. The record keeps 8 bytes of its link, so the chain is taken up
+        // at the next record keeping its whole link, 192: the links of 138…192 are not checked.
         #expect(report.recordsChecked == 200)
+        #expect(report.linksUnchecked == 55)
         #expect(report.head?.sequence == 200)
+        #expect(report.head == (try store.read { txn in try store.chainHead(txn) }))
     }
 
     @Test("a damaged last record (the head) is reported like any other, not thrown")
@@ -220,7 +239,7 @@ struct HashChainTests {
         try store.submitAndWait(Event(project: "alpha", body: .token(deviceID: "d1", token: "tokA", platform: .ios)))
         try store.submitAndWait(Event(project: "alpha", body: .register(deviceID: "d1", topics: [TopicSpec(code: "news")])))
         try store.submitAndWait(Event(project: "alpha", body: .register(deviceID: "d2", topics: [TopicSpec(code: "sport")])))
-        try Self.fill(store, count: 50)
+        try Self.fill(store, count: 70)
         // Record 2 now says "nexs": same length, checksum recomputed, link left as it was.
         var bytes = try Self.rawRecord(store, 2)
         let at = try #require(bytes.indices.first { i in i + 4 <= bytes.count && Array(bytes[i..<i + 4]) == Array("news".utf8) })
@@ -255,8 +274,13 @@ struct HashChainTests {
         var exported = 0
         #expect(throws: ReplayError.self) { try Export.lines(from: store) { _ in exported += 1 } }
         #expect(exported == 1, "the record before it is exported, the forged one is not")
-        // A range that starts after it follows the chain from the record before the range.
-        #expect(try Export.lines(from: store, from: 3) { _ in }.records == 51)
+        // A range that starts right after it cannot be: the link before it is computed through the
+        // forged record (record 2 keeps only 8 bytes of its link), which breaks the chain there.
+        #expect { try Export.lines(from: store, from: 3) { _ in } } throws: { error in
+            (error as? RecordCorruption).map { $0.sequence == 2 && $0.kind == .chain } ?? false
+        }
+        // One that starts after the next record keeping its whole link (64) follows the chain from it.
+        #expect(try Export.lines(from: store, from: 65) { _ in }.records == 9)
     }
 
     /// An auditor review changed the sequence inside a record (CRC recomputed): the audit named
@@ -267,23 +291,26 @@ struct HashChainTests {
     func recordNamingAnotherSequence() throws {
         let dir = ReplayTempDir("renumber")
         let store = try TopicStore(directory: dir.sub("live"))
-        try Self.fill(store, count: 40)
-        for seq: UInt64 in [12, 30] {
+        try Self.fill(store, count: 80)
+        for seq: UInt64 in [12, 70] {
             // Record `seq` as version 3 (its own link), then saying seq + 1, its CRC recomputed.
-            let previous = try store.read { txn in try store.log.link(before: seq, txn) }
+            let previous = try store.read { txn in try store.chainLink(at: seq - 1, txn) }
             let record = try #require(try store.read { txn in try store.log.record(at: seq, txn) })
             var bytes = try RecordCodec.encode(record, previous: previous, version: 3)
             bytes.replaceSubrange(2..<10, with: withUnsafeBytes(of: (seq + 1).bigEndian) { Array($0) })
             try Self.overwrite(store, seq, Self.recomputedChecksum(bytes, key: seq))
         }
         // Record 20 sealed as version 4 for sequence 21 (its link and CRC as they would be there).
-        let previous = try store.read { txn in try store.log.link(before: 20, txn) }
+        let previous = try store.read { txn in try store.chainLink(at: 20 - 1, txn) }
         var moved = try #require(try store.read { txn in try store.log.record(at: 20, txn) })
         moved.sequence = 21
         try Self.overwrite(store, 20, try RecordCodec.encode(moved, previous: previous))
         let report = try Audit.run(store)
         #expect(!report.isClean)
-        for seq: UInt64 in [12, 30] {
+        // Record 20 is damaged and keeps 8 bytes of its link: the chain is taken up at 64, which
+        // keeps its whole link, and checked again from 65.
+        #expect(report.linksUnchecked == 44)
+        for seq: UInt64 in [12, 70] {
             #expect(report.logIssues.contains { $0.sequence == seq && $0.kind == .chain }, "\(report.logIssues)")
             #expect(report.logIssues.contains { $0.sequence == seq && $0.kind == .undecodable && $0.message.contains("record says sequence \(seq + 1)") },
                     "\(report.logIssues)")
@@ -298,12 +325,12 @@ struct HashChainTests {
         let store = try TopicStore(directory: dir.sub("live"))
         try Self.fill(store, count: 60)
         func forge(_ seq: UInt64) throws {
-            let previous = try store.read { txn in try store.log.link(before: seq, txn) }
+            let previous = try store.read { txn in try store.chainLink(at: seq - 1, txn) }
             var record = try #require(try store.read { txn in try store.log.record(at: seq, txn) })
             record.timestamp += 1   // same length; a plausible forgery
             try Self.overwrite(store, seq, try RecordCodec.encode(record, previous: previous))
         }
-        let anchored = try #require(try store.read { txn in try store.log.head(txn) })
+        let anchored = try #require(try store.read { txn in try store.chainHead(txn) })
         try forge(30)
         var report = try Audit.run(store)
         // Record 31's link no longer follows (and its time may now be before 30's).
@@ -313,8 +340,8 @@ struct HashChainTests {
         let dir2 = ReplayTempDir("relink-last")
         let other = try TopicStore(directory: dir2.sub("live"))
         try Self.fill(other, count: 60)
-        let head = try #require(try other.read { txn in try other.log.head(txn) })
-        let previous = try other.read { txn in try other.log.link(before: 60, txn) }
+        let head = try #require(try other.read { txn in try other.chainHead(txn) })
+        let previous = try other.read { txn in try other.chainLink(at: 60 - 1, txn) }
         var last = try #require(try other.read { txn in try other.log.record(at: 60, txn) })
         last.timestamp += 1
         try Self.overwrite(other, 60, try RecordCodec.encode(last, previous: previous))

@@ -42,21 +42,24 @@ import TopicStore
         }
     }
 
-    /// Every event type and name shape: versions 3 and 4 decode to the same record and carry
+    /// Every event type and name shape: versions 3, 4 and 5 decode to the same record and carry
     /// the link of its version 2 form; version 3 is at most a byte per name larger (a name kept
     /// as text), version 4 at least 11 bytes smaller than version 3 (the sequence, two bytes of
-    /// the time, a byte of the project's length); every flipped byte is caught.
+    /// the time, a byte of the project's length), version 5 24 bytes smaller than version 4 (8
+    /// bytes of the link kept); every flipped byte is caught.
     @Test func versionsThreeAndFourCarryTheLinkOfVersionTwo() throws {
-        var link2 = ChainHash.genesis, link3 = ChainHash.genesis, link4 = ChainHash.genesis
+        var link2 = ChainHash.genesis, link3 = ChainHash.genesis, link4 = ChainHash.genesis, link5 = ChainHash.genesis
         for record in Self.randomRecords(3_000, seed: 21) {
             let previous = link4
             let v2 = try RecordCodec.encode(record, chainingFrom: &link2, version: 2)
             let v3 = try RecordCodec.encode(record, chainingFrom: &link3, version: 3)
-            let v4 = try RecordCodec.encode(record, chainingFrom: &link4)
-            #expect(link2 == link3 && link3 == link4, "seq \(record.sequence)")
+            let v4 = try RecordCodec.encode(record, chainingFrom: &link4, version: 4)
+            let v5 = try RecordCodec.encode(record, chainingFrom: &link5, version: 5)
+            #expect(link2 == link3 && link3 == link4 && link4 == link5, "seq \(record.sequence)")
             #expect(v3.count <= v2.count + 2)
             #expect(v4[0] == 4 && v4.count <= v3.count - 11)
-            for bytes in [v3, v4] {
+            #expect(v5[0] == 5 && v5.count == v4.count - 24)
+            for bytes in [v3, v4, v5] {
                 #expect(try bytes.withUnsafeBytes { try RecordCodec.decode($0, key: record.sequence) } == record)
                 #expect(try bytes.withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: record.sequence, previous: previous) } == link4)
             }
@@ -65,18 +68,20 @@ import TopicStore
         // the APNs token, 11 for the sequence, the time and the project's length).
         let token = LogRecord(sequence: 1, timestamp: 1, event: Event(project: "demo", body: .token(deviceID: Self.uuidLower, token: Self.apns, platform: .ios)))
         var a = ChainHash.genesis, b = ChainHash.genesis
-        #expect(try RecordCodec.encode(token, chainingFrom: &a, version: 2).count - RecordCodec.encode(token, chainingFrom: &b).count == 64)
+        #expect(try RecordCodec.encode(token, chainingFrom: &a, version: 2).count - RecordCodec.encode(token, chainingFrom: &b, version: 4).count == 64)
         // An Android device's: 72 bytes fewer (40 for the FCM token in 6 bits a character).
         let android = LogRecord(sequence: 1, timestamp: 1, event: Event(project: "demo", body: .token(deviceID: Self.uuidLower, token: Self.fcm(7), platform: .android)))
         a = .genesis; b = .genesis
-        #expect(try RecordCodec.encode(android, chainingFrom: &a, version: 2).count - RecordCodec.encode(android, chainingFrom: &b).count == 72)
-        let bytes = try RecordCodec.encode(token)
+        #expect(try RecordCodec.encode(android, chainingFrom: &a, version: 2).count - RecordCodec.encode(android, chainingFrom: &b, version: 4).count == 72)
+        for bytes in [try RecordCodec.encode(token, version: 4), try RecordCodec.encode(token)] {
+        #expect(bytes[0] == 4 || bytes[0] == 5)
         for i in 0..<bytes.count {
             var corrupt = bytes
             corrupt[i] ^= 0x10
             #expect(throws: RecordCorruption.self, "byte \(i)") {
                 _ = try corrupt.withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: 1, previous: .genesis) }
             }
+        }
         }
     }
 
@@ -89,13 +94,15 @@ import TopicStore
         for (i, record) in Self.randomRecords(500, seed: 5).enumerated() {
             let prepared = try RecordCodec.prepare(record.event)
             for (sequence, time) in [(record.sequence, record.timestamp), (UInt64(i) << 40 | 7, Int64(i) * 1_000_003 + 5),
-                                     (UInt64.max - UInt64(i), Int64(1) << 48 - 1 - Int64(i))] {
+                                     (UInt64(i + 1) * 64, Int64(i)), (UInt64.max - UInt64(i), Int64(1) << 48 - 1 - Int64(i))] {
                 let moved = LogRecord(sequence: sequence, timestamp: time, event: record.event)
                 let previous = link3
-                var sealed = [UInt8](repeating: 0xEE, count: prepared.sealedCount)
+                var sealed = [UInt8](repeating: 0xEE, count: prepared.sealedCount(at: sequence))
                 sealed.withUnsafeMutableBytes {
                     RecordCodec.seal(prepared, sequence: sequence, timestamp: time, chainingFrom: &link3, into: $0)
                 }
+                // Every 64th record keeps its whole link (version 4), the others its first 8 bytes (version 5).
+                #expect(sealed[0] == (sequence % 64 == 0 ? 4 : 5), "record \(i) at \(sequence)")
                 var link4 = previous
                 #expect(try RecordCodec.encode(moved, chainingFrom: &link4) == sealed, "record \(i) at \(sequence)")
                 _ = try RecordCodec.encode(moved, chainingFrom: &link2, version: 2)
@@ -135,13 +142,14 @@ import TopicStore
                 deviceID: Self.uuidLower, topics: [TopicSpec(code: "news", title: long, single: nil), TopicSpec(code: "user.\(n)")])))
             var link2 = ChainHash.genesis, link4 = ChainHash.genesis
             _ = try RecordCodec.encode(record, chainingFrom: &link2, version: 2)
-            let v4 = try RecordCodec.encode(record, chainingFrom: &link4)
+            let v4 = try RecordCodec.encode(record, chainingFrom: &link4, version: 4)
             let v3 = try RecordCodec.encode(record, version: 3)
             #expect(v4[0] == 4 && link4 == link2, "length \(n)")
             #expect(try v4.withUnsafeBytes { try RecordCodec.decode($0, key: 9) } == record, "length \(n)")
             #expect(try v4.withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: 9, previous: .genesis) } == link2, "length \(n)")
-            for bytes in [v3, v4] {
+            for bytes in [v3, v4, try RecordCodec.encode(record, version: 5)] {
                 #expect(bytes.withUnsafeBytes { RecordCodec.names(project: Array(project.utf8), $0) }, "v\(bytes[0]) length \(n)")
+                #expect(try bytes.withUnsafeBytes { try RecordCodec.timestamp(of: $0, key: 9) } == record.timestamp, "v\(bytes[0]) length \(n)")
                 #expect(!bytes.withUnsafeBytes { RecordCodec.names(project: Array((project + "x").utf8), $0) }, "v\(bytes[0]) length \(n)")
                 #expect(!bytes.withUnsafeBytes { RecordCodec.names(project: Array(project.utf8.dropLast()), $0) }, "v\(bytes[0]) length \(n)")
             }
@@ -174,10 +182,10 @@ import TopicStore
         let last = LogRecord(sequence: 4, timestamp: 1 << 48 - 1, event: record.event)
         let bytes = try RecordCodec.encode(last)
         let stored = try bytes.withUnsafeBytes { try RecordCodec.timestamp(of: $0, key: 4) }
-        #expect(bytes[0] == 4 && stored == 1 << 48 - 1)
+        #expect(bytes[0] == 5 && stored == 1 << 48 - 1)
     }
 
-    /// Forged records: random version 3 and 4 records with bytes changed, cut, inserted or
+    /// Forged records: random version 3, 4 and 5 records with bytes changed, cut, inserted or
     /// doubled, their checksum recomputed for the key, as someone rewriting the file would.
     /// Every reader either gives a record back or throws a `RecordCorruption` naming the key;
     /// none traps, and none reads past the record. A record that still decodes verifies or
@@ -187,7 +195,7 @@ import TopicStore
         let records = Self.randomRecords(1_500, seed: 13)
         var decoded = 0, refused = 0
         for record in records {
-            let version: UInt8 = rng.int(4) == 0 ? 3 : 4
+            let version: UInt8 = [3, 4, 5, 5][rng.int(4)]
             var original = try RecordCodec.encode(record, version: version)
             // The CRC's four bytes stay at the end: the forger recomputes them.
             var body = Array(original[..<(original.count - 4)])
@@ -227,6 +235,8 @@ import TopicStore
                 _ = RecordCodec.statedSequence(of: b, key: key &+ 1, due: key)
                 _ = RecordCodec.names(project: Array("demo".utf8), b)
                 _ = RecordCodec.unverifiedLink(of: b)
+                _ = try? RecordCodec.storedLinkPart(of: b, key: key)
+                _ = RecordGlance(b)
                 _ = try? RecordCodec.timestamp(of: b, key: key)
             }
         }
@@ -246,7 +256,7 @@ import TopicStore
             events.append(Event(project: "demo", body: .register(deviceID: id, topics: [TopicSpec(code: "news"), TopicSpec(code: "t\(i % 7)")])))
         }
         for r in store.submitAndWait(events) { _ = try r.get() }
-        let head = try #require(try store.read { txn in try store.log.head(txn) })
+        let head = try #require(try store.read { txn in try store.chainHead(txn) })
         // The first 100 records as version 2 wrote them, the next 150 as version 3: the same
         // links, so the chain holds.
         var link = ChainHash.genesis
@@ -255,7 +265,7 @@ import TopicStore
             try HashChainTests.overwrite(store, seq, try RecordCodec.encode(record, chainingFrom: &link, version: seq <= 100 ? 2 : 3))
         }
         #expect(try HashChainTests.rawRecord(store, 100)[0] == 2 && HashChainTests.rawRecord(store, 250)[0] == 3
-                    && HashChainTests.rawRecord(store, 251)[0] == 4)
+                    && HashChainTests.rawRecord(store, 251)[0] == 5 && HashChainTests.rawRecord(store, 256)[0] == 4)
         #expect(try Audit.run(store).isClean)
 
         var lines: [String] = []
@@ -265,7 +275,7 @@ import TopicStore
             let parsed = try Importer.parse(line: line, lineNumber: i + 1)
             try importer.add(parsed.record, link: parsed.link, unchained: parsed.unchained, lineNumber: i + 1)
         }
-        #expect(try importer.finish() == head, "the imported log (all version 4) has the source's head")
+        #expect(try importer.finish() == head, "the imported log (versions 4 and 5) has the source's head")
         store.close()
 
         let cut = try #require(lines.count > 300 ? Int64?(nowMilliseconds() + 60_000) : nil)
@@ -297,8 +307,8 @@ import TopicStore
             try HashChainTests.overwrite(store, seq, try Self.namesAsText(record, chainingFrom: &link))
         }
         let old = try HashChainTests.rawRecord(store, 249), new = try HashChainTests.rawRecord(store, 251)
-        #expect(old[0] == 3 && new[0] == 4 && old.count == new.count + 41 + 1 + 11,
-                "as text: the token 41 bytes more, the device id (dev-124) one; version 3: 11 more")
+        #expect(old[0] == 3 && new[0] == 5 && old.count == new.count + 41 + 1 + 11 + 24,
+                "as text: the token 41 bytes more, the device id (dev-124) one; version 3: 11 more, and the whole link 24")
         #expect(try old.withUnsafeBytes { try RecordCodec.decode($0, key: 249) }.event.body == .token(deviceID: "dev-124", token: Self.fcm(124), platform: .android))
         #expect(try Audit.run(store).isClean)
         store.close()

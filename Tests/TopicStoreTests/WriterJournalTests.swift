@@ -577,7 +577,7 @@ extension WriterJournalTests {
                 try writer.begin(txn)
                 let start = try tables.appliedSequence(txn)
                 var sequence = try log.bounds(txn)?.last ?? start
-                var chain = try log.head(txn)?.hash ?? .genesis
+                var chain = try log.head(txn, start: { _ in nil })?.hash ?? .genesis
                 for event in events {
                     sequence += 1
                     time += 1

@@ -84,6 +84,7 @@ enum AuditCommand: Command {
         if arguments.json {
             var object: [String: Any] = [
                 "ok": clean, "file": fileJSON(file, seconds: fileSeconds), "recordsChecked": report.recordsChecked,
+                "linksUnchecked": report.linksUnchecked,
                 "logIssueCount": report.logIssueCount, "differenceCount": report.differenceCount,
                 "projectionsCompared": report.projectionsCompared, "entriesCompared": report.entriesCompared,
                 "comparedAsOfSeq": report.comparedAsOf, "seconds": report.seconds,
@@ -107,12 +108,19 @@ enum AuditCommand: Command {
                 print("head: seq \(h.sequence) sha256 \(h.hash.hex)")
                 // Only a head that audited clean is one to publish.
                 if clean { print("      (anchor it: topicstore audit --expect-head \(h))") }
+            } else if report.recordsChecked > 0 {
+                print("head: its link cannot be computed: a record after the last one keeping its whole link is damaged")
             } else {
                 print("head: the log is empty")
             }
             print("log: \(report.recordsChecked) records checked, \(report.logIssueCount) issue(s)")
             for issue in report.logIssues { print("  \(issue)") }
             if report.logIssueCount > report.logIssues.count { print("  … and \(report.logIssueCount - report.logIssues.count) more") }
+            if report.linksUnchecked > 0 {
+                // A version 5 record keeps 8 bytes of its link: only the whole link before it checks them.
+                print("  \(report.linksUnchecked) record(s) after a damaged one could not have their links checked "
+                      + "(the chain is taken up at the next record keeping its whole link, every 64th)")
+            }
             if report.projectionsCompared {
                 print("projections: \(report.entriesCompared) entries compared as of seq \(report.comparedAsOf), \(report.differenceCount) difference(s)")
             } else {

@@ -40,8 +40,9 @@ enum ServeCommand: Command {
         (about 0.3 s per GB; --no-file-check skips it): a damaged file is refused (exit 4, each issue
         named by table and page), since LMDB trusts its pages and a writer on a damaged free list
         would overwrite pages in use.
-        A store whose last log record is damaged is refused (exit 4, naming the record): no
-        command could be chained onto it. `topicstore audit` reports it. So is a store of
+        A store with a damaged record at the log's end (the last, or one of the up to 63
+        before it that the next chain link is computed through) is refused (exit 4, naming
+        the record): no command could be chained onto it. `topicstore audit` reports it. So is a store of
         projections without a log, as `replay --projections-only` writes (exit 1).
         """)
 

@@ -1,0 +1,97 @@
+import Compaction
+import Foundation
+import LMDB
+import Replay
+import SubscriptionLog
+import Testing
+import TopicStore
+
+/// A version 5 record keeps 8 bytes of its chain link; the whole link of any
+/// record is computed from the last record before it that keeps its whole link
+/// (every 64th), or from the head a compaction kept (`TopicStore.chainLink(at:)`).
+@Suite struct ChainLinkTests {
+    /// Every record's whole link, computed here from genesis over the stored records.
+    static func links(_ store: TopicStore, through last: UInt64) throws -> [ChainHash] {
+        var link = ChainHash.genesis
+        return try (1...last).map { seq in
+            link = try HashChainTests.rawRecord(store, seq).withUnsafeBytes {
+                try RecordCodec.verifyLink(of: $0, key: seq, previous: link)
+            }
+            return link
+        }
+    }
+
+    /// After a compaction the log may start with records that keep 8 bytes of their link and
+    /// hold none that keeps all of it: the writer chains on from the head the compaction kept.
+    @Test func linksAfterACompactionStartFromItsHead() throws {
+        let dir = ReplayTempDir("links-compacted")
+        let data = dir.sub("data")
+        var expected: [ChainHash] = []
+        do {
+            let store = try TopicStore(directory: data)
+            try HashChainTests.fill(store, count: 100)
+            expected = try Self.links(store, through: 100)
+            store.close()
+        }
+        let report = try Compactor.run(directory: data, options: compactionOptions(keepingFrom: nowMilliseconds() + 60_000))
+        #expect(report.horizon == 99)
+        let store = try TopicStore(directory: data)
+        defer { store.close() }
+        // The log starts after the horizon (the compaction appended what it collected after it).
+        let range = try #require(try store.read { txn in try store.log.sequenceRange(txn) })
+        #expect(range.lowerBound == 100 && range.upperBound < 128, "\(range)")
+        #expect(try HashChainTests.rawRecord(store, 100)[0] == 5)
+        #expect(try store.read { txn in try store.chainLink(at: 99, txn) } == expected[98], "the compaction's head")
+        #expect(try store.read { txn in try store.chainLink(at: 100, txn) } == expected[99])
+        // Without the compaction's head the link before the log cannot be known: said, not guessed.
+        #expect { try store.read { txn in try store.log.link(at: 100, txn, start: { _ in nil }) } } throws: { error in
+            (error as? RecordCorruption)?.sequence == 100
+        }
+        // New records chain on from it, and the audit (from the snapshot) finds the chain whole.
+        try HashChainTests.fill(store, count: 40, seed: 4)
+        var link = expected[99]
+        for seq in UInt64(101)...(range.upperBound + 40) {
+            link = try HashChainTests.rawRecord(store, seq).withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: seq, previous: link) }
+            #expect(try store.read { txn in try store.chainLink(at: seq, txn) } == link, "seq \(seq)")
+        }
+        #expect(try HashChainTests.rawRecord(store, 128)[0] == 4)
+        #expect(try store.read { txn in try store.chainHead(txn) } == ChainHead(sequence: range.upperBound + 40, hash: link))
+        let audit = try Audit.run(store)
+        #expect(audit.isClean && audit.head == ChainHead(sequence: range.upperBound + 40, hash: link), "\(audit.logIssues)")
+    }
+
+    /// The next record's link is computed through the records after the last whole link: one
+    /// of them damaged stops writes (named), as a damaged last record always did; one damaged
+    /// before that whole link does not.
+    @Test func aDamagedRecordAfterTheLastWholeLinkStopsWritesNamingIt() throws {
+        let dir = ReplayTempDir("links-damaged")
+        for (damaged, stopsWrites) in [(UInt64(80), true), (50, false)] {
+            let store = try TopicStore(directory: dir.sub("data-\(damaged)"))
+            defer { store.close() }
+            try HashChainTests.fill(store, count: 100)
+            let links = try Self.links(store, through: 100)
+            var bytes = try HashChainTests.rawRecord(store, damaged)
+            bytes[12] ^= 0x20
+            try HashChainTests.overwrite(store, damaged, bytes)
+            #expect(try store.read { txn in try store.chainLink(at: 64, txn) } == links[63])
+            let result = store.submitAndWait([Event(project: "alpha", body: .unregisterAll(deviceID: "dev-1"))])[0]
+            if stopsWrites {
+                #expect { try store.read { txn in try store.chainLink(at: 100, txn) } } throws: { error in
+                    (error as? RecordCorruption)?.sequence == damaged
+                }
+                #expect { try result.get() } throws: { error in
+                    guard case StoreError.corruptHead(_, let sequence, _) = error else { return false }
+                    return sequence == damaged
+                }
+                #expect(try store.read { txn in try store.log.sequenceRange(txn) } == 1...100, "nothing was appended")
+            } else {
+                _ = try result.get()
+                #expect(try store.read { txn in try store.chainLink(at: 100, txn) } == links[99])
+                let link = try HashChainTests.rawRecord(store, 101).withUnsafeBytes {
+                    try RecordCodec.verifyLink(of: $0, key: 101, previous: links[99])
+                }
+                #expect(try store.read { txn in try store.chainHead(txn) } == ChainHead(sequence: 101, hash: link))
+            }
+        }
+    }
+}
