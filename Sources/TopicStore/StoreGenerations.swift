@@ -79,6 +79,9 @@ final class Generation: Sendable {
     /// The writer thread's fold state, kept from batch to batch (its caches stay
     /// valid while no one else writes). Only the writer thread touches it.
     nonisolated(unsafe) let projectionWriter: ProjectionWriter
+    /// The chain head the writer committed last in this file: a hint for the next batch,
+    /// used only while the log still ends at it (see `TopicStore.chainToExtend`).
+    let writerHead = Mutex<ChainHead?>(nil)
     var auxiliary: [String: Database] { auxiliaryTables.withLock { $0 } }
     /// What readers of this file read first, kept for its newest snapshot (see `SnapshotFacts`).
     let snapshotFacts = SnapshotFacts()

@@ -330,6 +330,21 @@ public final class TopicStore: Sendable {
         return head.hash
     }
 
+    /// The link the next record extends: the head this writer committed last
+    /// when the log still ends at it (the last record's checksum and kept link
+    /// bytes checked, as computing the head would check them), else the head
+    /// computed (`head`: up to 63 records hashed, which a commit of one command
+    /// would pay every time), or the compaction's head for an empty log.
+    static func chainToExtend(_ log: EventLog, _ g: Generation, last: UInt64?, directory: String,
+                              _ txn: borrowing Transaction) throws -> ChainHash {
+        if let last, let hint = g.writerHead.withLock({ $0 }), hint.sequence == last,
+           let bytes = try txn.get(log.database, EventLog.key(last)),
+           (try? RecordCodec.storedLinkPart(of: bytes, key: last).matches(hint.hash)) == true {
+            return hint.hash
+        }
+        return try head(log, g.tables, directory: directory, txn)?.hash ?? g.chainStart(txn)
+    }
+
     /// The log's head; a damaged record between the last whole link and the
     /// last record is `StoreError.corruptHead`: no event can be chained onto it.
     static func head(_ log: EventLog, _ tables: ProjectionTables, directory: String,
@@ -659,6 +674,7 @@ public final class TopicStore: Sendable {
             let log = g.log
             let projections = g.projectionWriter
             var transactionID = 0
+            var committedHead: ChainHead?
             do {
                 let receipts = try mapLock.withReadLock {
                     let receipts = try g.environment.write { txn -> [Result<Receipt, any Error>] in
@@ -673,7 +689,7 @@ public final class TopicStore: Sendable {
                         // After a compaction removed the whole log, numbering goes on from the projections.
                         var sequence = try bounds?.last ?? g.tables.appliedSequence(txn)
                         var lastTime = bounds?.lastTimestamp ?? 0
-                        var chain = try Self.head(log, g.tables, directory: directory, txn)?.hash ?? g.chainStart(txn)
+                        var chain = try Self.chainToExtend(log, g, last: bounds?.last, directory: directory, txn)
                         let now = Int64(Date().timeIntervalSince1970 * 1000)
                         var receipts: [Result<Receipt, any Error>] = []
                         receipts.reserveCapacity(batch.count)
@@ -692,8 +708,10 @@ public final class TopicStore: Sendable {
                             }
                         }
                         try projections.flush(txn)
+                        committedHead = ChainHead(sequence: sequence, hash: chain)
                         return receipts
                     }
+                    g.writerHead.withLock { $0 = committedHead }
                     // Under the map lock, as everything the writer does with `projections`
                     // (a switch to a new generation hands them over with the lock held).
                     projections.didCommit(transactionID: transactionID)

@@ -9,7 +9,7 @@ import TopicStore
 /// A version 5 record keeps 8 bytes of its chain link; the whole link of any
 /// record is computed from the last record before it that keeps its whole link
 /// (every 64th), or from the head a compaction kept (`TopicStore.chainLink(at:)`).
-@Suite struct ChainLinkTests {
+@Suite struct ChainLinkTests: RunsTopicstore {
     /// Every record's whole link, computed here from genesis over the stored records.
     static func links(_ store: TopicStore, through last: UInt64) throws -> [ChainHash] {
         var link = ChainHash.genesis
@@ -62,17 +62,24 @@ import TopicStore
 
     /// The next record's link is computed through the records after the last whole link: one
     /// of them damaged stops writes (named), as a damaged last record always did; one damaged
-    /// before that whole link does not.
+    /// before that whole link does not. (A writer that committed the last record itself
+    /// extends the link it committed, checking the last record only, as before.)
     @Test func aDamagedRecordAfterTheLastWholeLinkStopsWritesNamingIt() throws {
         let dir = ReplayTempDir("links-damaged")
         for (damaged, stopsWrites) in [(UInt64(80), true), (50, false)] {
-            let store = try TopicStore(directory: dir.sub("data-\(damaged)"))
+            let path = dir.sub("data-\(damaged)")
+            var links: [ChainHash] = []
+            do {
+                let store = try TopicStore(directory: path)
+                try HashChainTests.fill(store, count: 100)
+                links = try Self.links(store, through: 100)
+                var bytes = try HashChainTests.rawRecord(store, damaged)
+                bytes[12] ^= 0x20
+                try HashChainTests.overwrite(store, damaged, bytes)
+                store.close()
+            }
+            let store = try TopicStore(directory: path)
             defer { store.close() }
-            try HashChainTests.fill(store, count: 100)
-            let links = try Self.links(store, through: 100)
-            var bytes = try HashChainTests.rawRecord(store, damaged)
-            bytes[12] ^= 0x20
-            try HashChainTests.overwrite(store, damaged, bytes)
             #expect(try store.read { txn in try store.chainLink(at: 64, txn) } == links[63])
             let result = store.submitAndWait([Event(project: "alpha", body: .unregisterAll(deviceID: "dev-1"))])[0]
             if stopsWrites {
@@ -93,5 +100,25 @@ import TopicStore
                 #expect(try store.read { txn in try store.chainHead(txn) } == ChainHead(sequence: 101, hash: link))
             }
         }
+    }
+
+    /// The writer extends the link it committed last; when another process appended since
+    /// (`load` beside a server), it computes the head from the log again.
+    @Test func theWriterChainsOnFromTheLogWhenAnotherProcessWroteItsEnd() throws {
+        let dir = ReplayTempDir("links-other-writer")
+        let path = dir.sub("data")
+        let store = try TopicStore(directory: path)
+        defer { store.close() }
+        try HashChainTests.fill(store, count: 70)
+        let lines = #"{"project":"alpha","type":"unregister-all","device_id":"dev-71"}"# + "\n"
+            + #"{"project":"alpha","type":"unregister-all","device_id":"dev-72"}"# + "\n"
+        let run = try topicstore(["load", "--data", path, "-"], stdin: lines)
+        #expect(run.status == 0, "\(run.stderr)")
+        try HashChainTests.fill(store, count: 5, seed: 3)
+        let last = try #require(try store.read { txn in try store.log.sequenceRange(txn) }?.upperBound)
+        #expect(last == 77)
+        let links = try Self.links(store, through: last)  // throws at a broken link
+        #expect(try store.read { txn in try store.chainHead(txn) } == ChainHead(sequence: last, hash: links[Int(last) - 1]))
+        #expect(try Audit.run(store).isClean)
     }
 }
