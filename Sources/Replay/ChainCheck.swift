@@ -6,8 +6,8 @@ import SubscriptionLog
 /// instead of answering from it.
 ///
 /// A version 1 record carries no link: the chain is taken up again, unverified,
-/// at the next record's stored link (as the audit reports such records
-/// `unchained` and goes on).
+/// at the next record that stores its whole link (as the audit reports such
+/// records `unchained` and goes on; a version 5 record keeps only 8 bytes of it).
 struct ChainCheck: Sendable {
     /// The link the next record must extend; nil when it is not known.
     private(set) var link: ChainHash?

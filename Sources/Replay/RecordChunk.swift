@@ -123,10 +123,11 @@ struct LogVerifier: Sendable {
             }
         } catch let e as RecordCorruption {
             report(LogIssue(e))
-            // Carry the chain on from what the record stores, so one damaged record is reported
-            // once; a version 5 record keeps only 8 bytes of its link, so the chain is then taken
-            // up at the next whole one (at most 63 records on).
-            link = RecordCodec.unverifiedLink(of: bytes) ?? (bytes.first == RecordCodec.currentVersion ? nil : link)
+            // Carry the chain on from the whole link the record stores, so one damaged record is
+            // reported once. A version 5 record keeps only 8 bytes of its link (and a record too
+            // damaged to show one keeps none): the chain is then taken up at the next whole one,
+            // at most 64 records on. A version 1 record has no link to lose.
+            link = RecordCodec.unverifiedLink(of: bytes) ?? (bytes.first == RecordCodec.legacyVersion ? link : nil)
         } catch {
             report(LogIssue(sequence: sequence, kind: .undecodable, message: "\(error)"))
         }

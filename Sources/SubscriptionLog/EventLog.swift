@@ -109,11 +109,6 @@ public struct EventLog: Sendable {
         }
     }
 
-    /// The chain link a record at `sequence` must extend: `link(at: sequence − 1)`.
-    public func link(before sequence: UInt64, _ txn: borrowing Transaction, start: (UInt64) throws -> ChainHash?) throws -> ChainHash {
-        sequence == 0 ? .genesis : try link(at: sequence - 1, txn, start: start)
-    }
-
     /// Appends an encoded record under `sequence`, which must be above every key in the log.
     public func append(encoded bytes: [UInt8], sequence: UInt64, _ txn: borrowing Transaction) throws {
         try txn.put(database, Self.key(sequence), bytes, flags: .append)
