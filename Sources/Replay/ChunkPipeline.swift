@@ -40,7 +40,7 @@ final class ChunkPipeline: @unchecked Sendable {
                     if isCancelled { break }
                     var chunk = try reader.read(from: next, through: through, keepRaw: keepRaw && folding, verifier: &verifier)
                     if chunk.lastRead == 0 { break }
-                    if !folding { chunk.records = []; chunk.raw = []; chunk.ends = []; chunk.hints = []; chunk.hintEnds = [] }
+                    if !folding { chunk.records = []; chunk.raw = []; chunk.ends = []; chunk.links = []; chunk.hints = []; chunk.hintEnds = [] }
                     let stopped = chunk.stop != nil
                     next = chunk.lastRead + 1
                     put(&chunk)

@@ -239,6 +239,7 @@ public final class Importer {
         pending.records.append(record)
         pending.raw += bytes
         pending.ends.append(pending.raw.count)
+        pending.links.append(next)
         if pending.records.count >= recordsPerCommit { try flush() }
     }
 

@@ -242,8 +242,9 @@ final class ProjectionBuilder {
             var next = link
             try chunk.encoded(i).withUnsafeBytes { b in
                 try key.withUnsafeBytes { k in try txn.put(log.database, k, b, flags: .append) }
-                // A whole link as stored; a version 5 record's computed (its 8 bytes checked again).
-                next = try RecordCodec.unverifiedLink(of: b)
+                // The link the reader computed checking the chain; else a whole link as stored, or a
+                // version 5 record's computed here (hashing it again: 20% of a replay with its log).
+                next = try chunk.link(i) ?? RecordCodec.unverifiedLink(of: b)
                     ?? (b.first == RecordCodec.legacyVersion ? .genesis : RecordCodec.verifyLink(of: b, key: record.sequence, previous: link))
             }
             link = next

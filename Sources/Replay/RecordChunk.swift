@@ -11,6 +11,10 @@ struct RecordChunk: Sendable {
     var raw: [UInt8] = []
     /// End offset in `raw` of each record.
     var ends: [Int] = []
+    /// Each record's whole chain link as the reader computed it checking the
+    /// chain (nil where it was not known): what a copy of the log carries on
+    /// without hashing the records again (only when copying the log).
+    var links: [ChainHash?] = []
     /// Each record's `FoldHints` back to back, and where each record's end:
     /// hashed here, on the reading thread, for the fold to prefetch with.
     var hints: [UInt64] = []
@@ -24,6 +28,12 @@ struct RecordChunk: Sendable {
 
     func encoded(_ i: Int) -> ArraySlice<UInt8> {
         raw[(i == 0 ? 0 : ends[i - 1])..<ends[i]]
+    }
+
+    /// Record `i`'s whole link as its reader computed it; nil when it was not
+    /// known, or the chunk was not read from a log (an import's lines).
+    func link(_ i: Int) -> ChainHash? {
+        i < links.count ? links[i] : nil
     }
 }
 
@@ -166,7 +176,10 @@ struct LogReader {
         chunk.records.reserveCapacity(min(limit, Int(clamping: through &- from &+ 1)))
         chunk.hintEnds.reserveCapacity(chunk.records.capacity)
         chunk.hints.reserveCapacity(chunk.records.capacity * 4)
-        if keepRaw { chunk.ends.reserveCapacity(chunk.records.capacity) }
+        if keepRaw {
+            chunk.ends.reserveCapacity(chunk.records.capacity)
+            chunk.links.reserveCapacity(chunk.records.capacity)
+        }
         var visited = 0
         try log.walk(from: from, through: through, txn) { entry in
             visited += 1
@@ -200,6 +213,7 @@ struct LogReader {
                         if keepRaw {
                             chunk.raw.append(contentsOf: entry.bytes)
                             chunk.ends.append(chunk.raw.count)
+                            chunk.links.append(verifier.verifies ? verifier.link : verifier.chain?.link)
                         }
                     } catch let e as RecordCorruption {
                         chunk.stop = LogIssue(e)
