@@ -42,7 +42,7 @@ public enum Audit {
         public var snapshot: ChainHead?
         public var recordsChecked: UInt64
         /// Records whose link could not be checked: after a damaged record (reported), the
-        /// ones up to the next that keeps its whole link (at most 64: a version 5 record
+        /// ones up to the next that keeps its whole link (at most 63: a version 5 record
         /// keeps 8 bytes of its link, which only the link before it can check).
         public var linksUnchecked: UInt64 = 0
         public var logIssues: [LogIssue]

@@ -136,7 +136,7 @@ struct LogVerifier: Sendable {
             // Carry the chain on from the whole link the record stores, so one damaged record is
             // reported once. A version 5 record keeps only 8 bytes of its link (and a record too
             // damaged to show one keeps none): the chain is then taken up at the next whole one,
-            // at most 64 records on. A version 1 record has no link to lose.
+            // at most 63 records on. A version 1 record has no link to lose.
             link = RecordCodec.unverifiedLink(of: bytes) ?? (bytes.first == RecordCodec.legacyVersion ? link : nil)
         } catch {
             report(LogIssue(sequence: sequence, kind: .undecodable, message: "\(error)"))
