@@ -75,17 +75,19 @@ public struct EventLog: Sendable {
             var due = sequence
             var entry = try cursor.seek(exactly: Self.key(due))
             var link: ChainHash
-            while true {
+            walk: while true {
                 if let (key, value) = entry, try Self.sequence(ofKey: key) == due {
-                    if case .prefix = try RecordCodec.storedLinkPart(of: value, key: due) {
+                    switch try RecordCodec.storedLinkPart(of: value, key: due) {
+                    case .prefix:
                         pending.append((due, value))
-                        guard due > 0 else { link = .genesis; break }  // (a record 0 is never written)
+                        guard due > 0 else { link = .genesis; break walk }  // (a record 0 is never written)
                         due -= 1
                         entry = try cursor.previous()
                         continue
+                    case .whole(let stored): link = stored
+                    case .none: link = .genesis
                     }
-                    link = try RecordCodec.storedLink(of: value, key: due) ?? .genesis
-                    break
+                    break walk
                 }
                 // No record `due`: the chain's start when the log begins right after it.
                 let first = try sequenceRange(txn)?.lowerBound

@@ -21,18 +21,23 @@ import TopicStore
         }
     }
 
+    /// A store at `path` filled with 100 records, given to `alter` before it is closed; the
+    /// records' whole links, computed here.
+    static func hundredRecords(at path: String, alter: (TopicStore) throws -> Void = { _ in }) throws -> [ChainHash] {
+        let store = try TopicStore(directory: path)
+        defer { store.close() }
+        try HashChainTests.fill(store, count: 100)
+        let links = try Self.links(store, through: 100)
+        try alter(store)
+        return links
+    }
+
     /// After a compaction the log may start with records that keep 8 bytes of their link and
     /// hold none that keeps all of it: the writer chains on from the head the compaction kept.
     @Test func linksAfterACompactionStartFromItsHead() throws {
         let dir = ReplayTempDir("links-compacted")
         let data = dir.sub("data")
-        var expected: [ChainHash] = []
-        do {
-            let store = try TopicStore(directory: data)
-            try HashChainTests.fill(store, count: 100)
-            expected = try Self.links(store, through: 100)
-            store.close()
-        }
+        let expected = try Self.hundredRecords(at: data)
         let report = try Compactor.run(directory: data, options: compactionOptions(keepingFrom: nowMilliseconds() + 60_000))
         #expect(report.horizon == 99)
         let store = try TopicStore(directory: data)
@@ -68,15 +73,10 @@ import TopicStore
         let dir = ReplayTempDir("links-damaged")
         for (damaged, stopsWrites) in [(UInt64(80), true), (50, false)] {
             let path = dir.sub("data-\(damaged)")
-            var links: [ChainHash] = []
-            do {
-                let store = try TopicStore(directory: path)
-                try HashChainTests.fill(store, count: 100)
-                links = try Self.links(store, through: 100)
+            let links = try Self.hundredRecords(at: path) { store in
                 var bytes = try HashChainTests.rawRecord(store, damaged)
                 bytes[12] ^= 0x20
                 try HashChainTests.overwrite(store, damaged, bytes)
-                store.close()
             }
             let store = try TopicStore(directory: path)
             defer { store.close() }
