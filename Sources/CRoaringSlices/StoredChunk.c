@@ -5,8 +5,42 @@
 #include <roaring/roaring.h>
 #include <roaring/containers/containers.h>
 
+/// Reads a chunk in the compact format (schema 10): a tag byte, a zero byte,
+/// and the container; its slice is the key's. 0 on success.
+static int parse_compact(const unsigned char *p, size_t length, slice_t *out) {
+    if (length < 2 || p[1] != 0) return -1;
+    const unsigned char *data = p + 2;
+    size_t rest = length - 2;
+    switch (p[0]) {
+    case kTagArray:
+        if (rest == 0 || rest % 2 != 0 || rest / 2 > kMaxArray) return -1;  // an empty chunk is never stored
+        out->type = kArray;
+        out->bytes = data;
+        out->count = (int32_t)(rest / 2);
+        return 0;
+    case kTagBitset: {
+        if (rest != 2 + kBitsetBytes) return -1;
+        uint32_t cardinality = (uint32_t)load16(data, 0) + 1;
+        if (cardinality <= kMaxArray) return -1;  // an array, written as one
+        out->type = kBitset;
+        out->bytes = data + 2;
+        out->count = (int32_t)cardinality;
+        return 0;
+    }
+    case kTagRuns:
+        if (rest == 0 || rest % 4 != 0) return -1;
+        out->type = kRun;
+        out->bytes = data;
+        out->count = (int32_t)(rest / 4);
+        return 0;
+    default:
+        return -1;
+    }
+}
+
 /// Reads the one container of a stored chunk of slice `high`; 0 on success.
 int topicstore_parse_stored(const unsigned char *p, size_t length, uint16_t high, slice_t *out) {
+    if (length >= 1 && p[0] <= kTagRuns) return parse_compact(p, length, out);
     if (length < 4) return -1;
     uint32_t cookie = load32(p);
     size_t at;

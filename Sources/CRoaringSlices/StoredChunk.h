@@ -1,8 +1,15 @@
-// One stored posting chunk read in place: the portable roaring format of a
-// chunk of exactly one container (https://github.com/RoaringBitmap/RoaringFormatSpec,
-// little-endian), the checks a chunk passes before it is counted, and the
-// spreading of a container into a bitset's words. Shared by the counts and
-// set operations of this target; internal to CRoaringSlices.
+// One stored posting chunk read in place, the checks a chunk passes before it
+// is counted, and the spreading of a container into a bitset's words. Shared
+// by the counts and set operations of this target; internal to CRoaringSlices.
+//
+// A chunk holds exactly one container, little-endian, in one of two formats:
+// - compact (schema 10 on): a tag byte (1 array, 2 bitset, 3 runs), a zero
+//   byte, then the container: an array's values; a bitset's cardinality - 1
+//   (u16) and its 8 KiB of words; runs as (start, length - 1) pairs. Its slice
+//   is the key's. Values stay at even offsets, as the array code needs.
+// - portable (stores before schema 10): a roaring bitmap of one container in
+//   the portable format (https://github.com/RoaringBitmap/RoaringFormatSpec),
+//   16 bytes of header for an array. Its first byte is never 0 to 3.
 #ifndef TOPICSTORE_STOREDCHUNK_H
 #define TOPICSTORE_STOREDCHUNK_H
 
@@ -18,6 +25,7 @@
 
 enum { kBitset = 1, kArray = 2, kRun = 3 };
 enum { kCookieNoRun = 12346, kCookie = 12347, kBitsetBytes = 8192, kMaxArray = 4096 };
+enum { kTagArray = 1, kTagBitset = 2, kTagRuns = 3 };
 /// One container, wherever its bytes are: a bitset (`bytes` holds 8 KiB of
 /// little-endian words), an array (`count` u16 values) or runs (`count` pairs
 /// of u16 start and length - 1).

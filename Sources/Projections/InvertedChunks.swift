@@ -134,7 +134,7 @@ final class InvertedChunks: @unchecked Sendable {
             var size = 0
             for i in slice.indices {
                 slice[i].set.optimize()
-                size += slice[i].set.serializedSize
+                size += slice[i].set.chunkSize
             }
             let block = Block(byteCount: size)
             block.keys.reserveCapacity(slice.count)
@@ -142,7 +142,7 @@ final class InvertedChunks: @unchecked Sendable {
             block.ends.reserveCapacity(slice.count)
             var end = 0
             for i in slice.indices {
-                end += slice[i].set.serialize(into: UnsafeMutableRawBufferPointer(rebasing: block.bytes[end...]))
+                end += slice[i].set.writeChunk(into: UnsafeMutableRawBufferPointer(rebasing: block.bytes[end...]))
                 block.keys.append(ProjectionWriter.ChunkKey(pid: pid, topic: slice[i].tid, high: high))
                 block.slots.append(slice[i].slot)
                 block.ends.append(end)

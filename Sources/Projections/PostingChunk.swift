@@ -17,7 +17,7 @@ enum PostingChunk {
         // The place is named only when there is something to report: a count reads dozens of chunks.
         func place() -> String { "postings/\(pid)/\(high)/\(topic)" }
         let bitmap: Bitmap
-        do { bitmap = try Bitmap(deserializing: bytes) } catch {
+        do { bitmap = try Bitmap(chunk: bytes, high: high) } catch {
             throw ProjectionCorruption(place: place(), reason: "\(error)")
         }
         guard let lo = bitmap.min, let hi = bitmap.max, lo >> 16 == UInt32(high), hi >> 16 == UInt32(high) else {

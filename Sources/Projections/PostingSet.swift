@@ -184,11 +184,7 @@ struct PostingSet {
         storage = .bitmap(bitmap)
     }
 
-    // MARK: Portable format
-
-    /// `SERIAL_COOKIE_NO_RUNCONTAINER` and `SERIAL_COOKIE` of the roaring portable format.
-    private static let cookieWithoutRuns: UInt32 = 12346
-    private static let cookieWithRuns: UInt32 = 12347
+    // MARK: Stored chunk (the compact format, see `Bitmap.chunkSize`)
 
     /// Whether CRoaring's `optimize()` makes the inline set a run container:
     /// three consecutive values, where one run (4 bytes and a count) is
@@ -198,51 +194,45 @@ struct PostingSet {
         f.count == 3 && f.low.2 &- f.low.0 == 2
     }
 
-    /// Bytes of the portable serialization (after `optimize()` for a bitmap).
-    var serializedSize: Int {
+    /// Bytes of the stored chunk (after `optimize()` for a bitmap); the set
+    /// must not be empty (an empty chunk is deleted, never stored).
+    var chunkSize: Int {
         switch storage {
         case .few(let f):
-            if f.count == 0 { return 8 }  // cookie, no containers
-            // cookie with the container count, one byte of run flags, key and cardinality - 1, one run.
-            if Self.isRun(f) { return 4 + 1 + 4 + 2 + 4 }
-            // cookie, container count, key and cardinality - 1, offset, the values.
-            return 16 + 2 * Int(f.count)
-        case .bitmap(let b): return b.serializedSize
+            precondition(f.count > 0, "an empty posting set is not stored")
+            // the tag and a zero byte, then one run or the values.
+            return Self.isRun(f) ? 2 + 4 : 2 + 2 * Int(f.count)
+        case .bitmap(let b):
+            guard let n = b.chunkSize else { preconditionFailure("a posting set is one container") }
+            return n
         }
     }
 
-    /// Writes the portable serialization into `buffer` (at least `serializedSize`
-    /// bytes); returns the bytes written: the bytes CRoaring writes for the
-    /// same set once optimized (one array or run container).
-    func serialize(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    /// Writes the stored chunk into `buffer` (at least `chunkSize` bytes);
+    /// returns the bytes written: the bytes `Bitmap.writeChunk` writes for
+    /// the same set once optimized (one array or run container).
+    func writeChunk(into buffer: UnsafeMutableRawBufferPointer) -> Int {
         switch storage {
         case .bitmap(let b):
-            return b.serialize(into: buffer)
+            return b.writeChunk(into: buffer)
         case .few(let f):
-            let size = serializedSize
+            let size = chunkSize
             precondition(buffer.count >= size)
             func u16(_ v: UInt16, _ at: Int) { buffer.storeBytes(of: v.littleEndian, toByteOffset: at, as: UInt16.self) }
-            func u32(_ v: UInt32, _ at: Int) { buffer.storeBytes(of: v.littleEndian, toByteOffset: at, as: UInt32.self) }
-            if f.count == 0 {
-                u32(Self.cookieWithoutRuns, 0); u32(0, 4)
-            } else if Self.isRun(f) {
-                u32(Self.cookieWithRuns, 0)  // the high half holds the container count - 1: zero
-                buffer.storeBytes(of: UInt8(1), toByteOffset: 4, as: UInt8.self)  // container 0 is a run
-                u16(f.high, 5); u16(2, 7)
-                u16(1, 9); u16(f.low.0, 11); u16(2, 13)  // one run: its start, its length - 1
+            if Self.isRun(f) {
+                buffer[0] = 3; buffer[1] = 0
+                u16(f.low.0, 2); u16(2, 4)  // one run: its start, its length - 1
             } else {
-                u32(Self.cookieWithoutRuns, 0); u32(1, 4)
-                u16(f.high, 8); u16(UInt16(f.count - 1), 10)
-                u32(16, 12)
-                for i in 0..<Int(f.count) { u16(f[i], 16 + 2 * i) }
+                buffer[0] = 1; buffer[1] = 0
+                for i in 0..<Int(f.count) { u16(f[i], 2 + 2 * i) }
             }
             return size
         }
     }
 
-    func serialized() -> [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: serializedSize) { buffer, initialized in
-            initialized = serialize(into: UnsafeMutableRawBufferPointer(buffer))
+    func chunk() -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: chunkSize) { buffer, initialized in
+            initialized = writeChunk(into: UnsafeMutableRawBufferPointer(buffer))
         }
     }
 }

@@ -19,6 +19,12 @@ import SubscriptionLog
 /// opened for writing has `writer_state`, bookkeeping of the writers (not a
 /// projection: never compared, never rebuilt).
 public struct ProjectionTables: Sendable {
+    /// 10: posting chunks written from now on are in the compact format (a
+    /// tag byte and a zero byte before the container, where the portable
+    /// format spent 16 bytes of header on an array; see `Bitmap.chunkSize`);
+    /// chunks an older store has keep their form until rewritten, and read
+    /// as before; an older program refuses the store (it would take the new
+    /// chunks for corruption).
     /// 9: log records written from now on are version 5, which keeps the
     /// first 8 bytes of its chain link, except every 64th, version 4 with the
     /// whole link (`RecordCodec.fullLinkInterval`); nothing is rewritten, and
@@ -48,9 +54,9 @@ public struct ProjectionTables: Sendable {
     /// Opening an older store for writing drops what it has of those tables
     /// and stamps the current version (an older program then refuses the store
     /// rather than misread its new records).
-    public static let schemaVersion: UInt32 = 9
+    public static let schemaVersion: UInt32 = 10
     /// The versions this code reads.
-    public static let readableSchemaVersions: ClosedRange<UInt32> = 1...9
+    public static let readableSchemaVersions: ClosedRange<UInt32> = 1...10
     public static let names = ["meta", "projects", "devices",
                                "topics", "topic_codes", "postings", "device_topics"]
 

@@ -1061,7 +1061,7 @@ public final class ProjectionWriter {
                     } else {
                         postings.chunks.values[slot].value.optimize()
                         let members = postings.chunks.values[slot].value
-                        try cursor.put(k, reserving: members.serializedSize) { _ = members.serialize(into: $0) }
+                        try cursor.put(k, reserving: members.chunkSize) { _ = members.writeChunk(into: $0) }
                     }
                 }
             }
@@ -1310,10 +1310,10 @@ extension ProjectionWriter {
                     continue
                 }
                 postings.chunks.values[slot].value.optimize()
-                let size = postings.chunks.values[slot].value.serializedSize
+                let size = postings.chunks.values[slot].value.chunkSize
                 if value.count < size { value = [UInt8](repeating: 0, count: max(size, 2 * value.count)) }
                 try value.withUnsafeMutableBytes { vb in
-                    let written = postings.chunks.values[slot].value.serialize(into: vb)
+                    let written = postings.chunks.values[slot].value.writeChunk(into: vb)
                     try put(k, UnsafeRawBufferPointer(rebasing: vb[0..<written]))
                 }
             }

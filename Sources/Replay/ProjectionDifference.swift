@@ -98,8 +98,8 @@ struct DifferenceDescriber {
             let high = key.withUnsafeBytes { $0.loadBigEndian(at: 4, as: UInt16.self) }
             let tid = u32(key, 6)
             d.subject = topicName(pid!, tid, liveTxn, rebuiltTxn) + " members, ordinals \(UInt32(high) << 16)…\(UInt32(high) << 16 | 0xFFFF)"
-            let l = live.flatMap { try? Bitmap(deserializing: $0) }
-            let r = rebuilt.flatMap { try? Bitmap(deserializing: $0) }
+            let l = live.flatMap { v in v.withUnsafeBytes { try? Bitmap(chunk: $0, high: high) } }
+            let r = rebuilt.flatMap { v in v.withUnsafeBytes { try? Bitmap(chunk: $0, high: high) } }
             func members(_ b: Bitmap?, _ raw: [UInt8]?, extra: Bitmap?) -> String? {
                 guard let raw else { return nil }
                 guard let b else { return "undecodable container \(hex(Array(raw.prefix(32))))" }

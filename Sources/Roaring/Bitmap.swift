@@ -190,8 +190,8 @@ public struct Bitmap: Sendable {
         }
     }
 
-    /// How many values of slice `high` are also in `stored`, the portable
-    /// serialization of a one-container bitmap of that slice, read in place
+    /// How many values of slice `high` are also in `stored`, a stored chunk of
+    /// that slice (one container, either format), read in place
     /// (no decoding, no copy). Nil when `stored` is not one well-formed
     /// container of slice `high`, or the CPU lacks POPCNT: decode it then.
     public func intersectionCount(inSlice high: UInt16, stored: UnsafeRawBufferPointer) -> Int? {
@@ -229,7 +229,7 @@ public struct Bitmap: Sendable {
     }
 
     /// Appends the container of `stored` (a one-container chunk of slice
-    /// `high` in the portable format) when every value already here is below
+    /// `high`, either format) when every value already here is below
     /// that slice. False, with nothing changed, when `stored` is not one
     /// well-formed container of slice `high` or the bitmap reaches that far.
     public mutating func appendSlice(_ high: UInt16, stored: UnsafeRawBufferPointer) -> Bool {
@@ -246,7 +246,7 @@ public struct Bitmap: Sendable {
     }
 
     /// Keeps of slice `high` only the values `stored` (a one-container chunk of
-    /// that slice in the portable format) also holds, reading the chunk in place
+    /// that slice, either format) also holds, reading the chunk in place
     /// (no copy of it). False, with nothing changed, when `stored` is not one
     /// well-formed container of slice `high`, or either side is a run container:
     /// intersect with the decoded chunk then.
@@ -293,7 +293,58 @@ public struct Bitmap: Sendable {
         }
     }
 
-    // MARK: Portable format (the on-disk form, compatible with other roaring implementations)
+    // MARK: Stored chunks (a posting chunk: one container of one slice)
+
+    /// Whether `stored` is a chunk in the compact format (schema 10 on); any
+    /// other bytes are read as the portable format of older stores.
+    public static func isCompactChunk(_ stored: UnsafeRawBufferPointer) -> Bool {
+        stored.count > 0 && stored[0] <= 3
+    }
+
+    /// Bytes of this bitmap as a stored chunk in the compact format (see
+    /// `topicstore_chunk_size`); nil unless it holds exactly one container.
+    public var chunkSize: Int? {
+        let n = topicstore_chunk_size(pointer)
+        return n < 0 ? nil : Int(n)
+    }
+
+    /// Writes this bitmap, which must hold exactly one container, as a stored
+    /// chunk in the compact format into `buffer` (at least `chunkSize` bytes);
+    /// returns the bytes written.
+    public func writeChunk(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        let n = topicstore_chunk_write(pointer, buffer.baseAddress, buffer.count)
+        precondition(n >= 0, "a chunk is one container that fits its buffer")
+        return Int(n)
+    }
+
+    /// This bitmap, of exactly one container, as a stored chunk in the compact format.
+    public func chunk() -> [UInt8] {
+        guard let n = chunkSize else { preconditionFailure("a chunk is one container") }
+        return [UInt8](unsafeUninitializedCapacity: n) { buffer, initialized in
+            initialized = writeChunk(into: UnsafeMutableRawBufferPointer(buffer))
+        }
+    }
+
+    /// Decodes a stored chunk of slice `high`, in either format, with
+    /// CRoaring's checked reader: the compact one is given the portable
+    /// format's header first. It does not check that the values are those of
+    /// slice `high` (a portable chunk names its own slice): its caller does.
+    public init(chunk stored: UnsafeRawBufferPointer, high: UInt16) throws {
+        guard Self.isCompactChunk(stored) else {
+            try self.init(deserializing: stored)
+            return
+        }
+        let capacity = stored.count + 16
+        self = try withUnsafeTemporaryAllocation(byteCount: capacity, alignment: 8) { buffer in
+            let n = topicstore_chunk_portable(high, stored.baseAddress, stored.count, buffer.baseAddress, capacity)
+            guard n > 0 else {
+                throw FormatError(description: "compact chunk of \(stored.count) bytes (tag \(stored[0])) is not one well-formed container")
+            }
+            return try Bitmap(deserializing: UnsafeRawBufferPointer(rebasing: buffer[0..<Int(n)]))
+        }
+    }
+
+    // MARK: Portable format (compatible with other roaring implementations; posting chunks before schema 10)
 
     public var serializedSize: Int { roaring_bitmap_portable_size_in_bytes(pointer) }
 

@@ -64,7 +64,7 @@ import Testing
             let stored = want.lows.withUnsafeBufferPointer { PostingSet(high: want.key.high, sortedLows: $0) }
             var optimized = stored
             optimized.optimize()
-            #expect(Array(chunk.bytes) == optimized.serialized(), "chunk \(i): \(want.key)")
+            #expect(Array(chunk.bytes) == optimized.chunk(), "chunk \(i): \(want.key)")
             i += 1
         }
         #expect(i == lists.expected.count)

@@ -79,7 +79,7 @@ import Testing
         #expect(whole.toArray() == grown.toArray())
         grown.optimize()
         whole.optimize()
-        #expect(whole.serialized() == grown.serialized())
+        #expect(whole.chunk() == grown.chunk())
     }
 
     /// The bitmap's slice is appended only when its values are strictly

@@ -69,8 +69,9 @@ func replayDumpTables(_ env: Environment, tables: ProjectionTables, log: EventLo
                 while let (k, v) = e {
                     if db.name == "postings" {
                         // A posting chunk's bytes depend on the history of its roaring
-                        // containers (run vs array on a size tie); its content is the set.
-                        entries[Array(k)] = try Bitmap(deserializing: v).toArray().flatMap { withUnsafeBytes(of: $0.bigEndian) { Array($0) } }
+                        // containers (run vs array on a size tie) and on its format (compact,
+                        // or portable before schema 10); its content is the set.
+                        entries[Array(k)] = try Bitmap(chunk: v, high: k.loadBigEndian(at: 4, as: UInt16.self)).toArray().flatMap { withUnsafeBytes(of: $0.bigEndian) { Array($0) } }
                     } else {
                         entries[Array(k)] = Array(v)
                     }

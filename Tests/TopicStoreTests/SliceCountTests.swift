@@ -7,14 +7,20 @@ import Testing
 import TopicStore
 
 /// Audience counts read the live-token chunks in place
-/// (`Bitmap.intersectionCount(inSlice:stored:)`, our C over the portable
-/// format). It must count exactly what CRoaring counts for every pair of
+/// (`Bitmap.intersectionCount(inSlice:stored:)`, our C over both stored
+/// formats: the compact one, and the portable one of stores before schema
+/// 10). It must count exactly what CRoaring counts for every pair of
 /// container kinds, refuse any stored bytes that are not one well-formed
-/// container of the slice asked for, and the count must then fall back to
+/// container (and a portable chunk that names another slice than the one
+/// asked for: a compact chunk's slice is its key's), and the count must then fall back to
 /// decoding, which names the corrupt chunk. The same holds for a chunk's own
 /// cardinality (`Bitmap.sliceCardinality`), the compact layout's subscriber counts.
 @Suite("Slice counts")
 struct SliceCountTests {
+    /// `b` (one container) as a chunk is stored: the compact format, or the
+    /// portable one that stores before schema 10 hold.
+    static func stored(_ b: Bitmap, compact: Bool) -> [UInt8] { compact ? b.chunk() : b.serialized() }
+
     /// Values of slice `high` in one of the shapes CRoaring stores as an
     /// array, a bitset or runs (`optimize()` turns ranges into runs).
     static func slice(_ high: UInt32, shape: Int, _ rng: inout SeededRandom) -> Bitmap {
@@ -64,13 +70,13 @@ struct SliceCountTests {
         }
     }
 
-    @Test("counts what CRoaring counts, for every pair of container kinds", arguments: [1, 2, 3] as [UInt64])
-    func matchesCRoaring(seed: UInt64) throws {
+    @Test("counts what CRoaring counts, for every pair of container kinds", arguments: [1, 2, 3] as [UInt64], [true, false])
+    func matchesCRoaring(seed: UInt64, compact: Bool) throws {
         var rng = SeededRandom(seed: seed)
         // The audience also holds neighbouring slices, which must not count.
         Self.forEachShapePair(&rng) { memoryShape, storedShape, high, audience, stored, rng in
             let expected = audience.intersectionCount(stored)
-            let bytes = stored.serialized()
+            let bytes = Self.stored(stored, compact: compact)
             let counted = bytes.withUnsafeBytes { audience.intersectionCount(inSlice: high, stored: $0) }
             #expect(counted == expected, "memory shape \(memoryShape), stored shape \(storedShape)")
             // A chunk's own cardinality (the compact layout's subscriber counts).
@@ -81,8 +87,8 @@ struct SliceCountTests {
         }
     }
 
-    @Test("intersecting a slice with a stored chunk in place is the set intersection, or refused unchanged", arguments: [4, 5] as [UInt64])
-    func intersectsInPlace(seed: UInt64) throws {
+    @Test("intersecting a slice with a stored chunk in place is the set intersection, or refused unchanged", arguments: [4, 5] as [UInt64], [true, false])
+    func intersectsInPlace(seed: UInt64, compact: Bool) throws {
         var rng = SeededRandom(seed: seed)
         // Neighbouring slices must stay as they are.
         Self.forEachShapePair(&rng) { memoryShape, storedShape, high, audience, stored, _ in
@@ -90,7 +96,7 @@ struct SliceCountTests {
             var expected = audience.intersection(stored)
             expected.formUnion(audience.subtracting(wholeSlice))
             var result = audience
-            let done = stored.serialized().withUnsafeBytes { result.formIntersection(inSlice: high, stored: $0) }
+            let done = Self.stored(stored, compact: compact).withUnsafeBytes { result.formIntersection(inSlice: high, stored: $0) }
             if done {
                 #expect(result == expected && result.count == expected.count, "memory \(memoryShape), stored \(storedShape)")
                 // The slice in the form CRoaring keeps (at most 4,096 values are an
@@ -109,14 +115,14 @@ struct SliceCountTests {
             var result = evens
             result.formUnion(Bitmap([UInt32(3) << 16 | 5]))
             #expect(other.serializedSize > 8_192, "stored as a bitset")
-            #expect(other.serialized().withUnsafeBytes { result.formIntersection(inSlice: 9, stored: $0) })
+            #expect(Self.stored(other, compact: compact).withUnsafeBytes { result.formIntersection(inSlice: 9, stored: $0) })
             var expected = evens.intersection(other)
             expected.formUnion(Bitmap([UInt32(3) << 16 | 5]))
             #expect(result == expected && result.count == count + 1)
             #expect(result.serializedSize == expected.serializedSize && result.sliceKeys == expected.sliceKeys)
         }
         // A stored bitset whose bits do not match its cardinality is refused, the bitmap unchanged.
-        var bits = Self.slice(7, shape: 1, &rng).serialized()
+        var bits = Self.stored(Self.slice(7, shape: 1, &rng), compact: compact)
         bits[bits.count - 1] ^= 0x80
         var audience = Self.slice(7, shape: 1, &rng)
         let before = audience
@@ -128,8 +134,8 @@ struct SliceCountTests {
     /// each what the one-chunk count gives, for every pair of container
     /// kinds on each side, with either chunk absent, and an audience of many
     /// runs (spread into a bitset once for both) included.
-    @Test("two chunks counted at once count what each counts alone", arguments: [6, 7] as [UInt64])
-    func twoAtOnceMatchOneByOne(seed: UInt64) throws {
+    @Test("two chunks counted at once count what each counts alone", arguments: [6, 7] as [UInt64], [true, false])
+    func twoAtOnceMatchOneByOne(seed: UInt64, compact: Bool) throws {
         var rng = SeededRandom(seed: seed)
         var spread = 0
         for memoryShape in 0..<5 {
@@ -138,8 +144,8 @@ struct SliceCountTests {
                     let high = UInt16(1 + rng.int(20))
                     var audience = Self.slice(UInt32(high), shape: memoryShape, &rng)
                     audience.formUnion(Self.slice(UInt32(high) + 1, shape: rng.int(5), &rng))
-                    let first = firstShape < 0 ? nil : Self.slice(UInt32(high), shape: firstShape, &rng).serialized()
-                    let second = secondShape < 0 ? nil : Self.slice(UInt32(high), shape: secondShape, &rng).serialized()
+                    let first = firstShape < 0 ? nil : Self.stored(Self.slice(UInt32(high), shape: firstShape, &rng), compact: compact)
+                    let second = secondShape < 0 ? nil : Self.stored(Self.slice(UInt32(high), shape: secondShape, &rng), compact: compact)
                     func alone(_ bytes: [UInt8]?) -> Int? {
                         guard let bytes else { return 0 }
                         return bytes.withUnsafeBytes { audience.intersectionCount(inSlice: high, stored: $0) }
@@ -153,11 +159,11 @@ struct SliceCountTests {
                     #expect(both?.0 == expected.0 && both?.1 == expected.1,
                             "memory shape \(memoryShape), stored shapes \(firstShape) and \(secondShape)")
                     if memoryShape == 4 { spread += 1 }
-                    // Nothing in the slice counts nothing; a chunk that is not one of this slice is refused.
+                    // Nothing in the slice counts nothing; a portable chunk that is not one of this slice is refused.
                     let elsewhere = Self.slice(UInt32(high) + 3, shape: memoryShape, &rng)
                     let none = (first ?? []).withUnsafeBytes { f in elsewhere.intersectionCounts(inSlice: high, first == nil ? nil : f, nil) }
                     #expect(none?.0 == 0 && none?.1 == 0)
-                    if let first {
+                    if let first, !compact {
                         let refused = first.withUnsafeBytes { audience.intersectionCounts(inSlice: high + 1, $0, nil) }
                         #expect(refused == nil, "a chunk of slice \(high) counted as one of \(high + 1)")
                     }
@@ -167,8 +173,8 @@ struct SliceCountTests {
         #expect(spread > 0)
     }
 
-    @Test("a union of stored chunks counted in place counts what the union of their bitmaps counts", arguments: [8, 9] as [UInt64])
-    func unionCountedInPlace(seed: UInt64) throws {
+    @Test("a union of stored chunks counted in place counts what the union of their bitmaps counts", arguments: [8, 9] as [UInt64], [true, false])
+    func unionCountedInPlace(seed: UInt64, compact: Bool) throws {
         var rng = SeededRandom(seed: seed)
         var arrays = 0, ored = 0
         for round in 0..<600 {
@@ -176,8 +182,8 @@ struct SliceCountTests {
             // 1 to 6 chunks of any kind, mostly arrays (merged when they fit one array).
             let parts = (0..<(1 + rng.int(6))).map { _ in Self.slice(UInt32(high), shape: rng.int(3) == 0 ? rng.int(5) : 0, &rng) }
             let live = (0..<2).map { _ -> Bitmap? in rng.int(5) == 0 ? nil : Self.slice(UInt32(high), shape: rng.pick([0, 1, 2, 4]), &rng) }
-            let stored = parts.map { $0.serialized() }
-            let liveBytes = live.map { $0?.serialized() ?? [] }
+            let stored = parts.map { Self.stored($0, compact: compact) }
+            let liveBytes = live.map { $0.map { Self.stored($0, compact: compact) } ?? [] }
             var counter = StoredUnionCounter()
             // Every other round without AVX-512 (where the CPU has it: dense unions are counted with it).
             counter.allowsVectorInstructions = round % 2 == 0
@@ -204,8 +210,8 @@ struct SliceCountTests {
             #expect(got.first == (live[0].map { union.intersectionCount($0) } ?? 0), "round \(round)")
             #expect(got.second == (live[1].map { union.intersectionCount($0) } ?? 0), "round \(round)")
             if parts.count > 1 { if parts.allSatisfy({ $0.count <= 4_096 }) && union.count <= 4_096 { arrays += 1 } else { ored += 1 } }
-            // A chunk of another slice, or a damaged one among them, is refused.
-            #expect(counted(stored, inSlice: high + 1) == nil, "round \(round)")
+            // A portable chunk of another slice, or a damaged one among them, is refused.
+            if !compact { #expect(counted(stored, inSlice: high + 1) == nil, "round \(round)") }
             var damaged = stored
             let i = rng.int(damaged.count)
             damaged[i] = Array(damaged[i].dropLast())
@@ -214,7 +220,7 @@ struct SliceCountTests {
         #expect(arrays > 50 && ored > 50, "\(arrays) merged, \(ored) ORed")
         // At most `mostChunks` are staged.
         var counter = StoredUnionCounter()
-        let one = Self.slice(0, shape: 0, &rng), chunk = one.serialized()
+        let one = Self.slice(0, shape: 0, &rng), chunk = Self.stored(one, compact: compact)
         chunk.withUnsafeBytes { b in
             var staged = 0
             while counter.stage(b) { staged += 1 }
@@ -224,8 +230,8 @@ struct SliceCountTests {
         }
     }
 
-    @Test("appending stored chunks slice by slice builds the bitmap their union is", arguments: [4, 5] as [UInt64])
-    func appendMatchesUnion(seed: UInt64) throws {
+    @Test("appending stored chunks slice by slice builds the bitmap their union is", arguments: [4, 5] as [UInt64], [true, false])
+    func appendMatchesUnion(seed: UInt64, compact: Bool) throws {
         var rng = SeededRandom(seed: seed)
         for _ in 0..<20 {
             var built = Bitmap(), expected = Bitmap()
@@ -233,7 +239,7 @@ struct SliceCountTests {
             for _ in 0..<(1 + rng.int(6)) {
                 let chunk = Self.slice(high, shape: rng.int(4), &rng)
                 expected.formUnion(chunk)
-                let appended = chunk.serialized().withUnsafeBytes { built.appendSlice(UInt16(high), stored: $0) }
+                let appended = Self.stored(chunk, compact: compact).withUnsafeBytes { built.appendSlice(UInt16(high), stored: $0) }
                 #expect(appended)
                 high += UInt32(1 + rng.int(3))
             }
@@ -243,18 +249,20 @@ struct SliceCountTests {
             // A slice the bitmap already reaches, and malformed bytes, change nothing.
             let last = UInt16(try #require(built.max) >> 16)
             let before = built
-            let again = Self.slice(UInt32(last), shape: 0, &rng).serialized()
+            let again = Self.stored(Self.slice(UInt32(last), shape: 0, &rng), compact: compact)
             #expect(!again.withUnsafeBytes { built.appendSlice(last, stored: $0) })
-            let next = Self.slice(UInt32(last) + 1, shape: rng.int(3), &rng).serialized()
+            let next = Self.stored(Self.slice(UInt32(last) + 1, shape: rng.int(3), &rng), compact: compact)
             #expect(!Array(next.dropLast()).withUnsafeBytes { built.appendSlice(last + 1, stored: $0) })
-            #expect(!next.withUnsafeBytes { built.appendSlice(last + 2, stored: $0) })
+            if !compact { #expect(!next.withUnsafeBytes { built.appendSlice(last + 2, stored: $0) }) }
             #expect(built == before)
         }
         // A run that would end past the slice is refused (CRoaring would later write past a bitset).
         var runs = Bitmap(Array((7 << 16 | 100)...(7 << 16 | 199)) as [UInt32])
         runs.optimize()
-        var bytes = runs.serialized()
-        bytes[11] = 0xF0; bytes[12] = 0xFF  // the one run now starts at 65,520 and runs 100 values
+        var bytes = Self.stored(runs, compact: compact)
+        // The one run now starts at 65,520 and runs 100 values.
+        let start = compact ? 2 : 11
+        bytes[start] = 0xF0; bytes[start + 1] = 0xFF
         var target = Bitmap()
         #expect(!bytes.withUnsafeBytes { target.appendSlice(7, stored: $0) })
         #expect(target.isEmpty)
@@ -263,8 +271,8 @@ struct SliceCountTests {
     /// A union of small topics gathers their chunks' values in place
     /// (`GatheredValues`): exactly the values CRoaring holds, or nothing when
     /// they do not fit, the chunk is a bitset, or it is malformed.
-    @Test("gathering a stored chunk's values gives what CRoaring holds, or nothing", arguments: [6, 7] as [UInt64])
-    func gatherMatchesCRoaring(seed: UInt64) throws {
+    @Test("gathering a stored chunk's values gives what CRoaring holds, or nothing", arguments: [6, 7] as [UInt64], [true, false])
+    func gatherMatchesCRoaring(seed: UInt64, compact: Bool) throws {
         var rng = SeededRandom(seed: seed)
         for _ in 0..<60 {
             var gathered = GatheredValues(limit: 5_000)
@@ -273,7 +281,7 @@ struct SliceCountTests {
                 let high = UInt16(rng.int(8))
                 let shape = rng.int(4)
                 let chunk = Self.slice(UInt32(high), shape: shape, &rng)
-                let bytes = chunk.serialized()
+                let bytes = Self.stored(chunk, compact: compact)
                 let before = gathered.count
                 let fits = chunk.count <= gathered.limit - before
                 let taken = bytes.withUnsafeBytes { gathered.append(slice: high, stored: $0) }
@@ -285,15 +293,16 @@ struct SliceCountTests {
                     #expect(gathered.count == before + chunk.count)
                     expected.formUnion(chunk)
                 }
-                // Malformed bytes, or a chunk of another slice, gather nothing.
+                // Malformed bytes, or a portable chunk of another slice, gather nothing.
                 #expect(!Array(bytes.dropLast()).withUnsafeBytes { gathered.append(slice: high, stored: $0) })
-                #expect(!bytes.withUnsafeBytes { gathered.append(slice: high &+ 1, stored: $0) })
+                if !compact { #expect(!bytes.withUnsafeBytes { gathered.append(slice: high &+ 1, stored: $0) }) }
             }
             #expect(gathered.bitmap() == expected)
         }
         // An array whose values do not ascend is refused.
-        var array = Bitmap([5 << 16 | 10, 5 << 16 | 20, 5 << 16 | 30] as [UInt32]).serialized()
-        array.swapAt(16, 18); array.swapAt(17, 19)
+        var array = Self.stored(Bitmap([5 << 16 | 10, 5 << 16 | 20, 5 << 16 | 30] as [UInt32]), compact: compact)
+        let first = compact ? 2 : 16
+        array.swapAt(first, first + 2); array.swapAt(first + 1, first + 3)
         var gathered = GatheredValues()
         #expect(!array.withUnsafeBytes { gathered.append(slice: 5, stored: $0) })
         #expect(gathered.count == 0 && gathered.bitmap().isEmpty)
@@ -459,6 +468,64 @@ struct SliceCountTests {
         #expect(count(Array(bytes.prefix(9)) + [0, 0]) == nil)
     }
 
+    @Test("compact chunks that are not one well-formed container are refused")
+    func refusesMalformedCompactChunks() throws {
+        var rng = SeededRandom(seed: 10)
+        let audience = Self.slice(5, shape: 1, &rng)
+        func count(_ bytes: [UInt8]) -> Int? {
+            let n = bytes.withUnsafeBytes { audience.intersectionCount(inSlice: 5, stored: $0) }
+            let c = bytes.withUnsafeBytes { Bitmap.sliceCardinality(5, stored: $0) }
+            #expect((n == nil) == (c == nil), "count \(String(describing: n)), cardinality \(String(describing: c))")
+            // What the counts refuse, the checked decoding refuses or reads as another set.
+            if n == nil, let decoded = try? bytes.withUnsafeBytes({ try Bitmap(chunk: $0, high: 5) }) {
+                #expect(bytes.withUnsafeBytes { Bitmap.sliceCardinality(5, stored: $0) } != decoded.count)
+            }
+            return n
+        }
+        for shape in 0..<3 {
+            let bitmap = Self.slice(5, shape: shape, &rng)
+            let good = bitmap.chunk()
+            #expect(good[0] == [1, 2, 3][shape] && good[1] == 0, "tag of shape \(shape)")
+            #expect(count(good) == audience.intersectionCount(bitmap))
+            #expect(try good.withUnsafeBytes { try Bitmap(chunk: $0, high: 5) } == bitmap)
+            #expect(count(Array(good.dropLast())) == nil, "truncated, shape \(shape)")
+            #expect(count(good + [0]) == nil, "a byte too many, shape \(shape)")
+            #expect(count(Array(good.prefix(2))) == nil, "a tag alone, shape \(shape)")
+            var second = good
+            second[1] = 1
+            #expect(count(second) == nil, "a second byte that is not zero, shape \(shape)")
+            #expect(throws: Bitmap.FormatError.self) { try second.withUnsafeBytes { try Bitmap(chunk: $0, high: 5) } }
+        }
+        #expect(count([]) == nil && count([1]) == nil && count([0, 0, 1, 0]) == nil)
+        // Two containers are not a chunk.
+        #expect(Bitmap([5 << 16 | 1, 6 << 16 | 1] as [UInt32]).chunkSize == nil)
+        #expect(Bitmap().chunkSize == nil)
+        // An array as long as a bitset is refused (at most 4,096 values), and a
+        // bitset of 4,096 values or fewer (CRoaring holds those as an array).
+        #expect(count([1, 0] + [UInt8](repeating: 0, count: 2 * 4_097)) == nil)
+        var sparse = [UInt8](repeating: 0, count: 4 + 8_192)
+        sparse[0] = 2; sparse[2] = 0xFF; sparse[3] = 0x0F  // 4,096 members said
+        for v in 0..<4_096 { sparse[4 + v / 8 * 2] |= 1 << (v % 8) }  // every other byte's bits
+        #expect(count(sparse) == nil)
+        // An array whose values do not ascend.
+        var array = Bitmap([5 << 16 | 10, 5 << 16 | 20, 5 << 16 | 30] as [UInt32]).chunk()
+        #expect(array == [1, 0, 10, 0, 20, 0, 30, 0])
+        array.swapAt(2, 4)  // 20, 10, 30
+        #expect(count(array) == nil)
+        // Runs that overlap, or run past the end of the slice.
+        let first: ClosedRange<UInt32> = (5 << 16 | 100)...(5 << 16 | 199)
+        let second: ClosedRange<UInt32> = (5 << 16 | 300)...(5 << 16 | 399)
+        var runs = Bitmap(Array(first) + Array(second))
+        runs.optimize()
+        var bytes = runs.chunk()
+        #expect(bytes == [3, 0, 100, 0, 99, 0, 0x2C, 1, 99, 0])  // the tag, a zero byte, (100, 99) (300, 99)
+        #expect(count(bytes) != nil)
+        bytes[6] = 150; bytes[7] = 0  // the second run starts at 150: inside the first
+        #expect(count(bytes) == nil)
+        bytes[6] = 0xF0; bytes[7] = 0xFF  // starts at 65,520 and runs 100 values
+        #expect(count(bytes) == nil)
+    }
+
     /// The check that a stored array ascends goes eight neighbours at a time
     /// from 9 values on, and one pair at a time for the rest: two neighbours
     /// out of order, or equal, anywhere in arrays of 2 to 40 values, make the
@@ -485,30 +552,31 @@ struct SliceCountTests {
     /// Damaged chunks: whatever the bytes, the C reads only inside them (the
     /// suite runs under AddressSanitizer with `swift test --sanitize=address`),
     /// and what it does not refuse it reads as CRoaring's decoder does.
-    @Test("damaged chunks are refused or read as CRoaring reads them", arguments: [7, 8] as [UInt64])
-    func damagedChunks(seed: UInt64) throws {
+    @Test("damaged chunks are refused or read as CRoaring reads them", arguments: [7, 8] as [UInt64], [true, false])
+    func damagedChunks(seed: UInt64, compact: Bool) throws {
         var rng = SeededRandom(seed: seed)
         for _ in 0..<400 {
             let high = UInt16(rng.int(4))
             var audience = Self.slice(UInt32(high), shape: rng.int(4), &rng)
             audience.formUnion(Self.slice(UInt32(high) + 1, shape: rng.int(4), &rng))
-            var bytes = Self.slice(UInt32(high), shape: rng.int(4), &rng).serialized()
+            var bytes = Self.stored(Self.slice(UInt32(high), shape: rng.int(4), &rng), compact: compact)
+            let header = compact ? 4 : 16
             switch rng.int(3) {
             case 0:  // flip a few bytes, most often in the header
                 for _ in 0..<(1 + rng.int(3)) {
-                    let i = rng.int(2) == 0 ? rng.int(min(bytes.count, 20)) : rng.int(bytes.count)
+                    let i = rng.int(2) == 0 ? rng.int(min(bytes.count, header + 4)) : rng.int(bytes.count)
                     bytes[i] ^= UInt8(1 + rng.int(255))
                 }
             case 1:  // cut it short
                 bytes = Array(bytes.prefix(rng.int(bytes.count)))
             default:  // random bytes behind a real header
-                bytes = Array(bytes.prefix(min(bytes.count, 16))) + (0..<rng.int(64)).map { _ in UInt8(rng.int(256)) }
+                bytes = Array(bytes.prefix(min(bytes.count, header))) + (0..<rng.int(64)).map { _ in UInt8(rng.int(256)) }
             }
             let counted = bytes.withUnsafeBytes { audience.intersectionCount(inSlice: high, stored: $0) }
             var appendedTo = Bitmap()
             let appended = bytes.withUnsafeBytes { appendedTo.appendSlice(high, stored: $0) }
             guard counted != nil || appended else { continue }
-            let decoded = try #require(try? Bitmap(deserializing: bytes), "accepted bytes CRoaring cannot read")
+            let decoded = try #require(try? bytes.withUnsafeBytes { try Bitmap(chunk: $0, high: high) }, "accepted bytes CRoaring cannot read")
             if appended { #expect(appendedTo == decoded) }
             // A container with unordered values is refused by the count, so an accepted one
             // counts as CRoaring does (its bitsets are counted bit by bit, whatever the header says).
@@ -539,8 +607,8 @@ struct SliceCountTests {
             try store.read { txn in try reader.counts(of: try reader.audience(project: "alpha", .topic("news"), txn), txn).total }
         }
         #expect(try total() == 5_000)
-        // The one bitset-sized value is news's chunk; its header (no-run cookie, one container,
-        // key, cardinality - 1 at bytes 10…11) is made to say 4,999 members.
+        // The one bitset-sized value is news's chunk; its header (the bitset tag, a zero byte,
+        // cardinality - 1 at bytes 2…3) is made to say 4,999 members.
         let (key, value) = try store.read { txn in
             try txn.withCursor(store.tables.postings) { cursor -> ([UInt8], [UInt8]) in
                 var entry = try cursor.first()
@@ -552,8 +620,9 @@ struct SliceCountTests {
             }
         }
         var damaged = value
-        #expect(damaged[10] == UInt8((5_000 - 1) & 0xFF) && damaged[11] == UInt8((5_000 - 1) >> 8))
-        damaged[10] = UInt8((4_999 - 1) & 0xFF)
+        #expect(damaged.count == 4 + 8_192 && damaged[0] == 2 && damaged[1] == 0)
+        #expect(damaged[2] == UInt8((5_000 - 1) & 0xFF) && damaged[3] == UInt8((5_000 - 1) >> 8))
+        damaged[2] = UInt8((4_999 - 1) & 0xFF)
         try store.environment.write { txn in try txn.put(store.tables.postings, key, damaged) }
         let error = try #require(throws: ProjectionCorruption.self) { try total() }
         #expect(error.reason.contains("header says 4999 members, it holds 5000"), "\(error)")

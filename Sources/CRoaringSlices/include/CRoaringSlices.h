@@ -6,9 +6,10 @@
 
 /// Counts the values that a CRoaring bitmap (`bitmap`, a `roaring_bitmap_t *`)
 /// holds in slice `high` (values `high << 16` to `high << 16 | 0xFFFF`) and that
-/// `stored` also holds, where `stored` is the portable serialization of a bitmap
-/// of exactly one container, of that slice, as topicstore keeps one posting
-/// chunk per LMDB value. The stored bytes are read in place: nothing is
+/// `stored` also holds, where `stored` is one posting chunk of that slice as
+/// topicstore keeps one per LMDB value: one container, in the compact format
+/// or the portable format of older stores (see `topicstore_chunk_write`).
+/// The stored bytes are read in place: nothing is
 /// allocated or copied, and bit counts use the POPCNT instruction where the CPU
 /// has it (Debian's libroaring is built for the x86-64 baseline, without it).
 ///
@@ -170,5 +171,27 @@ int topicstore_expression_counts(uint16_t high, const uint16_t *program, size_t 
 /// of `topicstore_expression_counts` and `topicstore_union_counts` use when
 /// their `vector` is non-zero (asked once).
 int topicstore_has_vector_kernels(void);
+
+/// The bytes of `bitmap` (a `roaring_bitmap_t *` of exactly one container, in
+/// slice `high`) as a stored chunk in the compact format: a tag byte (1 an
+/// array, 2 a bitset, 3 runs), a zero byte, then the container, little-endian:
+/// an array's values; a bitset's cardinality - 1 (16 bits) and its 1,024 words;
+/// runs as (start, length - 1) pairs. The slice is not written: it is the
+/// key's. The portable format took 16 bytes of header for an array (cookie,
+/// count, key, cardinality, offset), where most chunks hold a few values.
+/// Returns the size, or -1 when `bitmap` does not hold exactly one container.
+int64_t topicstore_chunk_size(const void *bitmap);
+
+/// Writes `bitmap` as `topicstore_chunk_size` describes into `out`, which has
+/// room for `capacity` bytes; returns the bytes written, or -1 (nothing
+/// written) when it does not hold one container or does not fit.
+int64_t topicstore_chunk_write(const void *bitmap, void *out, size_t capacity);
+
+/// Writes a chunk of slice `high` in the compact format (`stored`, `length`)
+/// as the portable serialization of the same one-container bitmap into `out`
+/// (room for `capacity` bytes, `length` + 16 always suffice), for readers
+/// that decode with CRoaring. Returns the bytes written, or -1 when `stored`
+/// is not a well-formed compact chunk or does not fit.
+int64_t topicstore_chunk_portable(uint16_t high, const void *stored, size_t length, void *out, size_t capacity);
 
 #endif

@@ -67,7 +67,7 @@ struct ProjectionDump: Equatable, CustomStringConvertible {
                 var entry = try cursor.first()
                 while let (k, v) = entry {
                     if db.name == "postings" {
-                        let bitmap = try Bitmap(deserializing: v)
+                        let bitmap = try Bitmap(chunk: v, high: k.loadBigEndian(at: 4, as: UInt16.self))
                         entries[Array(k)] = bitmap.toArray().flatMap { withUnsafeBytes(of: $0.bigEndian, Array.init) }
                     } else {
                         entries[Array(k)] = Array(v)
