@@ -1,6 +1,16 @@
-/// A device's topics as one value: ascending big-endian u32 topic ids.
-/// One value per device means one write per command, not one per topic.
-enum DeviceTopics {
+/// A device's topics as one value, its topic ids ascending. One value per
+/// device means one write per command, not one per topic.
+///
+/// Since schema 10 a list is written in the varint form: the byte 0xFF, then
+/// the first id and each id's distance from the one before as varints (a
+/// device's shared topics are close together, its per-user topic is one
+/// 5-byte step: bench's lists take 16 bytes instead of 32). Lists an older
+/// store holds are 4-byte big-endian ids, and read as before: none starts
+/// with 0xFF, since topic ids stay below `ProjectionTables.topicIDLimit`.
+package enum DeviceTopics {
+    /// The first byte of a list in the varint form.
+    static let varintForm: UInt8 = 0xFF
+
     /// Binary search: whether `tid` is present, and where it is or would go.
     @inline(__always)
     static func search(_ list: [UInt32], _ tid: UInt32) -> (found: Bool, index: Int) {
@@ -50,14 +60,53 @@ enum DeviceTopics {
         return (lo < list.count && list[lo] == value, lo)
     }
 
-    static func encode(_ list: [UInt32], into buffer: UnsafeMutableRawBufferPointer) {
-        for (i, tid) in list.enumerated() { buffer.storeBytes(of: tid.bigEndian, toByteOffset: i * 4, as: UInt32.self) }
+    /// The bytes `encode` writes for `list` (ascending, not empty).
+    static func encodedSize(_ list: [UInt32]) -> Int {
+        var size = 1, previous: UInt32 = 0
+        for tid in list {
+            size += Varint.size(UInt64(tid &- previous))
+            previous = tid
+        }
+        return size
     }
 
-    /// Decodes a stored list; nil when its length or order is wrong.
-    static func decode(_ bytes: UnsafeRawBufferPointer) -> [UInt32]? {
-        guard bytes.count % 4 == 0, bytes.count > 0 else { return nil }
+    /// Writes `list` (ascending, not empty) in the varint form into `buffer`,
+    /// which holds exactly `encodedSize(list)` bytes.
+    static func encode(_ list: [UInt32], into buffer: UnsafeMutableRawBufferPointer) {
+        let p = buffer.baseAddress!
+        p.storeBytes(of: varintForm, as: UInt8.self)
+        var at = 1, previous: UInt32 = 0
+        for tid in list {
+            Varint.write(UInt64(tid &- previous), at: p, &at)
+            previous = tid
+        }
+        precondition(at == buffer.count, "a topic list took other than its encoded size")
+    }
+
+    static func encoded(_ list: [UInt32]) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: encodedSize(list)) { buffer, initialized in
+            encode(list, into: UnsafeMutableRawBufferPointer(buffer))
+            initialized = buffer.count
+        }
+    }
+
+    /// Decodes a stored list, in either form; nil when its length or order is
+    /// wrong, or a varint is not in its shortest form (each list has one encoding).
+    package static func decode(_ bytes: UnsafeRawBufferPointer) -> [UInt32]? {
+        guard let first = bytes.first else { return nil }
         var list: [UInt32] = []
+        if first == varintForm {
+            list.reserveCapacity(bytes.count)
+            var at = 1, previous: UInt64 = 0
+            while at < bytes.count {
+                guard let step = Varint.read(bytes, &at), step > 0 || list.isEmpty,
+                      previous + step <= UInt64(UInt32.max) else { return nil }
+                previous += step
+                list.append(UInt32(previous))
+            }
+            return list.isEmpty ? nil : list
+        }
+        guard bytes.count % 4 == 0 else { return nil }
         list.reserveCapacity(bytes.count / 4)
         for i in 0..<bytes.count / 4 {
             let tid = UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: i * 4, as: UInt32.self))

@@ -21,10 +21,11 @@ import SubscriptionLog
 public struct ProjectionTables: Sendable {
     /// 10: posting chunks written from now on are in the compact format (a
     /// tag byte and a zero byte before the container, where the portable
-    /// format spent 16 bytes of header on an array; see `Bitmap.chunkSize`);
-    /// chunks an older store has keep their form until rewritten, and read
+    /// format spent 16 bytes of header on an array; see `Bitmap.chunkSize`),
+    /// and devices' topic lists in the varint form (`DeviceTopics`); chunks
+    /// and lists an older store has keep their form until rewritten, and read
     /// as before; an older program refuses the store (it would take the new
-    /// chunks for corruption).
+    /// ones for corruption).
     /// 9: log records written from now on are version 5, which keeps the
     /// first 8 bytes of its chain link, except every 64th, version 4 with the
     /// whole link (`RecordCodec.fullLinkInterval`); nothing is rewritten, and
@@ -100,6 +101,11 @@ public struct ProjectionTables: Sendable {
         case compact = 1
     }
     static let singleTopicBit: UInt32 = 1 << 31
+    /// Topic ids are given out below this (2,130,706,432 topics a project),
+    /// with or without `singleTopicBit`: no topic list of the form before
+    /// schema 10 (4-byte big-endian ids) then starts with the byte 0xFF,
+    /// which marks the varint form (`DeviceTopics`).
+    static let topicIDLimit: UInt32 = 0x7F00_0000
 
     static let appliedSeqKey = Array("appliedSeq".utf8)
     static let versionKey = Array("schemaVersion".utf8)

@@ -117,7 +117,7 @@ public final class ProjectionWriter {
     /// The id of a topic created now, from the project's topic sequence.
     func newTopicID(single: Bool, _ project: inout ProjectRecord) throws -> UInt32 {
         let n = project.nextTopicID
-        guard n < ProjectionTables.singleTopicBit else {
+        guard n < ProjectionTables.topicIDLimit else {
             throw ProjectionCorruption(place: "projects/\(project.id)", reason: "topic ids exhausted")
         }
         project.nextTopicID += 1
@@ -1076,7 +1076,7 @@ public final class ProjectionWriter {
                     if list.isEmpty {
                         try cursor.delete(k)
                     } else {
-                        try cursor.put(k, reserving: list.count * 4) { DeviceTopics.encode(list, into: $0) }
+                        try cursor.put(k, reserving: DeviceTopics.encodedSize(list)) { DeviceTopics.encode(list, into: $0) }
                     }
                 }
             }
@@ -1247,9 +1247,10 @@ extension ProjectionWriter {
                     if !fresh { try txn.delete(tables.deviceTopics, Keys.pair(k.pid, k.ordinal)) }
                     continue
                 }
-                if value.count < list.count * 4 { value = [UInt8](repeating: 0, count: max(list.count * 4, 2 * value.count)) }
+                let size = DeviceTopics.encodedSize(list)
+                if value.count < size { value = [UInt8](repeating: 0, count: max(size, 2 * value.count)) }
                 try value.withUnsafeMutableBytes { vb in
-                    let encoded = UnsafeMutableRawBufferPointer(rebasing: vb[0..<list.count * 4])
+                    let encoded = UnsafeMutableRawBufferPointer(rebasing: vb[0..<size])
                     DeviceTopics.encode(list, into: encoded)
                     try pairKey(k.pid, k.ordinal) { kb in try cursor.put(kb, UnsafeRawBufferPointer(encoded), flags: append) }
                 }

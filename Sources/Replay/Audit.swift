@@ -290,7 +290,8 @@ public enum Audit {
         /// container when both serialize to the same size, so equal sets may be
         /// encoded differently depending on the order of changes (and batching),
         /// and a store from before schema 10 holds chunks not rewritten since in
-        /// the portable format, a rebuild in the compact one.
+        /// the portable format, a rebuild in the compact one. Devices' topic
+        /// lists likewise: 4-byte ids before schema 10, varints in a rebuild.
         /// Device records are compared as records: a store from before schema 4
         /// holds the names of devices not rewritten since as text, a rebuild in fewer bytes.
         mutating func sameContent(_ table: String, key: UnsafeRawBufferPointer,
@@ -301,6 +302,8 @@ public enum Audit {
                 let high = key.loadBigEndian(at: 4, as: UInt16.self)
                 guard let x = try? Bitmap(chunk: a, high: high), let y = try? Bitmap(chunk: b, high: high),
                       x.count == y.count, x.intersectionCount(y) == x.count else { return false }
+            case "device_topics":
+                guard let x = DeviceTopics.decode(a), let y = DeviceTopics.decode(b), x == y else { return false }
             case "devices":
                 guard let x = try? DeviceRecord(decoding: a, at: ""), let y = try? DeviceRecord(decoding: b, at: ""), x == y else { return false }
             case "topics":

@@ -118,8 +118,7 @@ struct DifferenceDescriber {
             d.subject = "device \(deviceID(pid!, o, liveTxn, rebuiltTxn)) topics"
             func text(_ v: [UInt8]?) -> String? {
                 guard let v else { return nil }
-                guard v.count % 4 == 0 else { return "undecodable \(hex(v))" }
-                let ids = stride(from: 0, to: v.count, by: 4).map { u32(v, $0) }
+                guard let ids = v.withUnsafeBytes({ DeviceTopics.decode($0) }) else { return "undecodable \(hex(v))" }
                 return ids.map { topicName(pid!, $0, liveTxn, rebuiltTxn).replacingOccurrences(of: "topic ", with: "") }.joined(separator: ", ")
             }
             d.live = text(live)

@@ -161,12 +161,12 @@ import Testing
         var members = 0
         for (key, value) in lists {
             let pid = be32(key, 0), ordinal = be32(key, 4)
-            for i in stride(from: 0, to: value.count, by: 4) {
+            for tid in try #require(value.withUnsafeBytes { DeviceTopics.decode($0) }) {
                 var chunkKey = [UInt8](repeating: 0, count: 10)
                 chunkKey.withUnsafeMutableBytes { k in
                     k.storeBytes(of: pid.bigEndian, toByteOffset: 0, as: UInt32.self)
                     k.storeBytes(of: UInt16(ordinal >> 16).bigEndian, toByteOffset: 4, as: UInt16.self)
-                    k.storeBytes(of: be32(value, i).bigEndian, toByteOffset: 6, as: UInt32.self)
+                    k.storeBytes(of: tid.bigEndian, toByteOffset: 6, as: UInt32.self)
                 }
                 let held = chunks[chunkKey] ?? []
                 let ordinals = stride(from: 0, to: held.count, by: 4).map { be32(held, $0) }
