@@ -96,7 +96,7 @@ package enum DeviceTopics {
         guard let first = bytes.first else { return nil }
         var list: [UInt32] = []
         if first == varintForm {
-            list.reserveCapacity(bytes.count)
+            list.reserveCapacity(bytes.count - 1)  // at least a byte an id
             var at = 1, previous: UInt64 = 0
             while at < bytes.count {
                 guard let step = Varint.read(bytes, &at), step > 0 || list.isEmpty,

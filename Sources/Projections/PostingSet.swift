@@ -220,10 +220,10 @@ struct PostingSet {
             precondition(buffer.count >= size)
             func u16(_ v: UInt16, _ at: Int) { buffer.storeBytes(of: v.littleEndian, toByteOffset: at, as: UInt16.self) }
             if Self.isRun(f) {
-                buffer[0] = 3; buffer[1] = 0
+                buffer[0] = Bitmap.ChunkTag.runs.rawValue; buffer[1] = 0
                 u16(f.low.0, 2); u16(2, 4)  // one run: its start, its length - 1
             } else {
-                buffer[0] = 1; buffer[1] = 0
+                buffer[0] = Bitmap.ChunkTag.array.rawValue; buffer[1] = 0
                 for i in 0..<Int(f.count) { u16(f[i], 2 + 2 * i) }
             }
             return size

@@ -295,10 +295,16 @@ public struct Bitmap: Sendable {
 
     // MARK: Stored chunks (a posting chunk: one container of one slice)
 
+    /// The first byte of a chunk in the compact format: the container that
+    /// follows (after a zero byte). A portable chunk starts with 0x3A or 0x3B.
+    public enum ChunkTag: UInt8 {
+        case array = 1, bitset = 2, runs = 3
+    }
+
     /// Whether `stored` is a chunk in the compact format (schema 10 on); any
     /// other bytes are read as the portable format of older stores.
     public static func isCompactChunk(_ stored: UnsafeRawBufferPointer) -> Bool {
-        stored.count > 0 && stored[0] <= 3
+        stored.count > 0 && stored[0] <= ChunkTag.runs.rawValue
     }
 
     /// Bytes of this bitmap as a stored chunk in the compact format (see

@@ -172,8 +172,8 @@ int topicstore_expression_counts(uint16_t high, const uint16_t *program, size_t 
 /// their `vector` is non-zero (asked once).
 int topicstore_has_vector_kernels(void);
 
-/// The bytes of `bitmap` (a `roaring_bitmap_t *` of exactly one container, in
-/// slice `high`) as a stored chunk in the compact format: a tag byte (1 an
+/// The bytes of `bitmap` (a `roaring_bitmap_t *` of exactly one container) as
+/// a stored chunk in the compact format: a tag byte (1 an
 /// array, 2 a bitset, 3 runs), a zero byte, then the container, little-endian:
 /// an array's values; a bitset's cardinality - 1 (16 bits) and its 1,024 words;
 /// runs as (start, length - 1) pairs. The slice is not written: it is the
