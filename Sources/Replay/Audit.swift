@@ -54,7 +54,8 @@ public enum Audit {
         public var differenceCount: Int
         public var entriesCompared: Int
         /// Entries holding the same value in another encoding, not differences: posting chunks in
-        /// another roaring encoding, device and topic records in the form an older version wrote.
+        /// another roaring encoding or the portable format, device and topic records and
+        /// devices' topic lists in the form an older version wrote.
         public var equivalentEncodings: Int = 0
         /// The live applied sequence at the last comparison chunk.
         public var comparedAsOf: UInt64

@@ -12,7 +12,7 @@ import TopicStore
 /// the varint form; a store from before keeps its chunks in the portable
 /// format and its lists as 4-byte ids until the writer rewrites them. Both
 /// read alike, and the audit finds the old ones equal to the rebuild's.
-@Suite struct Schema10FormTests {
+@Suite struct Schema10FormTests: RunsTopicstore {
     /// Lists of every shape come back as written, in the size `encodedSize`
     /// says, and the 4-byte form of the same list decodes to it too.
     @Test func topicListsRoundTripInBothForms() {
@@ -185,6 +185,11 @@ import TopicStore
         let report = try Audit.run(store)
         #expect(report.isClean, "\(report.differences)")
         #expect(report.equivalentEncodings == formats.portable + 66_000 - 3)
+        // The command says so too, an operator's check after an upgrade.
+        let text = try topicstore(["audit", "--data", dir.path])
+        #expect(text.status == 0 && text.stdout.contains("\n  \(report.equivalentEncodings) of them in an older or another encoding"), "\(text.stdout)")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(topicstore(["audit", "--data", dir.path, "--json"]).stdout.utf8)) as? [String: Any])
+        #expect(json["ok"] as? Bool == true && json["equivalentEncodings"] as? Int == report.equivalentEncodings)
         // A list that differs is still found, and shown decoded.
         try store.environment.write { txn in
             try txn.put(store.tables.deviceTopics, Keys.pair(1, 4), DeviceTopics.encoded([16, 18]))

@@ -87,6 +87,7 @@ enum AuditCommand: Command {
                 "linksUnchecked": report.linksUnchecked,
                 "logIssueCount": report.logIssueCount, "differenceCount": report.differenceCount,
                 "projectionsCompared": report.projectionsCompared, "entriesCompared": report.entriesCompared,
+                "equivalentEncodings": report.equivalentEncodings,
                 "comparedAsOfSeq": report.comparedAsOf, "seconds": report.seconds,
                 "logIssues": report.logIssues.map { ["seq": $0.sequence, "kind": $0.kind.rawValue, "message": $0.message] as [String: Any] },
                 "differences": report.differences.map { d -> [String: Any] in
@@ -123,6 +124,10 @@ enum AuditCommand: Command {
             }
             if report.projectionsCompared {
                 print("projections: \(report.entriesCompared) entries compared as of seq \(report.comparedAsOf), \(report.differenceCount) difference(s)")
+                if report.equivalentEncodings > 0 {
+                    // An older store's entries that no change has rewritten since (schema 10: chunks and topic lists).
+                    print("  \(report.equivalentEncodings) of them in an older or another encoding, the same as the rebuild's")
+                }
             } else {
                 print("projections: not compared: the log cannot be folded past \(report.foldStop.map { "\($0)" } ?? "a damaged record")")
             }
