@@ -81,7 +81,6 @@ int64_t topicstore_chunk_portable(uint16_t high, const void *stored, size_t leng
     const unsigned char *p = stored;
     if (stored == NULL || length < 1 || p[0] > kTagRuns || topicstore_parse_stored(p, length, high, &s) != 0) return -1;
     unsigned char *o = out;
-    size_t at;
     if (s.type == kRun) {
         // cookie (count - 1 = 0 in its high half), run flags, key, cardinality - 1, the run count, the runs.
         size_t size = 11 + 4 * (size_t)s.count;
@@ -104,7 +103,6 @@ int64_t topicstore_chunk_portable(uint16_t high, const void *stored, size_t leng
     store16(o + 8, high);
     store16(o + 10, (uint16_t)(s.count - 1));
     store16(o + 12, 16); store16(o + 14, 0);
-    at = 16;
-    memcpy(o + at, s.bytes, bytes);
-    return (int64_t)(at + bytes);
+    memcpy(o + 16, s.bytes, bytes);
+    return (int64_t)(16 + bytes);
 }

@@ -120,35 +120,20 @@ import TopicStore
             #expect(try Self.formats(store) == (compact: chunks, portable: 0))
             // As schema 9 wrote them: every chunk in the portable format (its slice in its
             // header, from the key), every topic list as 4-byte ids, and the stamp 9.
-            try store.environment.write { txn in
-                var lists: [([UInt8], [UInt8])] = []
-                try txn.withCursor(store.tables.deviceTopics) { cursor in
-                    var entry = try cursor.first()
-                    while let (k, v) = entry {
-                        #expect(v[0] == 0xFF)
-                        let ids = try #require(DeviceTopics.decode(v))
-                        lists.append((Array(k), ids.flatMap { withUnsafeBytes(of: $0.bigEndian, Array.init) }))
-                        bytes.varints += v.count
-                        entry = try cursor.next()
-                    }
-                }
-                for (k, v) in lists { try txn.put(store.tables.deviceTopics, k, v) }
-                bytes.ids += lists.reduce(0) { $0 + $1.1.count }
-                var rewritten: [([UInt8], [UInt8])] = []
-                try txn.withCursor(store.tables.postings) { cursor in
-                    var entry = try cursor.first()
-                    while let (k, v) = entry {
-                        let high = k.loadBigEndian(at: 4, as: UInt16.self)
-                        let portable = try Bitmap(chunk: v, high: high).serialized()
-                        #expect(portable.count > v.count)
-                        bytes.compact += v.count; bytes.portable += portable.count
-                        rewritten.append((Array(k), portable))
-                        entry = try cursor.next()
-                    }
-                }
-                for (k, v) in rewritten { try txn.put(store.tables.postings, k, v) }
-                try txn.put(store.tables.meta, Array("schemaVersion".utf8), [0, 0, 0, 9])
+            let lists = try rewriteAsOlderSchema(store, store.tables.deviceTopics, schema: 9) { v in
+                #expect(v[0] == 0xFF)
+                let ids = try #require(DeviceTopics.decode(v))
+                bytes.varints += v.count; bytes.ids += 4 * ids.count
+                return ids.flatMap { withUnsafeBytes(of: $0.bigEndian, Array.init) }
             }
+            #expect(lists == 66_000)
+            let rewritten = try rewriteAsOlderSchema(store, store.tables.postings, schema: 9) { k, v in
+                let portable = try Bitmap(chunk: v, high: k.loadBigEndian(at: 4, as: UInt16.self)).serialized()
+                #expect(portable.count > v.count)
+                bytes.compact += v.count; bytes.portable += portable.count
+                return portable
+            }
+            #expect(rewritten == chunks)
             store.close()
         }
         // Most chunks of one value: the portable format spent 16 bytes of header on an array, 2 now.

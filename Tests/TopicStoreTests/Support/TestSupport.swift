@@ -171,13 +171,21 @@ extension RunsTopicstore {
 @discardableResult
 func rewriteAsOlderSchema(_ store: TopicStore, _ table: Database, schema: UInt8,
                           _ older: (UnsafeRawBufferPointer) throws -> [UInt8]) throws -> Int {
+    try rewriteAsOlderSchema(store, table, schema: schema) { _, v in try older(v) }
+}
+
+/// `rewriteAsOlderSchema`, where the older form depends on the key too (a
+/// portable posting chunk names its slice, which is in the key).
+@discardableResult
+func rewriteAsOlderSchema(_ store: TopicStore, _ table: Database, schema: UInt8,
+                          _ older: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> [UInt8]) throws -> Int {
     if schema < 6 { try listNewestSlices(store) }
     return try store.environment.write { txn in
         var rewritten: [([UInt8], [UInt8])] = []
         try txn.withCursor(table) { cursor in
             var entry = try cursor.first()
             while let (k, v) = entry {
-                rewritten.append((Array(k), try older(v)))
+                rewritten.append((Array(k), try older(k, v)))
                 entry = try cursor.next()
             }
         }
