@@ -453,9 +453,10 @@ final class NameIndex: @unchecked Sendable {
         var low: UInt64
     }
 
-    /// The used slots in the order of their LMDB keys (pid ‖ name: big-endian
-    /// pid first, then the bytes, a prefix before its extensions).
-    func sortedSlots() -> [Slot] {
+    /// The used slots in the order of their `topic_codes` keys in the form
+    /// `form` (big-endian pid first, then, length first, the length, then
+    /// the bytes, a prefix before its extensions).
+    func sortedSlots(_ form: ProjectionTables.TopicCodeOrder) -> [Slot] {
         var items: [SortItem] = []
         items.reserveCapacity(count)
         let a = nameArena, slots = UnsafeBufferPointer(slots)
@@ -468,8 +469,12 @@ final class NameIndex: @unchecked Sendable {
             items.append(SortItem(pid: s.pid, slot: UInt32(i), high: UInt64(bigEndian: prefix.0), low: UInt64(bigEndian: prefix.1)))
         }
         let base = a.baseAddress
+        let lengthFirst = form == .byLength
         items.sort { l, r in
             if l.pid != r.pid { return l.pid < r.pid }
+            if lengthFirst, slots[Int(l.slot)].length != slots[Int(r.slot)].length {
+                return slots[Int(l.slot)].length < slots[Int(r.slot)].length
+            }
             if l.high != r.high { return l.high < r.high }
             if l.low != r.low { return l.low < r.low }
             let x = slots[Int(l.slot)], y = slots[Int(r.slot)]
@@ -480,18 +485,28 @@ final class NameIndex: @unchecked Sendable {
         return items.map { slots[Int($0.slot)] }
     }
 
-    /// Calls `body` with each entry's LMDB key (pid ‖ name) and value (nil:
-    /// removed), in key order (`order` is `sortedSlots()`).
-    func forEach(in order: [Slot], _ body: (UnsafeRawBufferPointer, UInt32?) throws -> Void) rethrows {
-        var key = [UInt8](repeating: 0, count: 4 + Int(UInt16.max))
+    /// Calls `body` with each entry's `topic_codes` key in the form `form`
+    /// (`Keys.code`) and value (nil: removed), in key order (`order` is
+    /// `sortedSlots(form)`). A name no key of that form holds (validation lets
+    /// none through) is an error.
+    func forEach(in order: [Slot], _ form: ProjectionTables.TopicCodeOrder,
+                 _ body: (UnsafeRawBufferPointer, UInt32?) throws -> Void) throws {
+        var key = [UInt8](repeating: 0, count: 5 + Int(UInt16.max))
         let a = nameArena
+        let head = form == .byLength ? 5 : 4
         try key.withUnsafeMutableBytes { k in
             for s in order {
                 k.storeBytes(of: s.pid.bigEndian, toByteOffset: 0, as: UInt32.self)
-                if s.length > 0 {
-                    (k.baseAddress! + 4).copyMemory(from: a.baseAddress! + Int(s.offset), byteCount: Int(s.length))
+                if form == .byLength {
+                    guard (1...Keys.maxCodeKeyLength).contains(Int(s.length)) else {
+                        throw ProjectionCorruption(place: "topic_codes/\(s.pid)", reason: "a code of \(s.length) bytes has no key")
+                    }
+                    k[4] = Keys.codeLengthByte(Int(s.length))
                 }
-                try body(UnsafeRawBufferPointer(rebasing: k[0..<4 + Int(s.length)]), s.state == 1 ? s.value : nil)
+                if s.length > 0 {
+                    (k.baseAddress! + head).copyMemory(from: a.baseAddress! + Int(s.offset), byteCount: Int(s.length))
+                }
+                try body(UnsafeRawBufferPointer(rebasing: k[0..<head + Int(s.length)]), s.state == 1 ? s.value : nil)
             }
         }
     }

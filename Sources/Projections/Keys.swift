@@ -25,10 +25,31 @@ enum Keys {
         append(pid, to: &k); append(a, to: &k); append(b, to: &k); return k
     }
 
-    /// `pid ‖ utf8(name)` (device_id, token and topic code indexes)
-    static func named(_ pid: UInt32, _ name: String) -> [UInt8] {
-        var k: [UInt8] = []; k.reserveCapacity(4 + name.utf8.count)
-        append(pid, to: &k); k.append(contentsOf: name.utf8); return k
+    /// The key of topic code `code` in `topic_codes`, in the form `order`
+    /// says (`ProjectionTables.TopicCodeOrder`): `pid ‖ (0x7F + length) ‖ code`
+    /// or, in a store from before schema 11, `pid ‖ code`. Nil when the code
+    /// has no key of that form (empty, or longer than `maxCodeKeyLength`):
+    /// no entry holds it.
+    static func code(_ pid: UInt32, _ code: String, _ order: ProjectionTables.TopicCodeOrder) -> [UInt8]? {
+        withCode(pid, code, order) { Array($0) }
+    }
+
+    /// The longest code a key of the length-first form holds: its length byte
+    /// (0x7F + length) is at most 0xFF. Codes are 1…128 bytes (`Limits.topicCodeLength`).
+    static let maxCodeKeyLength = 128
+    /// The length byte of a length-first code key: 0x80…0xFF, never the first
+    /// byte of a code (codes are ASCII), so a key says which form it is in.
+    @inline(__always)
+    static func codeLengthByte(_ length: Int) -> UInt8 { UInt8(0x7F + length) }
+
+    /// The code a `topic_codes` key holds, in either form (see `code`), and
+    /// the form; nil when the key is shorter than a project id.
+    static func codeBytes(ofKey key: UnsafeRawBufferPointer) -> (code: UnsafeRawBufferPointer, order: ProjectionTables.TopicCodeOrder)? {
+        guard key.count >= 4 else { return nil }
+        if key.count >= 5, key[4] >= 0x80, key.count - 5 == Int(key[4]) - 0x7F {
+            return (UnsafeRawBufferPointer(rebasing: key[5...]), .byLength)
+        }
+        return (UnsafeRawBufferPointer(rebasing: key[4...]), .bytewise)
     }
 
     /// `pid ‖ high16 ‖ topic` → one roaring container of device ordinals.
@@ -61,15 +82,20 @@ enum Keys {
         }
     }
 
-    /// `pid ‖ utf8(name)`, as `named` builds it, in a buffer on the stack:
-    /// an audience of 100 per-user topics built an array per topic code it
-    /// looked up, and the writer one per topic it created.
+    /// The key `code` builds, in a buffer on the stack (nil where `code` gives
+    /// nil): an audience of 100 per-user topics built an array per topic code
+    /// it looked up, and the writer one per topic it created.
     @inline(__always)
-    static func withNamed<R>(_ pid: UInt32, _ name: String, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try name.withUTF8Bytes { n in
-            try withUnsafeTemporaryAllocation(byteCount: 4 + n.count, alignment: 4) { k in
+    static func withCode<R>(_ pid: UInt32, _ code: String, _ order: ProjectionTables.TopicCodeOrder,
+                            _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R? {
+        try code.withUTF8Bytes { n -> R? in
+            let lengthFirst = order == .byLength
+            if lengthFirst && (n.count == 0 || n.count > maxCodeKeyLength) { return nil }
+            let head = lengthFirst ? 5 : 4
+            return try withUnsafeTemporaryAllocation(byteCount: head + n.count, alignment: 4) { k in
                 k.storeBytes(of: pid.bigEndian, as: UInt32.self)
-                if n.count > 0 { (k.baseAddress! + 4).copyMemory(from: n.baseAddress!, byteCount: n.count) }
+                if lengthFirst { k[4] = codeLengthByte(n.count) }
+                if n.count > 0 { (k.baseAddress! + head).copyMemory(from: n.baseAddress!, byteCount: n.count) }
                 return try body(UnsafeRawBufferPointer(k))
             }
         }

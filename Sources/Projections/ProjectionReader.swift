@@ -81,8 +81,16 @@ public struct ProjectionReader: Sendable {
         return result
     }
 
+    /// The id of the topic with `code`. The key is looked up in the form
+    /// of schema 11 first (no key of that form is one of the older form), and
+    /// only when it is not found is the table's order read: in the older form
+    /// of a store not opened for writing since, the code is looked up again.
     public func topicID(_ pid: UInt32, code: String, _ txn: borrowing Transaction) throws -> UInt32? {
-        guard let v = try Keys.withNamed(pid, code, { try txn.get(tables.topicCodes, $0) }) else { return nil }
+        var found = try Keys.withCode(pid, code, .byLength) { try txn.get(tables.topicCodes, $0) } ?? nil
+        if found == nil, try tables.topicCodeOrder(txn) == .bytewise {
+            found = try Keys.withCode(pid, code, .bytewise) { try txn.get(tables.topicCodes, $0) } ?? nil
+        }
+        guard let v = found else { return nil }
         guard v.count == 4 else { throw ProjectionCorruption(place: "topic_codes/\(pid)/\(code)", reason: "\(v.count) bytes") }
         return v.loadBigEndian(at: 0, as: UInt32.self)
     }
@@ -136,36 +144,97 @@ public struct ProjectionReader: Sendable {
     public func topicPage(_ pid: UInt32, prefix: String = "", after: String? = nil, limit: Int,
                           _ txn: borrowing Transaction) throws -> TopicPage {
         precondition(limit > 0)
-        let base = Keys.named(pid, prefix)
-        var start = base
-        if let after {
-            // The smallest key above pid ‖ after: codes hold no NUL byte.
-            let above = Keys.named(pid, after) + [0]
-            if start.lexicographicallyPrecedes(above) { start = above }
-        }
+        // One code more than the page, to tell whether more follow.
+        let wanted = limit < Int.max ? limit + 1 : limit
+        let codes = try tables.topicCodeOrder(txn) == .byLength
+            ? try codesByLength(pid, prefix: Array(prefix.utf8), after: after.map { Array($0.utf8) }, limit: wanted, txn)
+            : try codesBytewise(pid, prefix: Array(prefix.utf8), after: after.map { Array($0.utf8) }, limit: wanted, txn)
         let compact = try tables.topicLayout(txn) == .compact
         let top = try top(pid, txn)
         var page = TopicPage(topics: [], next: nil)
+        for (code, tid) in codes.prefix(limit) {
+            guard var record = try storedTopic(pid, tid, txn) else {
+                throw ProjectionCorruption(place: "topic_codes/\(pid)/\(code)", reason: "names topic \(tid), which has no record")
+            }
+            record.slices = try PostingChunk.withNewest(record.slices, pid: pid, topic: tid, top: top, tables: tables, txn)
+            if compact { try count(&record, pid, tid, txn) }
+            page.topics.append(TopicInfo(id: tid, record: record))
+        }
+        if codes.count > limit { page.next = page.topics.last?.record.code }
+        return page
+    }
+
+    /// Up to `limit` codes of project `pid` starting with `prefix`, after `after`, in code
+    /// order, with their topic ids, from a table in the form of schema 11: one range of
+    /// codes a length, the ranges merged. A length with no such code costs one seek.
+    private func codesByLength(_ pid: UInt32, prefix: [UInt8], after: [UInt8]?, limit: Int,
+                               _ txn: borrowing Transaction) throws -> [(code: String, tid: UInt32)] {
+        var ranges: [[(code: [UInt8], tid: UInt32)]] = []
+        try txn.withCursor(tables.topicCodes) { cursor in
+            var length = max(prefix.count, 1)
+            while length <= Keys.maxCodeKeyLength {
+                // The codes of this length at or after `prefix` and above `after`: a code of
+                // another length than `after`'s is above it when its bytes are at or above
+                // `after`'s (the probe below); one of the same length when they differ.
+                let head = Keys.project(pid) + [Keys.codeLengthByte(length)]
+                var start = head + prefix
+                if let after, (head + after).lexicographicallyPrecedes(start) == false { start = head + after }
+                var entry = try cursor.seek(atLeast: start)
+                var range: [(code: [UInt8], tid: UInt32)] = []
+                while let (key, value) = entry, range.count < limit, key.count == 5 + length, Keys.hasPrefix(key, head) {
+                    let code = UnsafeRawBufferPointer(rebasing: key[5...])
+                    guard code.starts(with: prefix) else { break }
+                    if let after, code.elementsEqual(after) { entry = try cursor.next(); continue }
+                    guard value.count == 4 else {
+                        throw ProjectionCorruption(place: "topic_codes/\(pid)/\(String(decoding: code, as: UTF8.self))", reason: "\(value.count) bytes")
+                    }
+                    range.append((Array(code), value.loadBigEndian(at: 0, as: UInt32.self)))
+                    entry = try cursor.next()
+                }
+                if !range.isEmpty { ranges.append(range) }
+                // On to the next length that has a code of this project (the key the seek found tells it).
+                guard let (key, _) = entry, key.count >= 5, Keys.hasPrefix(key, Keys.project(pid)) else { break }
+                let next = Int(key[4]) - 0x7F
+                length = next > length ? next : length + 1
+            }
+        }
+        var merged: [(code: String, tid: UInt32)] = []
+        var heads = [Int](repeating: 0, count: ranges.count)
+        while merged.count < limit {
+            var best: Int? = nil
+            for r in ranges.indices where heads[r] < ranges[r].count {
+                if let b = best, !ranges[r][heads[r]].code.lexicographicallyPrecedes(ranges[b][heads[b]].code) { continue }
+                best = r
+            }
+            guard let b = best else { break }
+            let (code, tid) = ranges[b][heads[b]]
+            merged.append((String(decoding: code, as: UTF8.self), tid))
+            heads[b] += 1
+        }
+        return merged
+    }
+
+    /// `codesByLength` for a table in the form before schema 11, where a prefix is one range.
+    private func codesBytewise(_ pid: UInt32, prefix: [UInt8], after: [UInt8]?, limit: Int,
+                               _ txn: borrowing Transaction) throws -> [(code: String, tid: UInt32)] {
+        let base = Keys.project(pid) + prefix
+        var start = base
+        // The smallest key above pid ‖ after: codes hold no NUL byte.
+        if let after {
+            let above = Keys.project(pid) + after + [0]
+            if start.lexicographicallyPrecedes(above) { start = above }
+        }
+        var codes: [(code: String, tid: UInt32)] = []
         try txn.withCursor(tables.topicCodes) { cursor in
             var entry = try cursor.seek(atLeast: start)
-            while let (key, value) = entry, Keys.hasPrefix(key, base) {
+            while let (key, value) = entry, codes.count < limit, Keys.hasPrefix(key, base) {
                 let code = String(decoding: UnsafeRawBufferPointer(rebasing: key[4...]), as: UTF8.self)
-                if page.topics.count == limit {
-                    page.next = page.topics.last?.record.code
-                    return
-                }
                 guard value.count == 4 else { throw ProjectionCorruption(place: "topic_codes/\(pid)/\(code)", reason: "\(value.count) bytes") }
-                let tid = value.loadBigEndian(at: 0, as: UInt32.self)
-                guard var record = try storedTopic(pid, tid, txn) else {
-                    throw ProjectionCorruption(place: "topic_codes/\(pid)/\(code)", reason: "names topic \(tid), which has no record")
-                }
-                record.slices = try PostingChunk.withNewest(record.slices, pid: pid, topic: tid, top: top, tables: tables, txn)
-                if compact { try count(&record, pid, tid, txn) }
-                page.topics.append(TopicInfo(id: tid, record: record))
+                codes.append((code, value.loadBigEndian(at: 0, as: UInt32.self)))
                 entry = try cursor.next()
             }
         }
-        return page
+        return codes
     }
 
     /// Every topic of a project, by topic id, each with every slice it

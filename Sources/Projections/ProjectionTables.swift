@@ -9,7 +9,7 @@ import SubscriptionLog
 /// | projects       | project name                | `ProjectRecord`              |
 /// | devices        | pid ‖ ordinal               | `DeviceRecord`               |
 /// | topics         | pid ‖ topic id              | `TopicRecord`                |
-/// | topic_codes    | pid ‖ code                  | topic id                     |
+/// | topic_codes    | pid ‖ (0x7F + length) ‖ code | topic id                    |
 /// | postings       | pid ‖ high16 ‖ topic id     | one roaring container        |
 /// | device_topics  | pid ‖ ordinal               | ascending u32 topic ids      |
 ///
@@ -19,6 +19,16 @@ import SubscriptionLog
 /// opened for writing has `writer_state`, bookkeeping of the writers (not a
 /// projection: never compared, never rebuilt).
 public struct ProjectionTables: Sendable {
+    /// 11: `topic_codes` keys hold a code's length before the code
+    /// (`TopicCodeOrder.byLength`): the codes of a project are in order of
+    /// length, then of bytes. Per-user codes given out in counting order
+    /// (`user.1000000`, `user.1000001`, …) were inserted among the shorter
+    /// codes before them, in the middle of the tree, where LMDB splits a full
+    /// page in half and leaves the left half as it is: the table's pages were
+    /// half full. Of one length, such codes now come last, and fill their
+    /// pages. Opening an older store for writing rewrites its `topic_codes`
+    /// in the new form, in the transaction that stamps the version (a 10M
+    /// store: 10M entries); an older program then refuses the store.
     /// 10: posting chunks written from now on are in the compact format (a
     /// tag byte and a zero byte before the container, where the portable
     /// format spent 16 bytes of header on an array; see `Bitmap.chunkSize`),
@@ -55,9 +65,9 @@ public struct ProjectionTables: Sendable {
     /// Opening an older store for writing drops what it has of those tables
     /// and stamps the current version (an older program then refuses the store
     /// rather than misread its new records).
-    public static let schemaVersion: UInt32 = 10
+    public static let schemaVersion: UInt32 = 11
     /// The versions this code reads.
-    public static let readableSchemaVersions: ClosedRange<UInt32> = 1...10
+    public static let readableSchemaVersions: ClosedRange<UInt32> = 1...11
     public static let names = ["meta", "projects", "devices",
                                "topics", "topic_codes", "postings", "device_topics"]
 
@@ -100,6 +110,16 @@ public struct ProjectionTables: Sendable {
         /// last subscriber (`lastChangeSeq`, which compaction reads).
         case compact = 1
     }
+    /// How `topic_codes` orders a project's codes: in `meta` since schema 11,
+    /// which rewrites an older store's table (`reorderTopicCodes`); a rebuild
+    /// takes its source's order, so that the two compare key by key.
+    public enum TopicCodeOrder: UInt32, Sendable {
+        /// `pid ‖ code`: byte order. Stores from before schema 11.
+        case bytewise = 0
+        /// `pid ‖ (0x7F + length) ‖ code`: by length, then byte order. A
+        /// listing in code order merges the lengths (`ProjectionReader.topicPage`).
+        case byLength = 1
+    }
     static let singleTopicBit: UInt32 = 1 << 31
     /// Topic ids are given out below this (2,130,706,432 topics a project),
     /// with or without `singleTopicBit`: no topic list of the form before
@@ -114,6 +134,7 @@ public struct ProjectionTables: Sendable {
     static let nextProjectKey = Array("nextProject".utf8)
     static let writerStampKey = Array("stamp".utf8)
     static let topicLayoutKey = Array("topicLayout".utf8)
+    static let topicCodeOrderKey = Array("topicCodeOrder".utf8)
     /// The key a compaction sets in a generation's `meta` when it retires it (the value names
     /// the generation that replaced it): bookkeeping, which no fold writes.
     public static let retiredToKey = Array("retiredTo".utf8)
@@ -140,6 +161,7 @@ public struct ProjectionTables: Sendable {
                 if let stored, stored < 6, try tables.topicLayout(txn) == .compact {
                     try tables.leaveOutNewestSlices(txn)
                 }
+                if stored.map({ $0 < 11 }) ?? true { try tables.reorderTopicCodes(.byLength, txn) }
                 if stored == nil || stored! < schemaVersion {
                     var w = ByteWriter(); w.u32(schemaVersion)
                     try txn.put(tables.meta, versionKey, w.bytes)
@@ -184,6 +206,103 @@ public struct ProjectionTables: Sendable {
             }
             for (tid, record) in rewritten { try txn.put(topics, Keys.pair(pid, tid), record) }
         }
+    }
+
+    /// How `topic_codes` orders its keys (see `TopicCodeOrder`).
+    public func topicCodeOrder(_ txn: borrowing Transaction) throws -> TopicCodeOrder {
+        guard let v = try txn.get(meta, Self.topicCodeOrderKey) else { return .bytewise }
+        guard v.count == 4, let order = TopicCodeOrder(rawValue: v.loadBigEndian(at: 0, as: UInt32.self)) else {
+            throw ProjectionCorruption(place: "meta/topicCodeOrder", reason: "\(v.count) bytes, not a known order")
+        }
+        return order
+    }
+
+    /// Rewrites every `topic_codes` key in the form `order` says, and records
+    /// it in `meta`. Entries are read in the order they have and put back in
+    /// the new one, ascending, so LMDB fills the pages (it splits a page at
+    /// the new key when that key goes last). A key whose code has no form of
+    /// the other kind (empty, or longer than the length byte allows: only a
+    /// damaged one) is put back as it was, for the audit to report.
+    public func reorderTopicCodes(_ order: TopicCodeOrder, _ txn: borrowing Transaction) throws {
+        if try topicCodeOrder(txn) == order { return }
+        var keys: [UInt8] = []
+        var entries: [(pid: UInt32, start: Int, count: Int, value: UInt32, kept: Bool)] = []
+        var kept: [([UInt8], [UInt8])] = []
+        var changes = false
+        try txn.withCursor(topicCodes) { cursor in
+            var entry = try cursor.first()
+            while let (key, value) = entry {
+                if let (code, form) = Keys.codeBytes(ofKey: key), value.count == 4,
+                   order == .bytewise || (1...Keys.maxCodeKeyLength).contains(code.count) {
+                    if form != order { changes = true }
+                    entries.append((key.loadBigEndian(at: 0, as: UInt32.self), keys.count, code.count,
+                                    value.loadBigEndian(at: 0, as: UInt32.self), false))
+                    keys.append(contentsOf: code)
+                } else {
+                    kept.append((Array(key), Array(value)))
+                }
+                entry = try cursor.next()
+            }
+        }
+        if changes {
+            // Within a project and a length, byte order is the order both forms
+            // share: sorting by project, then (length first) by length, keeps it.
+            let sorted = order == .bytewise
+                ? entries.indices.sorted { a, b in
+                    let x = entries[a], y = entries[b]
+                    if x.pid != y.pid { return x.pid < y.pid }
+                    return keys[x.start..<x.start + x.count].lexicographicallyPrecedes(keys[y.start..<y.start + y.count])
+                }
+                : Self.stableOrder(of: entries.indices) { (entries[$0].pid, entries[$0].count) }
+            try txn.clear(topicCodes)
+            var key = [UInt8](repeating: 0, count: 5 + Keys.maxCodeKeyLength + 1024)
+            try txn.withCursor(topicCodes) { cursor in
+                for i in sorted {
+                    let e = entries[i]
+                    let head = order == .byLength ? 5 : 4
+                    if key.count < head + e.count { key = [UInt8](repeating: 0, count: head + e.count) }
+                    try key.withUnsafeMutableBytes { k in
+                        k.storeBytes(of: e.pid.bigEndian, as: UInt32.self)
+                        if order == .byLength { k[4] = Keys.codeLengthByte(e.count) }
+                        keys.withUnsafeBytes { b in
+                            if e.count > 0 { (k.baseAddress! + head).copyMemory(from: b.baseAddress! + e.start, byteCount: e.count) }
+                        }
+                        try withUnsafeBytes(of: e.value.bigEndian) { v in
+                            try cursor.put(UnsafeRawBufferPointer(rebasing: k[0..<head + e.count]), v)
+                        }
+                    }
+                }
+            }
+            for (k, v) in kept { try txn.put(topicCodes, k, v) }
+        }
+        try setTopicCodeOrder(order, txn)
+    }
+
+    /// The topic code a `topic_codes` key names, in either form (for reports).
+    public static func topicCode(ofKey key: [UInt8]) -> String? {
+        key.withUnsafeBytes { k in Keys.codeBytes(ofKey: k).map { String(decoding: $0.code, as: UTF8.self) } }
+    }
+
+    /// `indices` ordered by `group` (project, then length), each group in the order it had.
+    static func stableOrder(of indices: Range<Int>, by group: (Int) -> (UInt32, Int)) -> [Int] {
+        var buckets: [UInt64: [Int]] = [:]
+        for i in indices {
+            let (pid, length) = group(i)
+            buckets[UInt64(pid) << 32 | UInt64(length), default: []].append(i)
+        }
+        return buckets.keys.sorted().flatMap { buckets[$0]! }
+    }
+
+    /// Records how `topic_codes` orders its keys: `.bytewise` as no entry, as in
+    /// the stores that predate the choice. Only `reorderTopicCodes` and a build
+    /// on an empty table set it: the keys must be in that form.
+    func setTopicCodeOrder(_ order: TopicCodeOrder, _ txn: borrowing Transaction) throws {
+        guard order != .bytewise else {
+            try txn.delete(meta, Self.topicCodeOrderKey)
+            return
+        }
+        var w = ByteWriter(capacity: 4); w.u32(order.rawValue)
+        try txn.put(meta, Self.topicCodeOrderKey, w.bytes)
     }
 
     /// The schema version stored in `meta`, or nil when this is not a topicstore database.

@@ -113,6 +113,8 @@ public final class ProjectionWriter {
 
     /// How topics are laid out in the tables written (read at `begin`).
     private(set) var topicLayout = ProjectionTables.TopicLayout.legacy
+    /// The form of the target's `topic_codes` keys, read with `topicLayout`.
+    private(set) var codeOrder = ProjectionTables.TopicCodeOrder.byLength
 
     /// The id of a topic created now, from the project's topic sequence.
     func newTopicID(single: Bool, _ project: inout ProjectRecord) throws -> UInt32 {
@@ -213,6 +215,7 @@ public final class ProjectionWriter {
             if !build.begun {
                 appliedSequence = try tables.appliedSequence(txn)
                 topicLayout = try tables.topicLayout(txn)
+                codeOrder = try tables.topicCodeOrder(txn)
                 build.begun = true
                 if build.targetIsEmpty { directory.startEmpty() } else { try directory.load(tables, txn) }
             }
@@ -227,6 +230,7 @@ public final class ProjectionWriter {
         storedTops = [:]
         appliedSequence = try tables.appliedSequence(txn)
         topicLayout = try tables.topicLayout(txn)
+        codeOrder = try tables.topicCodeOrder(txn)
         startedOnStamp = try tables.writerStamp(txn)
         journalDevices.removeAll(keepingCapacity: true)
         transactionDevices.removeAll()
@@ -558,9 +562,11 @@ public final class ProjectionWriter {
         if let build {
             build.topicCodes.set(pid, record.code, tid)
         } else {
-            try Keys.withNamed(pid, record.code) { k in
+            let put: Void? = try Keys.withCode(pid, record.code, codeOrder) { k in
                 try withUnsafeBytes(of: tid.bigEndian) { v in try txn.put(tables.topicCodes, k, v) }
             }
+            // Validation keeps codes to 1…128 bytes, which every form holds.
+            guard put != nil else { throw ProjectionCorruption(place: "topic_codes/\(pid)/\(record.code)", reason: "a code of \(record.code.utf8.count) bytes has no key") }
             // A build keeps its codes in `build.topicCodes`, which lookups ask first.
             topicCodes.set(pid, record.code, tid)
         }
@@ -575,7 +581,7 @@ public final class ProjectionWriter {
         if let build {
             build.topicCodes.set(pid, code, nil)
         } else {
-            try txn.delete(tables.topicCodes, Keys.named(pid, code))
+            if let key = Keys.code(pid, code, codeOrder) { try txn.delete(tables.topicCodes, key) }
         }
         topicCodes.set(pid, code, nil)
         if topicCache != nil { topicChanges.append(UInt64(pid) << 32 | UInt64(tid)) }
@@ -615,7 +621,7 @@ public final class ProjectionWriter {
         if let build, let held = build.topicCodes.lookup(pid, code) { return held }
         if let held = topicCodes.lookup(pid, code), let id = held { return id }
         if build?.targetIsEmpty == true { return nil }
-        guard let v = try Keys.withNamed(pid, code, { try txn.get(tables.topicCodes, $0) }) else { return nil }
+        guard let v = try Keys.withCode(pid, code, codeOrder, { try txn.get(tables.topicCodes, $0) }) ?? nil else { return nil }
         guard v.count == 4 else { throw ProjectionCorruption(place: "topic_codes/\(pid)/\(code)", reason: "\(v.count) bytes") }
         let id: UInt32 = v.loadBigEndian(at: 0)
         topicCodes.set(pid, code, id)
@@ -1203,7 +1209,8 @@ extension ProjectionWriter {
         let devices = EncodedDevices(build.devices)
         defer { devices.close() }
         let codes = build.topicCodes
-        let sortedCodes = Background { codes.sortedSlots() }
+        let codeOrder = self.codeOrder
+        let sortedCodes = Background { codes.sortedSlots(codeOrder) }
         adoptPostingWorker(build)
         let inverted = inversionInput.map { InvertedChunks($0) }
         defer { inverted?.close() }
@@ -1268,7 +1275,7 @@ extension ProjectionWriter {
 
         let order = sortedCodes.value()
         try txn.withCursor(tables.topicCodes) { cursor in
-            try codes.forEach(in: order) { k, tid in
+            try codes.forEach(in: order, codeOrder) { k, tid in
                 guard let tid else {
                     if !fresh { try txn.delete(tables.topicCodes, Array(k)) }
                     return

@@ -88,14 +88,16 @@ public enum Audit {
         // Without the snapshot, the log is reported as not starting at 1.
         var snapshot: Snapshot?
         do { snapshot = try Replay.snapshot(of: store) } catch ReplayError.missingSnapshot { snapshot = nil }
+        // The rebuild keys topic codes as the store does (see `ProjectionTables.TopicCodeOrder`).
+        let codeOrder = try store.read { txn in try store.tables.topicCodeOrder(txn) }
         let builder: ProjectionBuilder
         if let snapshot {
             builder = try ProjectionBuilder(continuing: snapshot, creating: scratch, writesLog: false, mapSize: mapSize,
-                                            memoryBudget: options.memoryBudget)
+                                            memoryBudget: options.memoryBudget, topicCodeOrder: codeOrder)
         } else {
             let layout = try store.read { txn in try store.tables.topicLayout(txn) }
             builder = try ProjectionBuilder(creating: scratch, writesLog: false, mapSize: mapSize, memoryBudget: options.memoryBudget,
-                                            topicLayout: layout)
+                                            topicLayout: layout, topicCodeOrder: codeOrder)
         }
 
         var replayOptions = Replay.Options()

@@ -41,14 +41,20 @@ final class ProjectionBuilder {
     private(set) var lastTimestamp: Int64 = .min
 
     /// Creates the store in `directory`, which must not exist or be empty,
-    /// laying topics out as `topicLayout` says (a rebuild: as the store it rebuilds does).
+    /// laying topics out as `topicLayout` says and keying topic codes as
+    /// `topicCodeOrder` says (a rebuild: as the store it rebuilds does, so
+    /// that an audit compares the two key by key).
     convenience init(creating directory: String, writesLog: Bool, mapSize: Int = 1 << 30,
                      memoryBudget: Int? = ProjectionBuilder.defaultMemoryBudget,
-                     topicLayout: ProjectionTables.TopicLayout = .compact) throws {
+                     topicLayout: ProjectionTables.TopicLayout = .compact,
+                     topicCodeOrder: ProjectionTables.TopicCodeOrder = .byLength) throws {
         try Self.prepare(directory)
         try self.init(opening: directory, writesLog: writesLog, mapSize: mapSize, memoryBudget: memoryBudget, targetIsEmpty: true)
         let tables = self.tables
-        try environment.write { txn in try tables.setTopicLayout(topicLayout, txn) }
+        try environment.write { txn in
+            try tables.setTopicLayout(topicLayout, txn)
+            try tables.reorderTopicCodes(topicCodeOrder, txn)
+        }
     }
 
     /// A third of the machine's memory, at most 8 GiB: a 10M-device build fits in one round.
@@ -58,12 +64,18 @@ final class ProjectionBuilder {
 
     /// Creates the store in `directory` (new or empty) from `snapshot`: its
     /// projections as of the horizon, to be continued with the records after it
-    /// (chained from the snapshot's head when the log is written).
+    /// (chained from the snapshot's head when the log is written). Its topic
+    /// codes are keyed as `topicCodeOrder` says: a snapshot taken before
+    /// schema 11 keeps the older form, which the store it belongs to may have
+    /// left since (or not, when an audit reads a store not opened for writing since).
     convenience init(continuing snapshot: Snapshot, creating directory: String, writesLog: Bool, mapSize: Int = 1 << 30,
-                     memoryBudget: Int? = ProjectionBuilder.defaultMemoryBudget) throws {
+                     memoryBudget: Int? = ProjectionBuilder.defaultMemoryBudget,
+                     topicCodeOrder: ProjectionTables.TopicCodeOrder = .byLength) throws {
         try Self.prepare(directory)
         try snapshot.copyDatabase(to: directory)
         try self.init(opening: directory, writesLog: writesLog, mapSize: mapSize, memoryBudget: memoryBudget, targetIsEmpty: false)
+        let tables = self.tables
+        try environment.write { txn in try tables.reorderTopicCodes(topicCodeOrder, txn) }
         let (applied, logBounds) = try environment.read { txn in (try tables.appliedSequence(txn), try log.bounds(txn)) }
         guard applied == snapshot.sequence, logBounds == nil else {
             throw ReplayError.badSnapshot(snapshot.directory,

@@ -44,7 +44,6 @@ struct DifferenceDescriber {
         func u32(_ b: [UInt8], _ at: Int) -> UInt32 {
             b.withUnsafeBytes { $0.loadBigEndian(at: at, as: UInt32.self) }
         }
-        func name(_ b: [UInt8], from: Int) -> String { String(decoding: b[from...], as: UTF8.self) }
         let pid: UInt32? = table != "meta" && table != "projects" && key.count >= 4 ? u32(key, 0) : nil
         if let pid {
             d.project = projectName(pid, liveTxn, rebuiltTxn) ?? "#\(pid)"
@@ -91,7 +90,7 @@ struct DifferenceDescriber {
             d.live = live == nil ? nil : (text(try? liveReader.topic(pid!, tid, liveTxn)) ?? "undecodable \(hex(live!))")
             d.rebuilt = rebuilt == nil ? nil : (text(try? rebuiltReader.topic(pid!, tid, rebuiltTxn)) ?? "undecodable \(hex(rebuilt!))")
         case "topic_codes":
-            d.subject = "topic \(name(key, from: 4))"
+            d.subject = "topic \(ProjectionTables.topicCode(ofKey: key) ?? hex(key))"
             d.live = live.map { $0.count == 4 ? "topic id \(u32($0, 0))" : hex($0) }
             d.rebuilt = rebuilt.map { $0.count == 4 ? "topic id \(u32($0, 0))" : hex($0) }
         case "postings" where key.count == 10:

@@ -193,17 +193,19 @@ public enum Replay {
         let snapshot = try snapshot(of: store)
         let through = try resolve(point, in: store, snapshot: snapshot)
         let mapSize = min(store.environment.info().usedBytes, 1 << 50) * 2 + (256 << 20)
+        // The rebuild keys topic codes as the store does (see `ProjectionTables.TopicCodeOrder`).
+        let codeOrder = try store.read { txn in try store.tables.topicCodeOrder(txn) }
         let builder: ProjectionBuilder
         if let snapshot {
             builder = try ProjectionBuilder(continuing: snapshot, creating: directory, writesLog: options.includeLog, mapSize: mapSize,
-                                            memoryBudget: options.memoryBudget)
+                                            memoryBudget: options.memoryBudget, topicCodeOrder: codeOrder)
             if options.includeLog {
                 try snapshot.copy(toDirectory: Snapshot.directory(inStore: directory, horizon: snapshot.sequence))
             }
         } else {
             let layout = try store.read { txn in try store.tables.topicLayout(txn) }
             builder = try ProjectionBuilder(creating: directory, writesLog: options.includeLog, mapSize: mapSize,
-                                            memoryBudget: options.memoryBudget, topicLayout: layout)
+                                            memoryBudget: options.memoryBudget, topicLayout: layout, topicCodeOrder: codeOrder)
         }
         var events: UInt64 = 0
         if through > builder.appliedSequence {

@@ -6,6 +6,7 @@ public enum Limits {
     /// Tokens are keys of the token index, and LMDB keys hold at most 511 bytes
     /// (with the 4-byte project prefix). APNs tokens are 64 hex digits, FCM's about 163 characters.
     public static let tokenLength = 1...500             // bytes
+    /// At most 128: a `topic_codes` key holds the length in one byte, 0x7F + the length (schema 11).
     public static let topicCodeLength = 1...128         // bytes
     /// Titles and reasons are counted in code points (Unicode scalars), as MPush counts them
     /// (Laravel `max:256` is `mb_strlen`); not in characters, which may carry any number of

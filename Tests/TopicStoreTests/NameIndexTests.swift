@@ -187,10 +187,11 @@ import Testing
     }
 
     /// The write-out's walk: every entry once, removed ones with no value, in
-    /// LMDB's key order (big-endian pid, then the name's bytes, a prefix
-    /// before its extensions); and `removeAll` leaves an empty index that
-    /// takes names again, its memory back to where it began.
-    @Test func entriesComeOutInKeyOrderAndRemoveAllStartsAfresh() {
+    /// LMDB's key order in either form of `topic_codes` keys (big-endian pid,
+    /// then the name's bytes, a prefix before its extensions; or, since schema
+    /// 11, with the name's length before them); and `removeAll` leaves an empty
+    /// index that takes names again, its memory back to where it began.
+    @Test func entriesComeOutInKeyOrderAndRemoveAllStartsAfresh() throws {
         let index = NameIndex()
         let empty = index.footprint
         var model: [[UInt8]: UInt32?] = [:]
@@ -203,7 +204,7 @@ import Testing
         let stems = (0..<3).map { _ in letters(40) }
         for step in 0..<5_000 {
             let pid = UInt32.random(in: 1...300, using: &rng)
-            let length = Int.random(in: 0...40, using: &rng)
+            let length = Int.random(in: 1...40, using: &rng)
             let name = step % 2 == 0 ? String(stems[step % 3].prefix(length)) : letters(length)
             let value: UInt32? = step % 7 == 0 ? nil : UInt32(step)
             index.set(pid, name, value)
@@ -212,10 +213,16 @@ import Testing
             model[key] = .some(value)
         }
         var walked: [([UInt8], UInt32?)] = []
-        index.forEach(in: index.sortedSlots()) { key, value in walked.append((Array(key), value)) }
+        try index.forEach(in: index.sortedSlots(.bytewise), .bytewise) { key, value in walked.append((Array(key), value)) }
         let expected = model.sorted { $0.key.lexicographicallyPrecedes($1.key) }
         #expect(walked.map(\.0) == expected.map(\.key))
         #expect(walked.map(\.1) == expected.map { $0.value ?? nil })
+        walked = []
+        try index.forEach(in: index.sortedSlots(.byLength), .byLength) { key, value in walked.append((Array(key), value)) }
+        let byLength = model.map { key, value in (Array(key[0..<4]) + [UInt8(0x7F + key.count - 4)] + Array(key[4...]), value) }
+            .sorted { $0.0.lexicographicallyPrecedes($1.0) }
+        #expect(walked.map(\.0) == byLength.map(\.0))
+        #expect(walked.map(\.1) == byLength.map { $0.1 ?? nil })
         #expect(index.footprint > empty)
 
         index.removeAll()

@@ -234,7 +234,8 @@ struct ReplayMemoryBuildTests {
         // A projection entry changed behind the fold's back must show up.
         let tables = store.tables
         try store.environment.write { txn in
-            try txn.put(tables.topicCodes, [0, 0, 0, 1] + Array("forged".utf8), [0, 0, 0, 16])
+            // pid 1, then (schema 11) 0x7F + the code's length, then the code.
+            try txn.put(tables.topicCodes, [0, 0, 0, 1, 0x7F + 6] + Array("forged".utf8), [0, 0, 0, 16])
         }
         let dirty = try Audit.run(store, options: options)
         #expect(!dirty.isClean)

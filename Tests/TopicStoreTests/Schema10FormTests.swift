@@ -151,7 +151,7 @@ import TopicStore
         }
         let store = try TopicStore(directory: dir.path)
         defer { store.close() }
-        #expect(try store.read { txn in try store.tables.storedSchemaVersion(txn) } == 10)
+        #expect(try store.read { txn in try store.tables.storedSchemaVersion(txn) } == ProjectionTables.schemaVersion)
         #expect(try Self.answers(store) == expected)
         // Changes rewrite the chunks they touch, in the compact format, beside the others.
         try store.submitAndWait(Event(project: "demo", body: .unregister(deviceID: "d2", codes: ["even"])))

@@ -165,7 +165,8 @@ extension RunsTopicstore {
 }
 
 /// Makes `store` look as an older version left it: every value of `table`
-/// replaced by what `older` makes of it, and the schema stamped `schema`.
+/// replaced by what `older` makes of it, topic codes keyed as before schema
+/// 11 (when `schema` is older), and the schema stamped `schema`.
 /// Before schema 6, shared topic records listed their project's newest slice
 /// too: it is put back first. Returns how many values were rewritten.
 @discardableResult
@@ -190,6 +191,8 @@ func rewriteAsOlderSchema(_ store: TopicStore, _ table: Database, schema: UInt8,
             }
         }
         for (k, v) in rewritten { try txn.put(table, k, v) }
+        // Before schema 11, topic codes were keyed pid ‖ code.
+        if schema < 11 { try store.tables.reorderTopicCodes(.bytewise, txn) }
         try txn.put(store.tables.meta, Array("schemaVersion".utf8), [0, 0, 0, schema])
         return rewritten.count
     }
