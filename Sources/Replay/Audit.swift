@@ -57,6 +57,10 @@ public enum Audit {
         /// another roaring encoding or the portable format, device and topic records and
         /// devices' topic lists in the form an older version wrote.
         public var equivalentEncodings: Int = 0
+        /// The schema version of a store no writer of this version has opened yet (the
+        /// rebuild is in `ProjectionTables.schemaVersion`): not a difference, as the older
+        /// forms read alike; its writer's next open stamps the current one.
+        public var olderSchema: UInt32?
         /// The live applied sequence at the last comparison chunk.
         public var comparedAsOf: UInt64
         public var rebuildSeconds: Double
@@ -127,6 +131,7 @@ public enum Audit {
             report.differenceCount = comparer.differenceCount
             report.entriesCompared = comparer.entriesCompared
             report.equivalentEncodings = comparer.equivalentEncodings
+            report.olderSchema = comparer.olderSchema
             report.comparedAsOf = comparer.asOf
         }
         if let s = report.foldStop, !verifier.issues.contains(where: { $0.isSame(as: s) }) {
@@ -229,6 +234,7 @@ public enum Audit {
         var differenceCount = 0
         var entriesCompared = 0
         var equivalentEncodings = 0
+        var olderSchema: UInt32?
         var asOf: UInt64 = 0
         var stop: LogIssue?
 
@@ -348,6 +354,15 @@ public enum Audit {
                             missing: first...applied)
         }
 
+        /// The live store's schema version, when it is one this code reads and older than
+        /// the rebuild's: a store that no writer of this version has opened yet.
+        static func olderVersion(_ live: [UInt8]?, than rebuilt: [UInt8]?) -> UInt32? {
+            guard let live, let rebuilt, live.count == 4, rebuilt.count == 4 else { return nil }
+            let l = live.withUnsafeBytes { $0.loadBigEndian(at: 0, as: UInt32.self) }
+            let r = rebuilt.withUnsafeBytes { $0.loadBigEndian(at: 0, as: UInt32.self) }
+            return l < r && ProjectionTables.readableSchemaVersions.contains(l) ? l : nil
+        }
+
         /// Compares up to `entriesPerComparison` entries after `after` (exclusive).
         mutating func compareChunk(_ liveDB: Database, _ rebuiltDB: Database, after: [UInt8]?, asOf: UInt64,
                                    _ liveTxn: borrowing Transaction, _ rebuiltTxn: borrowing Transaction,
@@ -395,6 +410,10 @@ public enum Audit {
             // A generation that a compaction retired while the audit read it (it stays on it)
             // carries the retirement mark in `meta`, which no fold writes.
             for f in found where !(liveDB.name == "meta" && f.rebuilt == nil && f.key == ProjectionTables.retiredToKey) {
+                if liveDB.name == "meta", f.key == ProjectionTables.schemaVersionKey, let older = Self.olderVersion(f.live, than: f.rebuilt) {
+                    olderSchema = older
+                    continue
+                }
                 differenceCount += 1
                 if differences.count < options.maxReported {
                     differences.append(describer.describe(table: liveDB.name, key: f.key, live: f.live, rebuilt: f.rebuilt,

@@ -1,6 +1,7 @@
 import AccessControl
 import Foundation
 import LMDB
+import Projections
 import Replay
 import SubscriptionLog
 import TopicStore
@@ -88,6 +89,7 @@ enum AuditCommand: Command {
                 "logIssueCount": report.logIssueCount, "differenceCount": report.differenceCount,
                 "projectionsCompared": report.projectionsCompared, "entriesCompared": report.entriesCompared,
                 "equivalentEncodings": report.equivalentEncodings,
+                "olderSchema": report.olderSchema.map { Int($0) as Any } ?? NSNull(),
                 "comparedAsOfSeq": report.comparedAsOf, "seconds": report.seconds,
                 "logIssues": report.logIssues.map { ["seq": $0.sequence, "kind": $0.kind.rawValue, "message": $0.message] as [String: Any] },
                 "differences": report.differences.map { d -> [String: Any] in
@@ -127,6 +129,10 @@ enum AuditCommand: Command {
                 if report.equivalentEncodings > 0 {
                     // An older store's entries that no change has rewritten since (schema 10: chunks and topic lists).
                     print("  \(report.equivalentEncodings) of them in an older or another encoding, the same as the rebuild's")
+                }
+                if let older = report.olderSchema {
+                    print("  the store is at schema \(older), the rebuild at \(ProjectionTables.schemaVersion): "
+                          + "a writer's next open brings it to \(ProjectionTables.schemaVersion)")
                 }
             } else {
                 print("projections: not compared: the log cannot be folded past \(report.foldStop.map { "\($0)" } ?? "a damaged record")")
