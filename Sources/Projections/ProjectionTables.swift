@@ -28,7 +28,7 @@ public struct ProjectionTables: Sendable {
     /// half full. Of one length, such codes now come last, and fill their
     /// pages. Opening an older store for writing rewrites its `topic_codes`
     /// in the new form, in the transaction that stamps the version (a 10M
-    /// store: 10M entries); an older program then refuses the store.
+    /// store: 10M entries, 5.9 s); an older program then refuses the store.
     /// 10: posting chunks written from now on are in the compact format (a
     /// tag byte and a zero byte before the container, where the portable
     /// format spent 16 bytes of header on an array; see `Bitmap.chunkSize`),
@@ -226,7 +226,7 @@ public struct ProjectionTables: Sendable {
     public func reorderTopicCodes(_ order: TopicCodeOrder, _ txn: borrowing Transaction) throws {
         if try topicCodeOrder(txn) == order { return }
         var keys: [UInt8] = []
-        var entries: [(pid: UInt32, start: Int, count: Int, value: UInt32, kept: Bool)] = []
+        var entries: [(pid: UInt32, start: Int, count: Int, value: UInt32)] = []
         var kept: [([UInt8], [UInt8])] = []
         var changes = false
         try txn.withCursor(topicCodes) { cursor in
@@ -236,7 +236,7 @@ public struct ProjectionTables: Sendable {
                    order == .bytewise || (1...Keys.maxCodeKeyLength).contains(code.count) {
                     if form != order { changes = true }
                     entries.append((key.loadBigEndian(at: 0, as: UInt32.self), keys.count, code.count,
-                                    value.loadBigEndian(at: 0, as: UInt32.self), false))
+                                    value.loadBigEndian(at: 0, as: UInt32.self)))
                     keys.append(contentsOf: code)
                 } else {
                     kept.append((Array(key), Array(value)))
@@ -294,8 +294,8 @@ public struct ProjectionTables: Sendable {
     }
 
     /// Records how `topic_codes` orders its keys: `.bytewise` as no entry, as in
-    /// the stores that predate the choice. Only `reorderTopicCodes` and a build
-    /// on an empty table set it: the keys must be in that form.
+    /// the stores that predate the choice. Only `reorderTopicCodes` sets it,
+    /// with the keys in that form.
     func setTopicCodeOrder(_ order: TopicCodeOrder, _ txn: borrowing Transaction) throws {
         guard order != .bytewise else {
             try txn.delete(meta, Self.topicCodeOrderKey)
