@@ -210,11 +210,7 @@ public struct ProjectionTables: Sendable {
 
     /// How `topic_codes` orders its keys (see `TopicCodeOrder`).
     public func topicCodeOrder(_ txn: borrowing Transaction) throws -> TopicCodeOrder {
-        guard let v = try txn.get(meta, Self.topicCodeOrderKey) else { return .bytewise }
-        guard v.count == 4, let order = TopicCodeOrder(rawValue: v.loadBigEndian(at: 0, as: UInt32.self)) else {
-            throw ProjectionCorruption(place: "meta/topicCodeOrder", reason: "\(v.count) bytes, not a known order")
-        }
-        return order
+        try choice(Self.topicCodeOrderKey, absent: .bytewise, "order", txn)
     }
 
     /// Rewrites every `topic_codes` key in the form `order` says, and records
@@ -297,12 +293,28 @@ public struct ProjectionTables: Sendable {
     /// the stores that predate the choice. Only `reorderTopicCodes` sets it,
     /// with the keys in that form.
     func setTopicCodeOrder(_ order: TopicCodeOrder, _ txn: borrowing Transaction) throws {
-        guard order != .bytewise else {
-            try txn.delete(meta, Self.topicCodeOrderKey)
+        try setChoice(Self.topicCodeOrderKey, order, absent: .bytewise, txn)
+    }
+
+    /// A choice kept in `meta` under `key` as a u32 (`absent` when there is no entry).
+    private func choice<Choice: RawRepresentable>(_ key: [UInt8], absent: Choice, _ what: String,
+                                                  _ txn: borrowing Transaction) throws -> Choice where Choice.RawValue == UInt32 {
+        guard let v = try txn.get(meta, key) else { return absent }
+        guard v.count == 4, let value = Choice(rawValue: v.loadBigEndian(at: 0, as: UInt32.self)) else {
+            throw ProjectionCorruption(place: "meta/\(String(decoding: key, as: UTF8.self))", reason: "\(v.count) bytes, not a known \(what)")
+        }
+        return value
+    }
+
+    /// Stores a choice `choice` reads; `absent` as no entry.
+    private func setChoice<Choice: RawRepresentable & Equatable>(_ key: [UInt8], _ value: Choice, absent: Choice,
+                                                                 _ txn: borrowing Transaction) throws where Choice.RawValue == UInt32 {
+        guard value != absent else {
+            try txn.delete(meta, key)
             return
         }
-        var w = ByteWriter(capacity: 4); w.u32(order.rawValue)
-        try txn.put(meta, Self.topicCodeOrderKey, w.bytes)
+        var w = ByteWriter(capacity: 4); w.u32(value.rawValue)
+        try txn.put(meta, key, w.bytes)
     }
 
     /// The schema version stored in `meta`, or nil when this is not a topicstore database.
@@ -313,23 +325,14 @@ public struct ProjectionTables: Sendable {
 
     /// How the fold lays topics out in this store (see `TopicLayout`).
     public func topicLayout(_ txn: borrowing Transaction) throws -> TopicLayout {
-        guard let v = try txn.get(meta, Self.topicLayoutKey) else { return .legacy }
-        guard v.count == 4, let layout = TopicLayout(rawValue: v.loadBigEndian(at: 0, as: UInt32.self)) else {
-            throw ProjectionCorruption(place: "meta/topicLayout", reason: "\(v.count) bytes, not a known layout")
-        }
-        return layout
+        try choice(Self.topicLayoutKey, absent: .legacy, "layout", txn)
     }
 
     /// Sets how the fold lays topics out: when a store is created, or a rebuild
     /// as its source did. `.legacy` is stored as no entry, as in the stores
     /// that predate the choice.
     public func setTopicLayout(_ layout: TopicLayout, _ txn: borrowing Transaction) throws {
-        guard layout != .legacy else {
-            try txn.delete(meta, Self.topicLayoutKey)
-            return
-        }
-        var w = ByteWriter(capacity: 4); w.u32(layout.rawValue)
-        try txn.put(meta, Self.topicLayoutKey, w.bytes)
+        try setChoice(Self.topicLayoutKey, layout, absent: .legacy, txn)
     }
 
     /// The sequence of the last event folded into these projections (0 when none).
