@@ -41,7 +41,7 @@ let package = Package(
         .target(name: "Digest", dependencies: ["CCrypto"]),
 
         // The domain, layer by layer; lower never imports higher.
-        .target(name: "SubscriptionLog", dependencies: ["LMDB", "Digest", "CIntrinsics"]),
+        .target(name: "SubscriptionLog", dependencies: ["LMDB", "Digest", "CIntrinsics", "CZstd"]),
         .target(name: "Projections", dependencies: ["LMDB", "Roaring", "SubscriptionLog", "CIntrinsics"],
                 // The fold's writer is a class whose caches every event touches: dynamic
                 // exclusivity checks were 12% of a rebuild's instructions (callgrind).

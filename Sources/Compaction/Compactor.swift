@@ -46,6 +46,10 @@ public enum Compactor {
         public var now: Int64?
         /// zstd level of the archive.
         public var archiveLevel: Int32 = 3
+        /// The new file's log records in compressed blocks (`LogBlock`; default on):
+        /// a record takes about two thirds of its bytes. Records appended later are
+        /// single entries until the next compaction.
+        public var logBlocks = true
         /// Refuse to start when the estimated free space is missing (`SpacePlan`); on by default.
         public var checksSpace = true
         /// For tests: called at each step of a run (`garbage`, `snapshot`, `snapshot-written`,
@@ -301,14 +305,16 @@ public enum Compactor {
                 try FileManager.default.removeItem(atPath: snapshotDir)  // unused: made by a killed run
             }
             let (head, time) = try live.read { txn -> (ChainHead, Int64) in
-                guard let bytes = try txn.get(log.database, EventLog.key(horizon)) else {
+                guard let (part, time) = try log.withRecordBytes(at: horizon, txn, {
+                    (try RecordCodec.storedLinkPart(of: $0, key: horizon), try RecordCodec.timestamp(of: $0, key: horizon))
+                }) else {
                     throw CompactionError.internalState("record \(horizon) is missing")
                 }
-                guard try RecordCodec.storedLinkPart(of: bytes, key: horizon) != .none else {
+                guard part != .none else {
                     throw CompactionError.refused("record \(horizon) is a version 1 record without a chain link; compaction needs a chained log")
                 }
                 let link = try live.chainLink(at: horizon, txn)
-                return (ChainHead(sequence: horizon, hash: link), try RecordCodec.timestamp(of: bytes, key: horizon))
+                return (ChainHead(sequence: horizon, hash: link), time)
             }
             // Its temporary directories, and then the snapshot itself, are this run's until the switch.
             run.created += Snapshots.temporaryDirectories(storeDirectory: directory, horizon: horizon) + [snapshotDir]
@@ -350,7 +356,7 @@ public enum Compactor {
             try FileManager.default.createDirectory(atPath: genDir, withIntermediateDirectories: true)
             var firstKept: [String: [UInt8]] = [:]
             if horizon > previousHorizon { firstKept[log.database.name] = EventLog.key(horizon + 1) }
-            _ = try live.packedCopy(to: genDir, startingAt: firstKept)
+            _ = try live.packedCopy(to: genDir, startingAt: firstKept, packingLogAfter: options.logBlocks ? horizon : nil)
             clock.lap("copy")
             try run.enter("copy-generation")
             try run.enter("catch-up")

@@ -79,7 +79,9 @@ public struct SpacePlan: Sendable, Hashable {
             var p = 0
             for db in tables.all { p += try txn.statistics(db).bytes }
             let kept = try packedBytes(of: log, from: removed > 0 ? horizon + 1 : 0, pageSize: l.pageSize, txn)
-            return (l.bytes, l.entries, p, kept, l.pageSize)
+            // Records, not entries: a compacted log holds many in a block.
+            let records = try log.sequenceRange(txn).map { Int($0.upperBound - $0.lowerBound + 1) } ?? 0
+            return (l.bytes, records, p, kept, l.pageSize)
         }
         plan.copyBytes = try store.bytesInUse()
         plan.projectionBytes = projectionBytes

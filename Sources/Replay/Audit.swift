@@ -209,8 +209,8 @@ public enum Audit {
         // The link at the anchored sequence: the one its record stores, or computed from the
         // last whole link before it (nil when a record on the way is damaged: reported already).
         let stored: ChainHash?? = try store.read { txn in
-            guard let bytes = try txn.get(log.database, EventLog.key(expected.sequence)) else { return .none }
-            return .some(RecordCodec.unverifiedLink(of: bytes) ?? (try? store.chainLink(at: expected.sequence, txn)))
+            guard let stored = try log.withRecordBytes(at: expected.sequence, txn, { RecordCodec.unverifiedLink(of: $0) }) else { return .none }
+            return .some(stored ?? (try? store.chainLink(at: expected.sequence, txn)))
         }
         switch stored {
         case .none:

@@ -57,6 +57,8 @@ public struct LogIssue: Sendable, Hashable, CustomStringConvertible {
             self.init(sequence: entry.key ?? entry.sequence, kind: .misplaced, message: message)
         case .misplaced, .inOrder:
             self.init(sequence: entry.sequence, kind: .misplaced, message: message)
+        case .damagedBlock(let range):
+            self.init(sequence: range.lowerBound, kind: entry.damage?.kind == .checksum ? .checksum : .undecodable, message: message)
         }
     }
 

@@ -95,6 +95,19 @@ struct LogVerifier: Sendable {
             report(LogIssue(sequence: entry.key ?? sequence, kind: .misplaced, message: entry.problem ?? "a key out of order"))
             return
         }
+        if case .damagedBlock(let range) = entry.kind {
+            // None of its records can be read: reported once, for the range; the chain
+            // is taken up again at the next whole link after it.
+            if let previous = previousSequence, range.lowerBound > previous &+ 1 {
+                report(LogIssue(sequence: previous + 1, kind: .gap, message: "sequences \(previous + 1)…\(range.lowerBound - 1) are missing (the chain cannot be checked across the gap)",
+                                missing: previous + 1...range.lowerBound - 1))
+            }
+            report(LogIssue(entry))
+            checked &+= range.upperBound &- range.lowerBound &+ 1
+            previousSequence = range.upperBound
+            link = nil
+            return
+        }
         checked += 1
         var chainVerifiable = true
         if let previous = previousSequence {
@@ -188,6 +201,7 @@ struct LogReader {
             if entry.kind == .stray { return visited < limit }
             let seq = entry.sequence
             chunk.lastRead = seq
+            if case .damagedBlock(let range) = entry.kind { chunk.lastRead = range.upperBound }
             if chunk.stop != nil, verifier.verifies, entry.kind == .inOrder {
                 // Past where the fold stopped, an audit still decodes each record, to report those whose fields are wrong.
                 do { _ = try RecordCodec.decode(entry.bytes, key: seq) } catch let e as RecordCorruption { verifier.noteUndecodable(e) }
@@ -200,6 +214,8 @@ struct LogReader {
                 case .misplaced:
                     // The record is there, under a damaged key: a rebuild does not take it on trust.
                     chunk.stop = LogIssue(sequence: seq, kind: .misplaced, message: entry.problem ?? "record \(seq) is under another key")
+                case .damagedBlock:
+                    chunk.stop = LogIssue(entry)
                 default:
                     do {
                         if verifier.chain != nil { try verifier.chain!.check(entry.bytes, key: seq) }

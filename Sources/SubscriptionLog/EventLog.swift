@@ -34,12 +34,25 @@ public struct EventLog: Sendable {
     public func bounds(_ txn: borrowing Transaction) throws -> Bounds? {
         try txn.withCursor(database) { cursor in
             guard let first = try cursor.first() else { return nil }
-            let firstSeq = try Self.sequence(ofKey: first.key)
+            let firstSeq = try Self.firstSequence(of: first.key, first.value)
             guard let last = try cursor.last() else { return nil }
             let lastSeq = try Self.sequence(ofKey: last.key)
+            if LogBlock.isBlock(last.value) {
+                let block = try LogBlock.expand(last.value, key: lastSeq)
+                return Bounds(first: firstSeq, last: lastSeq,
+                              lastTimestamp: try block.withRecord(lastSeq) { try RecordCodec.timestamp(of: $0, key: lastSeq) }!)
+            }
             return Bounds(first: firstSeq, last: lastSeq,
                           lastTimestamp: try RecordCodec.timestamp(of: last.value, key: lastSeq))
         }
+    }
+
+    /// The first sequence an entry holds: its key, or a block's first (from
+    /// its header; the key when the header cannot say, for a verifier to report).
+    static func firstSequence(of key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> UInt64 {
+        let seq = try sequence(ofKey: key)
+        guard LogBlock.isBlock(value) else { return seq }
+        return LogBlock.sequences(of: value, key: seq)?.lowerBound ?? seq
     }
 
     /// The first and last sequence, from the keys alone: no record is read, so a
@@ -47,7 +60,7 @@ public struct EventLog: Sendable {
     public func sequenceRange(_ txn: borrowing Transaction) throws -> ClosedRange<UInt64>? {
         try txn.withCursor(database) { cursor in
             guard let first = try cursor.first() else { return nil }
-            let firstSeq = try Self.sequence(ofKey: first.key)
+            let firstSeq = try Self.firstSequence(of: first.key, first.value)
             guard let last = try cursor.last() else { return nil }
             return firstSeq...(try Self.sequence(ofKey: last.key))
         }
@@ -70,19 +83,33 @@ public struct EventLog: Sendable {
     /// unknown, is thrown as a `RecordCorruption` naming its sequence.
     public func link(at sequence: UInt64, _ txn: borrowing Transaction, start: (UInt64) throws -> ChainHash?) throws -> ChainHash {
         try txn.withCursor(database) { cursor in
-            // The version 5 records from `sequence` back to the last whole link, newest first.
-            var pending: [(sequence: UInt64, bytes: UnsafeRawBufferPointer)] = []
+            // The version 5 records from `sequence` back to the last whole link, newest first
+            // (copied: a record in a block lies in the block's expanded bytes).
+            var pending: [(sequence: UInt64, bytes: [UInt8])] = []
             var due = sequence
-            var entry = try cursor.seek(exactly: Self.key(due))
+            var block: LogBlock.Expanded?
             var link: ChainHash
             walk: while true {
-                if let (key, value) = entry, try Self.sequence(ofKey: key) == due {
-                    switch try RecordCodec.storedLinkPart(of: value, key: due) {
+                if block == nil || due < block!.first {
+                    block = nil
+                    if let (key, value) = try cursor.seek(atLeast: Self.key(due)), LogBlock.isBlock(value),
+                       let k = key.count == 8 ? key.loadBigEndian(at: 0, as: UInt64.self) : nil,
+                       LogBlock.sequences(of: value, key: k)?.contains(due) == true {
+                        block = try LogBlock.expand(value, key: k)
+                    }
+                }
+                // The record's link part, and its bytes when they are needed later.
+                let read = { (bytes: UnsafeRawBufferPointer) throws -> (RecordCodec.StoredLink, [UInt8]?) in
+                    let part = try RecordCodec.storedLinkPart(of: bytes, key: due)
+                    if case .prefix = part { return (part, Array(bytes)) }
+                    return (part, nil)
+                }
+                if let (part, bytes) = try block?.withRecord(due, read) ?? withRecordBytes(at: due, cursor: &cursor, read) {
+                    switch part {
                     case .prefix:
-                        pending.append((due, value))
+                        pending.append((due, bytes!))
                         guard due > 0 else { link = .genesis; break walk }  // (a record 0 is never written)
                         due -= 1
-                        entry = try cursor.previous()
                         continue
                     case .whole(let stored): link = stored
                     case .none: link = .genesis
@@ -105,7 +132,7 @@ public struct EventLog: Sendable {
                 break
             }
             for record in pending.reversed() {
-                link = try RecordCodec.verifyLink(of: record.bytes, key: record.sequence, previous: link)
+                link = try record.bytes.withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: record.sequence, previous: link) }
             }
             return link
         }
@@ -141,8 +168,27 @@ public struct EventLog: Sendable {
     }
 
     public func record(at sequence: UInt64, _ txn: borrowing Transaction) throws -> LogRecord? {
-        guard let bytes = try txn.get(database, Self.key(sequence)) else { return nil }
-        return try RecordCodec.decode(bytes, key: sequence)
+        try withRecordBytes(at: sequence, txn) { try RecordCodec.decode($0, key: sequence) }
+    }
+
+    /// `body` applied to record `sequence`'s bytes (borrowed for the call),
+    /// wherever they are: under its own key, or in a block; nil when the log
+    /// does not hold it. A damaged block that holds it is thrown as a
+    /// `RecordCorruption` naming the block's range.
+    public func withRecordBytes<R>(at sequence: UInt64, _ txn: borrowing Transaction,
+                                   _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+        try txn.withCursor(database) { cursor in try withRecordBytes(at: sequence, cursor: &cursor, body) }
+    }
+
+    private func withRecordBytes<R>(at sequence: UInt64, cursor: inout Cursor,
+                                    _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+        guard let (key, value) = try cursor.seek(atLeast: Self.key(sequence)), key.count == 8 else { return nil }
+        let k = key.loadBigEndian(at: 0, as: UInt64.self)
+        if LogBlock.isBlock(value) {
+            guard LogBlock.sequences(of: value, key: k)?.contains(sequence) ?? (k == sequence) else { return nil }
+            return try LogBlock.expand(value, key: k).withRecord(sequence, body)
+        }
+        return k == sequence ? try body(value) : nil
     }
 
     /// Calls `body` with the raw bytes of each record from `from` through `through`
@@ -153,8 +199,19 @@ public struct EventLog: Sendable {
             var entry = try cursor.seek(atLeast: Self.key(from))
             while let (key, value) = entry {
                 let seq = try Self.sequence(ofKey: key)
-                if seq > through { return }
-                if try !body(seq, value) { return }
+                if LogBlock.isBlock(value) {
+                    var stop = false
+                    try LogBlock.expand(value, key: seq).forEach { s, bytes in
+                        guard s >= from else { return true }
+                        if s > through { stop = true; return false }
+                        if try !body(s, bytes) { stop = true; return false }
+                        return true
+                    }
+                    if stop { return }
+                } else {
+                    if seq > through { return }
+                    if try !body(seq, value) { return }
+                }
                 entry = try cursor.next()
             }
         }
@@ -174,6 +231,12 @@ public struct EventLog: Sendable {
             var entry = try cursor.seek(atLeast: Self.key(from))
             while let (rawKey, value) = entry {
                 let key = rawKey.count == 8 ? rawKey.loadBigEndian(at: 0, as: UInt64.self) : nil
+                if let key, LogBlock.isBlock(value) {
+                    switch try walkBlock(value, key: key, due: &due, through: through, body) {
+                    case .stop: return
+                    case .next: entry = try cursor.next(); continue
+                    }
+                }
                 let stated = RecordCodec.statedSequence(of: value, key: key, due: due)
                 var next: Cursor.Entry?? = nil  // fetched when the entry needs its successor to be judged
                 let found: LogEntry
@@ -207,6 +270,49 @@ public struct EventLog: Sendable {
         }
     }
 
+    private enum BlockWalk { case stop, next }
+
+    /// `walk` through a block under `key`: each of its records from `due` on as
+    /// an entry of its own (bytes borrowed from the expanded block for the
+    /// call), the first after a gap when the block starts past `due`. A block
+    /// that does not expand is one `.damagedBlock` entry for the sequences it
+    /// says it holds (from `due` to its key when it cannot say). A block wholly
+    /// before `due` is stray, as a key out of order is.
+    private func walkBlock(_ value: UnsafeRawBufferPointer, key: UInt64, due: inout UInt64, through: UInt64,
+                           _ body: (LogEntry) throws -> Bool) throws -> BlockWalk {
+        let block: LogBlock.Expanded
+        do {
+            block = try LogBlock.expand(value, key: key)
+        } catch let damage as RecordCorruption {
+            let claimed = LogBlock.sequences(of: value, key: key).flatMap { $0.upperBound >= due ? max($0.lowerBound, due)...$0.upperBound : nil }
+            guard let range = claimed ?? (key >= due ? due...key : nil) else {
+                let stray = LogEntry(sequence: due, key: key, stated: nil, kind: .stray, bytes: value)
+                return try body(stray) ? .next : .stop
+            }
+            if range.lowerBound > through { return .stop }
+            let found = LogEntry(sequence: range.lowerBound, key: key, stated: nil, kind: .damagedBlock(range), bytes: value, damage: damage)
+            due = range.upperBound &+ 1
+            return try body(found) && range.upperBound < through && due != 0 ? .next : .stop
+        }
+        guard block.last >= due else {
+            let stray = LogEntry(sequence: due, key: key, stated: block.last, kind: .stray, bytes: value)
+            return try body(stray) ? .next : .stop
+        }
+        var result = BlockWalk.next
+        try block.forEach { seq, bytes in
+            guard seq >= due else { return true }
+            if seq > through { result = .stop; return false }
+            let kind: LogEntry.Kind = seq == due ? .inOrder : .afterGap(due...seq - 1)
+            due = seq &+ 1
+            if try !body(LogEntry(sequence: seq, key: seq, stated: seq, kind: kind, bytes: bytes)) || seq == through || due == 0 {
+                result = .stop
+                return false
+            }
+            return true
+        }
+        return result
+    }
+
     /// Decoded records from `from` through `through`, until `body` returns false.
     public func forEach(from: UInt64 = 0, through: UInt64 = .max, _ txn: borrowing Transaction,
                         _ body: (LogRecord) throws -> Bool) throws {
@@ -237,10 +343,10 @@ public struct EventLog: Sendable {
     }
 
     func timestamp(at sequence: UInt64, _ txn: borrowing Transaction) throws -> Int64 {
-        guard let bytes = try txn.get(database, Self.key(sequence)) else {
+        guard let time = try withRecordBytes(at: sequence, txn, { try RecordCodec.timestamp(of: $0, key: sequence) }) else {
             throw RecordCorruption(sequence: sequence, offset: 0, reason: "missing record: the log has a gap")
         }
-        return try RecordCodec.timestamp(of: bytes, key: sequence)
+        return time
     }
 }
 
@@ -257,6 +363,11 @@ public struct LogEntry {
         /// A key out of order whose record does not say it is the one due: not
         /// taken as a record of the walk. `sequence` is the one still due.
         case stray
+        /// A block of records (`LogBlock`) that does not expand: damaged, so
+        /// none of the sequences it holds can be read (from the one due, as far
+        /// as its header says, else to its key). `sequence` is the first;
+        /// `damage` says what is wrong.
+        case damagedBlock(ClosedRange<UInt64>)
     }
     /// The sequence the walk takes this entry for (see `Kind`).
     public var sequence: UInt64
@@ -265,8 +376,21 @@ public struct LogEntry {
     /// The sequence the record's bytes state (see `RecordCodec.statedSequence`; nil when they cannot say).
     public var stated: UInt64?
     public var kind: Kind
-    /// The record's bytes, borrowed until the transaction ends.
+    /// The record's bytes, borrowed until the transaction ends; a record in a
+    /// block lies in the expanded block, borrowed only for the walk's call.
+    /// A damaged block's bytes are the block's.
     public var bytes: UnsafeRawBufferPointer
+    /// What is wrong with a damaged block (`.damagedBlock`).
+    public var damage: RecordCorruption?
+
+    public init(sequence: UInt64, key: UInt64?, stated: UInt64?, kind: Kind, bytes: UnsafeRawBufferPointer, damage: RecordCorruption? = nil) {
+        self.sequence = sequence
+        self.key = key
+        self.stated = stated
+        self.kind = kind
+        self.bytes = bytes
+        self.damage = damage
+    }
 
     /// The key as text: its number, or its size when it is not 8 bytes.
     public var keyText: String { key.map { "\($0)" } ?? "of another size than 8 bytes" }
@@ -282,6 +406,9 @@ public struct LogEntry {
                 : "records \(missing.lowerBound)…\(missing.upperBound) are missing (the next key is \(sequence))"
         case .misplaced:
             return "the record in the place of \(sequence) says it is \(sequence) but is stored under key \(keyText): the key is damaged"
+        case .damagedBlock(let range):
+            return (range.count == 1 ? "record \(range.lowerBound) is" : "records \(range.lowerBound)…\(range.upperBound) are")
+                + " in a damaged block (key \(keyText)): " + (damage?.reason ?? "it does not expand")
         case .stray:
             return "key \(keyText) is out of order (record \(sequence) is due) and its record says " + (stated.map { "sequence \($0)" } ?? "no sequence it could have (or its checksum fits neither its key nor \(sequence))")
         }

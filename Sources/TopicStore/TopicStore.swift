@@ -338,8 +338,7 @@ public final class TopicStore: Sendable {
     static func chainToExtend(_ log: EventLog, _ g: Generation, last: UInt64?, directory: String,
                               _ txn: borrowing Transaction) throws -> ChainHash {
         if let last, let hint = g.writerHead.withLock({ $0 }), hint.sequence == last,
-           let bytes = try txn.get(log.database, EventLog.key(last)),
-           (try? RecordCodec.storedLinkPart(of: bytes, key: last).matches(hint.hash)) == true {
+           try log.withRecordBytes(at: last, txn, { (try? RecordCodec.storedLinkPart(of: $0, key: last).matches(hint.hash)) == true }) == true {
             return hint.hash
         }
         return try head(log, g.tables, directory: directory, txn)?.hash ?? g.chainStart(txn)
@@ -493,11 +492,16 @@ public final class TopicStore: Sendable {
     /// Writes the current generation, as of one read transaction, into `directory` (an
     /// existing empty directory) with every page full (`PackedCopy`); `startingAt` leaves
     /// out the keys before the given one of a table (the log records a compaction trims).
-    public func packedCopy(to directory: String, startingAt: [String: [UInt8]] = [:]) throws -> PackedCopy.Report {
+    /// With `packingLogAfter`, the log's records after that sequence are written in
+    /// compressed blocks (`LogBlockRewriter`), those at or before it left out.
+    public func packedCopy(to directory: String, startingAt: [String: [UInt8]] = [:],
+                           packingLogAfter horizon: UInt64? = nil) throws -> PackedCopy.Report {
+        var rewriting: [String: @Sendable () -> any PackedCopy.EntryRewriter] = [:]
+        if let horizon { rewriting[EventLog.databaseName] = { LogBlockRewriter(after: horizon) } }
         while true {
             let g = try openGeneration()
             do {
-                return try mapLock.withReadLock { try PackedCopy.copy(g.environment, to: directory, startingAt: startingAt) }
+                return try mapLock.withReadLock { try PackedCopy.copy(g.environment, to: directory, startingAt: startingAt, rewriting: rewriting) }
             } catch LMDBError.mapResized {
                 try adoptGrownMap(g)
             }

@@ -24,6 +24,7 @@ enum CompactCommand: Command {
             .init(name: "rejected-grace", value: "DURATION", help: "grace period of a rejected token (default 30d)"),
             .init(name: "no-file", value: nil, help: "collect garbage only: no new file generation, so no event leaves the log (no snapshot; not with --archive)"),
             .init(name: "archive-level", value: "N", help: "zstd level of the archive (1-19, default 3)"),
+            .init(name: "no-log-blocks", value: nil, help: "keep each log record of the new file an entry of its own (default: compressed blocks of records)"),
             .init(name: "benchmark", value: nil, help: "generate a churned workload into --data (new) and compact it; report"),
             .init(name: "devices", value: "N", help: "with --benchmark: devices (default 1000000)"),
         ],
@@ -85,6 +86,7 @@ enum CompactCommand: Command {
         options.archiveDirectory = arguments.value("archive")
         options.dryRun = arguments.has("dry-run")
         options.compactFile = !arguments.has("no-file")
+        options.logBlocks = !arguments.has("no-log-blocks")
         if !options.compactFile, options.archiveDirectory != nil {
             throw UsageError(description: "--no-file removes no event from the log, so --archive has nothing to archive: give one or the other")
         }

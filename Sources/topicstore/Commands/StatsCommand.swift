@@ -1,6 +1,7 @@
 import AccessControl
 import Foundation
 import LMDB
+import SubscriptionLog
 import TopicStore
 
 /// `topicstore stats`: the log, the projections and the file at a glance.
@@ -52,6 +53,10 @@ enum StatsCommand: Command {
             for t in stats.tables {
                 if let damage = t.damage {
                     print("  table \(t.name): damaged: \(damage)")
+                } else if t.name == EventLog.databaseName, let first = stats.firstSequence,
+                          case let records = stats.lastSequence - first + 1, records != UInt64(t.entries) {
+                    // A compaction keeps the log's records in blocks of many.
+                    print("  table \(t.name): \(t.entries) entries holding \(records) records, \(t.bytes) bytes")
                 } else {
                     print("  table \(t.name): \(t.entries) entries, \(t.bytes) bytes")
                 }
