@@ -62,7 +62,7 @@ let package = Package(
         .target(name: "Delivery", dependencies: ["Notifications", "TopicStore", "Projections", "SubscriptionLog", "Roaring", "LMDB", "CCurl", "CCrypto", "CNGHTTP2"]),
         .target(name: "MPushAPI", dependencies: ["HTTPServer", "AccessControl", "TopicStore", "Projections", "SubscriptionLog", "EventJSON", "LMDB", "Notifications"]),
         // `topicstore bench`: workload generator, SQLite competitor, raw LMDB limit, report.
-        .target(name: "Benchmarks", dependencies: ["LMDB", "SubscriptionLog", "Projections", "TopicStore", "Replay", "CSQLite"]),
+        .target(name: "Benchmarks", dependencies: ["LMDB", "SubscriptionLog", "Projections", "TopicStore", "Replay", "Compaction", "CSQLite"]),
 
         .executableTarget(name: "topicstore",
                           dependencies: ["TopicStore", "Replay", "SubscriptionLog", "Projections", "EventJSON", "LMDB", "Roaring", "Benchmarks", "HTTPServer", "AccessControl", "MPushAPI", "Compaction", "Notifications", "Delivery"],
