@@ -111,7 +111,7 @@ public enum ProcessMemory {
     }
 }
 
-/// Bytes a directory's files take on disk (allocated blocks, as `du` counts them),
+/// Bytes a directory's files take on disk, its subdirectories' included (allocated blocks, as `du` counts them),
 /// and their apparent sizes.
 public func diskUsage(ofDirectory path: String) -> (allocated: Int, apparent: Int) {
     guard let dir = opendir(path) else { return (0, 0) }
@@ -123,9 +123,15 @@ public func diskUsage(ofDirectory path: String) -> (allocated: Int, apparent: In
         }
         if name == "." || name == ".." { continue }
         var st = stat()
-        if stat(path + "/" + name, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG {
+        guard lstat(path + "/" + name, &st) == 0 else { continue }
+        if (st.st_mode & S_IFMT) == S_IFREG {
             allocated += Int(st.st_blocks) * 512
             apparent += Int(st.st_size)
+        } else if (st.st_mode & S_IFMT) == S_IFDIR {
+            // A compacted store keeps its file in a generation's directory (and snapshots beside it).
+            let inner = diskUsage(ofDirectory: path + "/" + name)
+            allocated += inner.allocated
+            apparent += inner.apparent
         }
     }
     return (allocated, apparent)

@@ -28,6 +28,9 @@ import Testing
         // The store as the nightly compaction leaves it: every event kept, in blocks.
         let nightly = try #require(report.row("bytes on disk after the nightly compaction"))
         #expect(nightly.note.contains("compressed blocks") && nightly.note.contains("every event kept"))
+        // The whole store, in its generation's directory: not a few KiB of CURRENT (a first run said 4.0 KiB).
+        let ingested = try #require(report.row("bytes on disk")?.topicstore?.value)
+        #expect((nightly.topicstore?.value ?? 0) > ingested / 5, "\(nightly.topicstore?.value ?? 0) against \(ingested)")
         for name in ["durable ingest, install phase", "token streaming, all", "bytes on disk", "peak RSS"] {
             #expect((report.row(name)?.limit?.value ?? 0) > 0, "\(name): LMDB limit figure")
         }
