@@ -133,16 +133,12 @@ public enum PackedCopy {
             do {
                 var written = 0
                 try target.write { out in
-                    var dbOut: MDB_dbi = 0
-                    try check(mdb_dbi_open(out.pointer, name, flags, &dbOut))
-                    var cursorOut: OpaquePointer?
-                    try check(mdb_cursor_open(out.pointer, dbOut, &cursorOut))
-                    guard let cursorOut else { throw LMDBError.badTransaction }
-                    defer { mdb_cursor_close(cursorOut) }
-                    while rc == 0 && written < perTransaction {
-                        try check(mdb_cursor_put(cursorOut, &k, &v, putFlags))
-                        written += 1
-                        rc = mdb_cursor_get(sourceCursor, &k, &v, MDB_NEXT)
+                    try withCursor(on: name, flags: flags, out) { cursorOut in
+                        while rc == 0 && written < perTransaction {
+                            try check(mdb_cursor_put(cursorOut, &k, &v, putFlags))
+                            written += 1
+                            rc = mdb_cursor_get(sourceCursor, &k, &v, MDB_NEXT)
+                        }
                     }
                 }
                 report.entries += written
@@ -188,13 +184,7 @@ public enum PackedCopy {
             do {
                 var finished = false
                 while !finished {
-                    try target.write { out in
-                        var dbOut: MDB_dbi = 0
-                        try check(mdb_dbi_open(out.pointer, name, flags, &dbOut))
-                        var cursorOut: OpaquePointer?
-                        try check(mdb_cursor_open(out.pointer, dbOut, &cursorOut))
-                        guard let cursorOut else { throw LMDBError.badTransaction }
-                        defer { mdb_cursor_close(cursorOut) }
+                    try target.write { out in try withCursor(on: name, flags: flags, out) { cursorOut in
                         let put = { (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws in
                             var ok = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
                             var ov = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
@@ -214,7 +204,7 @@ public enum PackedCopy {
                             try rewriter.finish(write: put)
                             finished = true
                         }
-                    }
+                    } }
                 }
                 report.entries += written
                 var stat = MDB_stat()
@@ -239,6 +229,18 @@ public enum PackedCopy {
             k = MDB_val(mv_size: s.count, mv_data: UnsafeMutableRawPointer(mutating: s.baseAddress))
             return mdb_cursor_get(cursor, &k, &v, MDB_SET_RANGE)
         }
+    }
+
+    /// `body` with a cursor on table `name` of the target's write transaction `out`.
+    private static func withCursor(on name: String, flags: UInt32, _ out: borrowing Transaction,
+                                   _ body: (OpaquePointer) throws -> Void) throws {
+        var dbOut: MDB_dbi = 0
+        try check(mdb_dbi_open(out.pointer, name, flags, &dbOut))
+        var cursorOut: OpaquePointer?
+        try check(mdb_cursor_open(out.pointer, dbOut, &cursorOut))
+        guard let cursorOut else { throw LMDBError.badTransaction }
+        defer { mdb_cursor_close(cursorOut) }
+        try body(cursorOut)
     }
 
     /// Creates table `name` in `target` (so that a copy has it even when it is empty).

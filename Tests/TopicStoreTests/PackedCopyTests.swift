@@ -120,4 +120,45 @@ import Testing
         #expect(report.entries == expected.values.map(\.count).reduce(0, +))
         #expect(report.fileBytes > 64 << 10)
     }
+
+    /// Merges every three entries into one under the third's key (the rest at the end):
+    /// a rewriter that holds entries across the copy's write transactions.
+    struct Threes: PackedCopy.EntryRewriter {
+        var held: [([UInt8], [UInt8])] = []
+        mutating func take(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer,
+                           write: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws {
+            held.append((Array(key), Array(value)))
+            if held.count == 3 { try finish(write: write) }
+        }
+        mutating func finish(write: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws {
+            guard let last = held.last else { return }
+            let value = held.flatMap(\.1)
+            try last.0.withUnsafeBytes { k in try value.withUnsafeBytes { v in try write(k, v) } }
+            held = []
+        }
+    }
+
+    /// A rewritten table in a map that fills is written again from its start by a new
+    /// rewriter: the same entries as in a map large enough, nothing twice.
+    @Test func aRewrittenTableInAMapThatFillsIsWrittenAgain() throws {
+        let dir = TemporaryDirectory("packed")
+        let (source, expected) = try Self.fragmentedEnvironment(dir.sub("source"), seed: 6)
+        var threes: [[UInt8]: [UInt8]] = [:]
+        let log = expected["log"]!.sorted { $0.key.lexicographicallyPrecedes($1.key) }
+        for start in stride(from: 0, to: log.count, by: 3) {
+            let group = log[start..<min(start + 3, log.count)]
+            threes[group.last!.key] = group.flatMap(\.value)
+        }
+        for (name, mapSize) in [("small", 64 << 10), ("large", 64 << 20)] {
+            try FileManager.default.createDirectory(atPath: dir.sub(name), withIntermediateDirectories: true)
+            let report = try source.read { txn in
+                try PackedCopy.write(txn, of: source, to: dir.sub(name), rewriting: ["log": { Threes() }],
+                                     entriesPerTransaction: 700, mapSize: mapSize)
+            }
+            let copy = try Self.contents(dir.sub(name), ["devices", "log", "empty"])
+            #expect(copy.entries["log"] == threes, "\(name)")
+            #expect(copy.entries["devices"] == expected["devices"], "\(name)")
+            #expect(report.entries == expected["devices"]!.count + threes.count, "\(name)")
+        }
+    }
 }
