@@ -47,8 +47,8 @@ public enum Compactor {
         /// zstd level of the archive.
         public var archiveLevel: Int32 = 3
         /// The new file's log records in compressed blocks (`LogBlock`; default on):
-        /// a record takes about two thirds of its bytes. Records appended later are
-        /// single entries until the next compaction.
+        /// a bench record takes about 66 bytes of the file where it took about 120.
+        /// Records appended later are single entries until the next compaction.
         public var logBlocks = true
         /// Refuse to start when the estimated free space is missing (`SpacePlan`); on by default.
         public var checksSpace = true

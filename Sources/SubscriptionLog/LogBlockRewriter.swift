@@ -9,9 +9,10 @@ import LMDB
 /// copied as it is (not verified here: a damaged one stays for an audit).
 /// A block holds consecutive sequences only: a gap in the source ends the
 /// block before it, so no block ever claims a record the log did not have.
-/// A source entry that is not a record in order (a damaged block, a key that
-/// is not 8 bytes or out of order) ends the block before it too and is copied
-/// as it is, so that an audit of the new file still finds and locates it.
+/// A source entry that is not a record in order (a damaged block, a block
+/// whose records overlap those before it, a key that is not 8 bytes) ends the
+/// block before it too and is copied as it is, under its own key, so that an
+/// audit of the new file still finds and locates it.
 public struct LogBlockRewriter: PackedCopy.EntryRewriter {
     /// Records at or before it are left out (they leave the log).
     let horizon: UInt64
@@ -51,7 +52,10 @@ public struct LogBlockRewriter: PackedCopy.EntryRewriter {
                 lastTaken = range.upperBound
                 return try write(key, value)
             }
-            guard let block = try? LogBlock.expand(value, key: sequence) else { return try passOn(key, value, write) }
+            // A damaged block, or one whose records overlap those before it (a damaged log),
+            // is copied as it is, under its key (still in order), for an audit to find.
+            guard let block = try? LogBlock.expand(value, key: sequence),
+                  lastTaken.map({ block.first > $0 }) ?? true else { return try passOn(key, value, write) }
             try block.forEach { seq, bytes in
                 try add(seq, bytes, write)
                 return true
@@ -68,10 +72,10 @@ public struct LogBlockRewriter: PackedCopy.EntryRewriter {
     private mutating func add(_ sequence: UInt64, _ bytes: UnsafeRawBufferPointer,
                               _ write: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws {
         guard sequence > horizon else { return }
+        // (Entries come in key order, and a block whose records overlap what came before is
+        // passed on whole: a record before the last one taken cannot come here.)
         if let last = lastTaken, sequence <= last {
-            // A key out of order (a damaged log): copied as it is, for an audit to find.
-            try flush(all: true, write)
-            return try withUnsafeBytes(of: sequence.bigEndian) { try write($0, bytes) }
+            throw RecordCorruption(sequence: sequence, offset: 0, reason: "record \(sequence) comes after record \(last) in the log's key order")
         }
         if !ends.isEmpty, sequence != first + UInt64(ends.count) { try flush(all: true, write) }
         if ends.isEmpty { first = sequence }
@@ -86,6 +90,7 @@ public struct LogBlockRewriter: PackedCopy.EntryRewriter {
                                  _ write: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws {
         try flush(all: true, write)
         try write(key, value)
+        if key.count == 8 { lastTaken = max(lastTaken ?? 0, key.loadBigEndian(at: 0, as: UInt64.self)) }
     }
 
     /// Writes full blocks of the pending records (`all`: every one of them).

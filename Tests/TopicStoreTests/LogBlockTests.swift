@@ -195,6 +195,26 @@ import Testing
         for block in after { #expect(twice.contains { $0.0 == block.0 && $0.1 == block.1 }, "block \(block.0)") }
     }
 
+    /// A damaged block, and a block whose records overlap those before it, are copied as they
+    /// are under their keys (in order still), for an audit to find; the records around them
+    /// are packed as usual.
+    @Test func aDamagedOrOverlappingBlockIsCopiedAsItIs() throws {
+        let records = try LogBlockTests.encodedRecords(900, seed: 13)
+        let singles = records.enumerated().map { (UInt64($0.offset + 1), $0.element) }
+        let packer = LogBlock.Packer()
+        var damaged = LogBlockTests.withPointers(Array(records[300..<400])) { packer.block($0, last: 400) }
+        damaged[damaged.count / 2] ^= 0x10
+        let overlapping = LogBlockTests.withPointers(Array(records[550..<700])) { packer.block($0, last: 700) }
+        let entries = Array(singles[0..<300]) + [(400, damaged)] + Array(singles[400..<600]) + [(700, overlapping)]
+            + Array(singles[700...])
+        let out = try Self.rewrite(entries, after: 0)
+        #expect(out.contains { $0.0 == 400 && $0.1 == damaged })
+        #expect(out.contains { $0.0 == 700 && $0.1 == overlapping })
+        #expect(zip(out, out.dropFirst()).allSatisfy { $0.0 < $1.0 }, "keys ascending")
+        let kept = try Self.records(out.filter { $0.0 != 400 })
+        for seq in [1, 300, 401, 600, 701, 900] as [UInt64] { #expect(kept[seq] == records[Int(seq) - 1], "\(seq)") }
+    }
+
     /// A gap ends the block before it: no block claims a record the log did not have.
     @Test func aGapEndsABlock() throws {
         let records = try LogBlockTests.encodedRecords(600, seed: 12)
