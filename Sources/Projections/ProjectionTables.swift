@@ -19,6 +19,11 @@ import SubscriptionLog
 /// opened for writing has `writer_state`, bookkeeping of the writers (not a
 /// projection: never compared, never rebuilt).
 public struct ProjectionTables: Sendable {
+    /// 12: a compaction writes the log's records it keeps in compressed
+    /// blocks (`LogBlock`: one entry for a run of records, each in its own
+    /// frame); nothing is rewritten when an older store is opened, and an older
+    /// program refuses the store (it would take a block for a record of an
+    /// unknown version, 0xB1).
     /// 11: `topic_codes` keys hold a code's length before the code
     /// (`TopicCodeOrder.byLength`): the codes of a project are in order of
     /// length, then of bytes. Per-user codes given out in counting order
@@ -65,9 +70,9 @@ public struct ProjectionTables: Sendable {
     /// Opening an older store for writing drops what it has of those tables
     /// and stamps the current version (an older program then refuses the store
     /// rather than misread its new records).
-    public static let schemaVersion: UInt32 = 11
+    public static let schemaVersion: UInt32 = 12
     /// The versions this code reads.
-    public static let readableSchemaVersions: ClosedRange<UInt32> = 1...11
+    public static let readableSchemaVersions: ClosedRange<UInt32> = 1...12
     public static let names = ["meta", "projects", "devices",
                                "topics", "topic_codes", "postings", "device_topics"]
 
