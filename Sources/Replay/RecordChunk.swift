@@ -95,19 +95,6 @@ struct LogVerifier: Sendable {
             report(LogIssue(sequence: entry.key ?? sequence, kind: .misplaced, message: entry.problem ?? "a key out of order"))
             return
         }
-        if case .damagedBlock(let range) = entry.kind {
-            // None of its records can be read: reported once, for the range; the chain
-            // is taken up again at the next whole link after it.
-            if let previous = previousSequence, range.lowerBound > previous &+ 1 {
-                report(LogIssue(sequence: previous + 1, kind: .gap, message: "sequences \(previous + 1)…\(range.lowerBound - 1) are missing (the chain cannot be checked across the gap)",
-                                missing: previous + 1...range.lowerBound - 1))
-            }
-            report(LogIssue(entry))
-            checked &+= range.upperBound &- range.lowerBound &+ 1
-            previousSequence = range.upperBound
-            link = nil
-            return
-        }
         checked += 1
         var chainVerifiable = true
         if let previous = previousSequence {
@@ -131,6 +118,15 @@ struct LogVerifier: Sendable {
             report(LogIssue(sequence: sequence, kind: .misplaced, message: problem))
         }
         previousSequence = sequence
+        if case .damagedBlock(let range) = entry.kind {
+            // Placed above by its first sequence; none of its records can be read: reported
+            // once, for the range, and the chain is taken up again at the next whole link.
+            report(LogIssue(entry))
+            checked &+= range.upperBound &- range.lowerBound
+            previousSequence = range.upperBound
+            link = nil
+            return
+        }
         let bytes = entry.bytes
         do {
             if chainVerifiable, let previous = link {

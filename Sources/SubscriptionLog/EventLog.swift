@@ -381,16 +381,7 @@ public struct LogEntry {
     /// A damaged block's bytes are the block's.
     public var bytes: UnsafeRawBufferPointer
     /// What is wrong with a damaged block (`.damagedBlock`).
-    public var damage: RecordCorruption?
-
-    public init(sequence: UInt64, key: UInt64?, stated: UInt64?, kind: Kind, bytes: UnsafeRawBufferPointer, damage: RecordCorruption? = nil) {
-        self.sequence = sequence
-        self.key = key
-        self.stated = stated
-        self.kind = kind
-        self.bytes = bytes
-        self.damage = damage
-    }
+    public var damage: RecordCorruption? = nil
 
     /// The key as text: its number, or its size when it is not 8 bytes.
     public var keyText: String { key.map { "\($0)" } ?? "of another size than 8 bytes" }

@@ -56,10 +56,14 @@ public enum LogBlock {
     /// The records of a block, expanded: record k is sequence `first + k`.
     public struct Expanded: Sendable {
         public let first: UInt64
-        /// The records as the block holds them: record k is `bytes[starts[k]..<ends[k]]`.
+        /// The records as the block holds them, each after its u16 length:
+        /// record k is `bytes[start(k)..<ends[k]]`.
         public private(set) var bytes: [UInt8]
-        public private(set) var starts: [Int]
         public private(set) var ends: [Int]
+
+        /// Where record k's bytes start: past its length, right after the record before it.
+        @inline(__always)
+        func start(_ k: Int) -> Int { (k == 0 ? 0 : ends[k - 1]) + 2 }
 
         public var count: Int { ends.count }
         public var last: UInt64 { first + UInt64(count) - 1 }
@@ -68,7 +72,7 @@ public enum LogBlock {
         public func forEach(_ body: (UInt64, UnsafeRawBufferPointer) throws -> Bool) rethrows {
             try bytes.withUnsafeBytes { all in
                 for k in 0..<count {
-                    if try !body(first + UInt64(k), UnsafeRawBufferPointer(rebasing: all[starts[k]..<ends[k]])) { return }
+                    if try !body(first + UInt64(k), UnsafeRawBufferPointer(rebasing: all[start(k)..<ends[k]])) { return }
                 }
             }
         }
@@ -77,7 +81,7 @@ public enum LogBlock {
         public func withRecord<R>(_ sequence: UInt64, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R? {
             guard sequence >= first, sequence <= last else { return nil }
             let k = Int(sequence - first)
-            return try bytes.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[starts[k]..<ends[k]])) }
+            return try bytes.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[start(k)..<ends[k]])) }
         }
     }
 
@@ -121,21 +125,19 @@ public enum LogBlock {
             guard produced == length else { throw fault("\(produced) bytes of records where its header says \(length)", offset: 4) }
         }
         let n = Int(range.count)
-        var starts: [Int] = [], ends: [Int] = []
-        starts.reserveCapacity(n)
+        var ends: [Int] = []
         ends.reserveCapacity(n)
         var at = 0
         for k in 0..<n {
             guard at + 2 <= bytes.count else { throw fault("record \(range.lowerBound + UInt64(k)) is missing from its records", offset: headerSize) }
             let size = Int(UInt16(bytes[at]) << 8 | UInt16(bytes[at + 1]))
             guard at + 2 + size <= bytes.count else { throw fault("record \(range.lowerBound + UInt64(k)) runs past its records", offset: headerSize) }
-            starts.append(at + 2)
             ends.append(at + 2 + size)
             at += 2 + size
         }
         guard at == bytes.count else { throw fault("\(bytes.count - at) bytes after its last record", offset: headerSize) }
         // Each record keeps its own frame: moved into place, it is an entry as it was.
-        return Expanded(first: range.lowerBound, bytes: bytes, starts: starts, ends: ends)
+        return Expanded(first: range.lowerBound, bytes: bytes, ends: ends)
     }
 
     /// Makes blocks; holds a zstd context for them.

@@ -107,16 +107,8 @@ import TopicStore
     /// blocks again, and the log from there reads as it did.
     @Test func aLaterCompactionCutsThroughABlock() throws {
         let dir = TemporaryDirectory("log-blocks-cut")
-        let (store, cut) = try storeWithCut(dir, before: 1_200, after: 1_200, seed: 6)
-        let first = try #require(try store.read { txn in try store.log.record(at: 1, txn) })
-        store.close()
-        var keepAll = compactionOptions(keepingFrom: first.timestamp - 1)
-        keepAll.garbage = Self.noGarbage
-        _ = try Compactor.run(directory: dir.sub("data"), options: keepAll)
-
-        var store2 = try TopicStore(directory: dir.sub("data"))
+        var (store2, blocks, cut) = try Self.compactedStore(dir, eventsEachSide: 1_200, seed: 6)
         let horizon = try #require(try store2.read { txn in try store2.log.lastSequence(atOrBefore: cut, txn) })
-        let blocks = try Self.entries(store2).map(\.key)
         let straddled = try #require(blocks.first { $0 > horizon })
         let previousKey = blocks.last { $0 <= horizon } ?? 0
         #expect(previousKey < horizon, "the horizon \(horizon) is inside the block ending at \(straddled)")
@@ -138,16 +130,18 @@ import TopicStore
         #expect(audit.isClean, "\(audit.logIssues)")
     }
 
-    /// A block compacted into the log, then damaged.
-    static func compactedStore(_ dir: TemporaryDirectory, seed: UInt64) throws -> (TopicStore, [UInt64]) {
-        let (store, _) = try storeWithCut(dir, before: 800, after: 800, seed: seed)
+    /// A store of `eventsEachSide` events, a cut time, and as many again (`storeWithCut`),
+    /// compacted keeping every event and garbage: reopened, with its log's keys and the cut.
+    static func compactedStore(_ dir: TemporaryDirectory, eventsEachSide: Int = 800,
+                               seed: UInt64) throws -> (TopicStore, [UInt64], Int64) {
+        let (store, cut) = try storeWithCut(dir, before: eventsEachSide, after: eventsEachSide, seed: seed)
         let first = try #require(try store.read { txn in try store.log.record(at: 1, txn) })
         store.close()
         var options = compactionOptions(keepingFrom: first.timestamp - 1)
         options.garbage = Self.noGarbage
         _ = try Compactor.run(directory: dir.sub("data"), options: options)
         let reopened = try TopicStore(directory: dir.sub("data"))
-        return (reopened, try entries(reopened).map(\.key))
+        return (reopened, try entries(reopened).map(\.key), cut)
     }
 
     static func block(_ store: TopicStore, _ key: UInt64) throws -> [UInt8] {
@@ -160,7 +154,7 @@ import TopicStore
 
     @Test func aDamagedBlockIsFoundAndLocatedByItsRange() throws {
         let dir = TemporaryDirectory("log-blocks-damage")
-        let (store, keys) = try Self.compactedStore(dir, seed: 7)
+        let (store, keys, _) = try Self.compactedStore(dir, seed: 7)
         defer { store.close() }
         #expect(keys.count >= 3)
         let (low, high) = (keys[0] + 1, keys[1])
@@ -193,7 +187,7 @@ import TopicStore
     /// forger who knows the format): the chain breaks at that record, and the audit says so.
     @Test func aRecordForgedInsideABlockBreaksTheChainThere() throws {
         let dir = TemporaryDirectory("log-blocks-forged")
-        let (store, keys) = try Self.compactedStore(dir, seed: 8)
+        let (store, keys, _) = try Self.compactedStore(dir, seed: 8)
         defer { store.close() }
         let key = keys[1]
         let block = try Self.block(store, key).withUnsafeBytes { try LogBlock.expand($0, key: key) }
