@@ -19,6 +19,11 @@ import SubscriptionLog
 /// opened for writing has `writer_state`, bookkeeping of the writers (not a
 /// projection: never compared, never rebuilt).
 public struct ProjectionTables: Sendable {
+    /// 13: the blocks a compaction writes leave out their records' own CRCs
+    /// (`LogBlock`, form bit 0x80: the block's CRC covers the bytes, and
+    /// each record's CRC is computed again when the block is expanded);
+    /// nothing is rewritten, and an older program refuses the store (it would
+    /// take such a block for one of an unknown compression, damaged).
     /// 12: a compaction writes the log's records it keeps in compressed
     /// blocks (`LogBlock`: one entry for a run of records, each in its own
     /// frame); nothing is rewritten when an older store is opened, and an older
@@ -70,9 +75,9 @@ public struct ProjectionTables: Sendable {
     /// Opening an older store for writing drops what it has of those tables
     /// and stamps the current version (an older program then refuses the store
     /// rather than misread its new records).
-    public static let schemaVersion: UInt32 = 12
+    public static let schemaVersion: UInt32 = 13
     /// The versions this code reads.
-    public static let readableSchemaVersions: ClosedRange<UInt32> = 1...12
+    public static let readableSchemaVersions: ClosedRange<UInt32> = 1...13
     public static let names = ["meta", "projects", "devices",
                                "topics", "topic_codes", "postings", "device_topics"]
 

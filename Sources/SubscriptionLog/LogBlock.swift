@@ -7,7 +7,8 @@ internal import CZstd
 /// ```
 /// key: u64 the block's last sequence (big-endian, as a record's key)
 /// u8  marker 0xB1 (never a record's version, which are 1…5)
-/// u8  compression: 0 none, 1 zstd
+/// u8  form: the compression in the low bits (0 none, 1 zstd), and 0x80
+///     when the records' own CRCs are left out (schema 13)
 /// u16 records n (1…65,535): sequences last − n + 1 … last
 /// u32 length of the records' bytes, uncompressed
 /// ... the records' bytes (compressed as said)
@@ -15,9 +16,21 @@ internal import CZstd
 /// ```
 /// Uncompressed, the records are back to back, each as a `u16` length and
 /// the bytes the record has as an entry of its own (version 4 or 5, its own
-/// CRC over its own sequence, its own chain link). So a record taken out of
-/// a block is checked, located and chained as before, and a damaged block
-/// is reported for the range of sequences it holds.
+/// chain link), without its last 4 bytes, its CRC over its own sequence,
+/// when the form says so. Expanded, every record has its CRC again
+/// (computed: the block's CRC covers the bytes it is computed from), so a
+/// record taken out of a block is byte for byte the entry it was, checked,
+/// located and chained as before, and a damaged block is reported for the
+/// range of sequences it holds.
+///
+/// Leaving the records' CRCs out keeps 4 bytes of each record that zstd
+/// cannot compress (a CRC is random): about 6% of a block. They guard
+/// nothing the block's CRC does not: a fault in a block's bytes fails the
+/// block's CRC before any record is read, and a record altered with every
+/// checksum recomputed is found by its chain link, as before. A packer
+/// takes only records whose CRC is right (a compaction copies any other
+/// record as an entry of its own), so a block never vouches for a record
+/// the log held damaged.
 ///
 /// A value larger than about half a page goes to LMDB overflow pages, whole
 /// pages each (`pack` fills a block to a byte budget, so a block wastes
@@ -36,11 +49,20 @@ public enum LogBlock {
         case none = 0
         case zstd = 1
     }
+    /// The bit of the form byte that says the records' own CRCs are left out.
+    static let checksumsLeftOut: UInt8 = 0x80
+    /// The bytes of a record's CRC, its last.
+    static let recordChecksumSize = 4
 
     /// Whether `value` (a log entry's bytes) is a block rather than a record.
     @inline(__always)
     public static func isBlock(_ value: UnsafeRawBufferPointer) -> Bool {
         value.first == marker
+    }
+
+    /// Whether a block leaves its records' CRCs out (the form since schema 13).
+    public static func leavesChecksumsOut(_ value: UnsafeRawBufferPointer) -> Bool {
+        value.count > 1 && value[1] & checksumsLeftOut != 0
     }
 
     /// The sequences a block under `key` says it holds, from its header alone
@@ -102,7 +124,10 @@ public enum LogBlock {
         }
         guard crc == stored else { throw fault("checksum mismatch", .checksum, offset: value.count - trailerSize) }
         guard let range = sequences(of: value, key: key) else { throw fault("a count of 0 records, or more than its key allows", offset: 2) }
-        guard let compression = Compression(rawValue: value[1]) else { throw fault("unknown compression \(value[1])", .version, offset: 1) }
+        let withoutChecksums = leavesChecksumsOut(value)
+        guard let compression = Compression(rawValue: value[1] & ~checksumsLeftOut) else {
+            throw fault("unknown compression \(value[1] & ~checksumsLeftOut)", .version, offset: 1)
+        }
         let length = Int(value.loadBigEndian(at: 4, as: UInt32.self))
         // (Checked before anything is allocated for it: a forged header could ask for 4 GiB.)
         guard length <= maxExpandedBytes else { throw fault("\(length) bytes of records: more than a block holds", offset: 4) }
@@ -136,28 +161,87 @@ public enum LogBlock {
             at += 2 + size
         }
         guard at == bytes.count else { throw fault("\(bytes.count - at) bytes after its last record", offset: headerSize) }
-        // Each record keeps its own frame: moved into place, it is an entry as it was.
-        return Expanded(first: range.lowerBound, bytes: bytes, ends: ends)
+        guard withoutChecksums else {
+            // Each record keeps its own frame: moved into place, it is an entry as it was.
+            return Expanded(first: range.lowerBound, bytes: bytes, ends: ends)
+        }
+        for k in 0..<n where ends[k] - (k == 0 ? 0 : ends[k - 1]) - 2 + recordChecksumSize > Int(UInt16.max) {
+            throw fault("record \(range.lowerBound + UInt64(k)) is longer than a record can be", offset: headerSize)
+        }
+        return restoringChecksums(bytes, ends: ends, first: range.lowerBound)
+    }
+
+    /// The records of a block that left their CRCs out, each with its CRC
+    /// computed and put back after it (and its length 4 more): the entries they were.
+    private static func restoringChecksums(_ stored: [UInt8], ends storedEnds: [Int], first: UInt64) -> Expanded {
+        var ends: [Int] = []
+        ends.reserveCapacity(storedEnds.count)
+        let total = stored.count + recordChecksumSize * storedEnds.count
+        let bytes = [UInt8](unsafeUninitializedCapacity: total) { out, initialized in
+            stored.withUnsafeBytes { from in
+                var start = 0, at = 0
+                for (k, end) in storedEnds.enumerated() {
+                    let body = UnsafeRawBufferPointer(rebasing: from[(start + 2)..<end])
+                    let size = UInt16(body.count + recordChecksumSize)
+                    out[at] = UInt8(size >> 8); out[at + 1] = UInt8(size & 0xFF)
+                    if !body.isEmpty { UnsafeMutableRawPointer(out.baseAddress! + at + 2).copyMemory(from: body.baseAddress!, byteCount: body.count) }
+                    at += 2 + body.count
+                    // (Never empty: a record of 0 bytes has no version, and no packer takes it.)
+                    let crc = RecordCodec.checksum(ofRecordBody: body, version: body.first ?? 0, key: first + UInt64(k))
+                    UnsafeMutableRawPointer(out.baseAddress! + at).storeBytes(of: crc.bigEndian, as: UInt32.self)
+                    at += recordChecksumSize
+                    ends.append(at)
+                    start = end
+                }
+                initialized = at
+            }
+        }
+        return Expanded(first: first, bytes: bytes, ends: ends)
     }
 
     /// Makes blocks; holds a zstd context for them.
     public final class Packer {
         private let context: OpaquePointer
         public let level: Int32
+        /// Whether the blocks keep each record's own CRC (the form before schema 13).
+        public let keepsChecksums: Bool
         /// Records in the last block `pack` made.
         private var lastCount: Int?
 
-        public init(level: Int32 = 3) {
+        public init(level: Int32 = 3, keepsChecksums: Bool = false) {
             context = ZSTD_createCCtx()!
             self.level = level
+            self.keepsChecksums = keepsChecksums
         }
 
         deinit { ZSTD_freeCCtx(context) }
 
+        /// Whether a block of this packer can hold `record` as sequence
+        /// `sequence`: any record when it keeps their CRCs, else only one
+        /// whose CRC is right (its frame checks), since the block would not
+        /// keep the CRC that says it is not.
+        public func accepts(_ record: UnsafeRawBufferPointer, as sequence: UInt64) -> Bool {
+            keepsChecksums || (try? RecordCodec.checkFrame(record, key: sequence)) != nil
+        }
+
         /// The block of `records` (each a record's bytes as an entry of its
-        /// own, ending with `last`): compressed when that is smaller.
+        /// own, ending with `last`, each one this packer `accepts`):
+        /// compressed when that is smaller.
         public func block(_ records: [UnsafeRawBufferPointer], last: UInt64) -> [UInt8] {
             precondition(!records.isEmpty && records.count <= LogBlock.maxRecords && UInt64(records.count) <= last)
+            let first = last - UInt64(records.count) + 1
+            return assemble(records.enumerated().map { kept($1, as: first + UInt64($0)) }, last: last)
+        }
+
+        /// What a block keeps of `record`: all of it, or all but its CRC.
+        private func kept(_ record: UnsafeRawBufferPointer, as sequence: UInt64) -> UnsafeRawBufferPointer {
+            if keepsChecksums { return record }
+            precondition(accepts(record, as: sequence), "record \(sequence) does not check: a block would vouch for it without its CRC")
+            return UnsafeRawBufferPointer(rebasing: record[..<(record.count - LogBlock.recordChecksumSize)])
+        }
+
+        /// The block of `records`, as the block keeps them (`kept`).
+        private func assemble(_ records: [UnsafeRawBufferPointer], last: UInt64) -> [UInt8] {
             let total = records.reduce(0) { $0 + 2 + $1.count }
             precondition(total <= LogBlock.maxExpandedBytes, "a block of \(total) bytes of records")
             var raw: [UInt8] = []
@@ -185,6 +269,7 @@ public enum LogBlock {
             }
             out.removeSubrange((LogBlock.headerSize + payload + LogBlock.trailerSize)...)
             out[0] = LogBlock.marker
+            if !keepsChecksums { out[1] |= LogBlock.checksumsLeftOut }
             out[2] = UInt8(records.count >> 8); out[3] = UInt8(records.count & 0xFF)
             withUnsafeBytes(of: UInt32(raw.count).bigEndian) { out.replaceSubrange(4..<8, with: $0) }
             let crc = out.withUnsafeBytes { o in
@@ -209,9 +294,9 @@ public enum LogBlock {
             for r in records.prefix(LogBlock.maxRecords) {
                 raw += 2 + r.count
                 if raw > LogBlock.maxExpandedBytes && !all.isEmpty { break }
-                all.append(r)
+                all.append(kept(r, as: first + UInt64(all.count)))
             }
-            func make(_ n: Int) -> [UInt8] { block(Array(all[..<n]), last: first + UInt64(n) - 1) }
+            func make(_ n: Int) -> [UInt8] { assemble(Array(all[..<n]), last: first + UInt64(n) - 1) }
             // `fits`: a count whose block is within the budget; `tooMany`: the least known not to be.
             var fits = 1, best = make(1), tooMany = all.count + 1
             if best.count > budget { return (best, 1) }

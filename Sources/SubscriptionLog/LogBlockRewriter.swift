@@ -6,13 +6,16 @@ import LMDB
 /// wrote, packed into blocks that fill `budget` bytes.
 ///
 /// A full block an earlier compaction wrote, wholly after the horizon, is
-/// copied as it is (not verified here: a damaged one stays for an audit).
+/// copied as it is (not verified here: a damaged one stays for an audit),
+/// when it is in the form this rewriter writes.
 /// A block holds consecutive sequences only: a gap in the source ends the
 /// block before it, so no block ever claims a record the log did not have.
 /// A source entry that is not a record in order (a damaged block, a block
 /// whose records overlap those before it, a key that is not 8 bytes) ends the
 /// block before it too and is copied as it is, under its own key, so that an
-/// audit of the new file still finds and locates it.
+/// audit of the new file still finds and locates it; so is a record whose
+/// frame does not check (its CRC is wrong, or its version unknown), which a
+/// block that leaves its records' CRCs out cannot hold.
 public struct LogBlockRewriter: PackedCopy.EntryRewriter {
     /// Records at or before it are left out (they leave the log).
     let horizon: UInt64
@@ -33,7 +36,7 @@ public struct LogBlockRewriter: PackedCopy.EntryRewriter {
     public init(after horizon: UInt64, budget: Int = LogBlockRewriter.defaultBudget, level: Int32 = 3) {
         self.horizon = horizon
         self.budget = budget
-        self.packer = LogBlock.Packer(level: level)
+        self.packer = LogBlock.Packer(level: level, keepsChecksums: false)
     }
 
     public mutating func take(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer,
@@ -44,8 +47,10 @@ public struct LogBlockRewriter: PackedCopy.EntryRewriter {
             // A block an earlier compaction filled, wholly kept and next in line, is copied as
             // it is (the records pending before it become a block of their own: at most one
             // short block a night, where the block the horizon cut was): the nightly run does
-            // not expand and compress the whole log again.
+            // not expand and compress the whole log again. A block in the form before schema 13,
+            // which keeps its records' CRCs, is packed again: once, the night after the upgrade.
             if value.count >= budget / 2, value.count <= budget,
+               LogBlock.leavesChecksumsOut(value) != packer.keepsChecksums,
                let range = LogBlock.sequences(of: value, key: sequence), range.lowerBound > horizon,
                lastTaken.map({ range.lowerBound == $0 &+ 1 }) ?? true {
                 try flush(all: true, write)
@@ -76,6 +81,11 @@ public struct LogBlockRewriter: PackedCopy.EntryRewriter {
         // passed on whole: a record before the last one taken cannot come here.)
         if let last = lastTaken, sequence <= last {
             throw RecordCorruption(sequence: sequence, offset: 0, reason: "record \(sequence) comes after record \(last) in the log's key order")
+        }
+        // A record whose frame does not check cannot go into a block that leaves CRCs out:
+        // it is copied as an entry of its own, under its sequence, for an audit to find.
+        guard packer.accepts(bytes, as: sequence) else {
+            return try withUnsafeBytes(of: sequence.bigEndian) { try passOn($0, bytes, write) }
         }
         if !ends.isEmpty, sequence != first + UInt64(ends.count) { try flush(all: true, write) }
         if ends.isEmpty { first = sequence }

@@ -51,7 +51,7 @@ import Testing
 
         let stats = json(try topicstore(["stats", "--data", dir.path, "--json"]).stdout)
         #expect(stats["lastSeq"] as? Int == 5)
-        #expect(stats["schemaVersion"] as? Int == 12 && stats["topicLayout"] as? String == "compact")
+        #expect(stats["schemaVersion"] as? Int == 13 && stats["topicLayout"] as? String == "compact")
         #expect((stats["projects"] as? [[String: Any]])?.first?["topics"] as? Int == 3)
 
         // A project added but not yet written to is listed too, with zeros (it was left out).

@@ -154,7 +154,7 @@ import TopicStore
 
     @Test func aDamagedBlockIsFoundAndLocatedByItsRange() throws {
         let dir = TemporaryDirectory("log-blocks-damage")
-        let (store, keys, _) = try Self.compactedStore(dir, seed: 7)
+        let (store, keys, _) = try Self.compactedStore(dir, eventsEachSide: 1_500, seed: 7)
         defer { store.close() }
         #expect(keys.count >= 3)
         let (low, high) = (keys[0] + 1, keys[1])

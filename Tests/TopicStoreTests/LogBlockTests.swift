@@ -42,16 +42,18 @@ import Testing
         }
     }
 
-    @Test(arguments: [2_032, 16_368])
-    func recordsComeOutAsTheyWentIn(budget: Int) throws {
+    /// In both forms: the blocks since schema 13, which leave the records' CRCs out, and those before.
+    @Test(arguments: [2_032, 16_368], [false, true])
+    func recordsComeOutAsTheyWentIn(budget: Int, keepsChecksums: Bool) throws {
         let records = try Self.encodedRecords(3_000, seed: 7)
         let decoded = LogRecordVersionTests.randomRecords(3_000, seed: 7)
-        let packer = LogBlock.Packer()
+        let packer = LogBlock.Packer(keepsChecksums: keepsChecksums)
         let blocks = Self.packAll(records, budget: budget, packer: packer)
         var next: UInt64 = 1
         var stored = 0
         for (last, block) in blocks {
             #expect(block.count <= budget)
+            #expect(block[1] & 0x80 == (keepsChecksums ? 0 : 0x80))
             stored += block.count
             let expanded = try block.withUnsafeBytes { b in
                 #expect(LogBlock.isBlock(b))
@@ -72,6 +74,32 @@ import Testing
         #expect(next == 3_001)
         let raw = records.reduce(0) { $0 + $1.count }
         #expect(stored < raw * 9 / 10, "\(stored) bytes in blocks for \(raw) in records")
+    }
+
+    /// A block that leaves its records' CRCs out holds what the one that keeps them does, in
+    /// about 4 bytes a record less (a CRC is random: zstd does not compress it).
+    @Test func leavingTheChecksumsOutSavesTheirBytes() throws {
+        let records = try Self.encodedRecords(3_000, seed: 17)
+        func bytes(_ keepsChecksums: Bool) -> Int {
+            Self.packAll(records, budget: 1 << 20, packer: LogBlock.Packer(keepsChecksums: keepsChecksums)).reduce(0) { $0 + $1.block.count }
+        }
+        let kept = bytes(true), leftOut = bytes(false)
+        #expect(kept - leftOut > 3 * records.count && kept - leftOut < 5 * records.count, "\(kept) against \(leftOut) bytes")
+    }
+
+    /// A packer that leaves CRCs out takes only records whose CRC is right under their sequence:
+    /// a block would otherwise vouch for a damaged record (its CRC computed afresh as it expands).
+    @Test func aRecordThatDoesNotCheckIsNotTaken() throws {
+        let records = try Self.encodedRecords(3, seed: 18)
+        let packer = LogBlock.Packer(), keeping = LogBlock.Packer(keepsChecksums: true)
+        var damaged = records[1]
+        damaged[damaged.count / 2] ^= 1
+        for (record, sequence, taken) in [(records[1], UInt64(2), true), (damaged, 2, false), (records[1], 3, false), ([], 2, false)] {
+            record.withUnsafeBytes { r in
+                #expect(packer.accepts(r, as: sequence) == taken, "sequence \(sequence)")
+                #expect(keeping.accepts(r, as: sequence))
+            }
+        }
     }
 
     /// A block holds as many records as fit: one more would not.
@@ -120,7 +148,8 @@ import Testing
         let record = [UInt8](repeating: 7, count: 2_000)
         let block = try record.withUnsafeBytes { r -> [UInt8] in
             let views = [UnsafeRawBufferPointer](repeating: r, count: 40_000)
-            let (block, n) = LogBlock.Packer().pack(views[...], first: 1, budget: 16_368)
+            // (Not records: a packer that keeps their CRCs takes any bytes.)
+            let (block, n) = LogBlock.Packer(keepsChecksums: true).pack(views[...], first: 1, budget: 16_368)
             #expect(n < 40_000 && n * 2_002 <= 64 << 20 && n * 2_002 > 60 << 20, "\(n) records")
             #expect(block.count <= 16_368)
             return block
@@ -134,7 +163,7 @@ import Testing
     @Test func incompressibleRecordsAreStoredUncompressed() throws {
         var rng = SeededRandom(seed: 3)
         let records = (0..<5).map { _ in (0..<300).map { _ in UInt8(truncatingIfNeeded: rng.int(256)) } }
-        let block = Self.withPointers(records) { LogBlock.Packer().block($0, last: 5) }
+        let block = Self.withPointers(records) { LogBlock.Packer(keepsChecksums: true).block($0, last: 5) }
         #expect(block[1] == LogBlock.Compression.none.rawValue)
         let expanded = try block.withUnsafeBytes { try LogBlock.expand($0, key: 5) }
         expanded.forEach { seq, bytes in
@@ -195,6 +224,21 @@ import Testing
         for block in after { #expect(twice.contains { $0.0 == block.0 && $0.1 == block.1 }, "block \(block.0)") }
     }
 
+    /// Full blocks in the form before schema 13, which keep their records' CRCs, are packed
+    /// again in the form that leaves them out (the night after the upgrade), records unchanged.
+    @Test func blocksThatKeepTheirChecksumsArePackedAgain() throws {
+        let records = try LogBlockTests.encodedRecords(3_000, seed: 15)
+        let old = LogBlockTests.packAll(records, budget: LogBlockRewriter.defaultBudget, packer: LogBlock.Packer(keepsChecksums: true))
+        #expect(old.count > 5 && old.allSatisfy { $0.block[1] & 0x80 == 0 })
+        let out = try Self.rewrite(old.map { ($0.last, $0.block) }, after: 0)
+        #expect(out.allSatisfy { $0.1[1] & 0x80 == 0x80 })
+        #expect(out.reduce(0) { $0 + $1.1.count } < old.reduce(0) { $0 + $1.block.count })
+        #expect(try Self.records(out) == Dictionary(uniqueKeysWithValues: records.enumerated().map { (UInt64($0.offset + 1), $0.element) }))
+        // Written again, the blocks in the new form are copied as they are.
+        let again = try Self.rewrite(out, after: 0)
+        #expect(again.map(\.0) == out.map(\.0) && again.map(\.1) == out.map(\.1))
+    }
+
     /// A damaged block, and a block whose records overlap those before it, are copied as they
     /// are under their keys (in order still), for an audit to find; the records around them
     /// are packed as usual.
@@ -213,6 +257,29 @@ import Testing
         #expect(zip(out, out.dropFirst()).allSatisfy { $0.0 < $1.0 }, "keys ascending")
         let kept = try Self.records(out.filter { $0.0 != 400 })
         for seq in [1, 300, 401, 600, 701, 900] as [UInt64] { #expect(kept[seq] == records[Int(seq) - 1], "\(seq)") }
+    }
+
+    /// A record whose CRC is wrong, single or in a block that kept the CRCs (schema 12), ends
+    /// the block before it and is copied as an entry of its own, under its sequence, as it was:
+    /// a block that leaves CRCs out would make it whole again.
+    @Test func aRecordThatDoesNotCheckIsCopiedAsItIs() throws {
+        let records = try LogBlockTests.encodedRecords(900, seed: 14)
+        var singles = records.enumerated().map { (UInt64($0.offset + 1), $0.element) }
+        singles[99].1[10] ^= 4                                  // sequence 100, single
+        var inBlock = Array(records[400..<500])
+        inBlock[49][10] ^= 4                                    // sequence 450, in a block of 401…500
+        let old = LogBlockTests.withPointers(inBlock) { LogBlock.Packer(keepsChecksums: true).block($0, last: 500) }
+        let entries = Array(singles[0..<400]) + [(500, old)] + Array(singles[500...])
+        let out = try Self.rewrite(entries, after: 0)
+        #expect(out.contains { $0.0 == 100 && $0.1 == singles[99].1 })
+        #expect(out.contains { $0.0 == 450 && $0.1 == inBlock[49] })
+        #expect(zip(out, out.dropFirst()).allSatisfy { $0.0 < $1.0 }, "keys ascending")
+        let kept = try Self.records(out)
+        #expect(kept.count == 900)
+        for seq in 1...900 as ClosedRange<UInt64> where seq != 100 && seq != 450 {
+            #expect(kept[seq] == records[Int(seq) - 1], "\(seq)")
+        }
+        #expect(out.filter { $0.1.first == LogBlock.marker }.count >= 3)
     }
 
     /// A gap ends the block before it: no block claims a record the log did not have.
