@@ -21,9 +21,11 @@ import SubscriptionLog
 public struct ProjectionTables: Sendable {
     /// 13: the blocks a compaction writes leave out their records' own CRCs
     /// (`LogBlock`, form bit 0x80: the block's CRC covers the bytes, and
-    /// each record's CRC is computed again when the block is expanded);
-    /// nothing is rewritten, and an older program refuses the store (it would
-    /// take such a block for one of an unknown compression, damaged).
+    /// each record's CRC is computed again when the block is expanded), and
+    /// device records written from now on hold their times in 6 bytes each
+    /// when they fit (`DeviceRecord.shortTimesFlag`); nothing is rewritten,
+    /// and an older program refuses the store (it would take such a block for
+    /// a damaged one, such a record for one it cannot decode).
     /// 12: a compaction writes the log's records it keeps in compressed
     /// blocks (`LogBlock`: one entry for a run of records, each in its own
     /// frame); nothing is rewritten when an older store is opened, and an older

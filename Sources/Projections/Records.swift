@@ -39,9 +39,13 @@ public struct DeviceRecord: Sendable, Hashable {
     /// Set in records written since schema 4: the names are `StoredName`s,
     /// and the rejection time and the token are there only when flagged.
     static let storedNamesFlag: UInt8 = 4
+    /// Set in records written since schema 13 whose times are in 0 ..< 2^48
+    /// (milliseconds: until the year 10889): each time in 6 bytes, not 8.
+    static let shortTimesFlag: UInt8 = 8
 
-    // Schema 4: u8 flags (1 token, 2 rejected, 4 stored names) ‖ u8 platform ‖ i64 tokenTime
-    //   ‖ [i64 rejectedAt, when rejected] ‖ name deviceID ‖ [name token, when it has one]
+    // Schema 4: u8 flags (1 token, 2 rejected, 4 stored names, 8 short times) ‖ u8 platform
+    //   ‖ i64 tokenTime (u48 with flag 8) ‖ [i64 rejectedAt, when rejected (u48 with flag 8)]
+    //   ‖ name deviceID ‖ [name token, when it has one]
     // Before (flag 4 clear, still read): u8 flags ‖ u8 platform ‖ i64 tokenTime ‖ i64 rejectedAt
     //   ‖ str deviceID ‖ str token (empty when none)
     func encoded() -> [UInt8] {
@@ -58,20 +62,51 @@ public struct DeviceRecord: Sendable, Hashable {
     /// bytes) and returns its length: a build encodes a million devices back
     /// to back into one buffer, without an array or a bounds check per field.
     func encode(into p: UnsafeMutableRawPointer) -> Int {
-        var flags = Self.storedNamesFlag
-        if token != nil { flags |= Self.hasTokenFlag }
-        if rejectedAt != nil { flags |= Self.rejectedFlag }
-        p.storeBytes(of: flags, as: UInt8.self)
-        p.storeBytes(of: platform?.rawValue ?? 0, toByteOffset: 1, as: UInt8.self)
-        p.storeBytes(of: UInt64(bitPattern: tokenTime).bigEndian, toByteOffset: 2, as: UInt64.self)
-        var at = 10
-        if let rejectedAt {
-            p.storeBytes(of: UInt64(bitPattern: rejectedAt).bigEndian, toByteOffset: at, as: UInt64.self)
-            at += 8
-        }
+        var at = Self.storeHead(hasToken: token != nil, platform: platform?.rawValue ?? 0, tokenTime: tokenTime,
+                                rejectedAt: rejectedAt, at: p)
         StoredName.write(deviceID, StoredName.plan(deviceID).form, at: p, &at)
         if let token { StoredName.write(token, StoredName.plan(token).form, at: p, &at) }
         return at
+    }
+
+    /// Writes a stored record's flags, platform and times at `p`; returns where its names go.
+    @inline(__always)
+    private static func storeHead(hasToken: Bool, platform: UInt8, tokenTime: Int64, rejectedAt: Int64?,
+                                  at p: UnsafeMutableRawPointer) -> Int {
+        let short = fitsShort(tokenTime) && (rejectedAt.map(fitsShort) ?? true)
+        var flags = storedNamesFlag | (short ? shortTimesFlag : 0)
+        if hasToken { flags |= hasTokenFlag }
+        if rejectedAt != nil { flags |= rejectedFlag }
+        p.storeBytes(of: flags, as: UInt8.self)
+        p.storeBytes(of: platform, toByteOffset: 1, as: UInt8.self)
+        var at = 2
+        storeTime(tokenTime, short: short, at: p, &at)
+        if let rejectedAt { storeTime(rejectedAt, short: short, at: p, &at) }
+        return at
+    }
+
+    @inline(__always)
+    private static func fitsShort(_ time: Int64) -> Bool { time >= 0 && time < 1 << 48 }
+
+    @inline(__always)
+    private static func storeTime(_ time: Int64, short: Bool, at p: UnsafeMutableRawPointer, _ at: inout Int) {
+        if short {
+            p.storeBytes(of: UInt16(truncatingIfNeeded: time >> 32).bigEndian, toByteOffset: at, as: UInt16.self)
+            p.storeBytes(of: UInt32(truncatingIfNeeded: time).bigEndian, toByteOffset: at + 2, as: UInt32.self)
+            at += 6
+        } else {
+            p.storeBytes(of: UInt64(bitPattern: time).bigEndian, toByteOffset: at, as: UInt64.self)
+            at += 8
+        }
+    }
+
+    /// A time of a stored record at `at` (6 bytes or 8, as `short` says), or nil past its end.
+    @inline(__always)
+    private static func loadTime(_ b: UnsafeRawBufferPointer, short: Bool, _ at: inout Int) -> Int64? {
+        guard b.count >= at + (short ? 6 : 8) else { return nil }
+        defer { at += short ? 6 : 8 }
+        guard short else { return Int64(bitPattern: b.loadBigEndian(at: at, as: UInt64.self)) }
+        return Int64(b.loadBigEndian(at: at, as: UInt16.self)) << 32 | Int64(b.loadBigEndian(at: at + 2, as: UInt32.self))
     }
 
     /// Decodes a stored record (either format); `place` names it in the error.
@@ -160,14 +195,10 @@ public struct DeviceRecord: Sendable, Hashable {
     /// returns its length: byte for byte what `encode` writes for the record.
     static func encodeStored(textForm b: UnsafeRawBufferPointer, into p: UnsafeMutableRawPointer) -> Int {
         let flags = b[0]
-        p.storeBytes(of: flags | storedNamesFlag, as: UInt8.self)
-        p.storeBytes(of: b[1], toByteOffset: 1, as: UInt8.self)
-        (p + 2).copyMemory(from: b.baseAddress! + 2, byteCount: 8)
-        var at = 10
-        if flags & rejectedFlag != 0 {
-            (p + 10).copyMemory(from: b.baseAddress! + 10, byteCount: 8)
-            at = 18
-        }
+        var at = storeHead(hasToken: flags & hasTokenFlag != 0, platform: b[1],
+                           tokenTime: Int64(bitPattern: b.loadBigEndian(at: 2, as: UInt64.self)),
+                           rejectedAt: flags & rejectedFlag != 0 ? Int64(bitPattern: b.loadBigEndian(at: 10, as: UInt64.self)) : nil,
+                           at: p)
         let idCount = Int(b.loadBigEndian(at: 18, as: UInt16.self))
         let id = UnsafeRawBufferPointer(rebasing: b[20..<20 + idCount])
         StoredName.write(utf8: id, StoredName.plan(id).form, at: p, &at)
@@ -223,11 +254,11 @@ public struct DeviceRecord: Sendable, Hashable {
     /// A record's fields (either format), or nil when the bytes are not one well-formed record.
     @inline(__always)
     static func fields(of b: UnsafeRawBufferPointer) -> Fields? {
-        guard b.count >= 10 else { return nil }
+        guard b.count >= 8 else { return nil }
         let flags = b[0]
-        let tokenTime = Int64(bitPattern: b.loadBigEndian(at: 2, as: UInt64.self))
         if flags & storedNamesFlag == 0 {
             guard b.count >= 22 else { return nil }
+            let tokenTime = Int64(bitPattern: b.loadBigEndian(at: 2, as: UInt64.self))
             let idLen = Int(b[18]) << 8 | Int(b[19])
             guard b.count >= 22 + idLen else { return nil }
             let tokLen = Int(b[20 + idLen]) << 8 | Int(b[21 + idLen])
@@ -237,13 +268,14 @@ public struct DeviceRecord: Sendable, Hashable {
                           deviceID: StoredName(text: UnsafeRawBufferPointer(rebasing: b[20..<20 + idLen])),
                           token: StoredName(text: UnsafeRawBufferPointer(rebasing: b[(22 + idLen)...])))
         }
-        guard flags & ~(hasTokenFlag | rejectedFlag | storedNamesFlag) == 0 else { return nil }
-        var at = 10
+        guard flags & ~(hasTokenFlag | rejectedFlag | storedNamesFlag | shortTimesFlag) == 0 else { return nil }
+        let short = flags & shortTimesFlag != 0
+        var at = 2
+        guard let tokenTime = loadTime(b, short: short, &at) else { return nil }
         var rejectedAt: Int64?
         if flags & rejectedFlag != 0 {
-            guard b.count >= 18 else { return nil }
-            rejectedAt = Int64(bitPattern: b.loadBigEndian(at: 10, as: UInt64.self))
-            at = 18
+            guard let time = loadTime(b, short: short, &at) else { return nil }
+            rejectedAt = time
         }
         guard let id = StoredName.read(b, &at) else { return nil }
         var token = StoredName(text: UnsafeRawBufferPointer(rebasing: b[at..<at]))

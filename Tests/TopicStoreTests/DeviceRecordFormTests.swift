@@ -186,11 +186,42 @@ import TopicStore
             }
         }
         let sdk = DeviceRecord(deviceID: "0f8fad5b-d9cb-469f-a165-70867728950e", token: String(repeating: "ab", count: 32), platform: .ios, tokenTime: 1)
-        #expect(Self.legacyEncoding(sdk).count == 122 && sdk.encoded().count == 61)
+        #expect(Self.legacyEncoding(sdk).count == 122 && sdk.encoded().count == 59)
         // An FCM token of 163 characters: 166 bytes as text, 125 in the 6-bit form.
         let fcm = "cXb0RqIXTLOyH2kRmr7pa1:APA91b" + String(repeating: "Fq3_-Zk9", count: 16) + "Ab3-x_"
         let android = DeviceRecord(deviceID: "0f8fad5b-d9cb-469f-a165-70867728950e", token: fcm, platform: .android, tokenTime: 1)
         #expect(fcm.utf8.count == 163 && android.encoded().count == sdk.encoded().count - 34 + 125)
+    }
+
+    /// Since schema 13 a record's times take 6 bytes each when they are in 0 ..< 2^48 (flag 8),
+    /// 8 otherwise; a record of schema 4…12, its times in 8 bytes without the flag, reads the same;
+    /// the stored form made from the text form a build keeps is the one `encode` writes.
+    @Test func timesTakeSixBytesWhenTheyFit() throws {
+        let id = "0f8fad5b-d9cb-469f-a165-70867728950e", token = String(repeating: "ab", count: 32)
+        let cases: [(Int64, Int64?, Int)] = [
+            (0, nil, 59), (1_764_100_807_728, nil, 59), (1 << 48 - 1, 1 << 48 - 1, 65), (1_764_100_807_728, 1_764_100_807_000, 65),
+            (1 << 48, nil, 61), (-1, nil, 61), (5, -5, 69), (5, 1 << 48, 69), (.max, .min, 69),
+        ]
+        for (tokenTime, rejectedAt, size) in cases {
+            let record = DeviceRecord(deviceID: id, token: token, platform: .ios, tokenTime: tokenTime, rejectedAt: rejectedAt)
+            let bytes = record.encoded()
+            #expect(bytes.count == size, "\(tokenTime), \(rejectedAt.map { "\($0)" } ?? "-")")
+            #expect(bytes[0] & DeviceRecord.shortTimesFlag == (size == 59 || size == 65 ? DeviceRecord.shortTimesFlag : 0))
+            #expect(try bytes.withUnsafeBytes { try DeviceRecord(decoding: $0, at: "test") } == record)
+            // From the text form, byte for byte.
+            var text = [UInt8](repeating: 0, count: 22 + id.utf8.count + token.utf8.count)
+            var stored = [UInt8](repeating: 0, count: record.maximumEncodedSize + 2)
+            text.withUnsafeMutableBytes { record.encodeText(into: $0.baseAddress!) }
+            let n = text.withUnsafeBytes { t in stored.withUnsafeMutableBytes { DeviceRecord.encodeStored(textForm: t, into: $0.baseAddress!) } }
+            #expect(Array(stored.prefix(n)) == bytes)
+            // The form before: each time in 8 bytes, no flag 8.
+            let names = Array(bytes[(rejectedAt == nil ? 8 : 14)...])
+            var before: [UInt8] = [bytes[0] & ~DeviceRecord.shortTimesFlag, bytes[1]]
+            for time in [tokenTime] + (rejectedAt.map { [$0] } ?? []) { withUnsafeBytes(of: UInt64(bitPattern: time).bigEndian) { before += $0 } }
+            if bytes[0] & DeviceRecord.shortTimesFlag != 0 {
+                #expect(try (before + names).withUnsafeBytes { try DeviceRecord(decoding: $0, at: "test") } == record)
+            }
+        }
     }
 
     /// Damaged records are refused, not misread: truncated, an unknown form, a flag no version writes.
@@ -201,7 +232,7 @@ import TopicStore
             #expect(Array(bytes.prefix(n)).withUnsafeBytes { DeviceRecord.fields(of: $0) } == nil, "cut to \(n) bytes")
         }
         var unknownForm = bytes
-        unknownForm[10] = 9
+        unknownForm[8] = 9
         #expect(unknownForm.withUnsafeBytes { DeviceRecord.fields(of: $0) } == nil)
         // A 6-bit name whose colon index is past its length, or whose length runs past the record.
         let fcm = DeviceRecord(deviceID: "d1", token: "abcdefghijklmnopqrstuv:APA91b" + String(repeating: "x_-9", count: 33) + "ab", platform: .android, tokenTime: 1)
