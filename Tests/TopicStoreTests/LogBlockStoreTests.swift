@@ -144,6 +144,74 @@ import TopicStore
         return (reopened, try entries(reopened).map(\.key), cut)
     }
 
+    /// A store of schema 12 (its blocks keep their records' CRCs, its device records hold
+    /// their times in 8 bytes), opened by this build: it reads as it did, is stamped 13,
+    /// audits clean, and its next compaction packs its blocks again in the form of schema 13,
+    /// each record as it was.
+    @Test func aSchema12StoreIsStampedAndItsBlocksPackedAgain() throws {
+        let dir = TemporaryDirectory("log-blocks-schema12")
+        var (store, keys, _) = try Self.compactedStore(dir, eventsEachSide: 1_200, seed: 9)
+        let before = try Self.exportLines(store)
+        let packer = LogBlock.Packer(keepsChecksums: true)
+        var devicesRewritten = 0
+        try store.environment.write { txn in
+            for key in keys {
+                let expanded = try #require(try txn.get(store.log.database, EventLog.key(key)).map { try LogBlock.expand($0, key: key) })
+                var records: [[UInt8]] = []
+                expanded.forEach { _, bytes in records.append(Array(bytes)); return true }
+                let old = LogBlockTests.withPointers(records) { packer.block($0, last: key) }
+                try txn.put(store.log.database, EventLog.key(key), old)
+            }
+            var devices: [([UInt8], [UInt8])] = []
+            try txn.withCursor(store.tables.devices) { cursor in
+                var entry = try cursor.first()
+                while let (k, v) = entry {
+                    devices.append((Array(k), Array(v)))
+                    entry = try cursor.next()
+                }
+            }
+            for (k, v) in devices where v[0] & 8 != 0 {
+                // Flag 8 off, each time in 8 bytes.
+                let rejected = v[0] & 2 != 0
+                var old: [UInt8] = [v[0] & ~8, v[1]]
+                for at in rejected ? [2, 8] : [2] {
+                    let time = UInt64(v[at]) << 40 | UInt64(v[at + 1]) << 32 | UInt64(v[at + 2]) << 24
+                        | UInt64(v[at + 3]) << 16 | UInt64(v[at + 4]) << 8 | UInt64(v[at + 5])
+                    withUnsafeBytes(of: time.bigEndian) { old += $0 }
+                }
+                old += v[(rejected ? 14 : 8)...]
+                try txn.put(store.tables.devices, k, old)
+                devicesRewritten += 1
+            }
+            try txn.put(store.tables.meta, Array("schemaVersion".utf8), [0, 0, 0, 12])
+        }
+        #expect(devicesRewritten > 20)
+        store.close()
+
+        store = try TopicStore(directory: dir.sub("data"))
+        #expect(try store.read { txn in try store.tables.storedSchemaVersion(txn) } == 13)
+        #expect(try Self.exportLines(store) == before)
+        let audit = try Audit.run(store)
+        #expect(audit.isClean, "\(audit.logIssues)")
+        #expect(audit.equivalentEncodings >= devicesRewritten)
+        let first = try #require(try store.read { txn in try store.log.record(at: 1, txn) })
+        store.close()
+
+        var options = compactionOptions(keepingFrom: first.timestamp - 1)
+        options.garbage = Self.noGarbage
+        _ = try Compactor.run(directory: dir.sub("data"), options: options)
+        store = try TopicStore(directory: dir.sub("data"))
+        defer { store.close() }
+        let blocks = try store.read { txn in
+            try Self.entries(store).map { entry in
+                try #require(try txn.get(store.log.database, EventLog.key(entry.key)).map(LogBlock.leavesChecksumsOut))
+            }
+        }
+        #expect(!blocks.isEmpty && blocks.allSatisfy { $0 })
+        #expect(try Self.exportLines(store) == before)
+        #expect(try Audit.run(store).isClean)
+    }
+
     static func block(_ store: TopicStore, _ key: UInt64) throws -> [UInt8] {
         try store.read { txn in Array(try #require(try txn.get(store.log.database, EventLog.key(key)))) }
     }
