@@ -157,6 +157,10 @@ public enum LogBlock {
             guard at + 2 <= bytes.count else { throw fault("record \(range.lowerBound + UInt64(k)) is missing from its records", offset: headerSize) }
             let size = Int(UInt16(bytes[at]) << 8 | UInt16(bytes[at + 1]))
             guard at + 2 + size <= bytes.count else { throw fault("record \(range.lowerBound + UInt64(k)) runs past its records", offset: headerSize) }
+            // Its CRC put back, a record must still fit its u16 length.
+            if withoutChecksums && size + recordChecksumSize > Int(UInt16.max) {
+                throw fault("record \(range.lowerBound + UInt64(k)) is longer than a record can be", offset: headerSize)
+            }
             ends.append(at + 2 + size)
             at += 2 + size
         }
@@ -164,9 +168,6 @@ public enum LogBlock {
         guard withoutChecksums else {
             // Each record keeps its own frame: moved into place, it is an entry as it was.
             return Expanded(first: range.lowerBound, bytes: bytes, ends: ends)
-        }
-        for k in 0..<n where ends[k] - (k == 0 ? 0 : ends[k - 1]) - 2 + recordChecksumSize > Int(UInt16.max) {
-            throw fault("record \(range.lowerBound + UInt64(k)) is longer than a record can be", offset: headerSize)
         }
         return restoringChecksums(bytes, ends: ends, first: range.lowerBound)
     }
@@ -230,14 +231,24 @@ public enum LogBlock {
         public func block(_ records: [UnsafeRawBufferPointer], last: UInt64) -> [UInt8] {
             precondition(!records.isEmpty && records.count <= LogBlock.maxRecords && UInt64(records.count) <= last)
             let first = last - UInt64(records.count) + 1
-            return assemble(records.enumerated().map { kept($1, as: first + UInt64($0)) }, last: last)
+            checkAccepted(records[...], first: first)
+            return assemble(records.map(kept), last: last)
         }
 
-        /// What a block keeps of `record`: all of it, or all but its CRC.
-        private func kept(_ record: UnsafeRawBufferPointer, as sequence: UInt64) -> UnsafeRawBufferPointer {
-            if keepsChecksums { return record }
-            precondition(accepts(record, as: sequence), "record \(sequence) does not check: a block would vouch for it without its CRC")
-            return UnsafeRawBufferPointer(rebasing: record[..<(record.count - LogBlock.recordChecksumSize)])
+        /// What a block keeps of `record` (one it `accepts`): all of it, or all but its CRC.
+        /// (Bytes too short to hold a CRC are not a record: kept whole, `checkAccepted` stops at them.)
+        private func kept(_ record: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+            keepsChecksums || record.count < LogBlock.recordChecksumSize
+                ? record : UnsafeRawBufferPointer(rebasing: record[..<(record.count - LogBlock.recordChecksumSize)])
+        }
+
+        /// Stops the program rather than let a block vouch for a record whose CRC it leaves out
+        /// and that does not check (the caller's duty, as `LogBlockRewriter` does it).
+        private func checkAccepted(_ records: ArraySlice<UnsafeRawBufferPointer>, first: UInt64) {
+            guard !keepsChecksums else { return }
+            for (k, r) in records.enumerated() {
+                precondition(accepts(r, as: first + UInt64(k)), "record \(first + UInt64(k)) does not check: a block would vouch for it without its CRC")
+            }
         }
 
         /// The block of `records`, as the block keeps them (`kept`).
@@ -294,12 +305,17 @@ public enum LogBlock {
             for r in records.prefix(LogBlock.maxRecords) {
                 raw += 2 + r.count
                 if raw > LogBlock.maxExpandedBytes && !all.isEmpty { break }
-                all.append(kept(r, as: first + UInt64(all.count)))
+                all.append(kept(r))
             }
             func make(_ n: Int) -> [UInt8] { assemble(Array(all[..<n]), last: first + UInt64(n) - 1) }
             // `fits`: a count whose block is within the budget; `tooMany`: the least known not to be.
             var fits = 1, best = make(1), tooMany = all.count + 1
-            if best.count > budget { return (best, 1) }
+            // Each record is checked once, when it goes into the block returned (a rewriter
+            // hands `pack` the same pending records again until they are all in blocks).
+            if best.count > budget {
+                checkAccepted(records.prefix(1), first: first)
+                return (best, 1)
+            }
             // Blocks of one log are alike: the count the last one took is the first guess.
             var guess = min(all.count, max(2, lastCount ?? all.count))
             defer { lastCount = fits }
@@ -313,6 +329,7 @@ public enum LogBlock {
                 let scaled = Int(Double(guess) * Double(budget) / Double(b.count) * 0.99)
                 guess = tooMany - fits <= 16 ? (fits + tooMany) / 2 : min(max(scaled, fits + 1), tooMany - 1)
             }
+            checkAccepted(records.prefix(fits), first: first)
             return (best, fits)
         }
     }
