@@ -217,7 +217,7 @@ struct LogReader {
                         if verifier.chain != nil { try verifier.chain!.check(entry.bytes, key: seq) }
                         let record = try RecordCodec.decode(entry.bytes, key: seq)
                         if verifier.verifies { verifier.checkTime(record) }
-                        ProjectionWriter.FoldHints.append(record.event.body, to: &chunk.hints)
+                        appendHints(of: record, to: &chunk.hints)
                         chunk.hintEnds.append(chunk.hints.count)
                         // Moved into the chunk: appended before its last use, it was
                         // copied (each of its strings retained, and released after).
@@ -236,5 +236,13 @@ struct LogReader {
             return visited < limit
         }
         return chunk
+    }
+
+    /// `record`'s `FoldHints`, its body handed over from the record borrowed:
+    /// handed over from the local the chunk then takes, the body was copied
+    /// first (a retain and a release of each of its strings and arrays).
+    @inline(never)
+    private static func appendHints(of record: borrowing LogRecord, to hints: inout [UInt64]) {
+        ProjectionWriter.FoldHints.append(record.event.body, to: &hints)
     }
 }
