@@ -153,10 +153,12 @@ public struct BenchmarkReport: Sendable {
         let notes = rows.filter { !$0.note.isEmpty }.map { "- \($0.name): \($0.note)" } + self.notes.map { "- " + $0 }
         if !notes.isEmpty { lines.append(""); lines += notes }
         lines.append("")
-        lines.append("| goal | target | measured | |")
-        lines.append("|---|---|---|---|")
-        for g in goals { lines.append("| \(g.name) | \(g.target) | \(g.measured) | \(g.met ? "met" : "MISSED") |") }
-        lines.append("")
+        if !goals.isEmpty {
+            lines.append("| goal | target | measured | |")
+            lines.append("|---|---|---|---|")
+            for g in goals { lines.append("| \(g.name) | \(g.target) | \(g.measured) | \(g.met ? "met" : "MISSED") |") }
+            lines.append("")
+        }
         if skippedSQLite {
             lines.append("SQLite skipped (--skip-sqlite): no cross-check of audience counts.")
         } else if disagreements.isEmpty {

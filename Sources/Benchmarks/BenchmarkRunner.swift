@@ -386,6 +386,44 @@ public struct BenchmarkRunner {
         return r
     }
 
+    /// The quiet audience counts alone, measured again on the topicstore store
+    /// a kept run left in `config.directory` (run with the same devices and
+    /// seed): opened as `topicstore serve` opens it, its caches filled by the
+    /// counts, as in a whole run. Seconds instead of minutes, for work on the
+    /// count path, and a way to see how this machine counts against the run's
+    /// figures (a VM's host moves them by up to 2x).
+    public func runCountsOnly() throws -> BenchmarkReport {
+        let started = monotonicNanos()
+        let dir = config.directory + "/topicstore"
+        guard FileManager.default.fileExists(atPath: dir + "/CURRENT") else {
+            throw BenchmarkError("\(dir) holds no topicstore store: counts only measure the store a kept run left in its --dir")
+        }
+        let classes = QueryClass.standard(for: spec, quick: config.quick)
+        let engine = try TopicStoreEngine(directory: dir, project: spec.project, mapSize: mapSize, maxBatch: 4096)
+        defer { engine.close() }
+        let store = engine.store, project = spec.project
+        guard try store.read({ txn in try store.reader.project(named: project, txn) }) != nil else {
+            throw BenchmarkError("\(dir) holds no project '\(project)': not a store a bench run wrote")
+        }
+        progress("topicstore: audience counts of the store in \(dir)")
+        let answers = try answers(classes, engine.counts)
+        // `all` holds every device of the workload but those churn dropped with all their topics.
+        guard let all = answers[.anyOf([WorkloadSpec.allTopic])], all.total > spec.devices / 2, all.total <= spec.devices else {
+            throw BenchmarkError("\(dir) does not hold this workload's devices: give the --devices and --seed of its run")
+        }
+        let quiet = try sample(classes, engine.counts)
+        var report = BenchmarkReport(spec: spec, batchSize: config.batchSize)
+        report.skippedSQLite = true
+        report.rows = classes.map { c in
+            ReportRow(name: "audience count: \(c.name)", unit: "", kind: .latency,
+                      topicstore: quiet[c.name].map(Figure.latency), sqlite: nil)
+        }
+        report.notes.append("Counts only (--counts-only): the quiet counts of the store a kept run left in \(config.directory), "
+                            + "opened again as `topicstore serve` opens it; no ingest, no SQLite, no goals.")
+        report.seconds = Double(monotonicNanos() - started) / 1e9
+        return report
+    }
+
     /// The store after the compaction an operator runs each night.
     struct NightlyCompaction {
         var diskBytes = 0

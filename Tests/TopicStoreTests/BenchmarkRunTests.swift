@@ -119,5 +119,40 @@ import Testing
         try again.run()
         again.waitUntilExit()
         #expect(again.terminationStatus == 2)
+
+        // The quiet counts again, on the store the run kept: every class measured, nothing else.
+        let counted = try runBench(binary, ["--quick", "--counts-only", "--json", "--dir", dir.sub("b")])
+        #expect(counted.status == 0, "stderr: \(counted.err)")
+        let countsJSON = try #require(try JSONSerialization.jsonObject(with: Data(counted.out.utf8)) as? [String: Any])
+        let rows = try #require(countsJSON["rows"] as? [[String: Any]])
+        #expect(rows.count == 8)
+        for row in rows {
+            #expect((row["name"] as? String)?.hasPrefix("audience count: ") == true)
+            #expect((((row["topicstore"] as? [String: Any])?["p50Nanos"]) as? Double ?? 0) > 0, "\(row)")
+        }
+        #expect((countsJSON["goals"] as? [Any])?.isEmpty == true)
+        // No kept store, or another workload's: refused, and nothing is created.
+        let missing = try runBench(binary, ["--quick", "--counts-only", "--dir", dir.sub("none")])
+        #expect(missing.status == 1)
+        #expect(missing.err.contains("holds no topicstore store"), "\(missing.err)")
+        #expect(!FileManager.default.fileExists(atPath: dir.sub("none")))
+        let other = try runBench(binary, ["--quick", "--counts-only", "--devices", "50000", "--dir", dir.sub("b")])
+        #expect(other.status == 1)
+        #expect(other.err.contains("give the --devices and --seed of its run"), "\(other.err)")
+        #expect(try runBench(binary, ["--counts-only"]).status == 2)
+    }
+
+    private func runBench(_ binary: String, _ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = ["bench"] + arguments
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self), message)
     }
 }

@@ -6,7 +6,7 @@ enum BenchCommand: Command {
     static let spec = CommandSpec(
         name: "bench",
         summary: "benchmark ingest, audience counts and token streaming against SQLite and raw LMDB",
-        usage: "bench [--devices N] [--seed S] [--dir DIR] [--keep] [--skip-sqlite] [--quick] [--json]",
+        usage: "bench [--devices N] [--seed S] [--dir DIR] [--keep] [--skip-sqlite] [--quick] [--json] | bench --counts-only --dir DIR [--devices N] [--seed S] [--json]",
         options: [
             .init(name: "devices", value: "N", help: "devices in the generated workload (default 1000000; 10000…10000000)"),
             .init(name: "seed", value: "S", help: "workload seed (default 42): the same seed gives the same events"),
@@ -15,6 +15,7 @@ enum BenchCommand: Command {
             .init(name: "skip-sqlite", value: nil, help: "measure topicstore and the LMDB limit only"),
             .init(name: "quick", value: nil, help: "a 20,000-device smoke run with short query budgets (CI)"),
             .init(name: "batch", value: "N", help: "commands per durable batch for every engine (default 1000)"),
+            .init(name: "counts-only", value: nil, help: "measure the quiet audience counts again on the store a kept run left in --dir"),
         ],
         details: """
         One run measures, on the same data: durable ingest (TopicStore.submitAndWait, group commit)
@@ -25,6 +26,10 @@ enum BenchCommand: Command {
         the goals of issues 2 and 6 marked met or missed. Run a release build:
           swift build -c release && .build/release/topicstore bench
         Progress goes to standard error. --data is ignored (bench uses its own directories).
+
+        --counts-only opens DIR/topicstore of an earlier run (give its --devices and --seed)
+        as `topicstore serve` opens it and measures the quiet audience counts alone, in
+        seconds: for work on the count path, or to see how this machine counts today.
         """)
 
     static func run(_ arguments: Arguments) throws -> ExitCode {
@@ -42,8 +47,12 @@ enum BenchCommand: Command {
         guard (1...100_000).contains(batch) else { throw UsageError(description: "--batch must be between 1 and 100000") }
 
         let given = arguments.value("dir")
+        let countsOnly = arguments.has("counts-only")
         let directory: String
-        if let given {
+        if countsOnly {
+            guard let given else { throw UsageError(description: "--counts-only needs --dir: the directory of a kept run") }
+            directory = given
+        } else if let given {
             directory = given
             if FileManager.default.fileExists(atPath: given),
                !((try? FileManager.default.contentsOfDirectory(atPath: given)) ?? []).isEmpty {
@@ -64,12 +73,12 @@ enum BenchCommand: Command {
             let t = String(format: "%7.1fs ", Date().timeIntervalSince(started))
             FileHandle.standardError.write(Data((t + message + "\n").utf8))
         }
-        let report = try runner.run()
+        let report = try countsOnly ? runner.runCountsOnly() : runner.run()
         if arguments.json {
             print(report.json)
         } else {
             print(report.text)
-            if !remove { print("Databases kept in \(directory)") }
+            if !remove && !countsOnly { print("Databases kept in \(directory)") }
         }
         return report.disagreements.isEmpty ? .success : .verificationFailed
     }
