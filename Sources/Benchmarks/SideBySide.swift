@@ -90,13 +90,13 @@ extension BenchmarkRunner {
     /// other engine's block left in the CPU's caches is part of the figure.
     private func block(_ queries: [PreparedQuery], rounds: Int, into samples: inout LatencySamples,
                        _ ask: (PreparedQuery) throws -> AudienceTally) throws {
+        let timer = CallTimer()
+        samples.note(timer)
         let deadline = monotonicNanos() + UInt64(sideBySideBlockSeconds * 1e9)
         for round in 0..<rounds {
             if round > 0 && monotonicNanos() > deadline { break }
             for q in queries {
-                let t0 = monotonicNanos()
-                _ = try ask(q)
-                samples.add(monotonicNanos() - t0)
+                samples.add(try timer.time { _ = try ask(q) })
             }
         }
     }

@@ -64,10 +64,29 @@ import Testing
         #expect((json?["rows"] as? [Any])?.count == 36)
         #expect(((json?["workload"] as? [String: Any])?["devices"] as? Int) == 3_000)
         #expect(report.text.contains("| audience count: all |"))
+        // Every latency leaves out the clock's own read, calibrated in this run, and says so.
+        #expect(report.notes.contains { $0.hasPrefix("Latencies leave out the clock's own read") && $0.contains("side-by-side block") })
         // The directories it measured exist with data in them.
         #expect(diskUsage(ofDirectory: dir.sub("run/topicstore")).allocated > 0)
         #expect(diskUsage(ofDirectory: dir.sub("run/raw-lmdb")).allocated > 0)
         #expect(diskUsage(ofDirectory: dir.sub("run/sqlite")).allocated > 0)
+    }
+
+    /// A sample is the call's time less one read of the clock: timing nothing gives
+    /// about nothing, where the bare interval between two reads is the clock's cost.
+    @Test func aTimedCallLeavesOutTheClocksOwnRead() {
+        let timer = CallTimer()
+        #expect(timer.clockNanos > 0)
+        var empty = (0..<20_000).map { _ in timer.time {} }
+        empty.sort()
+        #expect(empty[empty.count / 2] <= timer.clockNanos / 2, "median \(empty[empty.count / 2]) ns, clock \(timer.clockNanos) ns")
+        // A call that takes a known time is timed as that, not that and the clock.
+        var slept = (0..<20).map { _ in timer.time { usleep(2_000) } }
+        slept.sort()
+        #expect(slept[10] >= 2_000_000 && slept[10] < 2_000_000 + 10_000_000)
+        var samples = LatencySamples()
+        samples.note(timer)
+        #expect(samples.clockNanos == timer.clockNanos...timer.clockNanos)
     }
 
     /// Issue 6's goal for 10M devices, the store at most 4 GiB on disk, is checked in a
