@@ -543,12 +543,50 @@ final class BuildState {
     var droppedTopics: [ProjectionWriter.TopicKey] = []
     var begun = false
     /// The project of the last event, with changes not yet in the writer's cache.
-    var currentProject: (name: String, record: ProjectRecord, dirty: Bool)? {
-        didSet { currentProjectID = currentProject?.record.id }
-    }
+    /// Changed through the methods below, in place: each event asks for its
+    /// project and most change its record (the next ordinal or topic id), and
+    /// a copy of the tuple out and back (with an observer on it) retained and
+    /// released its name and the build.
+    private(set) var currentProject: (name: String, record: ProjectRecord, dirty: Bool)?
     /// The id of `currentProject`, read before every event a rebuild folds
     /// (`prefetch`), where reading it from the tuple copied the tuple.
     private(set) var currentProjectID: UInt32?
+
+    /// The current project's record, when it is project `name`'s.
+    @inline(__always)
+    func currentRecord(ofProject name: String) -> ProjectRecord? {
+        currentProject?.name == name ? currentProject?.record : nil
+    }
+
+    func setCurrentProject(_ name: String, _ record: ProjectRecord) {
+        currentProject = (name, record, false)
+        currentProjectID = record.id
+    }
+
+    func clearCurrentProject() {
+        currentProject = nil
+        currentProjectID = nil
+    }
+
+    /// Takes `record` as project `name`'s, marked to be written, when it is the
+    /// current project; false when it is not.
+    func update(currentProject name: String, _ record: ProjectRecord) -> Bool {
+        guard currentProject?.name == name else { return false }
+        if currentProject?.record != record {
+            currentProject?.record = record
+            currentProject?.dirty = true
+            currentProjectID = record.id
+        }
+        return true
+    }
+
+    /// The current project's record as it is to be written, when it changed
+    /// since it was last taken; marked unchanged from then on.
+    func takeChangedCurrentProject() -> (name: String, record: ProjectRecord)? {
+        guard let current = currentProject, current.dirty else { return nil }
+        currentProject?.dirty = false
+        return (current.name, current.record)
+    }
 
     init(targetIsEmpty: Bool, memoryBudget: Int) {
         self.targetIsEmpty = targetIsEmpty
@@ -565,22 +603,11 @@ final class BuildState {
 }
 
 extension BuildState {
-    /// Whether the build's device `ordinal` has `value` as its device_id or
-    /// its token, read in place; nil when the build does not hold the device (ask the target).
-    @inline(__always)
-    func device(_ pid: UInt32, _ ordinal: UInt32, matches name: DeviceDirectory.Name, _ value: String) -> Bool? {
-        devices.device(pid, ordinal, matches: name, value)
-    }
-
     /// What the build holds for device `ordinal`: `.some(record)`, `.some(nil)`
     /// when it was deleted, nil when the build never wrote it.
     @inline(__always)
     func device(_ pid: UInt32, _ ordinal: UInt32) throws -> DeviceRecord?? {
         try devices.record(pid, ordinal)
-    }
-
-    func put(_ device: DeviceRecord?, _ pid: UInt32, _ ordinal: UInt32) {
-        devices.put(device, pid, ordinal)
     }
 
     /// Makes room for about `devices` devices in the first project's columns,

@@ -398,18 +398,17 @@ public final class ProjectionWriter {
         guard let build else { return try loadProject(named: name, create: create, txn) }
         // A build keeps the project of the last event at hand: events come in
         // runs of one project, and two SipHash lookups per event were 15% of the fold.
-        if let current = build.currentProject, current.name == name { return current.record }
+        if let record = unretainedBuild.unsafelyUnwrapped._withUnsafeGuaranteedRef({ $0.currentRecord(ofProject: name) }) { return record }
         settleCurrentProject(build)
         let p = try loadProject(named: name, create: create, txn)
-        if let p { build.currentProject = (name, p, false) }
+        if let p { build.setCurrentProject(name, p) }
         return p
     }
 
     /// Writes a build's project at hand back into the cache.
     private func settleCurrentProject(_ build: BuildState) {
-        if let current = build.currentProject, current.dirty {
-            projects.set(current.name, Cached(value: current.record, dirty: true))
-            build.currentProject?.dirty = false
+        if let changed = build.takeChangedCurrentProject() {
+            projects.set(changed.name, Cached(value: changed.record, dirty: true))
         }
     }
 
@@ -429,10 +428,7 @@ public final class ProjectionWriter {
     }
 
     func update(project name: String, _ record: ProjectRecord) {
-        if let build, let current = build.currentProject, current.name == name {
-            if current.record != record { build.currentProject = (name, record, true) }
-            return
-        }
+        if let b = unretainedBuild, b._withUnsafeGuaranteedRef({ $0.update(currentProject: name, record) }) { return }
         if let slot = projects.slot(of: name) {
             if projects[slot].value != record { projects[slot] = Cached(value: record, dirty: true) }
         } else {
@@ -683,7 +679,11 @@ public final class ProjectionWriter {
     private func device(_ pid: UInt32, _ ordinal: UInt32, matches name: DeviceDirectory.Name, _ value: String,
                         _ txn: borrowing Transaction) throws -> Bool {
         if let b = unretainedBuild {
-            if let held = b._withUnsafeGuaranteedRef({ $0.device(pid, ordinal, matches: name, value) }) { return held }
+            if let held = b._withUnsafeGuaranteedRef({
+                Unmanaged.passUnretained($0.devices)._withUnsafeGuaranteedRef { $0.device(pid, ordinal, matches: name, value) }
+            }) {
+                return held
+            }
             if b._withUnsafeGuaranteedRef({ $0.targetIsEmpty }) { throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "indexed device is missing") }
         }
         let matches = try withStoredDevice(pid, ordinal, txn) { v -> Bool? in
@@ -1383,7 +1383,7 @@ extension ProjectionWriter {
         invertedSlicesApplied = 0
         clearCaches()
         build.removeAll()
-        build.currentProject = nil
+        build.clearCurrentProject()
         build.targetIsEmpty = false
         DispatchQueue.global().async { held.drop() }
     }
