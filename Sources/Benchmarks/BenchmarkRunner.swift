@@ -402,7 +402,7 @@ public struct BenchmarkRunner {
     /// seed): opened as `topicstore serve` opens it, its caches filled by the
     /// counts, as in a whole run. Seconds instead of minutes, for work on the
     /// count path, and a way to see how this machine counts against the run's
-    /// figures (a VM's host moves them by up to 2x).
+    /// figures (the VM's host moves them by about half from one minute to the next).
     public func runCountsOnly() throws -> BenchmarkReport {
         let started = monotonicNanos()
         let dir = config.directory + "/topicstore"

@@ -15,7 +15,7 @@ public func monotonicNanos() -> UInt64 {
 /// Times single calls, less what reading the clock itself costs.
 ///
 /// A sample is the time between two reads of `monotonicNanos()` around the
-/// call, so it holds one read's cost as well: 20–35 ns on the benchmark's VM
+/// call, so it holds one read's cost as well: 20–50 ns on the benchmark's VMs
 /// (clock_gettime through the vDSO), measured here as the median interval
 /// between two reads back to back. That is a fifth to a third of a per-user
 /// topic's count and nothing of SQLite's, and the same for every engine:

@@ -398,7 +398,7 @@ public final class ProjectionWriter {
         guard let build else { return try loadProject(named: name, create: create, txn) }
         // A build keeps the project of the last event at hand: events come in
         // runs of one project, and two SipHash lookups per event were 15% of the fold.
-        if let record = unretainedBuild.unsafelyUnwrapped._withUnsafeGuaranteedRef({ $0.currentRecord(ofProject: name) }) { return record }
+        if let b = unretainedBuild, let record = b._withUnsafeGuaranteedRef({ $0.currentRecord(ofProject: name) }) { return record }
         settleCurrentProject(build)
         let p = try loadProject(named: name, create: create, txn)
         if let p { build.setCurrentProject(name, p) }

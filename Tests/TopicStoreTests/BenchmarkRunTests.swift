@@ -110,18 +110,10 @@ import Testing
         let binary = BuiltProducts.executable("topicstore")
         try #require(FileManager.default.isExecutableFile(atPath: binary), "topicstore is built beside the tests")
         let dir = TemporaryDirectory("bench-cli")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = ["bench", "--quick", "--json", "--dir", dir.sub("b")]
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        let progress = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "stderr: \(progress)")
-        let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let run = try runBench(binary, ["--quick", "--json", "--dir", dir.sub("b")])
+        let progress = run.err
+        #expect(run.status == 0, "stderr: \(progress)")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(run.out.utf8)) as? [String: Any])
         #expect(((json["workload"] as? [String: Any])?["devices"] as? Int) == 20_000)
         let cross = json["crossCheck"] as? [String: Any]
         #expect((cross?["disagreements"] as? [Any])?.isEmpty == true)
@@ -130,14 +122,7 @@ import Testing
         #expect(progress.contains("SQLite: token streaming"))
 
         // A non-empty --dir is refused with a usage error.
-        let again = Process()
-        again.executableURL = URL(fileURLWithPath: binary)
-        again.arguments = ["bench", "--quick", "--dir", dir.sub("b")]
-        again.standardOutput = Pipe()
-        again.standardError = Pipe()
-        try again.run()
-        again.waitUntilExit()
-        #expect(again.terminationStatus == 2)
+        #expect(try runBench(binary, ["--quick", "--dir", dir.sub("b")]).status == 2)
 
         // The quiet counts again, on the store the run kept: every class measured, nothing else.
         let counted = try runBench(binary, ["--quick", "--counts-only", "--json", "--dir", dir.sub("b")])
