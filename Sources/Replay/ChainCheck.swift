@@ -18,6 +18,23 @@ struct ChainCheck: Sendable {
 
     /// Checks the record under `key` and moves on to its link; a broken link is
     /// thrown as a `RecordCorruption` of kind `.chain` naming the sequence.
+    /// `check` and then `RecordCodec.decode`, in one pass where the link is
+    /// known (`RecordCodec.decodeVerifyingLink`).
+    mutating func checkAndDecode(_ bytes: UnsafeRawBufferPointer, key: UInt64) throws -> LogRecord {
+        guard let previous = link else {
+            try check(bytes, key: key)
+            return try RecordCodec.decode(bytes, key: key)
+        }
+        do {
+            let (record, next) = try RecordCodec.decodeVerifyingLink(bytes, key: key, previous: previous)
+            link = next
+            return record
+        } catch let e as RecordCorruption where e.kind == .unchained {
+            link = nil
+            return try RecordCodec.decode(bytes, key: key)
+        }
+    }
+
     mutating func check(_ bytes: UnsafeRawBufferPointer, key: UInt64) throws {
         guard let previous = link else {
             link = try RecordCodec.storedLink(of: bytes, key: key)

@@ -214,8 +214,8 @@ struct LogReader {
                     chunk.stop = LogIssue(entry)
                 default:
                     do {
-                        if verifier.chain != nil { try verifier.chain!.check(entry.bytes, key: seq) }
-                        let record = try RecordCodec.decode(entry.bytes, key: seq)
+                        let record = verifier.chain != nil ? try verifier.chain!.checkAndDecode(entry.bytes, key: seq)
+                                                           : try RecordCodec.decode(entry.bytes, key: seq)
                         if verifier.verifies { verifier.checkTime(record) }
                         appendHints(of: record, to: &chunk.hints)
                         chunk.hintEnds.append(chunk.hints.count)

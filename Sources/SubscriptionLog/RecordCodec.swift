@@ -347,6 +347,12 @@ public enum RecordCodec {
     /// keeps its first 8 bytes); a mismatch (an altered record, or an altered
     /// record before it) is thrown with the sequence.
     public static func verifyLink(of bytes: UnsafeRawBufferPointer, key: UInt64, previous: ChainHash) throws -> ChainHash {
+        try checkedLink(of: bytes, key: key, previous: previous).link
+    }
+
+    /// `verifyLink`, with where the record's fields end.
+    private static func checkedLink(of bytes: UnsafeRawBufferPointer, key: UInt64,
+                                    previous: ChainHash) throws -> (link: ChainHash, fieldsEnd: Int) {
         let (version, fieldsEnd) = try checkFrame(bytes, key: key)
         guard chainedVersions.contains(version) else {
             throw RecordCorruption(sequence: key, offset: 0, reason: "version \(version) record carries no chain link", kind: .unchained)
@@ -354,6 +360,14 @@ public enum RecordCodec {
         let fields = UnsafeRawBufferPointer(rebasing: bytes[0..<fieldsEnd])
         let computed = version == 2 ? previous.next(over: fields)
                                     : try withVersion2Fields(of: fields, key: key) { previous.next(over: $0) }
+        return (try storedLink(bytes, version: version, fieldsEnd: fieldsEnd, key: key, computed: computed), fieldsEnd)
+    }
+
+    /// The link a chained record of `version` stores after its fields, checked
+    /// against the link `computed` for it; a version 5 record stores 8 bytes of
+    /// it, and the link is then the one computed.
+    private static func storedLink(_ bytes: UnsafeRawBufferPointer, version: UInt8, fieldsEnd: Int, key: UInt64,
+                                   computed: ChainHash) throws -> ChainHash {
         if version == 5 {
             let stored = bytes.loadBigEndian(at: fieldsEnd, as: UInt64.self)
             guard stored == computed.prefix else {
@@ -477,7 +491,23 @@ public enum RecordCodec {
     /// Decodes a record stored under `key`; every failure names the sequence and offset.
     public static func decode(_ bytes: UnsafeRawBufferPointer, key: UInt64) throws -> LogRecord {
         let (_, fieldsEnd) = try checkFrame(bytes, key: key)
-        let body = UnsafeRawBufferPointer(rebasing: bytes[0..<fieldsEnd])
+        return try decodeFields(UnsafeRawBufferPointer(rebasing: bytes[0..<fieldsEnd]), key: key)
+    }
+
+    /// `verifyLink(of:key:previous:)` and then `decode(_:key:)`, the record's
+    /// frame checked once: its CRC was computed twice, a twentieth of a
+    /// rebuild's log reader (callgrind). Throws what those two would throw, in
+    /// their order. (Decoding from the version 2 form the link is computed
+    /// over, where every name is spelled out already, cost more than it saved:
+    /// that form's u16 lengths and Strings made from bytes, measured.)
+    public static func decodeVerifyingLink(_ bytes: UnsafeRawBufferPointer, key: UInt64,
+                                           previous: ChainHash) throws -> (record: LogRecord, link: ChainHash) {
+        let (link, fieldsEnd) = try checkedLink(of: bytes, key: key, previous: previous)
+        return (try decodeFields(UnsafeRawBufferPointer(rebasing: bytes[0..<fieldsEnd]), key: key), link)
+    }
+
+    /// The fields of a record (`bytes` up to its link and CRC, whose frame was checked) decoded.
+    static func decodeFields(_ body: UnsafeRawBufferPointer, key: UInt64) throws -> LogRecord {
         var r = ByteReader(body)
         do {
             let version = try r.u8()  // checked by checkFrame

@@ -59,9 +59,12 @@ import TopicStore
             #expect(v3.count <= v2.count + 2)
             #expect(v4[0] == 4 && v4.count <= v3.count - 11)
             #expect(v5[0] == 5 && v5.count == v4.count - 24)
-            for bytes in [v3, v4, v5] {
+            for bytes in [v2, v3, v4, v5] {
                 #expect(try bytes.withUnsafeBytes { try RecordCodec.decode($0, key: record.sequence) } == record)
                 #expect(try bytes.withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: record.sequence, previous: previous) } == link4)
+                // The one pass a replay makes (decoded from the version 2 form the link covers) gives both.
+                let both = try bytes.withUnsafeBytes { try RecordCodec.decodeVerifyingLink($0, key: record.sequence, previous: previous) }
+                #expect(both.record == record && both.link == link4, "seq \(record.sequence), version \(bytes[0])")
             }
         }
         // An SDK device's token event: 64 bytes fewer than version 2 (21 for the UUID, 32 for
@@ -82,6 +85,47 @@ import TopicStore
                 _ = try corrupt.withUnsafeBytes { try RecordCodec.verifyLink(of: $0, key: 1, previous: .genesis) }
             }
         }
+        }
+    }
+
+    /// The one pass of link and decode refuses every damaged record that the two
+    /// calls refuse, with the same error (a fault in the fields located in the
+    /// record as stored), and never returns a record where either refuses.
+    @Test func theOnePassOfLinkAndDecodeFailsAsTheTwoCallsDo() throws {
+        var link = ChainHash.genesis
+        for record in Self.randomRecords(200, seed: 5) {
+            let previous = link
+            let bytes = try RecordCodec.encode(record, chainingFrom: &link)
+            for i in 0..<bytes.count - 4 {
+                for (flip, resealed) in [(UInt8(0x01), false), (0x80, false), (0x01, true), (0x80, true)] {
+                    var corrupt = bytes
+                    corrupt[i] ^= flip
+                    if resealed {
+                        // A forged record: its checksum computed again, so the link and the fields are what is checked.
+                        let sum = corrupt.withUnsafeBytes {
+                            RecordCodec.checksum(ofRecordBody: UnsafeRawBufferPointer(rebasing: $0[0..<corrupt.count - 4]), version: corrupt[0], key: record.sequence)
+                        }
+                        corrupt.replaceSubrange((corrupt.count - 4)..., with: withUnsafeBytes(of: sum.bigEndian) { Array($0) })
+                    }
+                    let separate = corrupt.withUnsafeBytes { b in
+                        Result { () throws -> (LogRecord, ChainHash) in
+                            let l = try RecordCodec.verifyLink(of: b, key: record.sequence, previous: previous)
+                            return (try RecordCodec.decode(b, key: record.sequence), l)
+                        }
+                    }
+                    let onePass = corrupt.withUnsafeBytes { b in
+                        Result { try RecordCodec.decodeVerifyingLink(b, key: record.sequence, previous: previous) }
+                    }
+                    switch (separate, onePass) {
+                    case (.failure(let a as RecordCorruption), .failure(let b as RecordCorruption)):
+                        #expect(a.offset == b.offset && a.kind == b.kind && a.reason == b.reason, "seq \(record.sequence), byte \(i)")
+                    case (.success(let a), .success(let b)):
+                        #expect(a.0 == b.record && a.1 == b.link)
+                    default:
+                        Issue.record("seq \(record.sequence), byte \(i): \(separate) against \(onePass)")
+                    }
+                }
+            }
         }
     }
 
