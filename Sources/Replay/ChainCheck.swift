@@ -16,8 +16,6 @@ struct ChainCheck: Sendable {
     /// snapshot's head, or at a record's stored link.
     init(after link: ChainHash?) { self.link = link }
 
-    /// Checks the record under `key` and moves on to its link; a broken link is
-    /// thrown as a `RecordCorruption` of kind `.chain` naming the sequence.
     /// `check` and then `RecordCodec.decode`, in one pass where the link is
     /// known (`RecordCodec.decodeVerifyingLink`).
     mutating func checkAndDecode(_ bytes: UnsafeRawBufferPointer, key: UInt64) throws -> LogRecord {
@@ -35,6 +33,8 @@ struct ChainCheck: Sendable {
         }
     }
 
+    /// Checks the record under `key` and moves on to its link; a broken link is
+    /// thrown as a `RecordCorruption` of kind `.chain` naming the sequence.
     mutating func check(_ bytes: UnsafeRawBufferPointer, key: UInt64) throws {
         guard let previous = link else {
             link = try RecordCodec.storedLink(of: bytes, key: key)

@@ -495,8 +495,8 @@ public enum RecordCodec {
     }
 
     /// `verifyLink(of:key:previous:)` and then `decode(_:key:)`, the record's
-    /// frame checked once: its CRC was computed twice, a twentieth of a
-    /// rebuild's log reader (callgrind). Throws what those two would throw, in
+    /// frame checked once: its CRC was computed twice (0.8% of a rebuild's log
+    /// reader, callgrind). Throws what those two would throw, in
     /// their order. (Decoding from the version 2 form the link is computed
     /// over, where every name is spelled out already, cost more than it saved:
     /// that form's u16 lengths and Strings made from bytes, measured.)
