@@ -159,8 +159,24 @@ public final class ProjectionWriter {
     /// references alone: 14% of a rebuild's folding thread went to retains and
     /// releases, the topic code lookups' alone 2.4% (perf). Called through
     /// `_withUnsafeGuaranteedRef`, with no retain; `build` keeps it alive.
-    /// (A helper function taking the object and a closure kept one of them.)
+    /// (A generic helper taking the object and a closure kept one of them;
+    /// `withBuildDevices` and `withBuildCodes` do not, checked in the disassembly.)
     private let unretainedBuild: Unmanaged<BuildState>?
+
+    /// `body` with the build's device records, reached through `unretainedBuild`
+    /// with no retain; nil on the live path.
+    @inline(__always)
+    private func withBuildDevices<R>(_ body: (BuildDevices) throws -> R) rethrows -> R? {
+        guard let b = unretainedBuild else { return nil }
+        return try b._withUnsafeGuaranteedRef { try Unmanaged.passUnretained($0.devices)._withUnsafeGuaranteedRef(body) }
+    }
+
+    /// `body` with the build's topic codes, as `withBuildDevices`.
+    @inline(__always)
+    private func withBuildCodes<R>(_ body: (NameIndex) throws -> R) rethrows -> R? {
+        guard let b = unretainedBuild else { return nil }
+        return try b._withUnsafeGuaranteedRef { try Unmanaged.passUnretained($0.topicCodes)._withUnsafeGuaranteedRef(body) }
+    }
 
     /// A writer that builds projections into tables only it writes (a replay
     /// or import target): nothing is written until `writeBuild`, which writes
@@ -567,9 +583,8 @@ public final class ProjectionWriter {
 
     /// Creates topic `tid` with its code index entry; returns its slot.
     func createTopic(_ pid: UInt32, _ tid: UInt32, _ record: TopicRecord, _ txn: borrowing Transaction) throws -> Int {
-        if let b = unretainedBuild {
-            b._withUnsafeGuaranteedRef { Unmanaged.passUnretained($0.topicCodes)._withUnsafeGuaranteedRef { $0.set(pid, record.code, tid) } }
-        } else {
+        if withBuildCodes({ $0.set(pid, record.code, tid) }) == nil {
+            // No build (the live path): the code goes to its table.
             let put: Void? = try Keys.withCode(pid, record.code, codeOrder) { k in
                 try withUnsafeBytes(of: tid.bigEndian) { v in try txn.put(tables.topicCodes, k, v) }
             }
@@ -626,10 +641,7 @@ public final class ProjectionWriter {
 
     @inline(__always)
     private func lookupTopicID(_ pid: UInt32, code: String, build: BuildState?, _ txn: borrowing Transaction) throws -> UInt32? {
-        if let b = unretainedBuild,
-           let held = b._withUnsafeGuaranteedRef({ Unmanaged.passUnretained($0.topicCodes)._withUnsafeGuaranteedRef { $0.lookup(pid, code) } }) {
-            return held
-        }
+        if let held = withBuildCodes({ $0.lookup(pid, code) }) ?? nil { return held }
         if let held = topicCodes.lookup(pid, code), let id = held { return id }
         if build?.targetIsEmpty == true { return nil }
         guard let v = try Keys.withCode(pid, code, codeOrder, { try txn.get(tables.topicCodes, $0) }) ?? nil else { return nil }
@@ -679,11 +691,7 @@ public final class ProjectionWriter {
     private func device(_ pid: UInt32, _ ordinal: UInt32, matches name: DeviceDirectory.Name, _ value: String,
                         _ txn: borrowing Transaction) throws -> Bool {
         if let b = unretainedBuild {
-            if let held = b._withUnsafeGuaranteedRef({
-                Unmanaged.passUnretained($0.devices)._withUnsafeGuaranteedRef { $0.device(pid, ordinal, matches: name, value) }
-            }) {
-                return held
-            }
+            if let held = withBuildDevices({ $0.device(pid, ordinal, matches: name, value) }) ?? nil { return held }
             if b._withUnsafeGuaranteedRef({ $0.targetIsEmpty }) { throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "indexed device is missing") }
         }
         let matches = try withStoredDevice(pid, ordinal, txn) { v -> Bool? in
@@ -777,7 +785,7 @@ public final class ProjectionWriter {
     }
 
     func deleteDevice(_ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {
-        if let b = unretainedBuild { return b._withUnsafeGuaranteedRef { Unmanaged.passUnretained($0.devices)._withUnsafeGuaranteedRef { $0.put(nil, pid, ordinal) } } }
+        if withBuildDevices({ $0.put(nil, pid, ordinal) }) != nil { return }
         try txn.delete(tables.devices, Keys.pair(pid, ordinal))
         transactionDevices.remove(pid, ordinal)
         journalDevices.append(UInt64(pid) << 32 | UInt64(ordinal))
@@ -789,19 +797,13 @@ public final class ProjectionWriter {
     /// them retained and released both).
     func putDevice(deviceID: String, token: String, platform: Platform, tokenTime: Int64,
                    _ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {
-        if let b = unretainedBuild {
-            return b._withUnsafeGuaranteedRef {
-                Unmanaged.passUnretained($0.devices)._withUnsafeGuaranteedRef {
-                    $0.put(deviceID: deviceID, token: token, platform: platform, tokenTime: tokenTime, pid, ordinal)
-                }
-            }
-        }
+        if withBuildDevices({ $0.put(deviceID: deviceID, token: token, platform: platform, tokenTime: tokenTime, pid, ordinal) }) != nil { return }
         try put(device: DeviceRecord(deviceID: deviceID, token: token, platform: platform, tokenTime: tokenTime, rejectedAt: nil),
                 pid, ordinal, txn)
     }
 
     func put(device: consuming DeviceRecord, _ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {
-        if let b = unretainedBuild { return b._withUnsafeGuaranteedRef { Unmanaged.passUnretained($0.devices)._withUnsafeGuaranteedRef { $0.put(device, pid, ordinal) } } }
+        if withBuildDevices({ $0.put(device, pid, ordinal) }) != nil { return }
         // Encoded into a buffer the writer keeps: an array per record was an
         // allocation and a release for every device written.
         let size = device.maximumEncodedSize
