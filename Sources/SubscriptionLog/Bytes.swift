@@ -105,9 +105,10 @@ public struct ByteReader {
         return stored.string
     }
     /// A u16-length-prefixed string; invalid UTF-8 is repaired, never trusted blindly.
+    @inline(__always)
     public mutating func string() throws(OutOfBounds) -> String {
         let n = Int(try u16())
-        return String(decoding: try bytes(n), as: UTF8.self)
+        return String(decodingLogText: try bytes(n))
     }
     /// A big-endian u48 (a version 4 record's timestamp).
     public mutating func u48() throws(OutOfBounds) -> UInt64 { buffer.loadBigEndianU48(at: try take(6)) }
@@ -121,9 +122,28 @@ public struct ByteReader {
         return n
     }
     /// A string with a `ShortLength` (version 4); invalid UTF-8 is repaired.
+    /// A one-byte length whose bytes are all there (every topic code and
+    /// project name of a record) is read here in a few instructions; anything
+    /// else, the errors included, by `shortStringSlowly`.
+    @inline(__always)
     public mutating func shortString() throws -> String {
+        let at = offset
+        if at < buffer.count {
+            let n = Int(buffer.load(fromByteOffset: at, as: UInt8.self))
+            if n < Int(ShortLength.escape), n < buffer.count &- at {
+                offset = at &+ 1 &+ n
+                return String(decodingLogText: UnsafeRawBufferPointer(start: buffer.baseAddress! + at + 1, count: n))
+            }
+        }
+        return try shortStringSlowly()
+    }
+
+    /// `shortString` read field by field: a three-byte length, or a string
+    /// that runs past the end (thrown as before).
+    @inline(never)
+    mutating func shortStringSlowly() throws -> String {
         let n = try shortLength()
-        return String(decoding: try bytes(n), as: UTF8.self)
+        return String(decodingLogText: try bytes(n))
     }
 }
 

@@ -212,7 +212,7 @@ package struct StoredName {
     }
 
     /// The text as a String.
-    @inlinable package var string: String { withText { String(decoding: $0, as: UTF8.self) } }
+    @inlinable package var string: String { withText { String(decodingLogText: $0) } }
 
     /// Whether the name stands for `text`.
     @inlinable package func equals(text: UnsafeRawBufferPointer) -> Bool {

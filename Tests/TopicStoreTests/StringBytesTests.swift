@@ -53,4 +53,46 @@ import Testing
         }
         #expect(small > 60)
     }
+
+    /// `String(decodingLogText:)` makes a String from two words for up to 15
+    /// ASCII bytes: for every length 0–20 and wherever the bytes sit in a
+    /// buffer (with bytes on both sides that must not count), the String is
+    /// the one `String(decoding:as:)` makes: equal, with the same bytes, count,
+    /// hash, and the same answers when compared, appended to and sliced.
+    /// Bytes that are not ASCII (valid UTF-8 or not) give what it gives too.
+    @Test func aLogTextIsTheStringDecodingGives() {
+        var rng = SystemRandomNumberGenerator()
+        var cases: [[UInt8]] = [[], [0], [0x7F], Array("user.1234567".utf8), Array("é".utf8), [0xFF], [0x61, 0xC3],
+                                Array("fifteen bytes!!".utf8), Array("sixteen bytes!!!".utf8)]
+        for n in 0...20 {
+            for _ in 0..<30 { cases.append((0..<n).map { _ in UInt8.random(in: 0...0x7F, using: &rng) }) }
+            for _ in 0..<10 { cases.append((0..<n).map { _ in UInt8.random(in: 0...0xFF, using: &rng) }) }
+        }
+        for bytes in cases {
+            for offset in 0..<8 {
+                let buffer = (0..<offset).map { _ in UInt8.random(in: 0...0xFF, using: &rng) } + bytes
+                    + (0..<8).map { _ in UInt8.random(in: 0...0xFF, using: &rng) }
+                let (made, expected) = buffer.withUnsafeBytes { all in
+                    let text = UnsafeRawBufferPointer(rebasing: all[offset..<offset + bytes.count])
+                    return (String(decodingLogText: text), String(decoding: text, as: UTF8.self))
+                }
+                #expect(made == expected, "\(bytes) at offset \(offset)")
+                #expect(Array(made.utf8) == Array(expected.utf8), "\(bytes)")
+                #expect(made.utf8.count == expected.utf8.count && made.count == expected.count, "\(bytes)")
+                #expect(made.hashValue == expected.hashValue, "\(bytes)")
+                #expect(made + "x" == expected + "x", "\(bytes)")
+                #expect(made.dropFirst() == expected.dropFirst(), "\(bytes)")
+                #expect((made < "m") == (expected < "m"), "\(bytes)")
+                #expect(made.unicodeScalars.map(\.value) == expected.unicodeScalars.map(\.value), "\(bytes)")
+                if bytes.count <= 15, bytes.allSatisfy({ $0 < 0x80 }) {
+                    // Made from its words: a small string, as the standard library makes it.
+                    #expect(made.smallUTF8Words?.count == bytes.count, "\(bytes)")
+                    #expect(unsafeBitCast(made, to: (UInt64, UInt64).self) == unsafeBitCast(expected, to: (UInt64, UInt64).self),
+                            "\(bytes): the same bits as the standard library's")
+                }
+            }
+        }
+        // Empty, with no memory behind it.
+        #expect(String(decodingLogText: UnsafeRawBufferPointer(start: nil, count: 0)) == "")
+    }
 }
