@@ -68,8 +68,10 @@ extension String {
         if n <= 15, let base = bytes.baseAddress {
             let (low, high) = n >= 8 ? (base.loadUnaligned(as: UInt64.self), String.tail(base + 8, n - 8)) : (String.tail(base, n), 0)
             if (low | high) & 0x8080_8080_8080_8080 == 0 {
-                self = unsafeBitCast((UInt64(littleEndian: low), UInt64(littleEndian: high) | (0xE0 | UInt64(n)) << 56),
-                                     to: String.self)
+                // Moved out of the words' memory, owned: `unsafeBitCast` gave a borrowed
+                // String, which the caller then retained (a call, on a small string a no-op).
+                var words = (UInt64(littleEndian: low), UInt64(littleEndian: high) | (0xE0 | UInt64(n)) << 56)
+                self = withUnsafeMutableBytes(of: &words) { $0.baseAddress!.assumingMemoryBound(to: String.self).move() }
                 return
             }
         } else if n == 0 {

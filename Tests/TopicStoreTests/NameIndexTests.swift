@@ -36,6 +36,12 @@ import Testing
                     let hash = buffer.withUnsafeBytes { NameIndex.nameHash(UnsafeRawBufferPointer(rebasing: $0[offset..<offset + length])) }
                     #expect(hash == Self.referenceHash(name), "length \(length) at offset \(offset)")
                 }
+                // As a String: a small one (up to 15 bytes) is hashed from its two words.
+                let text = name.map { $0 & 0x7F }
+                let string = String(decoding: text, as: UTF8.self)
+                #expect(NameIndex.nameHash(string) == Self.referenceHash(text), "length \(length) as a String")
+                let nonASCII = "é" + String(decoding: text.prefix(max(0, length - 2)), as: UTF8.self)
+                #expect(NameIndex.nameHash(nonASCII) == Self.referenceHash(Array(nonASCII.utf8)), "\(nonASCII)")
             }
         }
     }
