@@ -36,7 +36,7 @@ import Testing
                     let hash = buffer.withUnsafeBytes { NameIndex.nameHash(UnsafeRawBufferPointer(rebasing: $0[offset..<offset + length])) }
                     #expect(hash == Self.referenceHash(name), "length \(length) at offset \(offset)")
                 }
-                // As a String: a small one (up to 15 bytes) is hashed from its two words.
+                // As a String (a small one read from a copy, a longer one in place): the same hash.
                 let text = name.map { $0 & 0x7F }
                 let string = String(decoding: text, as: UTF8.self)
                 #expect(NameIndex.nameHash(string) == Self.referenceHash(text), "length \(length) as a String")

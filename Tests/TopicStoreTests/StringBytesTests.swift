@@ -61,7 +61,7 @@ import Testing
     /// hash, and the same answers when compared, appended to and sliced.
     /// Bytes that are not ASCII (valid UTF-8 or not) give what it gives too.
     @Test func aLogTextIsTheStringDecodingGives() {
-        var rng = SystemRandomNumberGenerator()
+        var rng = SeededRandom(seed: 4)
         var cases: [[UInt8]] = [[], [0], [0x7F], Array("user.1234567".utf8), Array("é".utf8), [0xFF], [0x61, 0xC3],
                                 Array("fifteen bytes!!".utf8), Array("sixteen bytes!!!".utf8)]
         for n in 0...20 {
