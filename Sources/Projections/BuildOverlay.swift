@@ -162,33 +162,12 @@ final class NameIndex: @unchecked Sendable {
     @inline(__always)
     private static func hashEnd(_ h: UInt64, tail: UInt64) -> UInt64 { (h ^ tail) &* 0xBF58_476D_1CE4_E5B9 }
 
-    /// The last 0-7 bytes of `name`, from `i`, as a little-endian word: two
-    /// 4-byte loads that may overlap, or single bytes. A short String's bytes
-    /// are handed over as a copy just stored on the stack in two 8-byte words:
-    /// loads inside one of those words are served from the stores, where the
-    /// tail copied again (`memcpy`) and loaded as one word waited for them to
-    /// reach the cache (a quarter of looking up a list's 100 codes, perf), as
-    /// does a word load that spans both. (Byte by byte in a loop, with its
-    /// bounds checks, this cost as much as the rest of the hash.)
+    /// The last 0-7 bytes of `name`, from `i`, as a little-endian word
+    /// (`littleEndianTail`, which says why it reads them as it does).
     @inline(__always)
     private static func tail(_ name: UnsafeRawBufferPointer, from i: Int) -> UInt64 {
         guard let base = name.baseAddress else { return 0 }
-        return tail(base + i, name.count - i)
-    }
-
-    /// The `n` (0-7) bytes at `p` as a little-endian word, read as `tail(_:from:)` reads them.
-    @inline(__always)
-    private static func tail(_ p: UnsafeRawPointer, _ n: Int) -> UInt64 {
-        guard n > 0 else { return 0 }
-        if n >= 4 {
-            let low = UInt64(UInt32(littleEndian: p.loadUnaligned(as: UInt32.self)))
-            let high = UInt64(UInt32(littleEndian: p.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self)))
-            return low | high << (8 * (n - 4))
-        }
-        var t = UInt64(p.load(as: UInt8.self))
-        if n > 1 { t |= UInt64(p.load(fromByteOffset: 1, as: UInt8.self)) << 8 }
-        if n > 2 { t |= UInt64(p.load(fromByteOffset: 2, as: UInt8.self)) << 16 }
-        return t
+        return (base + i).littleEndianTail(name.count - i)
     }
 
     /// Names of at most this many bytes are compared as two words (`shortWords`).
@@ -197,10 +176,10 @@ final class NameIndex: @unchecked Sendable {
     /// The `n` ≤ 16 bytes at `p` as two little-endian words, zero beyond the
     /// name: two names of the same length are equal when their words are.
     /// Read only within the name's bytes, and, for a short String's copy on the
-    /// stack, inside the two words it was stored as (see `tail`).
+    /// stack, inside the two words it was stored as (`littleEndianWords`).
     @inline(__always)
     static func shortWords(_ p: UnsafeRawPointer, _ n: Int) -> (UInt64, UInt64) {
-        n >= 8 ? (UInt64(littleEndian: p.loadUnaligned(as: UInt64.self)), tail(p + 8, n - 8)) : (tail(p, n), 0)
+        p.littleEndianWords(n)
     }
 
     /// Whether the `name.count` bytes at `p` are `name`'s. Two words compared

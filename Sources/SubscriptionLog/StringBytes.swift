@@ -67,11 +67,11 @@ extension String {
         #if _pointerBitWidth(_64) && _endian(little)
         let n = bytes.count
         if n <= 15, let base = bytes.baseAddress {
-            let (low, high) = n >= 8 ? (base.loadUnaligned(as: UInt64.self), String.tail(base + 8, n - 8)) : (String.tail(base, n), 0)
+            let (low, high) = base.littleEndianWords(n)
             if (low | high) & 0x8080_8080_8080_8080 == 0 {
                 // Moved out of the words' memory, owned: `unsafeBitCast` gave a borrowed
                 // String, which the caller then retained (a call, on a small string a no-op).
-                var words = (UInt64(littleEndian: low), UInt64(littleEndian: high) | (0xE0 | UInt64(n)) << 56)
+                var words = (low, high | (0xE0 | UInt64(n)) << 56)
                 self = withUnsafeMutableBytes(of: &words) { $0.baseAddress!.assumingMemoryBound(to: String.self).move() }
                 return
             }
@@ -89,20 +89,38 @@ extension String {
     init(decodingLongerLogText bytes: UnsafeRawBufferPointer) {
         self = String(decoding: bytes, as: UTF8.self)
     }
+}
 
-    /// The `n` (0-7) bytes at `p` as a little-endian word, zero above them,
-    /// read within them (two 4-byte loads that may overlap, or single bytes).
+extension UnsafeRawPointer {
+    /// The `n` ≤ 16 bytes here as two little-endian words, zero beyond them:
+    /// two runs of bytes of the same length are equal when their words are.
+    /// Read only within the bytes (see `littleEndianTail`). What the name
+    /// tables hash and compare a short name as (`NameIndex.shortWords`) and
+    /// what a small String holds (`String(decodingLogText:)`).
     @inlinable @inline(__always)
-    @usableFromInline static func tail(_ p: UnsafeRawPointer, _ n: Int) -> UInt64 {
+    package func littleEndianWords(_ n: Int) -> (UInt64, UInt64) {
+        n >= 8 ? (UInt64(littleEndian: loadUnaligned(as: UInt64.self)), (self + 8).littleEndianTail(n - 8)) : (littleEndianTail(n), 0)
+    }
+
+    /// The `n` (0-7) bytes here as a little-endian word, zero above them: two
+    /// 4-byte loads that may overlap, or single bytes, all within the bytes. A
+    /// short String's bytes are handed over as a copy just stored on the stack
+    /// in two 8-byte words: loads inside one of those words are served from the
+    /// stores, where the bytes copied again (`memcpy`) and loaded as one word
+    /// waited for them to reach the cache (a quarter of looking up a list's 100
+    /// codes, perf), as does a word load that spans both. (Byte by byte in a
+    /// loop, with its bounds checks, this cost as much as the rest of the hash.)
+    @inlinable @inline(__always)
+    package func littleEndianTail(_ n: Int) -> UInt64 {
+        guard n > 0 else { return 0 }
         if n >= 4 {
-            let low = UInt64(UInt32(littleEndian: p.loadUnaligned(as: UInt32.self)))
-            let high = UInt64(UInt32(littleEndian: p.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self)))
+            let low = UInt64(UInt32(littleEndian: loadUnaligned(as: UInt32.self)))
+            let high = UInt64(UInt32(littleEndian: loadUnaligned(fromByteOffset: n - 4, as: UInt32.self)))
             return low | high << (8 * (n - 4))
         }
-        var t: UInt64 = 0
-        if n > 0 { t = UInt64(p.load(as: UInt8.self)) }
-        if n > 1 { t |= UInt64(p.load(fromByteOffset: 1, as: UInt8.self)) << 8 }
-        if n > 2 { t |= UInt64(p.load(fromByteOffset: 2, as: UInt8.self)) << 16 }
+        var t = UInt64(load(as: UInt8.self))
+        if n > 1 { t |= UInt64(load(fromByteOffset: 1, as: UInt8.self)) << 8 }
+        if n > 2 { t |= UInt64(load(fromByteOffset: 2, as: UInt8.self)) << 16 }
         return t
     }
 }
