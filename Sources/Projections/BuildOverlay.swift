@@ -423,45 +423,37 @@ final class NameIndex: @unchecked Sendable {
         old.deallocate()
     }
 
-    /// A used slot with the first 16 bytes of its name as two big-endian
-    /// words: most comparisons of the sort end there, without touching the arena.
-    private struct SortItem {
-        var pid: UInt32
-        var slot: UInt32
-        var high: UInt64
-        var low: UInt64
-    }
-
     /// The used slots in the order of their `topic_codes` keys in the form
     /// `form` (big-endian pid first, then, length first, the length, then
-    /// the bytes, a prefix before its extensions).
+    /// the bytes, a prefix before its extensions). Sorted by radix
+    /// (`sortByWords`) on the project and (length first) the length as one
+    /// word, then the first 16 bytes of the name as two big-endian words;
+    /// only names that share those read the rest of their bytes.
     func sortedSlots(_ form: ProjectionTables.TopicCodeOrder) -> [Slot] {
-        var items: [SortItem] = []
+        var items: [WordKeyed] = []
         items.reserveCapacity(count)
         let a = nameArena, slots = UnsafeBufferPointer(slots)
+        let lengthFirst = form == .byLength
         for (i, s) in slots.enumerated() where s.state != 0 {
             var prefix = (UInt64(0), UInt64(0))
             withUnsafeMutableBytes(of: &prefix) { p in
                 let n = min(16, Int(s.length))
                 if n > 0 { p.baseAddress!.copyMemory(from: a.baseAddress! + Int(s.offset), byteCount: n) }
             }
-            items.append(SortItem(pid: s.pid, slot: UInt32(i), high: UInt64(bigEndian: prefix.0), low: UInt64(bigEndian: prefix.1)))
+            let head = UInt64(s.pid) << 32 | (lengthFirst ? UInt64(s.length) : 0)
+            items.append(WordKeyed(w0: head, w1: UInt64(bigEndian: prefix.0), w2: UInt64(bigEndian: prefix.1),
+                                   payload: UInt64(s.length) << 32 | UInt64(i)))
         }
         let base = a.baseAddress
-        let lengthFirst = form == .byLength
-        items.sort { l, r in
-            if l.pid != r.pid { return l.pid < r.pid }
-            if lengthFirst, slots[Int(l.slot)].length != slots[Int(r.slot)].length {
-                return slots[Int(l.slot)].length < slots[Int(r.slot)].length
-            }
-            if l.high != r.high { return l.high < r.high }
-            if l.low != r.low { return l.low < r.low }
-            let x = slots[Int(l.slot)], y = slots[Int(r.slot)]
-            let n = min(Int(x.length), Int(y.length))
-            let c = n == 0 ? 0 : memcmp(base! + Int(x.offset), base! + Int(y.offset), n)
-            return c != 0 ? c < 0 : x.length < y.length
+        // Names whose first 16 bytes are the same: the rest of their bytes, then the shorter first.
+        items.sortByWords { l, r in
+            let ln = Int(l.payload >> 32), rn = Int(r.payload >> 32), n = min(ln, rn)
+            guard n > 16 else { return ln < rn }
+            let x = slots[Int(UInt32(truncatingIfNeeded: l.payload))], y = slots[Int(UInt32(truncatingIfNeeded: r.payload))]
+            let c = memcmp(base! + Int(x.offset) + 16, base! + Int(y.offset) + 16, n - 16)
+            return c != 0 ? c < 0 : ln < rn
         }
-        return items.map { slots[Int($0.slot)] }
+        return items.map { slots[Int(UInt32(truncatingIfNeeded: $0.payload))] }
     }
 
     /// Calls `body` with each entry's `topic_codes` key in the form `form`
