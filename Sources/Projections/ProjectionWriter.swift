@@ -553,16 +553,18 @@ public final class ProjectionWriter {
         }
     }
 
-    /// The record of topic `key` as stored: without its project's newest slice when it leaves that out.
-    private func storedForm(_ key: TopicKey, _ record: TopicRecord, newest: [UInt32: UInt16]) throws -> TopicRecord {
-        guard PostingChunk.omitsNewest(key.topic, topicLayout), let last = record.slices.last else { return record }
-        guard let h = newest[key.pid] else {
+    /// Whether topic `key`'s record is stored without its last slice: when
+    /// the topic leaves its project's newest slice out and that is its last.
+    /// `newest` is what `prepareTopicWrites` found; the lookup is skipped
+    /// while the topics come project by project (`newestOfProject`).
+    private func omitsLastSlice(_ key: TopicKey, _ record: borrowing TopicRecord, newest: [UInt32: UInt16],
+                                _ newestOfProject: inout (pid: UInt32, slice: UInt16?)?) throws -> Bool {
+        guard PostingChunk.omitsNewest(key.topic, topicLayout), let last = record.slices.last else { return false }
+        if newestOfProject?.pid != key.pid { newestOfProject = (key.pid, newest[key.pid]) }
+        guard let h = newestOfProject?.slice else {
             throw ProjectionCorruption(place: "topics/\(key.pid)/\(key.topic)", reason: "a topic with postings in a project without devices")
         }
-        guard last == h else { return record }
-        var stored = record
-        stored.slices.removeLast()
-        return stored
+        return last == h
     }
 
     /// The slot of a topic the cache holds. A build finds it by topic id in an
@@ -1061,11 +1063,14 @@ public final class ProjectionWriter {
         // searching the tree from its root for every key (the slots are in
         // hash order; sorting a batch's few thousand is cheap by comparison).
         let topicSlots = dirtyTopics.sorted { Self.ascending(topics.keys[$0], topics.keys[$1]) }
+        var newestOfProject: (pid: UInt32, slice: UInt16?)? = nil
         try txn.withCursor(tables.topics) { cursor in
             for slot in topicSlots where topics.values[slot].dirty {  // (a slot listed twice goes once)
                 let key = topics.keys[slot]
                 if topicCache != nil { topicChanges.append(UInt64(key.pid) << 32 | UInt64(key.topic)) }
-                let record = try storedForm(key, topics.values[slot].value, newest: newest).encoded(storingCount: topicLayout == .legacy)
+                let held = topics.values[slot].value
+                let omits = try omitsLastSlice(key, held, newest: newest, &newestOfProject)
+                let record = held.encoded(storingCount: topicLayout == .legacy, omittingLastSlice: omits)
                 topics.values[slot].dirty = false
                 try Keys.withPair(key.pid, key.topic) { k in
                     try record.withUnsafeBytes { v in try cursor.put(k, v) }
@@ -1354,13 +1359,18 @@ extension ProjectionWriter {
         // A build's topics are indexed by id: read in that order, they need no sort.
         let topicSlots = build.topicSlotsInKeyOrder().filter { topics.values[$0].dirty }
         try txn.withCursor(tables.topics) { cursor in
+            var newestOfProject: (pid: UInt32, slice: UInt16?)? = nil
+            let storingCount = topicLayout == .legacy
             for slot in topicSlots {
                 let k = topics.keys[slot]
-                let record = try storedForm(k, topics.values[slot].value, newest: newest)
-                let size = record.encodedSize(storingCount: topicLayout == .legacy)
+                // (Taken once: each use of `topics.values[slot]` copied the
+                // record, its strings and slices retained and released.)
+                let record = topics.values[slot].value
+                let omits = try omitsLastSlice(k, record, newest: newest, &newestOfProject)
+                let size = record.encodedSizeBound()
                 if value.count < size { value = [UInt8](repeating: 0, count: max(size, 2 * value.count)) }
                 try value.withUnsafeMutableBytes { vb in
-                    let written = record.encode(into: vb.baseAddress!, storingCount: topicLayout == .legacy)
+                    let written = record.encode(into: vb.baseAddress!, storingCount: storingCount, omittingLastSlice: omits)
                     try pairKey(k.pid, k.topic) { kb in
                         try cursor.put(kb, UnsafeRawBufferPointer(rebasing: vb[0..<written]), flags: append)
                     }

@@ -313,28 +313,46 @@ public struct TopicRecord: Sendable, Hashable {
     static let countFlag: UInt8 = 4, unchangedFlag: UInt8 = 8
     static let form2Flags: UInt8 = form2Flag | singleFlag | titleIsCodeFlag | countFlag | unchangedFlag
 
-    /// The stored record; without `storingCount` (the compact layout), it stores no subscriber count.
-    func encoded(storingCount: Bool = true) -> [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: encodedSize(storingCount: storingCount)) { buffer, initialized in
-            initialized = encode(into: UnsafeMutableRawPointer(buffer.baseAddress!), storingCount: storingCount)
+    /// The stored record; without `storingCount` (the compact layout), it
+    /// stores no subscriber count; with `omittingLastSlice`, the last of its
+    /// slices is left out (a record that leaves its project's newest slice out).
+    func encoded(storingCount: Bool = true, omittingLastSlice: Bool = false) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: encodedSize(storingCount: storingCount, omittingLastSlice: omittingLastSlice)) { buffer, initialized in
+            initialized = encode(into: UnsafeMutableRawPointer(buffer.baseAddress!), storingCount: storingCount,
+                                 omittingLastSlice: omittingLastSlice)
         }
     }
 
-    /// The length of `encoded(storingCount:)`.
-    func encodedSize(storingCount: Bool = true) -> Int {
+    /// The length of `encoded(storingCount:omittingLastSlice:)`.
+    func encodedSize(storingCount: Bool = true, omittingLastSlice: Bool = false) -> Int {
         let codeCount = code.utf8.count
         var size = 1 + (storingCount ? 4 : 0) + Varint.size(createdSeq)
         if lastChangeSeq != createdSeq { size += Varint.size(lastChangeSeq) }
         size += Varint.size(UInt64(codeCount)) + codeCount
         if title != code { size += Varint.size(UInt64(title.utf8.count)) + title.utf8.count }
-        return size + Varint.size(UInt64(slices.count)) + 2 * slices.count
+        let sliceCount = storedSliceCount(omittingLastSlice)
+        return size + Varint.size(UInt64(sliceCount)) + 2 * sliceCount
+    }
+
+    /// At least `encodedSize(storingCount:omittingLastSlice:)`, without
+    /// comparing the title with the code: room to encode into.
+    func encodedSizeBound() -> Int {
+        1 + 4 + 3 * 10 + code.utf8.count + 10 + title.utf8.count + 10 + 2 * slices.count
+    }
+
+    @inline(__always)
+    private func storedSliceCount(_ omittingLastSlice: Bool) -> Int {
+        omittingLastSlice && !slices.isEmpty ? slices.count - 1 : slices.count
     }
 
     /// Writes the encoded record at `p` (which has room for `encodedSize`
-    /// bytes) and returns its length: a build writes a million topics, and
-    /// appending field by field to an array took most of the write-out's time
-    /// for them (as for `DeviceRecord.encode(into:)`).
-    func encode(into p: UnsafeMutableRawPointer, storingCount: Bool = true) -> Int {
+    /// bytes, or `encodedSizeBound`) and returns its length: a build writes a
+    /// million topics, and appending field by field to an array took most of
+    /// the write-out's time for them (as for `DeviceRecord.encode(into:)`).
+    /// Encoded from the record where it is held: a copy without its last
+    /// slice, and that copy's slices array, cost ~400 instructions a topic of
+    /// a rebuild's write-out (callgrind).
+    func encode(into p: UnsafeMutableRawPointer, storingCount: Bool = true, omittingLastSlice: Bool = false) -> Int {
         let titleIsCode = title == code
         var flags = Self.form2Flag
         if single { flags |= Self.singleFlag }
@@ -351,10 +369,13 @@ public struct TopicRecord: Sendable, Hashable {
         if lastChangeSeq != createdSeq { Varint.write(lastChangeSeq, at: p, &at) }
         Self.storeText(code, at: p, &at)
         if !titleIsCode { Self.storeText(title, at: p, &at) }
-        Varint.write(UInt64(slices.count), at: p, &at)
-        for s in slices {
-            p.storeBytes(of: s.bigEndian, toByteOffset: at, as: UInt16.self)
-            at += 2
+        let sliceCount = storedSliceCount(omittingLastSlice)
+        Varint.write(UInt64(sliceCount), at: p, &at)
+        slices.withUnsafeBufferPointer { slices in
+            for i in 0..<sliceCount {
+                p.storeBytes(of: slices[i].bigEndian, toByteOffset: at, as: UInt16.self)
+                at += 2
+            }
         }
         return at
     }

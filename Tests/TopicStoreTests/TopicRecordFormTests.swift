@@ -56,6 +56,29 @@ import TopicStore
         return record
     }
 
+    /// A record that leaves its last slice out (its project's newest) is encoded
+    /// where it is held, as a copy without that slice encodes; its size is what
+    /// `encodedSize` says, and never more than `encodedSizeBound`, the room
+    /// the write-out makes for it.
+    @Test func aRecordWithoutItsLastSliceEncodesAsACopyWithoutIt() {
+        var rng = SeededRandom(seed: 9)
+        for i in 0..<3_000 {
+            let record = Self.randomRecord(&rng)
+            let storingCount = i % 2 == 0
+            var copy = record
+            if !copy.slices.isEmpty { copy.slices.removeLast() }
+            let expected = copy.encoded(storingCount: storingCount)
+            #expect(record.encoded(storingCount: storingCount, omittingLastSlice: true) == expected)
+            #expect(record.encodedSize(storingCount: storingCount, omittingLastSlice: true) == expected.count)
+            let bound = record.encodedSizeBound()
+            #expect(record.encodedSize(storingCount: storingCount) <= bound)
+            let written = [UInt8](unsafeUninitializedCapacity: bound) { buffer, initialized in
+                initialized = record.encode(into: buffer.baseAddress!, storingCount: storingCount, omittingLastSlice: true)
+            }
+            #expect(written == expected)
+        }
+    }
+
     /// Both forms decode to the same record (form 2 without a count decodes with 0 subscribers,
     /// as form 1 stores 0 in the compact layout), in place as in full, and form 2 takes the size it says.
     @Test func recordsOfBothFormsDecode() throws {
