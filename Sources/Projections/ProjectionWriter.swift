@@ -576,7 +576,7 @@ public final class ProjectionWriter {
         return topics.slot(of: key)
     }
 
-    private func addTopic(_ key: TopicKey, _ value: Cached<TopicRecord>) -> Int {
+    private func addTopic(_ key: TopicKey, _ value: consuming Cached<TopicRecord>) -> Int {
         guard let b = unretainedBuild else { return topics.insert(key, value) }
         let slot = topics.appendUnindexed(key, value)
         b._withUnsafeGuaranteedRef { $0.setTopicSlot(key.pid, key.topic, slot) }
@@ -584,7 +584,8 @@ public final class ProjectionWriter {
     }
 
     /// Creates topic `tid` with its code index entry; returns its slot.
-    func createTopic(_ pid: UInt32, _ tid: UInt32, _ record: TopicRecord, _ txn: borrowing Transaction) throws -> Int {
+    /// (`record` is taken: it goes into the cache without a copy.)
+    func createTopic(_ pid: UInt32, _ tid: UInt32, _ record: consuming TopicRecord, _ txn: borrowing Transaction) throws -> Int {
         if withBuildCodes({ $0.set(pid, record.code, tid) }) == nil {
             // No build (the live path): the code goes to its table.
             let put: Void? = try Keys.withCode(pid, record.code, codeOrder) { k in

@@ -46,7 +46,7 @@ struct SlotTable<Key: SlotKey, Value> {
 
     /// Adds `key` (which must not be present) and returns its slot.
     @discardableResult
-    mutating func insert(_ key: Key, _ value: Value) -> Int {
+    mutating func insert(_ key: Key, _ value: consuming Value) -> Int {
         if (keys.count + 1) * 2 > index.count { grow() }
         let slot = keys.count
         keys.append(key)
@@ -65,7 +65,9 @@ struct SlotTable<Key: SlotKey, Value> {
     /// Adds `key` with `value` without indexing it: `slot(of:)` will not find
     /// it, so the caller must find its slots another way (a build's
     /// memberships, found by device ordinal). Never mix with `insert`.
-    mutating func appendUnindexed(_ key: Key, _ value: Value) -> Int {
+    /// (`value` is taken, not copied: a topic's record was copied on its way
+    /// in, its strings retained, then the caller's released.)
+    mutating func appendUnindexed(_ key: Key, _ value: consuming Value) -> Int {
         keys.append(key)
         values.append(value)
         return keys.count - 1
