@@ -335,7 +335,10 @@ public struct TopicRecord: Sendable, Hashable {
     }
 
     /// At least `encodedSize(storingCount:omittingLastSlice:)`, without
-    /// comparing the title with the code: room to encode into.
+    /// comparing the title with the code: room to encode into. The flags, the
+    /// count, varints of at most 10 bytes (the two sequences, the code's
+    /// length, the title's length, the slice count), the code, the title and
+    /// 2 bytes a slice.
     func encodedSizeBound() -> Int {
         1 + 4 + 3 * 10 + code.utf8.count + 10 + title.utf8.count + 10 + 2 * slices.count
     }
