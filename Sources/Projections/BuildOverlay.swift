@@ -383,24 +383,44 @@ final class NameIndex: @unchecked Sendable {
 
     /// Sets `name` to `value`, or removes it (a tombstone) when `value` is nil.
     func set(_ pid: UInt32, _ name: String, _ value: UInt32?) {
+        // A small string (a per-user topic's code) is read from the String
+        // value, as `lookup` reads it: through `withUTF8Bytes` its words were
+        // stored on the stack and read back, and its bytes hashed again.
+        if let (words, n) = name.smallUTF8Words, n <= Self.inlineName {
+            let tag = Self.shortTag(pid, words, n)
+            let (found, b) = Self.find(UnsafeBufferPointer(slots), pid, tag, length: n, inline: words)
+            withUnsafeBytes(of: words) { bytes in
+                put(pid, UnsafeRawBufferPointer(rebasing: bytes[0..<n]), value, tag: tag, words: words, found: found, at: b)
+            }
+            return
+        }
         name.withUTF8Bytes { bytes in
-            precondition(bytes.count <= Int(UInt16.max) && arenaCount + bytes.count <= Int(UInt32.max), "name index full")
             let hash = Self.hash(pid, bytes)
             let (found, b) = find(pid, bytes, hash)
-            if found {
-                slots[b].value = value ?? 0
-                slots[b].state = value == nil ? 2 : 1
-                return
-            }
             var words = (UInt64(0), UInt64(0))
             if bytes.count <= Self.inlineName, let base = bytes.baseAddress { words = Self.shortWords(base, bytes.count) }
-            slots[b] = Slot(low: words.0, high: UInt32(truncatingIfNeeded: words.1), offset: UInt32(arenaCount),
-                            value: value ?? 0, tag: Self.tag(hash), pid: pid, length: UInt16(bytes.count),
-                            state: value == nil ? 2 : 1)
-            appendName(bytes)
-            count += 1
-            if count * 2 > slots.count { grow() }
+            put(pid, bytes, value, tag: Self.tag(hash), words: words, found: found, at: b)
         }
+    }
+
+    /// `set`'s write into slot `b`, which `find` said holds `bytes` (`found`)
+    /// or is where they go; `words` are their `shortWords` when they are
+    /// held in the slot (at most `inlineName` bytes), else zero.
+    @inline(__always)
+    private func put(_ pid: UInt32, _ bytes: UnsafeRawBufferPointer, _ value: UInt32?, tag: UInt32,
+                     words: (UInt64, UInt64), found: Bool, at b: Int) {
+        precondition(bytes.count <= Int(UInt16.max) && arenaCount + bytes.count <= Int(UInt32.max), "name index full")
+        if found {
+            slots[b].value = value ?? 0
+            slots[b].state = value == nil ? 2 : 1
+            return
+        }
+        slots[b] = Slot(low: words.0, high: UInt32(truncatingIfNeeded: words.1), offset: UInt32(arenaCount),
+                        value: value ?? 0, tag: tag, pid: pid, length: UInt16(bytes.count),
+                        state: value == nil ? 2 : 1)
+        appendName(bytes)
+        count += 1
+        if count * 2 > slots.count { grow() }
     }
 
     /// Makes room for `names` names without growing on the way.

@@ -84,6 +84,12 @@ import Testing
             index.lookupEach(pid, names) { n, answer in order.append(n); each.append(answer.flatMap { $0 }); return true }
             #expect(each == names.map { model[key(pid, $0)] })
             #expect(order == Array(names.indices))
+            // The same names as bytes (a request's list): a small String is set
+            // from its words and a packed name looked up from its bytes, and
+            // both must reach the same slot.
+            var packed: [UInt32?] = []
+            index.lookupEach(pid, packed: names) { _, answer in packed.append(answer.flatMap { $0 }); return true }
+            #expect(packed == names.map { model[key(pid, $0)] })
             let stop = NameIndex.lookaheadGroup + 3
             order = []
             index.lookupEach(pid, names) { n, _ in order.append(n); return n < stop }
@@ -245,6 +251,14 @@ extension NameIndex {
         withoutActuallyEscaping(body) { body in
             var visitor = ClosureVisitor(body: body)
             names.withUnsafeBufferPointer { lookupEach(pid, StringNames(strings: $0), &visitor) }
+        }
+    }
+
+    /// `lookupEach` of the names as a request's list carries them: bytes, packed.
+    func lookupEach(_ pid: UInt32, packed names: [String], _ body: (Int, UInt32??) -> Bool) {
+        withoutActuallyEscaping(body) { body in
+            var visitor = ClosureVisitor(body: body)
+            TopicCodeList(names).withNames { lookupEach(pid, $0, &visitor) }
         }
     }
 }
