@@ -50,20 +50,17 @@ public enum Fold {
                 try writer.putDevice(deviceID: deviceID, token: token, platform: platform, tokenTime: timestamp, pid, ordinal, txn)
                 break
             }
-            var device = try writer.device(pid, ordinal, txn)
-            if let old = device.token, old != token {
-                writer.unindexToken(pid, old, ordinal: ordinal)
+            // The record takes the token, the platform and the time, and loses any rejection;
+            // what it held before is undone: the old token's filing and its platform's live bit.
+            let held = try writer.replaceToken(pid, ordinal, with: token, platform: platform, tokenTime: timestamp, txn)
+            if case .other(let oldHash) = held.token {
+                writer.unindexToken(pid, hash: oldHash, ordinal: ordinal)
             }
-            if let p = device.platform, device.state == .live, p != platform {
+            if let p = held.platform, held.live, p != platform {
                 try writer.setBit(pid, ProjectionTables.BuiltIn.live(p), ordinal, false, txn)
             }
-            if device.token != token { writer.indexToken(pid, token, ordinal: ordinal) }
-            device.token = token
-            device.platform = platform
-            device.tokenTime = timestamp
-            device.rejectedAt = nil
+            if held.token != .same { writer.indexToken(pid, token, ordinal: ordinal) }
             try writer.setBit(pid, ProjectionTables.BuiltIn.live(platform), ordinal, true, txn)
-            try writer.put(device: device, pid, ordinal, txn)
 
         case .register(let deviceID, let specs):
             let (ordinal, _) = try deviceOrdinal(pid, deviceID, &project, writer, txn)

@@ -743,6 +743,11 @@ public final class ProjectionWriter {
         directory.remove(.token, pid, hash: hash(.token, pid, token), ordinal: ordinal)
     }
 
+    /// `unindexToken` of the token whose `OrdinalIndex.hash` is `hash` (`HeldToken`).
+    func unindexToken(_ pid: UInt32, hash: UInt64, ordinal: UInt32) {
+        directory.remove(.token, pid, hash: hash, ordinal: ordinal)
+    }
+
     /// The name the event's last lookup of a device_id or of a token looked
     /// for: its project, the String's two words and its `OrdinalIndex.hash`.
     /// The fold files or unfiles a device under the name it has just looked
@@ -785,6 +790,29 @@ public final class ProjectionWriter {
             throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "indexed device is missing")
         }
         return device
+    }
+
+    /// Gives device `ordinal` `token` on `platform` from `tokenTime`, with no
+    /// rejection, keeping its device_id, and returns what it held before
+    /// (the fold's token change, whose rules take it from there). A build
+    /// changes the record's bytes where it holds them (`BuildDevices.replaceToken`).
+    func replaceToken(_ pid: UInt32, _ ordinal: UInt32, with token: String, platform: Platform, tokenTime: Int64,
+                      _ txn: borrowing Transaction) throws -> HeldToken {
+        if let replaced = try withBuildDevices({ try $0.replaceToken(pid, ordinal, with: token, platform: platform, tokenTime: tokenTime) }) ?? nil {
+            guard let held = replaced else {
+                throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "indexed device was deleted")
+            }
+            return held
+        }
+        var device = try self.device(pid, ordinal, txn)
+        var held = HeldToken(platform: device.platform, live: device.state == .live, token: .none)
+        if let old = device.token { held.token = old == token ? .same : .other(hash: hash(.token, pid, old)) }
+        device.token = token
+        device.platform = platform
+        device.tokenTime = tokenTime
+        device.rejectedAt = nil
+        try put(device: device, pid, ordinal, txn)
+        return held
     }
 
     func deleteDevice(_ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {

@@ -151,17 +151,24 @@ public struct DeviceRecord: Sendable, Hashable {
     @inline(__always)
     static func encodeText(deviceID: String, token: String?, platform: Platform?, tokenTime: Int64, rejectedAt: Int64?,
                            into p: UnsafeMutableRawPointer) {
-        p.storeBytes(of: (token != nil ? hasTokenFlag : 0) | (rejectedAt != nil ? rejectedFlag : 0), as: UInt8.self)
-        p.storeBytes(of: platform?.rawValue ?? 0, toByteOffset: 1, as: UInt8.self)
-        p.storeBytes(of: UInt64(bitPattern: tokenTime).bigEndian, toByteOffset: 2, as: UInt64.self)
-        p.storeBytes(of: UInt64(bitPattern: rejectedAt ?? 0).bigEndian, toByteOffset: 10, as: UInt64.self)
+        encodeTextHead(hasToken: token != nil, platform: platform, tokenTime: tokenTime, rejectedAt: rejectedAt, into: p)
         let idCount = storeText(deviceID, at: p + 18)
         if let token { _ = storeText(token, at: p + 20 + idCount) } else { storeText(count: 0, at: p + 20 + idCount) }
     }
 
+    /// The first 18 bytes of `encodeText`: flags, platform and the two times.
+    @inline(__always)
+    static func encodeTextHead(hasToken: Bool, platform: Platform?, tokenTime: Int64, rejectedAt: Int64?,
+                               into p: UnsafeMutableRawPointer) {
+        p.storeBytes(of: (hasToken ? hasTokenFlag : 0) | (rejectedAt != nil ? rejectedFlag : 0), as: UInt8.self)
+        p.storeBytes(of: platform?.rawValue ?? 0, toByteOffset: 1, as: UInt8.self)
+        p.storeBytes(of: UInt64(bitPattern: tokenTime).bigEndian, toByteOffset: 2, as: UInt64.self)
+        p.storeBytes(of: UInt64(bitPattern: rejectedAt ?? 0).bigEndian, toByteOffset: 10, as: UInt64.self)
+    }
+
     /// A u16 length and the UTF-8 bytes at `p`; returns the bytes' count.
     @inline(__always)
-    private static func storeText(_ s: String, at p: UnsafeMutableRawPointer) -> Int {
+    static func storeText(_ s: String, at p: UnsafeMutableRawPointer) -> Int {
         s.withUTF8Bytes { t in
             storeText(count: t.count, at: p)
             if t.count > 0 { (p + 2).copyMemory(from: t.baseAddress!, byteCount: t.count) }
@@ -287,6 +294,23 @@ public struct DeviceRecord: Sendable, Hashable {
         return Fields(live: flags & 3 == 1, hasToken: flags & 1 != 0, platform: b[1], tokenTime: tokenTime,
                       rejectedAt: rejectedAt, deviceID: id, token: token)
     }
+}
+
+/// What a device held before a token change (`ProjectionWriter.replaceToken`):
+/// what the fold undoes of it.
+struct HeldToken: Equatable {
+    enum Token: Equatable {
+        /// It had no token.
+        case none
+        /// It held the new token already (live or rejected).
+        case same
+        /// It held another token: that token's `OrdinalIndex.hash`, to unfile it.
+        case other(hash: UInt64)
+    }
+    var platform: Platform?
+    /// Its token was live (held and not rejected).
+    var live: Bool
+    var token: Token
 }
 
 /// A topic of a project.

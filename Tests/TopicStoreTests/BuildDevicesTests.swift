@@ -53,9 +53,9 @@ import Testing
         }
     }
 
-    /// Random puts (longer, shorter, of the same length), deletes and reads
-    /// over three projects, against a dictionary; then the write-out's order
-    /// and bytes.
+    /// Random puts (longer, shorter, of the same length), token changes,
+    /// deletes and reads over three projects, against a dictionary; then the
+    /// write-out's order and bytes.
     @Test func heldRecordsFollowAModel() throws {
         var rng = SeededRandom(seed: 12)
         let devices = BuildDevices(reserving: 64)  // grows many times
@@ -74,6 +74,22 @@ import Testing
                 if let old = model[key], let old { record.deviceID = old.deviceID }
                 devices.put(record, key.pid, key.ordinal)
                 model[key] = .some(record)
+            case 6, 7:
+                // A token change: a new token (longer or shorter: in place or appended) or the one held.
+                let token = rng.int(4) == 0 ? (model[key]??.token ?? "") : DeviceRecordFormTests.randomName(&rng)
+                let platform: Platform = rng.int(2) == 0 ? .ios : .android
+                let time = Int64(rng.int(1 << 40))
+                let held = try devices.replaceToken(key.pid, key.ordinal, with: token, platform: platform, tokenTime: time)
+                switch model[key] {
+                case .none: #expect(held == nil, "\(key) at step \(step)")
+                case .some(.none): #expect(held == .some(nil), "\(key) at step \(step)")
+                case .some(.some(var r)):
+                    let expected = HeldToken(platform: r.platform, live: r.state == .live,
+                                             token: r.token.map { $0 == token ? .same : .other(hash: OrdinalIndex.hash(key.pid, $0)) } ?? .none)
+                    #expect(held == .some(expected), "\(key) at step \(step)")
+                    (r.token, r.platform, r.tokenTime, r.rejectedAt) = (token, platform, time, nil)
+                    model[key] = .some(r)
+                }
             default:
                 let held = try devices.record(key.pid, key.ordinal)
                 #expect(held == model[key], "\(key) at step \(step)")
