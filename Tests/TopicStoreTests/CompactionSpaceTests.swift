@@ -80,12 +80,32 @@ import TopicStore
         return (first.horizon, cut)
     }
 
+    /// A copy of `compactedStore(in:)` at `data`. The store is made once, and
+    /// each of the sixteen cases below compacts its own copy: made for each,
+    /// it was most of the suite's 98 s, which runs serialized and was the last
+    /// to finish in CI.
+    static func copyOfCompactedStore(at data: String) throws -> (horizon: UInt64, cut: Int64) {
+        let made = try template.get()
+        try FileManager.default.copyItem(atPath: made.data, toPath: data)
+        return (made.horizon, made.cut)
+    }
+
+    private static let template = Result { () throws -> (data: String, horizon: UInt64, cut: Int64) in
+        let root = templateRoot()
+        // A static is never deinitialized: the directory goes when the test process exits.
+        atexit { try? FileManager.default.removeItem(atPath: CompactionSpaceTests.templateRoot()) }
+        let made = try compactedStore(in: root + "/data")
+        return (root + "/data", made.horizon, made.cut)
+    }
+
+    private static func templateRoot() -> String { NSTemporaryDirectory() + "compact-template-\(getpid())" }
+
     /// A run that does not fit is refused before it writes anything, naming what it
     /// needs and what is free, and what to do; it runs once there is room.
     @Test(.enabled(if: SmallFilesystem.canMount, reason)) func aRunThatDoesNotFitIsRefusedAndChangesNothing() throws {
         let fs = try SmallFilesystem(megabytes: 160)
         let data = fs.sub("data")
-        let (horizon, cut) = try Self.compactedStore(in: data)
+        let (horizon, cut) = try Self.copyOfCompactedStore(at: data)
         let options = compactionOptions(keepingFrom: cut, archive: fs.sub("archive"))
         let plan = try Compactor.run(directory: data, options: { var o = options; o.dryRun = true; return o }())
         #expect(plan.space.needed > 0 && plan.space.fits, "\(plan.space)")
@@ -184,7 +204,7 @@ import TopicStore
     func aDiskThatFillsUpDuringAPhaseLeavesNothingBehind(_ step: String) throws {
         let fs = try SmallFilesystem(megabytes: 160)
         let data = fs.sub("data"), archive = fs.sub("archive")
-        let (horizon, cut) = try Self.compactedStore(in: data)
+        let (horizon, cut) = try Self.copyOfCompactedStore(at: data)
         let store = try TopicStore(directory: data)
         let generation = store.generation
         let first = try store.read { txn in try store.log.bounds(txn)?.first }
@@ -230,7 +250,7 @@ import TopicStore
         struct Injected: Error, CustomStringConvertible { var description: String { "injected failure" } }
         let dir = TemporaryDirectory("compact-fail")
         let data = dir.sub("data"), archive = dir.sub("archive")
-        let (horizon, cut) = try Self.compactedStore(in: data)
+        let (horizon, cut) = try Self.copyOfCompactedStore(at: data)
         let generation = try TopicStore.activeGeneration(in: data)
         let first = try { () throws -> UInt64? in
             let s = try TopicStore(directory: data); defer { s.close() }
