@@ -149,6 +149,18 @@ final class BuildDevices: @unchecked Sendable {
         return .some(held)
     }
 
+    /// Marks device `ordinal`'s token rejected at `rejectedAt`, in place (the
+    /// text form keeps a rejection time's room in every record); nil when the
+    /// build does not hold the device, `.some(false)` when it was deleted.
+    func markRejected(_ pid: UInt32, _ ordinal: UInt32, at rejectedAt: Int64) -> Bool? {
+        guard let place = places.value(pid, ordinal), place != 0 else { return nil }
+        if place == Self.deleted { return false }
+        let p = arena + Int(place >> 16 - 1)
+        p.storeBytes(of: p.load(as: UInt8.self) | DeviceRecord.rejectedFlag, as: UInt8.self)
+        p.storeBytes(of: UInt64(bitPattern: rejectedAt).bigEndian, toByteOffset: 10, as: UInt64.self)
+        return true
+    }
+
     /// Where device `ordinal`'s record of `size` bytes goes: in place of the
     /// one it replaces when that is no shorter, else appended.
     private func place(_ size: Int, _ pid: UInt32, _ ordinal: UInt32) -> UnsafeMutableRawPointer {

@@ -140,16 +140,15 @@ public enum Fold {
 
         case .tokenRejected(let token, let providerTime, _):
             guard let ordinal = try writer.ordinal(pid, token: token, txn) else { break }
-            var device = try writer.device(pid, ordinal, txn)
+            let device = try writer.tokenStanding(pid, ordinal, of: token, txn)
             // The provider's time, but never later than the store's when the rejection was logged: a
             // provider clock ahead of ours would otherwise date it after registrations that came later
             // (a review found the answer then depending on which of the two arrived first).
             let rejectedAt = min(providerTime, timestamp)
             // Never drop a token that was registered again after the rejection.
-            guard device.token == token, device.rejectedAt == nil, device.tokenTime <= rejectedAt else { break }
+            guard device.holds, !device.rejected, device.tokenTime <= rejectedAt else { break }
             if let p = device.platform { try writer.setBit(pid, ProjectionTables.BuiltIn.live(p), ordinal, false, txn) }
-            device.rejectedAt = rejectedAt
-            try writer.put(device: device, pid, ordinal, txn)
+            try writer.markRejected(pid, ordinal, at: rejectedAt, txn)
         }
         writer.update(project: projectName, project)
     }

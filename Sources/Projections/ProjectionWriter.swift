@@ -815,6 +815,42 @@ public final class ProjectionWriter {
         return held
     }
 
+    /// Device `ordinal`'s token as a rejection of `token` weighs it, read
+    /// where the record is (no `DeviceRecord`, whose names would be made into
+    /// strings and freed): whether it holds `token`, since when, whether that
+    /// is rejected already, and its platform.
+    func tokenStanding(_ pid: UInt32, _ ordinal: UInt32, of token: String, _ txn: borrowing Transaction) throws -> TokenStanding {
+        func standing(_ b: UnsafeRawBufferPointer?) throws -> TokenStanding {
+            guard let b else {
+                throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "indexed device was deleted")
+            }
+            guard let f = DeviceRecord.fields(of: b), f.platform == 0 || Platform(rawValue: f.platform) != nil else {
+                throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device record does not decode")
+            }
+            return TokenStanding(holds: token.withUTF8Bytes { f.holds($0) }, rejected: f.rejectedAt != nil,
+                                 tokenTime: f.tokenTime, platform: Platform(rawValue: f.platform))
+        }
+        if let held = try withBuildDevices({ try $0.withRecord(pid, ordinal, standing) }) ?? nil { return held }
+        guard build?.targetIsEmpty != true, let held = try withStoredDevice(pid, ordinal, txn, standing) else {
+            throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "indexed device is missing")
+        }
+        return held
+    }
+
+    /// Marks device `ordinal`'s token rejected at `rejectedAt` (the fold's
+    /// token rejection, which decides whether it is); a build does it to the
+    /// record's bytes (`BuildDevices.markRejected`).
+    func markRejected(_ pid: UInt32, _ ordinal: UInt32, at rejectedAt: Int64, _ txn: borrowing Transaction) throws {
+        switch withBuildDevices({ $0.markRejected(pid, ordinal, at: rejectedAt) }) ?? nil {
+        case true?: return
+        case false?: throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "indexed device was deleted")
+        case nil:
+            var device = try self.device(pid, ordinal, txn)
+            device.rejectedAt = rejectedAt
+            try put(device: device, pid, ordinal, txn)
+        }
+    }
+
     func deleteDevice(_ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {
         if withBuildDevices({ $0.put(nil, pid, ordinal) }) != nil { return }
         try txn.delete(tables.devices, Keys.pair(pid, ordinal))

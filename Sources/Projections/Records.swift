@@ -313,6 +313,18 @@ struct HeldToken: Equatable {
     var token: Token
 }
 
+/// What a token rejection weighs of the device that holds the token
+/// (`ProjectionWriter.tokenStanding`).
+struct TokenStanding: Equatable {
+    /// It holds the rejected token (live or rejected).
+    var holds: Bool
+    /// Its token is rejected already.
+    var rejected: Bool
+    /// Store time (ms) of its last token change.
+    var tokenTime: Int64
+    var platform: Platform?
+}
+
 /// A topic of a project.
 public struct TopicRecord: Sendable, Hashable {
     public var code: String

@@ -54,7 +54,7 @@ import Testing
     }
 
     /// Random puts (longer, shorter, of the same length), token changes,
-    /// deletes and reads over three projects, against a dictionary; then the
+    /// rejections, deletes and reads over three projects, against a dictionary; then the
     /// write-out's order and bytes.
     @Test func heldRecordsFollowAModel() throws {
         var rng = SeededRandom(seed: 12)
@@ -64,7 +64,7 @@ import Testing
         let pids: [UInt32] = [7, 2, 900]
         for step in 0..<20_000 {
             let key = Pair(pid: pids[rng.int(3)], ordinal: UInt32(rng.int(300)))
-            switch rng.int(10) {
+            switch rng.int(11) {
             case 0:
                 devices.put(nil, key.pid, key.ordinal)
                 model[key] = .some(nil)
@@ -88,6 +88,18 @@ import Testing
                                              token: r.token.map { $0 == token ? .same : .other(hash: OrdinalIndex.hash(key.pid, $0)) } ?? .none)
                     #expect(held == .some(expected), "\(key) at step \(step)")
                     (r.token, r.platform, r.tokenTime, r.rejectedAt) = (token, platform, time, nil)
+                    model[key] = .some(r)
+                }
+            case 8:
+                // A rejection of the token a device holds, marked in place.
+                let at = Int64(rng.int(1 << 40))
+                switch model[key] {
+                case .none: #expect(devices.markRejected(key.pid, key.ordinal, at: at) == nil)
+                case .some(.none): #expect(devices.markRejected(key.pid, key.ordinal, at: at) == false)
+                case .some(.some(var r)):
+                    guard r.token != nil else { continue }
+                    #expect(devices.markRejected(key.pid, key.ordinal, at: at) == true)
+                    r.rejectedAt = at
                     model[key] = .some(r)
                 }
             default:
