@@ -133,7 +133,8 @@ final class BuildDevices: @unchecked Sendable {
         guard b[1] == 0 || Platform(rawValue: b[1]) != nil else {
             throw ProjectionCorruption(place: "the build's device \(pid)/\(ordinal)", reason: "unknown platform \(b[1])")
         }
-        var held = HeldToken(platform: Platform(rawValue: b[1]), live: flags & 3 == DeviceRecord.hasTokenFlag, token: .none)
+        let live = flags & (DeviceRecord.hasTokenFlag | DeviceRecord.rejectedFlag) == DeviceRecord.hasTokenFlag
+        var held = HeldToken(platform: Platform(rawValue: b[1]), live: live, token: .none)
         let size = token.withUTF8Bytes { t -> Int in
             if flags & DeviceRecord.hasTokenFlag != 0 {
                 held.token = DeviceRecord.textForm(b, holds: t)
@@ -149,9 +150,10 @@ final class BuildDevices: @unchecked Sendable {
         return .some(held)
     }
 
-    /// Marks device `ordinal`'s token rejected at `rejectedAt`, in place (the
-    /// text form keeps a rejection time's room in every record); nil when the
-    /// build does not hold the device, `.some(false)` when it was deleted.
+    /// Marks the token of device `ordinal` (which holds one) rejected at
+    /// `rejectedAt`, in place: the text form keeps a rejection time's room in
+    /// every record. nil when the build does not hold the device, false when
+    /// it was deleted.
     func markRejected(_ pid: UInt32, _ ordinal: UInt32, at rejectedAt: Int64) -> Bool? {
         guard let place = places.value(pid, ordinal), place != 0 else { return nil }
         if place == Self.deleted { return false }
