@@ -80,12 +80,10 @@ final class BuildDevices: @unchecked Sendable {
     /// its token (live or rejected), compared in place; nil when the build
     /// does not hold the device.
     @inline(__always)
-    func device(_ pid: UInt32, _ ordinal: UInt32, matches name: DeviceDirectory.Name, _ value: String) -> Bool? {
+    func device(_ pid: UInt32, _ ordinal: UInt32, matches name: DeviceDirectory.Name, _ value: NameText) -> Bool? {
         withRecord(pid, ordinal) { b -> Bool in
             guard let b else { return false }
-            return value.withUTF8Bytes { text in
-                name == .deviceID ? DeviceRecord.textForm(b, hasDeviceID: text) : DeviceRecord.textForm(b, holds: text)
-            }
+            return name == .deviceID ? DeviceRecord.textForm(b, hasDeviceID: value.utf8) : DeviceRecord.textForm(b, holds: value.utf8)
         }
     }
 
@@ -111,9 +109,9 @@ final class BuildDevices: @unchecked Sendable {
 
     /// Puts the record of a device with a live token, from the names where
     /// they are (`DeviceRecord.encodeText(deviceID:token:...)`).
-    func put(deviceID: String, token: String, platform: Platform, tokenTime: Int64, _ pid: UInt32, _ ordinal: UInt32) {
-        let size = DeviceRecord.textFormSize(deviceID: deviceID, token: token)
-        DeviceRecord.encodeText(deviceID: deviceID, token: token, platform: platform, tokenTime: tokenTime, rejectedAt: nil,
+    func put(deviceID: NameText, token: NameText, platform: Platform, tokenTime: Int64, _ pid: UInt32, _ ordinal: UInt32) {
+        let size = 22 + deviceID.utf8.count + token.utf8.count
+        DeviceRecord.encodeText(deviceID: deviceID.utf8, token: token.utf8, platform: platform, tokenTime: tokenTime,
                                 into: place(size, pid, ordinal))
     }
 
@@ -124,7 +122,7 @@ final class BuildDevices: @unchecked Sendable {
     /// it was deleted. The old token is compared and hashed where it lies: a
     /// `DeviceRecord` made its two names into strings, freed after the event
     /// (~1,250 instructions a token change, callgrind of a rebuild).
-    func replaceToken(_ pid: UInt32, _ ordinal: UInt32, with token: String, platform: Platform,
+    func replaceToken(_ pid: UInt32, _ ordinal: UInt32, with token: NameText, platform: Platform,
                       tokenTime: Int64) throws -> HeldToken?? {
         guard let old = places.value(pid, ordinal), old != 0 else { return nil }
         if old == Self.deleted { return .some(nil) }
@@ -135,18 +133,16 @@ final class BuildDevices: @unchecked Sendable {
         }
         let live = flags & (DeviceRecord.hasTokenFlag | DeviceRecord.rejectedFlag) == DeviceRecord.hasTokenFlag
         var held = HeldToken(platform: Platform(rawValue: b[1]), live: live, token: .none)
-        let size = token.withUTF8Bytes { t -> Int in
-            if flags & DeviceRecord.hasTokenFlag != 0 {
-                held.token = DeviceRecord.textForm(b, holds: t)
-                    ? .same : .other(hash: OrdinalIndex.hash(pid, UnsafeRawBufferPointer(rebasing: b[(22 + idCount)...])))
-            }
-            return 22 + idCount + t.count
+        if flags & DeviceRecord.hasTokenFlag != 0 {
+            held.token = DeviceRecord.textForm(b, holds: token.utf8)
+                ? .same : .other(hash: OrdinalIndex.hash(pid, UnsafeRawBufferPointer(rebasing: b[(22 + idCount)...])))
         }
+        let size = 22 + idCount + token.utf8.count
         // In place when it fits (the device_id stays where it is), else appended with the device_id copied.
         let p = place(size, pid, ordinal)
         if p != arena + offset { (p + 18).copyMemory(from: arena + offset + 18, byteCount: 2 + idCount) }
         DeviceRecord.encodeTextHead(hasToken: true, platform: platform, tokenTime: tokenTime, rejectedAt: nil, into: p)
-        _ = DeviceRecord.storeText(token, at: p + 20 + idCount)
+        _ = DeviceRecord.storeText(token.utf8, at: p + 20 + idCount)
         return .some(held)
     }
 

@@ -5,9 +5,16 @@ import SubscriptionLog
 /// replay both call `apply`, so the rule exists exactly once.
 public enum Fold {
     /// Applies `record` (which must be the next sequence) to the projections.
-    public static func apply(_ record: borrowing LogRecord, to writer: ProjectionWriter, _ txn: borrowing Transaction) throws {
-        try apply(sequence: record.sequence, timestamp: record.timestamp, project: record.event.project,
-                  record.event.body, to: writer, txn)
+    public static func apply(_ record: LogRecord, to writer: ProjectionWriter, _ txn: borrowing Transaction) throws {
+        let (sequence, timestamp) = (record.sequence, record.timestamp)
+        try record.event.body.withTexts { body in
+            try apply(sequence: sequence, timestamp: timestamp, project: record.event.project, body, to: writer, txn)
+        }
+    }
+
+    /// `apply(_:to:_:)` of a record a rebuild's log reader decoded, its names' text in the reader's `NameArena`.
+    public static func apply(_ record: borrowing FoldRecord, to writer: ProjectionWriter, _ txn: borrowing Transaction) throws {
+        try apply(sequence: record.sequence, timestamp: record.timestamp, project: record.project, record.body, to: writer, txn)
     }
 
     /// `apply(_:to:_:)` with the record's parts handed over one by one, each
@@ -19,7 +26,7 @@ public enum Fold {
     /// to 1.28 M). Not inlined, so that it stays a function of its own parameters.
     @inline(never)
     private static func apply(sequence: UInt64, timestamp: Int64, project projectName: borrowing String,
-                              _ body: borrowing EventBody, to writer: ProjectionWriter,
+                              _ body: borrowing FoldBody, to writer: ProjectionWriter,
                               _ txn: borrowing Transaction) throws {
         try writer.advance(to: sequence)
         guard var project = try writer.project(named: projectName, create: true, txn) else { return }
@@ -117,7 +124,9 @@ public enum Fold {
             let member = try writer.membershipSlot(pid, ordinal, txn)
             let device = try writer.device(pid, ordinal, txn)
             guard writer.topicIDs(at: member).isEmpty, device.state != .live else { break }
-            if let token = device.token { writer.unindexToken(pid, token, ordinal: ordinal) }  // a rejected token goes with it
+            if let token = device.token {  // a rejected token goes with it
+                token.withUTF8Bytes { writer.unindexToken(pid, NameText($0), ordinal: ordinal) }
+            }
             try writer.setBit(pid, ProjectionTables.BuiltIn.knownDevices, ordinal, false, txn)
             writer.unindexDevice(pid, deviceID, ordinal: ordinal)
             try writer.deleteDevice(pid, ordinal, txn)
@@ -132,7 +141,7 @@ public enum Fold {
             guard let ordinal = try writer.ordinal(pid, token: token, txn) else { break }
             var device = try writer.device(pid, ordinal, txn)
             // Only a rejected token expires: a live one is never dropped.
-            guard device.token == token, device.rejectedAt != nil else { break }
+            guard let held = device.token, token.equals(held), device.rejectedAt != nil else { break }
             device.token = nil
             device.rejectedAt = nil
             writer.unindexToken(pid, token, ordinal: ordinal)
@@ -155,7 +164,7 @@ public enum Fold {
 
     /// The ordinal of `deviceID`, allocating the next dense one for a new device
     /// (and writing its empty record unless the caller writes a full one).
-    private static func deviceOrdinal(_ pid: UInt32, _ deviceID: String, _ project: inout ProjectRecord,
+    private static func deviceOrdinal(_ pid: UInt32, _ deviceID: NameText, _ project: inout ProjectRecord,
                                       _ writer: ProjectionWriter, _ txn: borrowing Transaction,
                                       writesRecord: Bool = true) throws -> (UInt32, Bool) {
         if let ordinal = try writer.ordinal(pid, deviceID: deviceID, txn) { return (ordinal, false) }
@@ -167,7 +176,7 @@ public enum Fold {
         // register that follows a token (in the same batch, as the SDKs send
         // them) does not look for the device's topics in the store.
         _ = writer.newMembershipSlot(pid, ordinal)
-        if writesRecord { try writer.put(device: DeviceRecord(deviceID: deviceID), pid, ordinal, txn) }
+        if writesRecord { try writer.put(device: DeviceRecord(deviceID: deviceID.string), pid, ordinal, txn) }
         try writer.setBit(pid, ProjectionTables.BuiltIn.knownDevices, ordinal, true, txn)
         return (ordinal, true)
     }

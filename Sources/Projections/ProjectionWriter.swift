@@ -657,29 +657,39 @@ public final class ProjectionWriter {
     // MARK: Devices
 
     /// The device of `deviceID`.
-    func ordinal(_ pid: UInt32, deviceID: String, _ txn: borrowing Transaction) throws -> UInt32? {
+    func ordinal(_ pid: UInt32, deviceID: NameText, _ txn: borrowing Transaction) throws -> UInt32? {
         try ordinal(pid, with: .deviceID, deviceID, txn)
     }
 
     /// The device holding `token` (live or rejected).
-    func ordinal(_ pid: UInt32, token: String, _ txn: borrowing Transaction) throws -> UInt32? {
+    func ordinal(_ pid: UInt32, token: NameText, _ txn: borrowing Transaction) throws -> UInt32? {
         try ordinal(pid, with: .token, token, txn)
+    }
+
+    /// `ordinal(_:deviceID:_:)` of a String.
+    func ordinal(_ pid: UInt32, deviceID: String, _ txn: borrowing Transaction) throws -> UInt32? {
+        try deviceID.withUTF8Bytes { try ordinal(pid, with: .deviceID, NameText($0), txn) }
+    }
+
+    /// `ordinal(_:token:_:)` of a String.
+    func ordinal(_ pid: UInt32, token: String, _ txn: borrowing Transaction) throws -> UInt32? {
+        try token.withUTF8Bytes { try ordinal(pid, with: .token, NameText($0), txn) }
     }
 
     /// The device with `value` as its device_id or token, from the writer's
     /// index, each candidate confirmed by its record.
-    private func ordinal(_ pid: UInt32, with name: DeviceDirectory.Name, _ value: String,
+    private func ordinal(_ pid: UInt32, with name: DeviceDirectory.Name, _ value: NameText,
                          _ txn: borrowing Transaction) throws -> UInt32? {
         let hash: UInt64
         let hinted = name == .deviceID ? hintedDeviceIDHash : hintedTokenHash
         if hinted != 0 {
-            assert(hinted == NameIndex.nameHash(value), "the hint of \(name) \(value) is another name's")
+            assert(hinted == NameIndex.nameHash(value.utf8), "the hint of \(name) \(value.string) is another name's")
             hash = OrdinalIndex.hash(pid, nameHash: hinted)
             if name == .deviceID { hintedDeviceIDHash = 0 } else { hintedTokenHash = 0 }
         } else {
-            hash = OrdinalIndex.hash(pid, value)
+            hash = OrdinalIndex.hash(pid, value.utf8)
         }
-        let looked = LookedUpName(pid: pid, words: Self.words(of: value), hash: hash)
+        let looked = LookedUpName(pid: pid, text: value.utf8.baseAddress, count: value.utf8.count, hash: hash)
         if name == .deviceID { lookedUp.0 = looked } else { lookedUp.1 = looked }
         var slot = directory.firstSlot(name, hash)
         while let candidate = directory.nextCandidate(name, pid, hash, slot: &slot) {
@@ -691,7 +701,7 @@ public final class ProjectionWriter {
     /// Whether device `ordinal` has `value` as its device_id or its token
     /// (live or rejected), compared where the record is (in the build, or in
     /// the map), without decoding or copying it.
-    private func device(_ pid: UInt32, _ ordinal: UInt32, matches name: DeviceDirectory.Name, _ value: String,
+    private func device(_ pid: UInt32, _ ordinal: UInt32, matches name: DeviceDirectory.Name, _ value: NameText,
                         _ txn: borrowing Transaction) throws -> Bool {
         if let b = unretainedBuild {
             if let held = withBuildDevices({ $0.device(pid, ordinal, matches: name, value) }) ?? nil { return held }
@@ -699,7 +709,7 @@ public final class ProjectionWriter {
         }
         let matches = try withStoredDevice(pid, ordinal, txn) { v -> Bool? in
             guard let f = DeviceRecord.fields(of: v) else { return nil }
-            return value.withUTF8Bytes { name == .deviceID ? f.has(deviceID: $0) : f.holds($0) }
+            return name == .deviceID ? f.has(deviceID: value.utf8) : f.holds(value.utf8)
         }
         guard let matches else {
             throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "indexed device is missing")
@@ -724,22 +734,22 @@ public final class ProjectionWriter {
     }
 
     /// Records that device `ordinal` (new) has `deviceID`.
-    func indexDevice(_ pid: UInt32, _ deviceID: String, ordinal: UInt32) {
+    func indexDevice(_ pid: UInt32, _ deviceID: NameText, ordinal: UInt32) {
         directory.insert(.deviceID, pid, hash: hash(.deviceID, pid, deviceID), ordinal: ordinal)
     }
 
     /// Records that device `ordinal` (forgotten) no longer has `deviceID`.
-    func unindexDevice(_ pid: UInt32, _ deviceID: String, ordinal: UInt32) {
+    func unindexDevice(_ pid: UInt32, _ deviceID: NameText, ordinal: UInt32) {
         directory.remove(.deviceID, pid, hash: hash(.deviceID, pid, deviceID), ordinal: ordinal)
     }
 
     /// Records that device `ordinal` now holds `token` (its previous holder must have been removed).
-    func indexToken(_ pid: UInt32, _ token: String, ordinal: UInt32) {
+    func indexToken(_ pid: UInt32, _ token: NameText, ordinal: UInt32) {
         directory.insert(.token, pid, hash: hash(.token, pid, token), ordinal: ordinal)
     }
 
     /// Records that device `ordinal` no longer holds `token`.
-    func unindexToken(_ pid: UInt32, _ token: String, ordinal: UInt32) {
+    func unindexToken(_ pid: UInt32, _ token: NameText, ordinal: UInt32) {
         directory.remove(.token, pid, hash: hash(.token, pid, token), ordinal: ordinal)
     }
 
@@ -749,7 +759,7 @@ public final class ProjectionWriter {
     }
 
     /// The name the event's last lookup of a device_id or of a token looked
-    /// for: its project, the String's two words and its `OrdinalIndex.hash`.
+    /// for: its project, where its text is and its `OrdinalIndex.hash`.
     /// The fold files or unfiles a device under the name it has just looked
     /// up (a new device's device_id, a token that moves), which hashed the
     /// name a second time: 36 bytes for an SDK's device_id, 64 or 163 for a
@@ -758,24 +768,22 @@ public final class ProjectionWriter {
     /// looked it up holds it.
     private struct LookedUpName {
         var pid: UInt32
-        var words: (UInt64, UInt64)
+        /// The text's place, not its bytes: the event holds it there while it is folded.
+        var text: UnsafeRawPointer?
+        var count: Int
         var hash: UInt64
     }
     private var lookedUp: (LookedUpName?, LookedUpName?) = (nil, nil)
 
-    /// A String's two words: equal for two strings only when they share their
-    /// storage (or are the same small string), so then their bytes are equal.
+    /// `OrdinalIndex.hash(pid, value)`, from the last lookup of that kind when it was of this very text.
     @inline(__always)
-    private static func words(of s: String) -> (UInt64, UInt64) { unsafeBitCast(s, to: (UInt64, UInt64).self) }
-
-    /// `OrdinalIndex.hash(pid, value)`, from the last lookup of that kind when it was of this very string.
-    @inline(__always)
-    private func hash(_ name: DeviceDirectory.Name, _ pid: UInt32, _ value: String) -> UInt64 {
-        if let last = name == .deviceID ? lookedUp.0 : lookedUp.1, last.pid == pid, last.words == Self.words(of: value) {
-            assert(last.hash == OrdinalIndex.hash(pid, value), "the hash kept for \(value) is another name's")
+    private func hash(_ name: DeviceDirectory.Name, _ pid: UInt32, _ value: NameText) -> UInt64 {
+        if let last = name == .deviceID ? lookedUp.0 : lookedUp.1, last.pid == pid,
+           last.text == value.utf8.baseAddress, last.count == value.utf8.count {
+            assert(last.hash == OrdinalIndex.hash(pid, value.utf8), "the hash kept for \(value.string) is another name's")
             return last.hash
         }
-        return OrdinalIndex.hash(pid, value)
+        return OrdinalIndex.hash(pid, value.utf8)
     }
 
     func device(_ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws -> DeviceRecord {
@@ -796,7 +804,7 @@ public final class ProjectionWriter {
     /// rejection, keeping its device_id, and returns what it held before
     /// (the fold's token change, whose rules take it from there). A build
     /// changes the record's bytes where it holds them (`BuildDevices.replaceToken`).
-    func replaceToken(_ pid: UInt32, _ ordinal: UInt32, with token: String, platform: Platform, tokenTime: Int64,
+    func replaceToken(_ pid: UInt32, _ ordinal: UInt32, with token: NameText, platform: Platform, tokenTime: Int64,
                       _ txn: borrowing Transaction) throws -> HeldToken {
         if let replaced = try withBuildDevices({ try $0.replaceToken(pid, ordinal, with: token, platform: platform, tokenTime: tokenTime) }) ?? nil {
             guard let held = replaced else {
@@ -806,8 +814,10 @@ public final class ProjectionWriter {
         }
         var device = try self.device(pid, ordinal, txn)
         var held = HeldToken(platform: device.platform, live: device.state == .live, token: .none)
-        if let old = device.token { held.token = old == token ? .same : .other(hash: hash(.token, pid, old)) }
-        device.token = token
+        if let old = device.token {
+            held.token = token.equals(old) ? .same : .other(hash: OrdinalIndex.hash(pid, old))
+        }
+        device.token = token.string
         device.platform = platform
         device.tokenTime = tokenTime
         device.rejectedAt = nil
@@ -819,7 +829,7 @@ public final class ProjectionWriter {
     /// where the record is (no `DeviceRecord`, whose names would be made into
     /// strings and freed): whether it holds `token`, since when, whether that
     /// is rejected already, and its platform.
-    func tokenStanding(_ pid: UInt32, _ ordinal: UInt32, of token: String, _ txn: borrowing Transaction) throws -> TokenStanding {
+    func tokenStanding(_ pid: UInt32, _ ordinal: UInt32, of token: NameText, _ txn: borrowing Transaction) throws -> TokenStanding {
         func standing(_ b: UnsafeRawBufferPointer?) throws -> TokenStanding {
             guard let b else {
                 throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "indexed device was deleted")
@@ -827,7 +837,7 @@ public final class ProjectionWriter {
             guard let f = DeviceRecord.fields(of: b), f.platform == 0 || Platform(rawValue: f.platform) != nil else {
                 throw ProjectionCorruption(place: "devices/\(pid)/\(ordinal)", reason: "device record does not decode")
             }
-            return TokenStanding(holds: token.withUTF8Bytes { f.holds($0) }, rejected: f.rejectedAt != nil,
+            return TokenStanding(holds: f.holds(token.utf8), rejected: f.rejectedAt != nil,
                                  tokenTime: f.tokenTime, platform: Platform(rawValue: f.platform))
         }
         if let held = try withBuildDevices({ try $0.withRecord(pid, ordinal, standing) }) ?? nil { return held }
@@ -862,10 +872,10 @@ public final class ProjectionWriter {
     /// Puts the record of a device with a live token and no rejection: in a
     /// build, written from the names where they are (a `DeviceRecord` holding
     /// them retained and released both).
-    func putDevice(deviceID: String, token: String, platform: Platform, tokenTime: Int64,
+    func putDevice(deviceID: NameText, token: NameText, platform: Platform, tokenTime: Int64,
                    _ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {
         if withBuildDevices({ $0.put(deviceID: deviceID, token: token, platform: platform, tokenTime: tokenTime, pid, ordinal) }) != nil { return }
-        try put(device: DeviceRecord(deviceID: deviceID, token: token, platform: platform, tokenTime: tokenTime, rejectedAt: nil),
+        try put(device: DeviceRecord(deviceID: deviceID.string, token: token.string, platform: platform, tokenTime: tokenTime, rejectedAt: nil),
                 pid, ordinal, txn)
     }
 
@@ -1022,22 +1032,22 @@ public final class ProjectionWriter {
         /// (Each name is hashed where the event holds it: taking the device_id
         /// through `EventBody.deviceID` and each spec out of its array copied
         /// them, a retain and a release per string.)
-        public static func append(_ event: EventBody, to hints: inout [UInt64]) {
+        public static func append(_ event: borrowing FoldBody, to hints: inout [UInt64]) {
             switch event {
             case .token(let deviceID, let token, _):
-                hints.append(NameIndex.nameHash(deviceID)); hints.append(NameIndex.nameHash(token))
+                hints.append(NameIndex.nameHash(deviceID.utf8)); hints.append(NameIndex.nameHash(token.utf8))
             case .tokenRejected(let token, _, _), .expireToken(let token):
-                hints.append(0); hints.append(NameIndex.nameHash(token))
+                hints.append(0); hints.append(NameIndex.nameHash(token.utf8))
             case .register(let deviceID, let specs):
-                hints.append(NameIndex.nameHash(deviceID)); hints.append(0)
+                hints.append(NameIndex.nameHash(deviceID.utf8)); hints.append(0)
                 for i in specs.indices { hints.append(NameIndex.nameHash(specs[i].code)) }
             case .unregister(let deviceID, let codes):
-                hints.append(NameIndex.nameHash(deviceID)); hints.append(0)
+                hints.append(NameIndex.nameHash(deviceID.utf8)); hints.append(0)
                 for i in codes.indices { hints.append(NameIndex.nameHash(codes[i])) }
             case .dropTopic(let code):
                 hints.append(0); hints.append(0); hints.append(NameIndex.nameHash(code))
             case .unregisterAll(let deviceID), .forgetDevice(let deviceID):
-                hints.append(NameIndex.nameHash(deviceID)); hints.append(0)
+                hints.append(NameIndex.nameHash(deviceID.utf8)); hints.append(0)
             }
         }
     }

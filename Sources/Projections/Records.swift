@@ -156,6 +156,14 @@ public struct DeviceRecord: Sendable, Hashable {
         if let token { _ = storeText(token, at: p + 20 + idCount) } else { storeText(count: 0, at: p + 20 + idCount) }
     }
 
+    /// `encodeText` of a device with a live token and no rejection, its names' UTF-8 text where it lies.
+    static func encodeText(deviceID: UnsafeRawBufferPointer, token: UnsafeRawBufferPointer, platform: Platform, tokenTime: Int64,
+                           into p: UnsafeMutableRawPointer) {
+        encodeTextHead(hasToken: true, platform: platform, tokenTime: tokenTime, rejectedAt: nil, into: p)
+        let idCount = storeText(deviceID, at: p + 18)
+        _ = storeText(token, at: p + 20 + idCount)
+    }
+
     /// The first 18 bytes of `encodeText`: flags, platform and the two times.
     @inline(__always)
     static func encodeTextHead(hasToken: Bool, platform: Platform?, tokenTime: Int64, rejectedAt: Int64?,
@@ -169,11 +177,15 @@ public struct DeviceRecord: Sendable, Hashable {
     /// A u16 length and the UTF-8 bytes at `p`; returns the bytes' count.
     @inline(__always)
     static func storeText(_ s: String, at p: UnsafeMutableRawPointer) -> Int {
-        s.withUTF8Bytes { t in
-            storeText(count: t.count, at: p)
-            if t.count > 0 { (p + 2).copyMemory(from: t.baseAddress!, byteCount: t.count) }
-            return t.count
-        }
+        s.withUTF8Bytes { storeText($0, at: p) }
+    }
+
+    /// `storeText` of UTF-8 text where it lies.
+    @inline(__always)
+    static func storeText(_ t: UnsafeRawBufferPointer, at p: UnsafeMutableRawPointer) -> Int {
+        storeText(count: t.count, at: p)
+        if t.count > 0 { (p + 2).copyMemory(from: t.baseAddress!, byteCount: t.count) }
+        return t.count
     }
 
     @inline(__always)

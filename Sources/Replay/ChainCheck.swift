@@ -17,19 +17,20 @@ struct ChainCheck: Sendable {
     init(after link: ChainHash?) { self.link = link }
 
     /// `check` and then `RecordCodec.decode`, in one pass where the link is
-    /// known (`RecordCodec.decodeVerifyingLink`).
-    mutating func checkAndDecode(_ bytes: UnsafeRawBufferPointer, key: UInt64) throws -> LogRecord {
+    /// known (`RecordCodec.decodeVerifyingLink`), the record's device_ids and
+    /// tokens spelled into `names` for the fold.
+    mutating func checkAndDecode(_ bytes: UnsafeRawBufferPointer, key: UInt64, names: NameArena) throws -> FoldRecord {
         guard let previous = link else {
             try check(bytes, key: key)
-            return try RecordCodec.decode(bytes, key: key)
+            return try RecordCodec.decode(bytes, key: key, names: names)
         }
         do {
-            let (record, next) = try RecordCodec.decodeVerifyingLink(bytes, key: key, previous: previous)
+            let (record, next) = try RecordCodec.decodeVerifyingLink(bytes, key: key, previous: previous, names: names)
             link = next
             return record
         } catch let e as RecordCorruption where e.kind == .unchained {
             link = nil
-            return try RecordCodec.decode(bytes, key: key)
+            return try RecordCodec.decode(bytes, key: key, names: names)
         }
     }
 

@@ -236,7 +236,7 @@ public final class Importer {
         if recorded != nil { lastCheckpoint = record.sequence }
         link = next
         (lastSequence, lastTimestamp) = (record.sequence, record.timestamp)
-        pending.records.append(record)
+        pending.records.append(FoldRecord(record, names: pending.names))
         pending.raw += bytes
         pending.ends.append(pending.raw.count)
         pending.links.append(next)

@@ -261,7 +261,7 @@ final class ProjectionBuilder {
             }
             link = next
         } else {
-            try log.append(encoded: try RecordCodec.encode(record, chainingFrom: &link), sequence: record.sequence, txn)
+            try log.append(encoded: try RecordCodec.encode(record.logRecord, chainingFrom: &link), sequence: record.sequence, txn)
         }
     }
 

@@ -6,7 +6,9 @@ import TopicStore
 /// Records read from the log in one bounded read transaction: decoded, with
 /// their encoded bytes kept when they are to be copied.
 struct RecordChunk: Sendable {
-    var records: [LogRecord] = []
+    /// The records, their device_ids' and tokens' text in `names`.
+    var records: [FoldRecord] = []
+    let names = NameArena()
     /// The encoded records back to back (only when copying the log).
     var raw: [UInt8] = []
     /// End offset in `raw` of each record.
@@ -152,12 +154,12 @@ struct LogVerifier: Sendable {
         }
     }
 
-    mutating func checkTime(_ record: LogRecord) {
-        if record.timestamp < previousTimestamp {
-            report(LogIssue(sequence: record.sequence, kind: .timeWentBack,
-                            message: "timestamp \(record.timestamp) is before the previous record's \(previousTimestamp)"))
+    mutating func checkTime(sequence: UInt64, timestamp: Int64) {
+        if timestamp < previousTimestamp {
+            report(LogIssue(sequence: sequence, kind: .timeWentBack,
+                            message: "timestamp \(timestamp) is before the previous record's \(previousTimestamp)"))
         }
-        previousTimestamp = record.timestamp
+        previousTimestamp = timestamp
     }
 }
 
@@ -214,9 +216,9 @@ struct LogReader {
                     chunk.stop = LogIssue(entry)
                 default:
                     do {
-                        let record = verifier.chain != nil ? try verifier.chain!.checkAndDecode(entry.bytes, key: seq)
-                                                           : try RecordCodec.decode(entry.bytes, key: seq)
-                        if verifier.verifies { verifier.checkTime(record) }
+                        let record = verifier.chain != nil ? try verifier.chain!.checkAndDecode(entry.bytes, key: seq, names: chunk.names)
+                                                           : try RecordCodec.decode(entry.bytes, key: seq, names: chunk.names)
+                        if verifier.verifies { verifier.checkTime(sequence: record.sequence, timestamp: record.timestamp) }
                         appendHints(of: record, to: &chunk.hints)
                         chunk.hintEnds.append(chunk.hints.count)
                         // Moved into the chunk: appended before its last use, it was
@@ -242,7 +244,7 @@ struct LogReader {
     /// handed over from the local the chunk then takes, the body was copied
     /// first (a retain and a release of each of its strings and arrays).
     @inline(never)
-    private static func appendHints(of record: borrowing LogRecord, to hints: inout [UInt64]) {
-        ProjectionWriter.FoldHints.append(record.event.body, to: &hints)
+    private static func appendHints(of record: borrowing FoldRecord, to hints: inout [UInt64]) {
+        ProjectionWriter.FoldHints.append(record.body, to: &hints)
     }
 }

@@ -96,13 +96,16 @@ public struct ByteReader {
     /// A `StoredName` (what `StoredName.write` wrote) as its text. The caller checks
     /// the form byte (an unknown one is corruption, not a short field); a name that
     /// runs past the end is thrown as out of bounds.
-    mutating func name() throws(OutOfBounds) -> String {
+    mutating func name() throws(OutOfBounds) -> String { try storedName().string }
+
+    /// A `StoredName` where it lies (see `name()`).
+    mutating func storedName() throws(OutOfBounds) -> StoredName {
         var at = offset
         guard let stored = StoredName.read(buffer, &at) else {
             throw OutOfBounds(offset: offset, wanted: buffer.count - offset + 1)
         }
         offset = at
-        return stored.string
+        return stored
     }
     /// A u16-length-prefixed string; invalid UTF-8 is repaired, never trusted blindly.
     @inline(__always)

@@ -31,24 +31,30 @@ public struct TopicSpec: Sendable, Hashable {
 
 /// What happened, self-describing: it names the project, device_id and topic
 /// codes, never a local ordinal, so any node can fold it into its own projections.
-public enum EventBody: Sendable, Hashable {
+public typealias EventBody = EventBodyOf<String>
+
+/// An event's body with its device_ids and tokens as `Name`: `String` in an
+/// `EventBody`, or `NameText` (the text held in a `NameArena`) in the
+/// `FoldBody` a rebuild's log reader hands to the fold, which made a heap
+/// string of every device_id and token and freed it after.
+public enum EventBodyOf<Name> {
     /// A device_id gets a push token and platform (an upsert keyed by device_id).
-    case token(deviceID: String, token: String, platform: Platform)
+    case token(deviceID: Name, token: Name, platform: Platform)
     /// Subscribe a device to topics, creating unknown topics.
-    case register(deviceID: String, topics: [TopicSpec])
+    case register(deviceID: Name, topics: [TopicSpec])
     /// Remove a device from topics; unknown codes are ignored.
-    case unregister(deviceID: String, codes: [String])
+    case unregister(deviceID: Name, codes: [String])
     /// Remove a device from every topic.
-    case unregisterAll(deviceID: String)
+    case unregisterAll(deviceID: Name)
     /// A provider refused a token at `rejectedAt` (milliseconds since 1970, the provider's clock).
-    case tokenRejected(token: String, rejectedAt: Int64, reason: String)
+    case tokenRejected(token: Name, rejectedAt: Int64, reason: String)
     /// Garbage collection: forget a device that has no topic and no live token
     /// (its ordinal, device_id and rejected token); any other device is left alone.
-    case forgetDevice(deviceID: String)
+    case forgetDevice(deviceID: Name)
     /// Garbage collection: remove a topic without subscribers (its id and code).
     case dropTopic(code: String)
     /// Garbage collection: clear a token that a provider rejected (a live token is never cleared).
-    case expireToken(token: String)
+    case expireToken(token: Name)
 
     public var typeName: String {
         switch self {
@@ -64,10 +70,54 @@ public enum EventBody: Sendable, Hashable {
     }
 
     /// The device the event is about, when it names one.
-    public var deviceID: String? {
+    public var deviceID: Name? {
         switch self {
         case .token(let d, _, _), .register(let d, _), .unregister(let d, _), .unregisterAll(let d), .forgetDevice(let d): return d
         case .tokenRejected, .dropTopic, .expireToken: return nil
+        }
+    }
+
+    /// The same event with each device_id and token given by `convert`.
+    @inlinable
+    public func mapNames<Other>(_ convert: (Name) throws -> Other) rethrows -> EventBodyOf<Other> {
+        switch self {
+        case .token(let d, let t, let p): return .token(deviceID: try convert(d), token: try convert(t), platform: p)
+        case .register(let d, let topics): return .register(deviceID: try convert(d), topics: topics)
+        case .unregister(let d, let codes): return .unregister(deviceID: try convert(d), codes: codes)
+        case .unregisterAll(let d): return .unregisterAll(deviceID: try convert(d))
+        case .tokenRejected(let t, let at, let reason): return .tokenRejected(token: try convert(t), rejectedAt: at, reason: reason)
+        case .forgetDevice(let d): return .forgetDevice(deviceID: try convert(d))
+        case .dropTopic(let code): return .dropTopic(code: code)
+        case .expireToken(let t): return .expireToken(token: try convert(t))
+        }
+    }
+}
+
+extension EventBodyOf: Equatable where Name: Equatable {}
+extension EventBodyOf: Hashable where Name: Hashable {}
+extension EventBodyOf: Sendable where Name: Sendable {}
+
+extension EventBodyOf where Name == String {
+    /// Calls `body` with the event's `FoldBody`: its names' text where the strings hold it.
+    public func withTexts(_ body: (FoldBody) throws -> Void) rethrows {
+        switch self {
+        case .token(let d, let t, let p):
+            return try d.withUTF8Bytes { d in try t.withUTF8Bytes { t in
+                try body(.token(deviceID: NameText(d), token: NameText(t), platform: p)) } }
+        case .register(let d, let topics):
+            return try d.withUTF8Bytes { try body(.register(deviceID: NameText($0), topics: topics)) }
+        case .unregister(let d, let codes):
+            return try d.withUTF8Bytes { try body(.unregister(deviceID: NameText($0), codes: codes)) }
+        case .unregisterAll(let d):
+            return try d.withUTF8Bytes { try body(.unregisterAll(deviceID: NameText($0))) }
+        case .tokenRejected(let t, let at, let reason):
+            return try t.withUTF8Bytes { try body(.tokenRejected(token: NameText($0), rejectedAt: at, reason: reason)) }
+        case .forgetDevice(let d):
+            return try d.withUTF8Bytes { try body(.forgetDevice(deviceID: NameText($0))) }
+        case .dropTopic(let code):
+            return try body(.dropTopic(code: code))
+        case .expireToken(let t):
+            return try t.withUTF8Bytes { try body(.expireToken(token: NameText($0))) }
         }
     }
 }

@@ -506,19 +506,42 @@ public enum RecordCodec {
         return (try decodeFields(UnsafeRawBufferPointer(rebasing: bytes[0..<fieldsEnd]), key: key), link)
     }
 
+    /// `decode(_:key:)` for the fold: the device_ids and tokens spelled into `names`.
+    public static func decode(_ bytes: UnsafeRawBufferPointer, key: UInt64, names: NameArena) throws -> FoldRecord {
+        let (_, fieldsEnd) = try checkFrame(bytes, key: key)
+        let f = try decodeFields(UnsafeRawBufferPointer(rebasing: bytes[0..<fieldsEnd]), key: key, names: names)
+        return FoldRecord(sequence: f.sequence, timestamp: f.timestamp, project: f.project, body: f.body)
+    }
+
+    /// `decodeVerifyingLink(_:key:previous:)` for the fold: the device_ids and tokens spelled into `names`.
+    public static func decodeVerifyingLink(_ bytes: UnsafeRawBufferPointer, key: UInt64, previous: ChainHash,
+                                           names: NameArena) throws -> (record: FoldRecord, link: ChainHash) {
+        let (link, fieldsEnd) = try checkedLink(of: bytes, key: key, previous: previous)
+        let f = try decodeFields(UnsafeRawBufferPointer(rebasing: bytes[0..<fieldsEnd]), key: key, names: names)
+        return (FoldRecord(sequence: f.sequence, timestamp: f.timestamp, project: f.project, body: f.body), link)
+    }
+
     /// The fields of a record (`bytes` up to its link and CRC, whose frame was checked) decoded.
     static func decodeFields(_ body: UnsafeRawBufferPointer, key: UInt64) throws -> LogRecord {
+        let f = try decodeFields(body, key: key, names: NamesAsStrings())
+        return LogRecord(sequence: f.sequence, timestamp: f.timestamp, event: Event(project: f.project, body: f.body))
+    }
+
+    /// The fields of a record (`bytes` up to its link and CRC, whose frame was
+    /// checked) decoded, its device_ids and tokens made by `names`.
+    static func decodeFields<Names: RecordNames>(_ body: UnsafeRawBufferPointer, key: UInt64, names: Names) throws
+        -> (sequence: UInt64, timestamp: Int64, project: String, body: EventBodyOf<Names.Name>) {
         var r = ByteReader(body)
         do {
             let version = try r.u8()  // checked by checkFrame
             // A device_id or token: a StoredName from version 3 on.
-            func name() throws -> String {
-                guard version >= 3 else { return try r.string() }
+            func name() throws -> Names.Name {
+                guard version >= 3 else { return names.name(text: try r.bytes(Int(try r.u16()))) }
                 let at = r.offset
                 guard at < body.count, StoredName.Form(rawValue: body[at]) != nil else {
                     throw RecordCorruption(sequence: key, offset: at, reason: at < body.count ? "unknown name form \(body[at])" : "name runs past the end")
                 }
-                return try r.name()
+                return names.name(try r.storedName())
             }
             let typeOffset = r.offset
             guard let type = TypeCode(rawValue: try r.u8()) else {
@@ -541,7 +564,7 @@ public enum RecordCodec {
                 timestamp = try r.i64()
             }
             let project = try string()
-            let eventBody: EventBody
+            let eventBody: EventBodyOf<Names.Name>
             switch type {
             case .token:
                 let deviceID = try name()
@@ -588,7 +611,7 @@ public enum RecordCodec {
             guard r.remaining == 0 else {
                 throw RecordCorruption(sequence: key, offset: r.offset, reason: "\(r.remaining) unexpected trailing bytes")
             }
-            return LogRecord(sequence: sequence, timestamp: timestamp, event: Event(project: project, body: eventBody))
+            return (sequence, timestamp, project, eventBody)
         } catch let e as ByteReader.OutOfBounds {
             throw RecordCorruption(sequence: key, offset: e.offset, reason: "field of \(e.wanted) bytes runs past the end")
         } catch let e as ByteReader.Malformed {
@@ -665,4 +688,25 @@ public struct RecordCorruption: Error, Sendable, CustomStringConvertible {
         self.kind = kind
     }
     public var description: String { "corrupt log record at sequence \(sequence), byte \(offset): \(reason)" }
+}
+
+/// What a decoded record's device_ids and tokens are made into (`RecordCodec.decodeFields`).
+protocol RecordNames {
+    associatedtype Name
+    /// A name stored as a `StoredName` (versions 3 on).
+    func name(_ stored: StoredName) -> Name
+    /// A name stored as a string (versions 1 and 2): its bytes, repaired when they are not UTF-8.
+    func name(text: UnsafeRawBufferPointer) -> Name
+}
+
+/// Names as Strings: a `LogRecord`'s.
+struct NamesAsStrings: RecordNames {
+    func name(_ stored: StoredName) -> String { stored.string }
+    func name(text: UnsafeRawBufferPointer) -> String { String(decodingLogText: text) }
+}
+
+/// Names as text held in the arena: a `FoldRecord`'s.
+extension NameArena: RecordNames {
+    func name(_ stored: StoredName) -> NameText { text(of: stored) }
+    func name(text: UnsafeRawBufferPointer) -> NameText { self.text(copying: text) }
 }

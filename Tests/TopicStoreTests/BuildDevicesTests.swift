@@ -79,7 +79,9 @@ import Testing
                 let token = rng.int(4) == 0 ? (model[key]??.token ?? "") : DeviceRecordFormTests.randomName(&rng)
                 let platform: Platform = rng.int(2) == 0 ? .ios : .android
                 let time = Int64(rng.int(1 << 40))
-                let held = try devices.replaceToken(key.pid, key.ordinal, with: token, platform: platform, tokenTime: time)
+                let held = try token.withUTF8Bytes {
+                    try devices.replaceToken(key.pid, key.ordinal, with: NameText($0), platform: platform, tokenTime: time)
+                }
                 switch model[key] {
                 case .none: #expect(held == nil, "\(key) at step \(step)")
                 case .some(.none): #expect(held == .some(nil), "\(key) at step \(step)")
@@ -107,8 +109,8 @@ import Testing
                 #expect(held == model[key], "\(key) at step \(step)")
                 let probe = rng.int(2) == 0 ? DeviceRecordFormTests.randomName(&rng)
                     : (model[key]??.deviceID ?? "")
-                let matchesID = devices.device(key.pid, key.ordinal, matches: .deviceID, probe)
-                let matchesToken = devices.device(key.pid, key.ordinal, matches: .token, probe)
+                let matchesID = probe.withUTF8Bytes { devices.device(key.pid, key.ordinal, matches: .deviceID, NameText($0)) }
+                let matchesToken = probe.withUTF8Bytes { devices.device(key.pid, key.ordinal, matches: .token, NameText($0)) }
                 switch model[key] {
                 case .none: #expect(matchesID == nil && matchesToken == nil)
                 case .some(.none): #expect(matchesID == false && matchesToken == false)
