@@ -192,6 +192,8 @@ struct LogReader {
             chunk.links.reserveCapacity(chunk.records.capacity)
         }
         var visited = 0
+        // Taken once: read from the chunk, the arena was retained and released at every record.
+        let names = chunk.names
         try log.walk(from: from, through: through, txn) { entry in
             visited += 1
             if verifier.verifies { verifier.check(entry) }
@@ -216,8 +218,8 @@ struct LogReader {
                     chunk.stop = LogIssue(entry)
                 default:
                     do {
-                        let record = verifier.chain != nil ? try verifier.chain!.checkAndDecode(entry.bytes, key: seq, names: chunk.names)
-                                                           : try RecordCodec.decode(entry.bytes, key: seq, names: chunk.names)
+                        let record = verifier.chain != nil ? try verifier.chain!.checkAndDecode(entry.bytes, key: seq, names: names)
+                                                           : try RecordCodec.decode(entry.bytes, key: seq, names: names)
                         if verifier.verifies { verifier.checkTime(sequence: record.sequence, timestamp: record.timestamp) }
                         appendHints(of: record, to: &chunk.hints)
                         chunk.hintEnds.append(chunk.hints.count)

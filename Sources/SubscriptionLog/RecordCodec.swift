@@ -509,22 +509,22 @@ public enum RecordCodec {
     /// `decode(_:key:)` for the fold: the device_ids and tokens spelled into `names`.
     public static func decode(_ bytes: UnsafeRawBufferPointer, key: UInt64, names: NameArena) throws -> FoldRecord {
         let (_, fieldsEnd) = try checkFrame(bytes, key: key)
-        let f = try decodeFields(UnsafeRawBufferPointer(rebasing: bytes[0..<fieldsEnd]), key: key, names: names)
-        return FoldRecord(sequence: f.sequence, timestamp: f.timestamp, project: f.project, body: f.body)
+        let (sequence, timestamp, project, body) = try decodeFields(UnsafeRawBufferPointer(rebasing: bytes[0..<fieldsEnd]), key: key, names: names)
+        return FoldRecord(sequence: sequence, timestamp: timestamp, project: project, body: body)
     }
 
     /// `decodeVerifyingLink(_:key:previous:)` for the fold: the device_ids and tokens spelled into `names`.
     public static func decodeVerifyingLink(_ bytes: UnsafeRawBufferPointer, key: UInt64, previous: ChainHash,
                                            names: NameArena) throws -> (record: FoldRecord, link: ChainHash) {
         let (link, fieldsEnd) = try checkedLink(of: bytes, key: key, previous: previous)
-        let f = try decodeFields(UnsafeRawBufferPointer(rebasing: bytes[0..<fieldsEnd]), key: key, names: names)
-        return (FoldRecord(sequence: f.sequence, timestamp: f.timestamp, project: f.project, body: f.body), link)
+        let (sequence, timestamp, project, body) = try decodeFields(UnsafeRawBufferPointer(rebasing: bytes[0..<fieldsEnd]), key: key, names: names)
+        return (FoldRecord(sequence: sequence, timestamp: timestamp, project: project, body: body), link)
     }
 
     /// The fields of a record (`bytes` up to its link and CRC, whose frame was checked) decoded.
     static func decodeFields(_ body: UnsafeRawBufferPointer, key: UInt64) throws -> LogRecord {
-        let f = try decodeFields(body, key: key, names: NamesAsStrings())
-        return LogRecord(sequence: f.sequence, timestamp: f.timestamp, event: Event(project: f.project, body: f.body))
+        let (sequence, timestamp, project, fields) = try decodeFields(body, key: key, names: NamesAsStrings())
+        return LogRecord(sequence: sequence, timestamp: timestamp, event: Event(project: project, body: fields))
     }
 
     /// The fields of a record (`bytes` up to its link and CRC, whose frame was
