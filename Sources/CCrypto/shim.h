@@ -39,6 +39,30 @@ static inline void topicstore_sha256_chain2(const void *prefix32, const void *he
     SHA256_Final(out, &ctx);
 }
 
+/// SHA-256 of msg[0..<count] into out[0..<32], padded in place: msg has room
+/// for `topicstore_sha256_padded_size(count)` bytes, and the bytes past `count`
+/// are overwritten. The blocks go straight to the block function, without
+/// Update's copies into the context and Final's padding and cleansing (a
+/// third of hashing a chain link of ~260 bytes, callgrind).
+static inline size_t topicstore_sha256_padded_size(size_t count) { return (count + 9 + 63) / 64 * 64; }
+
+static inline void topicstore_sha256_padded(unsigned char *msg, size_t count, unsigned char *out) {
+    size_t total = topicstore_sha256_padded_size(count);
+    msg[count] = 0x80;
+    for (size_t i = count + 1; i < total - 8; i++) msg[i] = 0;
+    unsigned long long bits = (unsigned long long)count * 8;
+    for (int i = 0; i < 8; i++) msg[total - 1 - i] = (unsigned char)(bits >> (8 * i));
+    SHA256_CTX ctx;
+    SHA256_Init(&ctx);
+    for (size_t at = 0; at < total; at += 64) SHA256_Transform(&ctx, msg + at);
+    for (int i = 0; i < 8; i++) {
+        out[4 * i] = (unsigned char)(ctx.h[i] >> 24);
+        out[4 * i + 1] = (unsigned char)(ctx.h[i] >> 16);
+        out[4 * i + 2] = (unsigned char)(ctx.h[i] >> 8);
+        out[4 * i + 3] = (unsigned char)ctx.h[i];
+    }
+}
+
 /// SHA-256 of one buffer into out[0..<32].
 static inline void topicstore_sha256(const void *body, size_t count, unsigned char *out) {
     SHA256_CTX ctx;

@@ -31,6 +31,23 @@ public enum SHA256 {
                                  out.baseAddress!.assumingMemoryBound(to: UInt8.self))
     }
 
+    /// The bytes a message of `count` bytes takes padded (`hash(paddingInPlace:count:into:)`).
+    @inline(__always)
+    public static func paddedSize(_ count: Int) -> Int { topicstore_sha256_padded_size(count) }
+
+    /// SHA-256 of the first `count` bytes of `message`, padded where they
+    /// are: `message` holds at least `paddedSize(count)` bytes, and those past
+    /// `count` are overwritten. For many short messages built in a scratch
+    /// buffer (a chain link over a record read back), where the incremental
+    /// calls' copies and final cleansing cost a third of the hashing.
+    @inline(__always)
+    public static func hash(paddingInPlace message: UnsafeMutableRawBufferPointer, count: Int,
+                            into out: UnsafeMutableRawBufferPointer) {
+        precondition(message.count >= paddedSize(count) && out.count >= byteCount, "no room to pad the message")
+        topicstore_sha256_padded(message.baseAddress!.assumingMemoryBound(to: UInt8.self), count,
+                                 out.baseAddress!.assumingMemoryBound(to: UInt8.self))
+    }
+
     /// SHA-256 of `bytes`.
     public static func hash(_ bytes: [UInt8]) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: byteCount)

@@ -80,6 +80,20 @@ public struct ChainHash: Hashable, Sendable, CustomStringConvertible {
 }
 
 extension ChainHash {
+    /// `next(over:)` of the `count` bytes at offset 32 of `buffer`, hashed
+    /// where they are: this link is written into the 32 bytes before them,
+    /// and SHA-256's padding after them (`buffer` holds at least
+    /// `SHA256.paddedSize(32 + count)` bytes).
+    @inline(__always)
+    public func next(overBodyAfterRoomIn buffer: UnsafeMutableRawBufferPointer, count: Int) -> ChainHash {
+        withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: ChainHash.byteCount) }
+        var result = ChainHash()
+        Swift.withUnsafeMutableBytes(of: &result) { out in
+            SHA256.hash(paddingInPlace: buffer, count: ChainHash.byteCount + count, into: out)
+        }
+        return result
+    }
+
     /// The next link over a body held in two parts: SHA-256(self ‖ `head` ‖ `rest`).
     @inline(__always)
     public func next(over head: UnsafeRawBufferPointer, _ rest: UnsafeRawBufferPointer) -> ChainHash {

@@ -1,3 +1,4 @@
+import Digest
 /// The binary form of a log record, version 5 (hash-chained, the link's first
 /// 8 bytes stored) or version 4 (the whole link stored):
 ///
@@ -359,7 +360,7 @@ public enum RecordCodec {
         }
         let fields = UnsafeRawBufferPointer(rebasing: bytes[0..<fieldsEnd])
         let computed = version == 2 ? previous.next(over: fields)
-                                    : try withVersion2Fields(of: fields, key: key) { previous.next(over: $0) }
+                                    : try version2Link(of: fields, key: key, previous: previous)
         return (try storedLink(bytes, version: version, fieldsEnd: fieldsEnd, key: key, computed: computed), fieldsEnd)
     }
 
@@ -384,18 +385,20 @@ public enum RecordCodec {
         return stored
     }
 
-    /// Calls `body` with the version 2 form of a version 3, 4 or 5 record's fields
-    /// (version byte 2, the sequence `key`, an i64 timestamp, every name spelled
-    /// out as `str`, u16 lengths): the bytes its chain link covers. Rewritten in
-    /// place of a full decode (no strings built); a field that does not parse is
-    /// thrown with its offset.
-    static func withVersion2Fields<R>(of fields: UnsafeRawBufferPointer, key: UInt64,
-                                      _ body: (UnsafeRawBufferPointer) -> R) throws -> R {
+    /// The link after `previous` of a version 3, 4 or 5 record's fields: over
+    /// their version 2 form (version byte 2, the sequence `key`, an i64
+    /// timestamp, every name spelled out as `str`, u16 lengths). Rewritten in
+    /// place of a full decode (no strings built), after room for `previous`
+    /// and with room for SHA-256's padding, and hashed there
+    /// (`ChainHash.next(overBodyAfterRoomIn:count:)`); a field that does not
+    /// parse is thrown with its offset.
+    static func version2Link(of fields: UnsafeRawBufferPointer, key: UInt64, previous: ChainHash) throws -> ChainHash {
         // A name grows at most from 17 bytes (a UUID) to 38, a short length from 1 byte to 2, the
         // header by 10 bytes: three times the input and 16 bytes are room enough.
         let compact = isCompact(fields.first)
-        return try withUnsafeTemporaryAllocation(byteCount: 3 * fields.count + 16, alignment: 1) { out in
-            let p = out.baseAddress!
+        let room = ChainHash.byteCount, most = 3 * fields.count + 16
+        return try withUnsafeTemporaryAllocation(byteCount: SHA256.paddedSize(room + most), alignment: 16) { buffer in
+            let p = buffer.baseAddress! + room
             var from = 0, to = 0
             func fail(_ reason: String) -> RecordCorruption { RecordCorruption(sequence: key, offset: from, reason: reason) }
             func length(at i: Int) throws -> Int {
@@ -484,7 +487,7 @@ public enum RecordCodec {
                 try string()
             }
             guard from == fields.count else { throw fail("\(fields.count - from) unexpected trailing bytes") }
-            return body(UnsafeRawBufferPointer(start: p, count: to))
+            return previous.next(overBodyAfterRoomIn: buffer, count: to)
         }
     }
 

@@ -50,6 +50,27 @@ struct HashChainTests {
         try store.environment.write { txn in try txn.put(store.log.database, EventLog.key(seq), bytes) }
     }
 
+    /// The reader hashes a link where it built the record's version 2 form,
+    /// padding it in place: the same digest as the incremental calls, at every
+    /// length around the block boundaries, and over whatever the padding overwrites.
+    @Test("SHA-256 padded in place gives the digest of the message; a link so computed is the link")
+    func paddedInPlace() {
+        var rng = SeededRandom(seed: 0x5A256)
+        for count in 0...300 {
+            let message = (0..<count).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+            var room = message + (0..<(SHA256.paddedSize(count) - count)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+            #expect(SHA256.paddedSize(count) % 64 == 0 && SHA256.paddedSize(count) >= count + 9)
+            var digest = [UInt8](repeating: 0, count: 32)
+            room.withUnsafeMutableBytes { m in digest.withUnsafeMutableBytes { SHA256.hash(paddingInPlace: m, count: count, into: $0) } }
+            #expect(digest == SHA256.hash(message), "\(count) bytes")
+
+            let previous = ChainHash(bytes: SHA256.hash(Array("link \(count)".utf8)))!
+            var buffer = [UInt8](repeating: 0xEE, count: 32) + message + [UInt8](repeating: 0xEE, count: SHA256.paddedSize(32 + count) - 32 - count)
+            let inPlace = buffer.withUnsafeMutableBytes { previous.next(overBodyAfterRoomIn: $0, count: count) }
+            #expect(inPlace == message.withUnsafeBytes { previous.next(over: $0) }, "\(count) bytes")
+        }
+    }
+
     @Test("every record written by the store links to the one before, from genesis, across batches")
     func chainIsComputedIndependently() throws {
         let dir = ReplayTempDir("chain")
