@@ -76,12 +76,14 @@ public enum Fold {
             // Each spec and topic record is read where it is held: a copy of
             // either retained and released its strings, for every topic of a register.
             for i in specs.indices {
-                let slot: Int
-                if let tid = try writer.topicID(pid, code: specs[i].code, txn) {
-                    guard let s = try writer.topicSlot(pid, tid, txn) else {
-                        throw ProjectionCorruption(place: "topics/\(pid)/\(tid)", reason: "indexed topic \(specs[i].code) is missing")
+                // The topic's id is kept from its lookup or its creation: read back from its
+                // slot's key it was a cache miss for a topic not subscribed to lately (perf).
+                let slot: Int, tid: UInt32
+                if let known = try writer.topicID(pid, code: specs[i].code, txn) {
+                    guard let s = try writer.topicSlot(pid, known, txn) else {
+                        throw ProjectionCorruption(place: "topics/\(pid)/\(known)", reason: "indexed topic \(specs[i].code) is missing")
                     }
-                    slot = s
+                    (slot, tid) = (s, known)
                     if let title = specs[i].title, !writer.topic(at: slot, hasTitle: title) {
                         writer.modifyTopic(at: slot) { $0.title = title; $0.lastChangeSeq = sequence }
                     }
@@ -90,12 +92,11 @@ public enum Fold {
                     }
                 } else {
                     let spec = specs[i]
-                    let tid = try writer.newTopicID(single: spec.single ?? false, &project)
+                    tid = try writer.newTopicID(single: spec.single ?? false, &project)
                     slot = try writer.createTopic(pid, tid, TopicRecord(
                         code: spec.code, title: spec.title ?? spec.code, single: spec.single ?? false,
                         subscribers: 0, createdSeq: sequence, lastChangeSeq: sequence), txn)
                 }
-                let tid = writer.topicKey(at: slot)
                 if try writer.subscribe(member, tid, txn) {
                     writer.addSubscriber(at: slot, sequence: sequence)
                 }

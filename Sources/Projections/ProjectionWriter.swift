@@ -624,7 +624,6 @@ public final class ProjectionWriter {
     /// Whether the cached topic in `slot` has `title`, compared in place (`topic(at:)` copies the record).
     func topic(at slot: Int, hasTitle title: String) -> Bool { topics.values[slot].value.title == title }
     func topicIsSingle(at slot: Int) -> Bool { topics.values[slot].value.single }
-    func topicKey(at slot: Int) -> UInt32 { topics.keys[slot].topic }
 
     /// Changes the cached topic in `slot`; it is written back at flush.
     func modifyTopic<R>(at slot: Int, _ body: (inout TopicRecord) throws -> R) rethrows -> R {
