@@ -206,8 +206,12 @@ final class NameIndex: @unchecked Sendable {
         return hashEnd(hashWord(hashWord(h, words.0), words.1), tail: 0)
     }
 
+    /// `nameHash` of a String's UTF-8: a small string's from its value's words
+    /// (`smallUTF8Words`), as a topic code's hint for the fold is made,
+    /// rather than from a copy of them on the stack, read back.
     static func nameHash(_ name: String) -> UInt64 {
-        name.withUTF8Bytes { nameHash($0) }
+        if let (words, count) = name.smallUTF8Words { return nameHash(shortWords: words, count: count) }
+        return name.withUTF8Bytes { nameHash($0) }
     }
 
     /// Starts loading the slots where the lookups of names begin, so those

@@ -665,14 +665,18 @@ public final class ProjectionWriter {
         try ordinal(pid, with: .token, token, txn)
     }
 
-    /// `ordinal(_:deviceID:_:)` of a String.
+    /// `ordinal(_:deviceID:_:)` of a String. The lookup is not remembered
+    /// (`LookedUpName`): a small string's text is a copy on the stack, whose
+    /// place another name may take after the call.
     func ordinal(_ pid: UInt32, deviceID: String, _ txn: borrowing Transaction) throws -> UInt32? {
-        try deviceID.withUTF8Bytes { try ordinal(pid, with: .deviceID, NameText($0), txn) }
+        defer { lookedUp.0 = nil }
+        return try deviceID.withUTF8Bytes { try ordinal(pid, with: .deviceID, NameText($0), txn) }
     }
 
-    /// `ordinal(_:token:_:)` of a String.
+    /// `ordinal(_:token:_:)` of a String, not remembered either.
     func ordinal(_ pid: UInt32, token: String, _ txn: borrowing Transaction) throws -> UInt32? {
-        try token.withUTF8Bytes { try ordinal(pid, with: .token, NameText($0), txn) }
+        defer { lookedUp.1 = nil }
+        return try token.withUTF8Bytes { try ordinal(pid, with: .token, NameText($0), txn) }
     }
 
     /// The device with `value` as its device_id or token, from the writer's

@@ -93,12 +93,9 @@ public struct ByteReader {
         let at = try take(n)
         return UnsafeRawBufferPointer(rebasing: buffer[at..<at + n])
     }
-    /// A `StoredName` (what `StoredName.write` wrote) as its text. The caller checks
-    /// the form byte (an unknown one is corruption, not a short field); a name that
-    /// runs past the end is thrown as out of bounds.
-    mutating func name() throws(OutOfBounds) -> String { try storedName().string }
-
-    /// A `StoredName` where it lies (see `name()`).
+    /// A `StoredName` (what `StoredName.write` wrote), where it lies. The caller
+    /// checks the form byte (an unknown one is corruption, not a short field); a
+    /// name that runs past the end is thrown as out of bounds.
     mutating func storedName() throws(OutOfBounds) -> StoredName {
         var at = offset
         guard let stored = StoredName.read(buffer, &at) else {

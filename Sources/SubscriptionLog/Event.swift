@@ -99,7 +99,10 @@ extension EventBodyOf: Sendable where Name: Sendable {}
 
 extension EventBodyOf where Name == String {
     /// Calls `body` with the event's `FoldBody`: its names' text where the strings hold it.
-    public func withTexts(_ body: (FoldBody) throws -> Void) rethrows {
+    /// `throws`, not `rethrows`: declared `rethrows`, an error thrown by `body` through
+    /// `withUTF8Bytes` crashed the debug build releasing a register's topic list
+    /// (Swift 6.x; `NameArenaTests.anErrorOfTheFoldPassesThroughEveryEventType`).
+    public func withTexts(_ body: (FoldBody) throws -> Void) throws {
         switch self {
         case .token(let d, let t, let p):
             return try d.withUTF8Bytes { d in try t.withUTF8Bytes { t in

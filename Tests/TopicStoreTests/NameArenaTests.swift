@@ -55,6 +55,33 @@ import Testing
         #expect(checked == 400 * 8 * (1 + RecordCodec.chainedVersions.count))
     }
 
+    struct FoldFailed: Error {}
+
+    /// The live path hands the fold each event's names through
+    /// `EventBody.withTexts`; an error of the fold (a damaged record it
+    /// refuses) passes through it for every event type, names long and short,
+    /// and the event is intact after. (Declared `rethrows`, the debug build
+    /// crashed there releasing a register's topic list.)
+    @Test func anErrorOfTheFoldPassesThroughEveryEventType() throws {
+        var rng = SeededRandom(seed: 0x7E8)
+        for _ in 0..<50 {
+            for body in Self.bodies(&rng) {
+                var seen: FoldBody?
+                #expect(throws: FoldFailed.self) {
+                    try body.withTexts { folded in
+                        seen = folded
+                        throw FoldFailed()
+                    }
+                }
+                #expect(seen?.typeName == body.typeName)
+                try body.withTexts { folded in
+                    let again = folded.mapNames { $0.string }
+                    #expect(again == body)
+                }
+            }
+        }
+    }
+
     /// A name kept as text that is not UTF-8 (a record written by hand, or
     /// damaged and checksummed again) is repaired as a String repairs it, so
     /// the fold files the device under the name the live path filed it under.
