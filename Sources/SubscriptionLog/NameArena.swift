@@ -100,17 +100,16 @@ public final class NameArena: @unchecked Sendable {
     /// A copy of `utf8` held here, repaired as `String(decoding:as:)` repairs it when it is not UTF-8.
     package func text(copying utf8: UnsafeRawBufferPointer) -> NameText {
         guard utf8.allSatisfy({ $0 < 0x80 }) else { return text(copying: String(decoding: utf8, as: UTF8.self)) }
-        let p = take(utf8.count)
-        if !utf8.isEmpty { p.copyMemory(from: utf8.baseAddress!, byteCount: utf8.count) }
-        return NameText(UnsafeRawBufferPointer(start: p, count: utf8.count))
+        return copy(utf8)
     }
 
     /// A copy of `s`'s text held here.
-    public func text(copying s: String) -> NameText {
-        s.withUTF8Bytes { utf8 in
-            let p = take(utf8.count)
-            if !utf8.isEmpty { p.copyMemory(from: utf8.baseAddress!, byteCount: utf8.count) }
-            return NameText(UnsafeRawBufferPointer(start: p, count: utf8.count))
-        }
+    public func text(copying s: String) -> NameText { s.withUTF8Bytes { copy($0) } }
+
+    /// A copy of `utf8`, which is UTF-8 already.
+    private func copy(_ utf8: UnsafeRawBufferPointer) -> NameText {
+        let p = take(utf8.count)
+        if !utf8.isEmpty { p.copyMemory(from: utf8.baseAddress!, byteCount: utf8.count) }
+        return NameText(UnsafeRawBufferPointer(start: p, count: utf8.count))
     }
 }
