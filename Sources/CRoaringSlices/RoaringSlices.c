@@ -410,6 +410,96 @@ int topicstore_bitsets_for_many_runs(void *bitmap, int32_t most_runs) {
     return 0;
 }
 
+/// Runs (maximal stretches of consecutive values) of the sorted, distinct
+/// `values`, counted until they reach `stop`.
+static int32_t array_runs(const uint16_t *values, int32_t n, int32_t stop) {
+    if (n == 0) return 0;
+    int32_t runs = 1;
+    for (int32_t i = 1; i < n && runs < stop; i++) runs += values[i] != (uint16_t)(values[i - 1] + 1);
+    return runs;
+}
+
+POPCNT_TARGET static int32_t bitset_runs_popcnt(const uint64_t *words, int32_t stop) {
+    int32_t runs = 0;
+    uint64_t below = 0;  // the previous word's last bit
+    for (int32_t w = 0; w < kBitsetBytes / 8; w++) {
+        // A run starts at a set bit whose next lower bit is clear.
+        runs += __builtin_popcountll(words[w] & ~(words[w] << 1 | below));
+        below = words[w] >> 63;
+        if ((w & 15) == 15 && runs >= stop) break;
+    }
+    return runs;
+}
+
+static int32_t bitset_runs_plain(const uint64_t *words, int32_t stop) {
+    int32_t runs = 0;
+    uint64_t below = 0;
+    for (int32_t w = 0; w < kBitsetBytes / 8; w++) {
+        runs += __builtin_popcountll(words[w] & ~(words[w] << 1 | below));
+        below = words[w] >> 63;
+        if ((w & 15) == 15 && runs >= stop) break;
+    }
+    return runs;
+}
+
+/// Runs of a bitset's 1,024 words, counted until they reach `stop` (in steps
+/// of 16 words, so the count may pass it).
+static int32_t bitset_runs(const uint64_t *words, int32_t stop) {
+#if defined(__x86_64__)
+    static int popcnt = -1;
+    int has = __atomic_load_n(&popcnt, __ATOMIC_RELAXED);
+    if (has < 0) {
+        __builtin_cpu_init();
+        has = __builtin_cpu_supports("popcnt") ? 1 : 0;
+        __atomic_store_n(&popcnt, has, __ATOMIC_RELAXED);
+    }
+    if (has) return bitset_runs_popcnt(words, stop);
+#endif
+    return bitset_runs_plain(words, stop);
+}
+
+int topicstore_has_canonical_encoding(const void *bitmap, int32_t most_runs) {
+    const roaring_array_t *ra = &((const roaring_bitmap_t *)bitmap)->high_low_container;
+    // Above 4,096 values: runs when they take fewer bytes than a bitset (2 + 4r < 8,192)
+    // and are at most `most_runs`.
+    const int32_t most_kept_runs = most_runs < 2047 ? most_runs : 2047;
+    for (int32_t i = 0; i < ra->size; i++) {
+        switch (ra->typecodes[i]) {
+        case ARRAY_CONTAINER_TYPE_CODE: {
+            // An array of n values stays one when its runs are at least n / 2 (2 + 4r >= 2 + 2n).
+            const array_container_t *a = (const array_container_t *)ra->containers[i];
+            const int32_t n = a->cardinality;
+            if (n == 0 || n > kMaxArray) return 0;
+            if (2 * array_runs(a->array, n, (n + 1) / 2) < n) return 0;
+            break;
+        }
+        case BITSET_CONTAINER_TYPE_CODE: {
+            const bitset_container_t *b = (const bitset_container_t *)ra->containers[i];
+            // An unknown cardinality: leave it to `optimize`.
+            if (b->cardinality <= kMaxArray) return 0;
+            if (bitset_runs(b->array, most_kept_runs + 1) <= most_kept_runs) return 0;
+            break;
+        }
+        case RUN_CONTAINER_TYPE_CODE: {
+            const run_container_t *run = (const run_container_t *)ra->containers[i];
+            const int32_t r = run->n_runs;
+            if (r == 0) return 0;
+            uint32_t n = (uint32_t)run->runs[0].length + 1;
+            for (int32_t k = 1; k < r; k++) {
+                // Runs that touch or overlap are not the set's runs: `optimize` merges them.
+                if ((uint32_t)run->runs[k].value <= (uint32_t)run->runs[k - 1].value + run->runs[k - 1].length + 1) return 0;
+                n += (uint32_t)run->runs[k].length + 1;
+            }
+            if (n <= kMaxArray ? 2 * r >= (int32_t)n : r > most_kept_runs) return 0;
+            break;
+        }
+        default:
+            return 0;  // shared (copy-on-write is off, so never) or unknown
+        }
+    }
+    return 1;
+}
+
 int32_t topicstore_slice_keys(const void *bitmap, uint16_t *keys, int32_t capacity) {
     const roaring_array_t *ra = &((const roaring_bitmap_t *)bitmap)->high_low_container;
     int32_t n = ra->size < capacity ? ra->size : capacity;

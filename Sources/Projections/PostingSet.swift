@@ -176,10 +176,13 @@ struct PostingSet {
         }
     }
 
-    /// Chooses the bitmap's canonical encoding before it is serialized (see `Bitmap.optimize`).
+    /// Chooses the bitmap's canonical encoding before it is serialized (see
+    /// `Bitmap.optimize`); nothing to do when it has it already, as a chunk
+    /// the writer keeps from one commit to the next mostly does (a shared
+    /// topic's, optimized for the last commit and given a few members since).
     mutating func optimize() {
-        guard case .bitmap(var bitmap) = storage else { return }
-        storage = .few(Few())
+        guard case .bitmap(var bitmap) = storage, !bitmap.hasCanonicalEncoding() else { return }
+        storage = .few(Few())  // let go of the reference, so the bitmap is changed in place
         bitmap.optimize()
         storage = .bitmap(bitmap)
     }

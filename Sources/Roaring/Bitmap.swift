@@ -173,6 +173,15 @@ public struct Bitmap: Sendable {
         roaring_bitmap_shrink_to_fit(p)
     }
 
+    /// Whether every container already has the encoding `optimize(mostRuns:)`
+    /// chooses for it, so that optimizing would change nothing written. Reads
+    /// only, and counts a container's runs only as far as the choice needs:
+    /// `optimize` undoes every run container and counts every container's runs
+    /// again, and gives back spare capacity that the next insert takes again.
+    public func hasCanonicalEncoding(mostRuns: Int32 = Bitmap.mostRunsKept) -> Bool {
+        topicstore_has_canonical_encoding(pointer, mostRuns) != 0
+    }
+
     // MARK: Slices (the 65,536-value ranges of the high 16 bits)
 
     /// How many slices hold at least one value (no array: a count of a small

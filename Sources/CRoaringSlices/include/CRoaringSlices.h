@@ -84,6 +84,12 @@ int topicstore_remove_slice(void *bitmap, uint16_t high);
 /// than 4,096 values into a bitset. 0, or -1 when an allocation failed.
 int topicstore_bitsets_for_many_runs(void *bitmap, int32_t most_runs);
 
+/// 1 when every container of `bitmap` (a `roaring_bitmap_t *`) already has the
+/// encoding `Bitmap.optimize(mostRuns:)` would choose for it (so optimizing
+/// would change nothing that is written), else 0. Reads only; counts runs
+/// only as far as the choice needs.
+int topicstore_has_canonical_encoding(const void *bitmap, int32_t most_runs);
+
 /// The number of containers (slices) in `bitmap` (a `roaring_bitmap_t *`),
 /// and their keys: `keys` receives at most `capacity` of them, ascending.
 int32_t topicstore_slice_keys(const void *bitmap, uint16_t *keys, int32_t capacity);
