@@ -989,7 +989,15 @@ public final class ProjectionWriter {
         }
         let stored = build?.targetIsEmpty != true
         let (_, slice) = try postings.set(pid, tid, ordinal, on) { key in
-            guard stored, let v = try Keys.withChunk(pid, tid, key.high, { try txn.get(tables.postings, $0) }) else { return nil }
+            guard stored else { return nil }
+            // A cached topic's record lists every slice the topic has a chunk in (stored, or
+            // cached since): none in another, as in any slice of a topic created since the
+            // last commit (a new device's per-user topic), whose chunk was a B-tree search for nothing.
+            if tid >= ProjectionTables.firstTopicID, let topic = cachedTopicSlot(TopicKey(pid: pid, topic: tid)),
+               !topics.values[topic].value.slices.contains(key.high) {
+                return nil
+            }
+            guard let v = try Keys.withChunk(pid, tid, key.high, { try txn.get(tables.postings, $0) }) else { return nil }
             return PostingSet(try PostingChunk.decode(v, pid: pid, topic: tid, high: key.high))
         }
         // A slice that appears or empties changes the topic's slice list.
