@@ -20,11 +20,15 @@ public final class ProjectionWriter {
     }
     struct TopicKey: SlotKey {
         var pid: UInt32; var topic: UInt32
-        var hash64: UInt64 { UInt64(pid) << 32 | UInt64(topic) }
+        var hash64: UInt64 { packed }
+        /// The key as one integer, whose order is the table's key order (`pid ‖ topic`).
+        var packed: UInt64 { UInt64(pid) << 32 | UInt64(topic) }
     }
     struct DeviceKey: SlotKey {
         var pid: UInt32; var ordinal: UInt32
-        var hash64: UInt64 { UInt64(pid) << 32 | UInt64(ordinal) }
+        var hash64: UInt64 { packed }
+        /// The key as one integer, whose order is the table's key order (`pid ‖ ordinal`).
+        var packed: UInt64 { UInt64(pid) << 32 | UInt64(ordinal) }
     }
 
     struct Cached<Value> {
@@ -1148,22 +1152,27 @@ public final class ProjectionWriter {
         // keys mostly share a leaf page, which the cursor stays on instead of
         // searching the tree from its root for every key (the slots are in
         // hash order; sorting a batch's few thousand is cheap by comparison).
-        let topicSlots = dirtyTopics.sorted { Self.ascending(topics.keys[$0], topics.keys[$1]) }
+        let topicSlots = Self.inKeyOrder(dirtyTopics) { topics.keys[$0].packed }
         var newestOfProject: (pid: UInt32, slice: UInt16?)? = nil
+        let storingCount = topicLayout == .legacy
         try txn.withCursor(tables.topics) { cursor in
             for slot in topicSlots where topics.values[slot].dirty {  // (a slot listed twice goes once)
                 let key = topics.keys[slot]
                 if topicCache != nil { topicChanges.append(UInt64(key.pid) << 32 | UInt64(key.topic)) }
-                let held = topics.values[slot].value
-                let omits = try omitsLastSlice(key, held, newest: newest, &newestOfProject)
-                let record = held.encoded(storingCount: topicLayout == .legacy, omittingLastSlice: omits)
+                let omits = try omitsLastSlice(key, topics.values[slot].value, newest: newest, &newestOfProject)
                 topics.values[slot].dirty = false
+                // Encoded into the space the put reserves: not into an array allocated for each record.
+                let size = topics.values[slot].value.encodedSize(storingCount: storingCount, omittingLastSlice: omits)
                 try Keys.withPair(key.pid, key.topic) { k in
-                    try record.withUnsafeBytes { v in try cursor.put(k, v) }
+                    try cursor.put(k, reserving: size) { v in
+                        let written = topics.values[slot].value.encode(into: v.baseAddress!, storingCount: storingCount,
+                                                                        omittingLastSlice: omits)
+                        precondition(written == size, "a topic record's size")
+                    }
                 }
             }
         }
-        let chunkSlots = postings.dirty.sorted { Self.ascending(postings.chunks.keys[$0], postings.chunks.keys[$1]) }
+        let chunkSlots = postings.sortedDirtySlots()
         try txn.withCursor(tables.postings) { cursor in
             for slot in chunkSlots where postings.chunks.values[slot].dirty {
                 let key = postings.chunks.keys[slot]
@@ -1186,7 +1195,7 @@ public final class ProjectionWriter {
                 }
             }
         }
-        let memberSlots = dirtyMemberships.sorted { Self.ascending(memberships.keys[$0], memberships.keys[$1]) }
+        let memberSlots = Self.inKeyOrder(dirtyMemberships) { memberships.keys[$0].packed }
         try txn.withCursor(tables.deviceTopics) { cursor in
             for slot in memberSlots where memberships.values[slot].dirty {
                 let key = memberships.keys[slot]
@@ -1233,9 +1242,20 @@ public final class ProjectionWriter {
 }
 
 extension ProjectionWriter {
+    /// `slots` in the order of their keys, packed into 64 bits by `key` (whose
+    /// order is the keys' order), sorted with the keys beside them: a sort
+    /// that read each slot's key from its table at every comparison missed
+    /// the cache (see `PostingCache.sortedDirtySlots`). A slot listed twice
+    /// comes twice.
+    static func inKeyOrder(_ slots: [Int], key: (Int) -> UInt64) -> [Int] {
+        var items: [(key: UInt64, slot: Int)] = []
+        items.reserveCapacity(slots.count)
+        for slot in slots { items.append((key(slot), slot)) }
+        items.sort { $0.key < $1.key }
+        return items.map(\.slot)
+    }
+
     /// The order of the tables' keys (`Keys`: big-endian `pid ‖ …`).
-    static func ascending(_ a: TopicKey, _ b: TopicKey) -> Bool { (a.pid, a.topic) < (b.pid, b.topic) }
-    static func ascending(_ a: DeviceKey, _ b: DeviceKey) -> Bool { (a.pid, a.ordinal) < (b.pid, b.ordinal) }
     /// A chunk's key is `pid ‖ slice ‖ topic`.
     static func ascending(_ a: ChunkKey, _ b: ChunkKey) -> Bool { (a.pid, a.high, a.topic) < (b.pid, b.high, b.topic) }
 }
