@@ -79,6 +79,20 @@ public struct Transaction: ~Copyable {
         noteChange()
     }
 
+    /// `put`, for a key that usually sorts after every key of `db` (a new
+    /// device's record, a new topic's code): appended there with `MDB_APPEND`
+    /// (no search from the root, nothing moved aside in the leaf) when it
+    /// does, else put as `put` puts it.
+    public func putProbablyLast(_ db: Database, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws {
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
+        var rc = mdb_put(pointer, db.handle, &k, &v, UInt32(MDB_APPEND))
+        // Not after the last key (LMDB looked, and changed nothing): an ordinary put.
+        if rc == MDB_KEYEXIST { rc = mdb_put(pointer, db.handle, &k, &v, 0) }
+        try check(rc)
+        noteChange()
+    }
+
     public func put(_ db: Database, _ key: [UInt8], _ value: [UInt8], flags: PutFlags = []) throws {
         try key.withUnsafeBytes { (k) throws in
             try value.withUnsafeBytes { (v) throws in try put(db, k, v, flags: flags) }

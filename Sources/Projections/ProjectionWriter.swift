@@ -593,7 +593,8 @@ public final class ProjectionWriter {
         if withBuildCodes({ $0.set(pid, record.code, tid) }) == nil {
             // No build (the live path): the code goes to its table.
             let put: Void? = try Keys.withCode(pid, record.code, codeOrder) { k in
-                try withUnsafeBytes(of: tid.bigEndian) { v in try txn.put(tables.topicCodes, k, v) }
+                // A new code mostly sorts last (a new device's per-user topic, `user.<n>`).
+                try withUnsafeBytes(of: tid.bigEndian) { v in try txn.putProbablyLast(tables.topicCodes, k, v) }
             }
             // Validation keeps codes to 1…128 bytes, which every form holds.
             guard put != nil else { throw ProjectionCorruption(place: "topic_codes/\(pid)/\(record.code)", reason: "a code of \(record.code.utf8.count) bytes has no key") }
@@ -882,11 +883,13 @@ public final class ProjectionWriter {
     func putDevice(deviceID: NameText, token: NameText, platform: Platform, tokenTime: Int64,
                    _ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {
         if withBuildDevices({ $0.put(deviceID: deviceID, token: token, platform: platform, tokenTime: tokenTime, pid, ordinal) }) != nil { return }
+        // A new device has its project's newest ordinal: its key mostly sorts last.
         try put(device: DeviceRecord(deviceID: deviceID.string, token: token.string, platform: platform, tokenTime: tokenTime, rejectedAt: nil),
-                pid, ordinal, txn)
+                pid, ordinal, txn, probablyLast: true)
     }
 
-    func put(device: consuming DeviceRecord, _ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction) throws {
+    func put(device: consuming DeviceRecord, _ pid: UInt32, _ ordinal: UInt32, _ txn: borrowing Transaction,
+             probablyLast: Bool = false) throws {
         if withBuildDevices({ $0.put(device, pid, ordinal) }) != nil { return }
         // Encoded into a buffer the writer keeps: an array per record was an
         // allocation and a release for every device written.
@@ -894,7 +897,9 @@ public final class ProjectionWriter {
         if deviceBuffer.count < size { deviceBuffer = [UInt8](repeating: 0, count: max(size, 2 * deviceBuffer.count)) }
         try deviceBuffer.withUnsafeMutableBytes { buffer in
             let v = UnsafeRawBufferPointer(rebasing: buffer[0..<device.encode(into: buffer.baseAddress!)])
-            try Keys.withPair(pid, ordinal) { k in try txn.put(tables.devices, k, v) }
+            try Keys.withPair(pid, ordinal) { k in
+                if probablyLast { try txn.putProbablyLast(tables.devices, k, v) } else { try txn.put(tables.devices, k, v) }
+            }
             transactionDevices.set(pid, ordinal, v)
             if recipientCache != nil { recipientChanges.put(pid, ordinal, sequence: appliedSequence, record: v) }
         }
