@@ -58,6 +58,11 @@ public final class ProjectionWriter {
     private var sliceChanges: [SliceChange] = []
     /// `storedTop`'s answers in the open transaction, by pid; forgotten when the transaction's chunks change.
     private var storedTops: [UInt32: UInt16?] = [:]
+    /// The greatest key of `topic_codes` in the open transaction, or none
+    /// there (`codeSortsLast`): read at the first lookup that needs it, raised
+    /// by `createTopic`. (A removed code leaves it greater than the table's
+    /// greatest, which only sends a lookup to the table.)
+    private var lastCodeKey: (read: Bool, key: [UInt8]?) = (false, nil)
     /// Slots changed since the last flush, so a flush touches only them (the
     /// caches themselves may hold hundreds of thousands of clean entries).
     private var dirtyTopics: [Int] = []
@@ -260,6 +265,7 @@ public final class ProjectionWriter {
         }
         lastCommittedTransaction = nil
         storedTops = [:]
+        lastCodeKey = (false, nil)
         appliedSequence = try tables.appliedSequence(txn)
         topicLayout = try tables.topicLayout(txn)
         codeOrder = try tables.topicCodeOrder(txn)
@@ -402,6 +408,7 @@ public final class ProjectionWriter {
 
     private func clearCaches() {
         storedTops = [:]
+        lastCodeKey = (false, nil)
         sliceChanges.removeAll()
         recentCodes.forgetAll()
         savedCounts = [:]
@@ -595,6 +602,7 @@ public final class ProjectionWriter {
             let put: Void? = try Keys.withCode(pid, record.code, codeOrder) { k in
                 // A new code mostly sorts last (a new device's per-user topic, `user.<n>`).
                 try withUnsafeBytes(of: tid.bigEndian) { v in try txn.putProbablyLast(tables.topicCodes, k, v) }
+                noteCodeKey(k)
             }
             // Validation keeps codes to 1…128 bytes, which every form holds.
             guard put != nil else { throw ProjectionCorruption(place: "topic_codes/\(pid)/\(record.code)", reason: "a code of \(record.code.utf8.count) bytes has no key") }
@@ -651,11 +659,33 @@ public final class ProjectionWriter {
         if let held = withBuildCodes({ $0.lookup(pid, code) }) ?? nil { return held }
         if let held = topicCodes.lookup(pid, code), let id = held { return id }
         if build?.targetIsEmpty == true { return nil }
-        guard let v = try Keys.withCode(pid, code, codeOrder, { try txn.get(tables.topicCodes, $0) }) ?? nil else { return nil }
+        guard let v = try Keys.withCode(pid, code, codeOrder, { k in
+            try codeSortsLast(k, txn) ? nil : try txn.get(tables.topicCodes, k)
+        }) ?? nil else { return nil }
         guard v.count == 4 else { throw ProjectionCorruption(place: "topic_codes/\(pid)/\(code)", reason: "\(v.count) bytes") }
         let id: UInt32 = v.loadBigEndian(at: 0)
         topicCodes.set(pid, code, id)
         return id
+    }
+
+    /// Whether `key` sorts after every key of `topic_codes` (so the code is
+    /// not there), on the live path: a new device's per-user topic (`user.<n>`)
+    /// mostly does, and was a B-tree search for nothing, like its chunk.
+    private func codeSortsLast(_ key: UnsafeRawBufferPointer, _ txn: borrowing Transaction) throws -> Bool {
+        guard build == nil else { return false }
+        if !lastCodeKey.read {
+            let last = try txn.withCursor(tables.topicCodes) { try $0.last().map { Array($0.key) } }
+            lastCodeKey = (true, last)
+        }
+        guard let last = lastCodeKey.key else { return true }
+        return last.lexicographicallyPrecedes(key)
+    }
+
+    /// Notes that `key` is now in `topic_codes` (`codeSortsLast`).
+    private func noteCodeKey(_ key: UnsafeRawBufferPointer) {
+        guard lastCodeKey.read else { return }
+        if let last = lastCodeKey.key, !last.lexicographicallyPrecedes(key) { return }
+        lastCodeKey.key = Array(key)
     }
 
     // MARK: Devices
