@@ -148,6 +148,30 @@ import TopicStore
         try expectConsistent(store, "after the load")
     }
 
+    /// The writer takes a code whose key sorts after the greatest key of
+    /// `topic_codes` for one no topic has, with no lookup, and keeps that key
+    /// while its transaction is open: a code another process added after it
+    /// between two of its transactions must be found, not made a second topic.
+    @Test func aCodeAnotherProcessAddedLastIsFoundNotMadeAgain() throws {
+        let dir = TemporaryDirectory("journal-last-code")
+        let store = try servingStore(dir)
+        defer { store.close() }
+        // Longer than any code before, so each sorts last (codes are ordered by length first).
+        let register = { (device: String, code: String) in
+            Event(project: Self.project, body: .register(deviceID: device, topics: [TopicSpec(code: code)]))
+        }
+        for r in store.submitAndWait([register("dev-1", "zz-last-code-1")]) { _ = try r.get() }
+        let input = dir.sub("load.jsonl")
+        try #"{"project":"\#(Self.project)","type":"register","device_id":"dev-2","topics":["zz-last-code-2"]}"#
+            .appending("\n").write(toFile: input, atomically: true, encoding: .utf8)
+        let load = try compactCLI(["load", "--data", dir.sub("data"), input])
+        #expect(load.status == 0, "\(load.error)")
+        for r in store.submitAndWait([register("dev-3", "zz-last-code-2"), register("dev-4", "zz-last-code-3")]) { _ = try r.get() }
+        #expect(try store.counts(project: Self.project, anyOf: ["zz-last-code-2"]).total == 2, "one topic with both devices")
+        #expect(try store.counts(project: Self.project, anyOf: ["zz-last-code-3"]).total == 1)
+        try expectConsistent(store, "after codes added last by two processes")
+    }
+
     /// The compaction's own writer, with another process committing between its
     /// garbage transactions, follows that process's journal too: it reads the
     /// device table once, when it opens the store, not inside each transaction
