@@ -419,11 +419,13 @@ static int32_t array_runs(const uint16_t *values, int32_t n, int32_t stop) {
     return runs;
 }
 
-POPCNT_TARGET static int32_t bitset_runs_popcnt(const uint64_t *words, int32_t stop) {
+/// Runs of a bitset's 1,024 words, counted until they reach `stop` (checked
+/// every 16 words, so the count may pass it): a run starts at a set bit whose
+/// next lower bit is clear.
+static inline __attribute__((always_inline)) int32_t bitset_runs_counted(const uint64_t *words, int32_t stop) {
     int32_t runs = 0;
     uint64_t below = 0;  // the previous word's last bit
     for (int32_t w = 0; w < kBitsetBytes / 8; w++) {
-        // A run starts at a set bit whose next lower bit is clear.
         runs += __builtin_popcountll(words[w] & ~(words[w] << 1 | below));
         below = words[w] >> 63;
         if ((w & 15) == 15 && runs >= stop) break;
@@ -431,31 +433,13 @@ POPCNT_TARGET static int32_t bitset_runs_popcnt(const uint64_t *words, int32_t s
     return runs;
 }
 
-static int32_t bitset_runs_plain(const uint64_t *words, int32_t stop) {
-    int32_t runs = 0;
-    uint64_t below = 0;
-    for (int32_t w = 0; w < kBitsetBytes / 8; w++) {
-        runs += __builtin_popcountll(words[w] & ~(words[w] << 1 | below));
-        below = words[w] >> 63;
-        if ((w & 15) == 15 && runs >= stop) break;
-    }
-    return runs;
+/// `bitset_runs_counted` with the POPCNT instruction.
+POPCNT_TARGET static int32_t bitset_runs_popcnt(const uint64_t *words, int32_t stop) {
+    return bitset_runs_counted(words, stop);
 }
 
-/// Runs of a bitset's 1,024 words, counted until they reach `stop` (in steps
-/// of 16 words, so the count may pass it).
 static int32_t bitset_runs(const uint64_t *words, int32_t stop) {
-#if defined(__x86_64__)
-    static int popcnt = -1;
-    int has = __atomic_load_n(&popcnt, __ATOMIC_RELAXED);
-    if (has < 0) {
-        __builtin_cpu_init();
-        has = __builtin_cpu_supports("popcnt") ? 1 : 0;
-        __atomic_store_n(&popcnt, has, __ATOMIC_RELAXED);
-    }
-    if (has) return bitset_runs_popcnt(words, stop);
-#endif
-    return bitset_runs_plain(words, stop);
+    return topicstore_can_count() ? bitset_runs_popcnt(words, stop) : bitset_runs_counted(words, stop);
 }
 
 int topicstore_has_canonical_encoding(const void *bitmap, int32_t most_runs) {
