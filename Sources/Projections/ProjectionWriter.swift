@@ -62,7 +62,7 @@ public final class ProjectionWriter {
     /// there (`codeSortsLast`): read at the first lookup that needs it, raised
     /// by `createTopic`. (A removed code leaves it greater than the table's
     /// greatest, which only sends a lookup to the table.)
-    private var lastCodeKey: (read: Bool, key: [UInt8]?) = (false, nil)
+    private var lastCodeKey = GreatestKey()
     /// Slots changed since the last flush, so a flush touches only them (the
     /// caches themselves may hold hundreds of thousands of clean entries).
     private var dirtyTopics: [Int] = []
@@ -265,7 +265,7 @@ public final class ProjectionWriter {
         }
         lastCommittedTransaction = nil
         storedTops = [:]
-        lastCodeKey = (false, nil)
+        lastCodeKey = GreatestKey()
         appliedSequence = try tables.appliedSequence(txn)
         topicLayout = try tables.topicLayout(txn)
         codeOrder = try tables.topicCodeOrder(txn)
@@ -408,7 +408,7 @@ public final class ProjectionWriter {
 
     private func clearCaches() {
         storedTops = [:]
-        lastCodeKey = (false, nil)
+        lastCodeKey = GreatestKey()
         sliceChanges.removeAll()
         recentCodes.forgetAll()
         savedCounts = [:]
@@ -674,18 +674,17 @@ public final class ProjectionWriter {
     private func codeSortsLast(_ key: UnsafeRawBufferPointer, _ txn: borrowing Transaction) throws -> Bool {
         guard build == nil else { return false }
         if !lastCodeKey.read {
-            let last = try txn.withCursor(tables.topicCodes) { try $0.last().map { Array($0.key) } }
-            lastCodeKey = (true, last)
+            lastCodeKey.read = true
+            try txn.withCursor(tables.topicCodes) { cursor in
+                if let last = try cursor.last() { lastCodeKey.raise(to: last.key) }
+            }
         }
-        guard let last = lastCodeKey.key else { return true }
-        return last.lexicographicallyPrecedes(key)
+        return lastCodeKey.precedes(key)
     }
 
     /// Notes that `key` is now in `topic_codes` (`codeSortsLast`).
     private func noteCodeKey(_ key: UnsafeRawBufferPointer) {
-        guard lastCodeKey.read else { return }
-        if let last = lastCodeKey.key, !last.lexicographicallyPrecedes(key) { return }
-        lastCodeKey.key = Array(key)
+        if lastCodeKey.read { lastCodeKey.raise(to: key) }
     }
 
     // MARK: Devices
