@@ -235,7 +235,14 @@ public enum Replay {
     /// at most 8M, and no topic. Sized from the events alone, the 10M store's
     /// build grew its name indexes and topic records by rehashing and copying
     /// past 8M; in proportion alone, a rebuild to the middle of a log whose
-    /// first half was installs grew them too.
+    /// first half was installs grew them too. Topics are never hinted below the
+    /// store's topics per device times the devices hinted: an install that
+    /// brings a per-user topic and subscribes to shared ones makes more than one
+    /// topic per two events by the end of the installs, and bench's 1M store
+    /// rebuilt to its 2,000,000th event (the installs; 1,010,003 topics) grew its
+    /// name index from room for 1,000,000 to 2,000,000 codes in the middle of
+    /// the fold (8% of the rebuild's CPU samples, most of them the kernel
+    /// zeroing the new table's pages).
     static func sizeHint(_ store: TopicStore, events: UInt64) -> (devices: Int, topics: Int) {
         guard let sizes = try? store.tableSizes(), sizes.devices > 0, sizes.lastSequence >= sizes.firstSequence else {
             return (Int(min(events / 2, 8_000_000)), 0)
@@ -247,8 +254,10 @@ public enum Replay {
         // before it rebuilds its snapshot at the horizon; bench's 10M store, 102,719
         // topics dropped, was built short of room, its tables grew by doubling, and the
         // build went over its budget: two rounds and 76.7 s, where one round takes 39 s.
-        func hint(_ held: Int) -> Int { min(held + held / 16, max(Int(Double(held) * share), installs)) }
-        return (hint(sizes.devices), hint(sizes.topics))
+        func hint(_ held: Int, atLeast: Int) -> Int { min(held + held / 16, max(Int(Double(held) * share), atLeast)) }
+        let devices = hint(sizes.devices, atLeast: installs)
+        let topicsPerDevice = Double(sizes.topics) / Double(sizes.devices)
+        return (devices, hint(sizes.topics, atLeast: max(installs, Int(Double(devices) * topicsPerDevice))))
     }
 
     /// Folds `builder.appliedSequence + 1 ... through` from `store`'s log with a

@@ -34,8 +34,10 @@ import TopicStore
         var churn: [Event] = []
         for i in 0..<600 { churn.append(Event(project: "p", body: .unregister(deviceID: "d\(i % 300)", codes: ["all"]))) }
         for result in store.submitAndWait(churn) { _ = try result.get() }
-        // Its first half: in proportion, 150 devices and 151 topics; as installs, 300 and 300.
-        #expect(Replay.sizeHint(store, events: 600) == (300, 300))
+        // Its first half: in proportion, 150 devices and 151 topics; as installs, 300 devices, and
+        // topics as the store holds them per device, 302: what that half holds (a topic for every two
+        // events would be 300, and a build of a larger log grew its name index in the middle of the fold).
+        #expect(Replay.sizeHint(store, events: 600) == (300, 302))
         // Its first tenth (120 events): in proportion 30 and 30, as installs 60 and 60.
         #expect(Replay.sizeHint(store, events: 120) == (60, 60))
         // And the rebuild that takes the hint equals the live store.
