@@ -92,4 +92,20 @@ struct SlotTable<Key: SlotKey, Value> {
         values.removeAll(keepingCapacity: true)
         for i in index.indices { index[i] = 0 }
     }
+
+    /// Keeps the entries whose slot `keep` names (ascending), in their order,
+    /// and drops the others: every kept entry gets a new slot, so no slot
+    /// handed out before may be used after.
+    mutating func keepOnly(slots keep: [Int]) {
+        var w = 0
+        for r in keep {
+            precondition(r >= w && r < keys.count, "kept slots must be ascending and in the table")
+            if w != r { keys.swapAt(w, r); values.swapAt(w, r) }
+            w += 1
+        }
+        keys.removeLast(keys.count - w)
+        values.removeLast(values.count - w)
+        for i in index.indices { index[i] = 0 }
+        for (slot, key) in keys.enumerated() { place(key, slot) }
+    }
 }
