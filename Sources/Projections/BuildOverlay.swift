@@ -23,22 +23,14 @@ protocol NameLookupVisitor {
 /// by a class was copied (its arrays retained and released) on every lookup.
 /// Only the folding thread changes it; the write-out's sort only reads it.
 final class NameIndex: @unchecked Sendable {
-    /// 32 bytes, each in one cache line (`table` aligns them).
-    struct Slot {
-        /// A name of at most `inlineName` bytes, as `shortWords` reads it
-        /// (zero beyond it): compared here, a lookup of a per-user topic's
-        /// code does not read the arena (a cache miss per name of a list of
-        /// users not asked lately). Longer names leave it zero.
-        var low: UInt64 = 0
-        var high: UInt32 = 0
-        var offset: UInt32 = 0
-        var value: UInt32 = 0
-        var tag: UInt32 = 0
-        var pid: UInt32 = 0
-        var length: UInt16 = 0
-        /// 0: empty, 1: present, 2: removed.
-        var state: UInt8 = 0
-    }
+    /// 32 bytes, each in one cache line (`table` aligns them). Defined in C
+    /// (`topicstore_name_slot`), where a list's lookups read it too
+    /// (`topicstore_gather_held`). `low` and `high` hold a name of at most
+    /// `inlineName` bytes, as `shortWords` reads it (zero beyond it): compared
+    /// there, a lookup of a per-user topic's code does not read the arena (a
+    /// cache miss per name of a list of users not asked lately); longer names
+    /// leave them zero. `state` is 0 for empty, 1 present, 2 removed.
+    typealias Slot = topicstore_name_slot
 
     /// Names of at most this many bytes are held in their slot too
     /// (`user.9999999` is 12).
@@ -306,7 +298,7 @@ final class NameIndex: @unchecked Sendable {
 
     /// The tag of a name of at most `shortName` bytes in project `pid`, from its `shortWords`.
     @inline(__always)
-    private static func shortTag(_ pid: UInt32, _ words: (UInt64, UInt64), _ count: Int) -> UInt32 {
+    static func shortTag(_ pid: UInt32, _ words: (UInt64, UInt64), _ count: Int) -> UInt32 {
         tag(hash(pid, nameHash: nameHash(shortWords: words, count: count)))
     }
 
@@ -373,6 +365,12 @@ final class NameIndex: @unchecked Sendable {
                 }
             }
         }
+    }
+
+    /// Calls `body` with the table's slots, to read in place (`topicstore_gather_held`,
+    /// under the lock of the index's owner).
+    func withSlots<R>(_ body: (UnsafeBufferPointer<Slot>) throws -> R) rethrows -> R {
+        try body(UnsafeBufferPointer(slots))
     }
 
     /// Names whose slots `lookupEach` asks for together.

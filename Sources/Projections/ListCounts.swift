@@ -53,8 +53,8 @@ extension ProjectionReader {
                         unknown: [String]) -> AudienceCounts? {
         guard let cache = recipientCache else { return nil }
         // A device may be on several of the topics: counted once.
-        let unique = gathered.keepDistinct()
-        var (ios, android, unheld) = gathered.countReaches(first: unique)
+        let (unique, heldIOS, heldAndroid, unheld) = gathered.distinctReaches()
+        var (ios, android) = (heldIOS, heldAndroid)
         if unheld > 0 {
             guard let (i, a) = gathered.withValues({
                 cache.liveCounts(pid, members: UnsafeBufferPointer(rebasing: $0[..<unheld]), asOf: asOf)

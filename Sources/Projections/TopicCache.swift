@@ -234,10 +234,56 @@ public final class TopicCache: @unchecked Sendable {
                                              into gathered: inout GatheredMembers) -> (pid: UInt32, asOf: UInt64)? {
         lock.withLock {
             guard heldTransaction == tip, let asOf = heldThrough, let pid = projectIDLocked(project) else { return nil }
+            if let all = gatherShortLocked(pid, names, asOf: asOf, into: &gathered) { return all ? (pid, asOf) : nil }
             let missed = gatherLocked(pid, names, asOf: asOf, into: &gathered, stoppingAtFirstMiss: true)
             return missed.isEmpty ? (pid, asOf) : nil
         }
     }
+
+    /// `gatherLocked` stopping at the first miss, for names of at most
+    /// `NameIndex.inlineName` bytes (a per-user topic's code), in C
+    /// (`topicstore_gather_held`): whether every name was gathered; nil, with
+    /// nothing gathered, when one is longer. The same lookups and gathering
+    /// as `lookupEach` with `EntryFinder` then `gatherLocked`'s loop, which
+    /// the Swift compiler made 190 instructions a name of a held list of 100
+    /// (overflow and bounds checks, the answer's two optionals, spills).
+    private func gatherShortLocked<Names: NameList>(_ pid: UInt32, _ names: Names, asOf: UInt64,
+                                                    into gathered: inout GatheredMembers) -> Bool? {
+        guard Self.validityMatchesC else { return nil }
+        let n = names.count
+        return withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 2 * n) { words -> Bool? in
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: n) { lengths -> Bool? in
+                for i in 0..<n {
+                    guard let (w, count) = names.inlineWords(i) else { return nil }
+                    words[2 * i] = w.0
+                    words[2 * i + 1] = w.1
+                    lengths[i] = UInt8(truncatingIfNeeded: count)
+                }
+                return withUnsafeTemporaryAllocation(of: UnsafePointer<topicstore_held_entry>?.self, capacity: n) { found in
+                    codes.withSlots { slots in
+                        validity.withUnsafeBufferPointer { validity in
+                            validity.withMemoryRebound(to: topicstore_held_entry.self) { entries in
+                                gathered.withUnsafeStorage { values, reaches, count, limit in
+                                    topicstore_gather_held(slots.baseAddress, slots.count, pid, words.baseAddress, lengths.baseAddress, n,
+                                                           entries.baseAddress, asOf, found.baseAddress, values, reaches, &count, limit) == n
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether `Validity` is laid out as `topicstore_held_entry`, which
+    /// `gatherShortLocked` reads it as (checked once; `HeldListTests` too).
+    static let validityMatchesC: Bool = {
+        MemoryLayout<Validity>.size <= MemoryLayout<topicstore_held_entry>.stride
+            && MemoryLayout<Validity>.stride == MemoryLayout<topicstore_held_entry>.stride
+            && MemoryLayout<Validity>.offset(of: \Validity.validFrom) == 0
+            && MemoryLayout<Validity>.offset(of: \Validity.members) == 8
+            && InlineMembers.layoutMatchesC
+    }()
 
     /// Notes that project `name` has id `pid` (as a snapshot of this store's file holds it).
     public func noteProject(_ name: String, id pid: UInt32) {
@@ -581,6 +627,16 @@ struct InlineMembers {
         count = UInt8(members.count)
         isAll = true
         self.reaches = reaches
+    }
+
+    /// Whether the fields sit where `topicstore_held_entry` has them, 8 bytes
+    /// into an entry: the four values, the count, the flag, the reaches.
+    static var layoutMatchesC: Bool {
+        MemoryLayout<InlineMembers>.offset(of: \InlineMembers.values) == 0
+            && MemoryLayout<InlineMembers>.offset(of: \InlineMembers.count) == 16
+            && MemoryLayout<InlineMembers>.offset(of: \InlineMembers.isAll) == 17
+            && MemoryLayout<InlineMembers>.offset(of: \InlineMembers.reaches) == 20
+            && MemoryLayout<Bool>.size == 1
     }
 
     /// Whether what every member reaches is held (so with no member at all).

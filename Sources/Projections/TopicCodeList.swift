@@ -110,6 +110,21 @@ protocol NameList {
     func shortWords(_ i: Int) -> (words: (UInt64, UInt64), count: Int)?
 }
 
+extension NameList {
+    /// Name `i` as `NameIndex.shortWords` reads it, with its byte count, when
+    /// it has at most `NameIndex.inlineName` bytes (a name its slot holds);
+    /// nil for a longer one.
+    @inline(__always)
+    func inlineWords(_ i: Int) -> (words: (UInt64, UInt64), count: Int)? {
+        if let (words, count) = shortWords(i) { return count <= NameIndex.inlineName ? (words, count) : nil }
+        return withName(i) { name in
+            guard name.count <= NameIndex.inlineName else { return nil }
+            guard let base = name.baseAddress else { return ((0, 0), 0) }
+            return (NameIndex.shortWords(base, name.count), name.count)
+        }
+    }
+}
+
 /// Strings read in place from their array's memory (no array retained per name).
 struct StringNames: NameList {
     let strings: UnsafeBufferPointer<String>

@@ -511,7 +511,19 @@ public struct GatheredValues: ~Copyable {
         return try body(&appender)
     }
 
-    /// Calls `body` with the values gathered, to change in place (`ProjectionReader.keepDistinct`).
+    /// Calls `body` with the values' memory (room for `limit`) and how many
+    /// are gathered, which it moves on past the values it stores after them
+    /// (a list's held members gathered in C, `topicstore_gather_held`).
+    public mutating func withUnsafeStorage<R>(_ body: (UnsafeMutablePointer<UInt32>, inout Int) throws -> R) rethrows -> R {
+        var n = count
+        defer {
+            precondition(n >= count && n <= limit, "gathered values past their limit")
+            count = n
+        }
+        return try body(values.baseAddress!, &n)
+    }
+
+    /// Calls `body` with the values gathered, to change in place (`GatheredMembers.distinctReaches`).
     public mutating func withMutableValues<R>(_ body: (UnsafeMutableBufferPointer<UInt32>) throws -> R) rethrows -> R {
         try body(UnsafeMutableBufferPointer(rebasing: values[..<count]))
     }

@@ -367,7 +367,7 @@ import TopicStore
             var gathered = GatheredMembers(limit: 64)
             let missed = cache.gatherMembers(1, codes: codes, asOf: asOf, into: &gathered)
             let members = gathered.withValues { Array($0) }
-            let (ios, android, unknown) = gathered.countReaches(first: gathered.keepDistinct())
+            let (_, ios, android, unknown) = gathered.distinctReaches()
             return (members, ios, android, unknown, missed)
         }
 
@@ -423,6 +423,6 @@ import TopicStore
         alone.offer(1, code: "user.1", .members(tid: 101, [9]), readAt: 6)
         var gathered = GatheredMembers(limit: 4)
         #expect(alone.gatherMembers(1, codes: ["user.1"], asOf: 6, into: &gathered).isEmpty)
-        #expect(gathered.countReaches(first: gathered.keepDistinct()) == (0, 0, 1))
+        #expect(gathered.distinctReaches() == (1, 0, 0, 1))
     }
 }

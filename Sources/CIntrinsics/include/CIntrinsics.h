@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "HeldList.h"
+
 /// Asks the CPU to bring the cache line at `address` in for a read soon.
 /// Swift has no prefetch of its own; a rebuild issues these a few records
 /// ahead for the hash-table slots the fold is about to probe.

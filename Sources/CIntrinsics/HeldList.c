@@ -1,0 +1,153 @@
+#include "HeldList.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+// NameIndex's hash of a short name (`hashStart`, `hashWord`, `hashEnd`,
+// `nameHash(shortWords:count:)`, `hash(_:nameHash:)`), written again here:
+// HeldListTests checks the two against each other for every length.
+
+static inline uint64_t hash_word(uint64_t h, uint64_t word) {
+    uint64_t m = (h ^ word) * 0xBF58476D1CE4E5B9ull;
+    return m ^ (m >> 29);
+}
+
+static inline uint64_t hash_end(uint64_t h, uint64_t tail) {
+    return (h ^ tail) * 0xBF58476D1CE4E5B9ull;
+}
+
+static inline uint32_t short_tag(uint32_t pid, uint64_t word0, uint64_t word1, long length) {
+    uint64_t h = (uint64_t)length * 0xD6E8FEB86659FD93ull;
+    uint64_t name;
+    if (length < 8) {
+        name = hash_end(h, word0);
+    } else if (length < 16) {
+        name = hash_end(hash_word(h, word0), word1);
+    } else {
+        name = hash_end(hash_word(hash_word(h, word0), word1), 0);
+    }
+    uint64_t x = (name ^ ((uint64_t)pid * 0x9E3779B97F4A7C15ull)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    return (uint32_t)(x >> 32);
+}
+
+uint32_t topicstore_short_name_tag(uint32_t pid, uint64_t word0, uint64_t word1, long length) {
+    return short_tag(pid, word0, word1, length);
+}
+
+// `NameIndex.home`: the first slot of the cache line the tag picks.
+static inline long home(uint32_t tag, long size) {
+    return (long)(((uint64_t)tag * (uint64_t)size) >> 32) & ~1L;
+}
+
+enum { group = 16 };
+
+long topicstore_gather_held(const topicstore_name_slot *slots, long size, uint32_t pid,
+                            const uint64_t *words, const uint8_t *lengths, long n,
+                            const topicstore_held_entry *entries, uint64_t as_of,
+                            const topicstore_held_entry **found,
+                            uint32_t *values, uint8_t *reaches, long *gathered, long limit) {
+    // Every name looked up first, each entry found asked of memory, and
+    // gathered after: the entries of a list of users not asked lately are
+    // cache misses, which gathered as each name was found were waited for
+    // one after another.
+    long looked = 0;
+    while (looked < n) {
+        long start = looked, end = n - start < group ? n : start + group;
+        long homes[group];
+        uint32_t tags[group];
+        // The group's home slots asked of memory...
+        for (long i = start; i < end; i++) {
+            uint32_t tag = short_tag(pid, words[2 * i], words[2 * i + 1], lengths[i]);
+            tags[i - start] = tag;
+            homes[i - start] = home(tag, size);
+            __builtin_prefetch(slots + homes[i - start], 0, 3);
+        }
+        // ...then probed: the slot of this name, or an empty one.
+        for (long i = start; i < end; i++) {
+            uint32_t tag = tags[i - start];
+            uint64_t low = words[2 * i];
+            uint32_t high = (uint32_t)words[2 * i + 1];
+            uint16_t length = lengths[i];
+            long b = homes[i - start];
+            const topicstore_name_slot *s = slots + b;
+            while (s->state != 0 &&
+                   !(s->tag == tag && s->pid == pid && s->length == length && s->low == low && s->high == high)) {
+                b = b + 1 == size ? 0 : b + 1;
+                s = slots + b;
+            }
+            if (s->state != 1) {
+                // Not held (or removed): what the names before it found is gathered.
+                n = i;
+                break;
+            }
+            found[i] = entries + s->value;
+            __builtin_prefetch(found[i], 0, 3);
+        }
+        looked = end < n ? end : n;
+    }
+    long at = *gathered;
+    for (long i = 0; i < n; i++) {
+        const topicstore_held_entry *e = found[i];
+        long count = e->count;
+        if (e->valid_from > as_of || !e->is_all || count > 4 || count > limit - at) {
+            *gathered = at;
+            return i;
+        }
+        for (long k = 0; k < count; k++) values[at + k] = e->members[k];
+        memcpy(reaches + at, &e->reaches, 4);
+        at += count;
+    }
+    *gathered = at;
+    return n;
+}
+
+long topicstore_distinct_reaches(uint32_t *values, const uint8_t *reaches, long n,
+                                 uint8_t ios, uint8_t android, uint8_t unreachable,
+                                 long *ios_count, long *android_count, long *unknown) {
+    long unique = 0, i = 0, a = 0, u = 0;
+    // Each value's first time counted by its reach; one not known written
+    // back at the front (never past the value being read).
+#define TOPICSTORE_COUNT_NEW(v, r)          \
+    do {                                    \
+        unique++;                           \
+        if ((r) == ios) {                   \
+            i++;                            \
+        } else if ((r) == android) {        \
+            a++;                            \
+        } else if ((r) != unreachable) {    \
+            values[u++] = (v);              \
+        }                                   \
+    } while (0)
+    if (n == 1) {
+        TOPICSTORE_COUNT_NEW(values[0], reaches[0]);
+    } else if (n > 1) {
+        // A table of at least twice as many slots, each value + 1 (0: empty).
+        int bits = 4;
+        while ((1L << bits) < 2 * n) bits++;
+        long size = 1L << bits, mask = size - 1;
+        uint64_t local[1024];
+        uint64_t *table = size <= 1024 ? local : malloc((size_t)size * sizeof(uint64_t));
+        if (table == NULL) abort();
+        memset(table, 0, (size_t)size * sizeof(uint64_t));
+        for (long j = 0; j < n; j++) {
+            uint32_t v = values[j];
+            uint64_t key = (uint64_t)v + 1;
+            long slot = (long)(((uint64_t)v * 0x9E3779B97F4A7C15ull) >> (64 - bits));
+            while (table[slot] != key) {
+                if (table[slot] == 0) {
+                    table[slot] = key;
+                    TOPICSTORE_COUNT_NEW(v, reaches[j]);
+                    break;
+                }
+                slot = (slot + 1) & mask;
+            }
+        }
+        if (table != local) free(table);
+    }
+#undef TOPICSTORE_COUNT_NEW
+    *ios_count = i;
+    *android_count = a;
+    *unknown = u;
+    return unique;
+}

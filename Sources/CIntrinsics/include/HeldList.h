@@ -1,0 +1,79 @@
+#ifndef TOPICSTORE_HELD_LIST_H
+#define TOPICSTORE_HELD_LIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/// One slot of the name table (`NameIndex.Slot` in Projections, which has
+/// this layout; `HeldListTests` checks every offset): 32 bytes.
+typedef struct topicstore_name_slot {
+    /// A name of at most 12 bytes as two little-endian words (zero beyond it):
+    /// the first word, and the low half of the second.
+    uint64_t low;
+    uint32_t high;
+    uint32_t offset;
+    uint32_t value;
+    uint32_t tag;
+    uint32_t pid;
+    uint16_t length;
+    /// 0: empty, 1: present, 2: removed.
+    uint8_t state;
+} topicstore_name_slot;
+
+/// What a count reads of a topic directory entry (`TopicCache.Validity` with
+/// its `InlineMembers`, which have this layout; `HeldListTests` checks it):
+/// 32 bytes.
+typedef struct topicstore_held_entry {
+    /// The first sequence the entry holds for.
+    uint64_t valid_from;
+    uint32_t members[4];
+    uint8_t count;
+    /// 1 when `members` are all of the topic's members.
+    uint8_t is_all;
+    /// What each member reaches, one byte each from the lowest (0: not known).
+    uint32_t reaches;
+} topicstore_held_entry;
+
+/// Looks up the `n` names of project `pid` in the name table `slots` (`size`
+/// slots), each a name of at most 12 bytes given as its two little-endian
+/// words (`words[2i]`, `words[2i + 1]`, zero beyond the name) and its length,
+/// and gathers the members of the topic directory entry (`entries`, indexed
+/// by a slot's value) each names, when that entry holds all of its topic's
+/// members for a snapshot at `as_of`: the members at `values + *gathered`,
+/// what they reach four bytes at `reaches + *gathered` (room for 4 past
+/// `limit`), `*gathered` moved on; at most `limit` values in all. `found`
+/// is room for `n` pointers, the entries found.
+///
+/// Returns how many names were gathered from the first: `n` when every one
+/// was; else the index of the first name not held (not in the table,
+/// removed, held by its slices, not valid yet) or not fitting, with what the
+/// names before it gathered left in place.
+///
+/// The names' home slots are asked of memory 16 at a time before they are
+/// probed (`NameIndex.lookupEach` does the same), each entry found as soon
+/// as its slot is read, and the entries are read once every name is found.
+/// The hashes are `NameIndex`'s for short names (`shortTag`); `HeldListTests`
+/// checks both against each other.
+long topicstore_gather_held(const topicstore_name_slot *slots, long size, uint32_t pid,
+                            const uint64_t *words, const uint8_t *lengths, long n,
+                            const topicstore_held_entry *entries, uint64_t as_of,
+                            const topicstore_held_entry **found,
+                            uint32_t *values, uint8_t *reaches, long *gathered, long limit);
+
+/// The tag `NameIndex` keeps for a name of at most 16 bytes of project `pid`
+/// given as its two little-endian words and its length (`NameIndex.shortTag`).
+uint32_t topicstore_short_name_tag(uint32_t pid, uint64_t word0, uint64_t word1, long length);
+
+/// Counts the distinct values of the `n` at `values`, each by its reach
+/// byte the first time it appears (`reaches[i]`; a member gathered twice
+/// reaches the same either time, or is not known one of them): returns how
+/// many there are, those whose reach is `ios` counted into `*ios_count`,
+/// `android` into `*android_count`, `unreachable` ones left out, and the rest
+/// (reach not known) written to the front of `values`, their number in
+/// `*unknown` (count them from the recipient cache). Through a table of twice
+/// as many slots as values, on the stack up to 512 values.
+long topicstore_distinct_reaches(uint32_t *values, const uint8_t *reaches, long n,
+                                 uint8_t ios, uint8_t android, uint8_t unreachable,
+                                 long *ios_count, long *android_count, long *unknown);
+
+#endif

@@ -1,0 +1,125 @@
+import CIntrinsics
+import Foundation
+import LMDB
+@testable import Projections
+import SubscriptionLog
+import Testing
+
+/// A list's held per-user topics looked up and gathered in C
+/// (`topicstore_gather_held`, `topicstore_distinct_reaches`): the same
+/// memory as the Swift types, the same hashes as `NameIndex`, and the same
+/// answers as the Swift path (`TopicCache.gatherMembers`) and a plain model.
+@Suite struct HeldListTests {
+    @Test func theCStructsAreTheSwiftOnesLayout() {
+        #expect(MemoryLayout<NameIndex.Slot>.stride == 32)
+        #expect(MemoryLayout<topicstore_held_entry>.size == 32)
+        #expect(MemoryLayout<topicstore_held_entry>.offset(of: \.count) == 24)
+        #expect(MemoryLayout<topicstore_held_entry>.offset(of: \.reaches) == 28)
+        #expect(TopicCache.validityMatchesC, "Validity and InlineMembers as topicstore_held_entry has them")
+    }
+
+    /// The C tag of a short name is `NameIndex`'s, from its words (as a list's
+    /// lookups take it) and from its bytes (as a name not held in a small
+    /// String was set), for every length up to 16.
+    @Test func theCHashOfAShortNameIsTheNameIndexs() {
+        var rng = SystemRandomNumberGenerator()
+        for n in 0...16 {
+            for _ in 0..<300 {
+                let bytes = (0..<n).map { _ in UInt8.random(in: 0x21...0x7E, using: &rng) }
+                let pid = UInt32.random(in: 0...UInt32.max, using: &rng)
+                bytes.withUnsafeBytes { raw in
+                    let words = n == 0 ? (UInt64(0), UInt64(0)) : NameIndex.shortWords(raw.baseAddress!, n)
+                    let tag = topicstore_short_name_tag(pid, words.0, words.1, n)
+                    #expect(tag == NameIndex.shortTag(pid, words, n), "\(bytes)")
+                    #expect(tag == UInt32(truncatingIfNeeded: NameIndex.hash(pid, raw) >> 32), "\(bytes)")
+                }
+            }
+        }
+    }
+
+    /// Random directories and lists: held topics of up to four members (what
+    /// each reaches held or not), shared topics held by their slices, topics
+    /// dropped by a commit, codes never offered, codes too long for a slot,
+    /// lists that do not fit. Whenever C gathers a list, so does Swift, the
+    /// same values with the same reaches, and the model's members; whenever
+    /// one does not, neither does the other.
+    @Test func aListGatheredInCIsTheListGatheredInSwift() throws {
+        let dir = TemporaryDirectory()
+        var options = Environment.Options()
+        options.maxDatabases = 32
+        let env = try Environment(path: dir.path, options: options)
+        let tables = try ProjectionTables.open(in: env, create: true)
+        var rng = SystemRandomNumberGenerator()
+
+        for round in 0..<6 {
+            let recipients = RecipientCache()
+            let cache = TopicCache(capacity: 1024, sharingLockWith: recipients)
+            try env.read { txn in try recipients.fill(from: tables, through: 0, txn) }
+            // Devices 0..<80 of project 1: a live iOS or Android token, or none.
+            var changes = RecipientCache.Changes()
+            for ordinal in UInt32(0)..<80 {
+                let device: DeviceRecord
+                switch Int.random(in: 0..<3, using: &rng) {
+                case 0: device = DeviceRecord(deviceID: "d\(ordinal)", token: "t\(ordinal)", platform: .ios, tokenTime: 1)
+                case 1: device = DeviceRecord(deviceID: "d\(ordinal)", token: "t\(ordinal)", platform: .android, tokenTime: 1)
+                default: device = DeviceRecord(deviceID: "d\(ordinal)")
+                }
+                var bytes = [UInt8](repeating: 0, count: device.maximumEncodedSize)
+                let n = bytes.withUnsafeMutableBytes { device.encode(into: $0.baseAddress!) }
+                bytes.withUnsafeBytes { changes.put(1, ordinal, sequence: 3, record: UnsafeRawBufferPointer(rebasing: $0[..<n])) }
+            }
+            recipients.apply(changes, from: 0, through: 3)
+            cache.beginWrite(at: 3, snapshot: 20)
+            cache.noteProject("app", id: 1)
+            cache.noteProject("other", id: 2)
+
+            // Codes: short ones (held in their slot), and some too long for it.
+            let codes = (0..<300).map { $0 % 7 == 6 ? "a-long-topic-\($0)" : "u.\($0)" }
+            var model: [String: [UInt32]] = [:]
+            for (k, code) in codes.enumerated() where k % 10 != 9 {  // every tenth never offered
+                let tid = UInt32(1 << 31) + UInt32(k)
+                if k % 13 == 0 {
+                    cache.offer(1, code: code, .slices(tid: tid, [0, 1]), readAt: 3)
+                } else {
+                    let members = (0..<Int.random(in: 0...4, using: &rng)).map { _ in UInt32.random(in: 0..<80, using: &rng) }
+                    cache.offer(1, code: code, .members(tid: tid, members), readAt: 3)
+                    model[code] = members
+                }
+                // The same code in another project holds another member.
+                if k % 5 == 0 { cache.offer(2, code: code, .members(tid: tid, [79]), readAt: 3) }
+            }
+            // A commit drops some of them; it is LMDB's transaction 21.
+            let dropped = codes.indices.filter { $0 % 11 == round }
+            cache.didCommit(changing: dropped.map { 1 << 32 | UInt64(1 << 31 + $0) }, from: 3, through: 4, transaction: 21)
+            for k in dropped { model[codes[k]] = nil }
+
+            var gatheredBoth = 0
+            for list in 0..<400 {
+                // Half the lists from codes the model holds (so most are gathered), half from any.
+                let held = model.keys.filter { $0.count <= NameIndex.inlineName }
+                let pool = list % 2 == 0 ? held : codes
+                let names = (0..<Int.random(in: 2...40, using: &rng)).map { _ in pool.randomElement(using: &rng)! }
+                let limit = list % 9 == 0 ? Int.random(in: 0...(4 * names.count), using: &rng) : 4 * names.count
+                var inC = GatheredMembers(limit: limit)
+                let c = cache.gatherHeldMembers(project: "app", codes: names, tip: 21, into: &inC)
+                var inSwift = GatheredMembers(limit: limit)
+                let missed = cache.gatherMembers(1, codes: names, asOf: 4, into: &inSwift)
+                #expect((c != nil) == missed.isEmpty, "\(names)")
+                let want = names.map { model[$0] }
+                let fits = want.reduce(0) { $0 + ($1?.count ?? 0) } <= limit
+                #expect((c != nil) == (want.allSatisfy { $0 != nil } && fits), "\(names)")
+                guard let c else { continue }
+                gatheredBoth += 1
+                #expect(c.pid == 1 && c.asOf == 4)
+                let values = inC.withValues { Array($0) }
+                #expect(values == inSwift.withValues { Array($0) })
+                #expect(values == want.flatMap { $0! })
+                #expect(inC.distinctReaches() == inSwift.distinctReaches(), "\(names)")
+            }
+            #expect(gatheredBoth > 100)
+            // Another transaction than the one the directory holds: not answered.
+            var stale = GatheredMembers(limit: 8)
+            #expect(cache.gatherHeldMembers(project: "app", codes: ["u.1", "u.2"], tip: 20, into: &stale) == nil)
+        }
+    }
+}
