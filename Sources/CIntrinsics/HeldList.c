@@ -42,11 +42,31 @@ static inline long home(uint32_t tag, long size) {
 
 enum { group = 16 };
 
-long topicstore_gather_held(const topicstore_name_slot *slots, long size, uint32_t pid,
-                            const uint64_t *words, const uint8_t *lengths, long n,
-                            const topicstore_held_entry *entries, uint64_t as_of,
-                            const topicstore_held_entry **found,
-                            uint32_t *values, uint8_t *reaches, long *gathered, long limit) {
+// A name's words and length: from the arrays given, or from a Swift String
+// value's two words (`strings`), as `String.smallUTF8Words` reads them: on
+// 64-bit little-endian platforms a small string (bit 61 of its second word)
+// keeps its UTF-8 bytes in order in the two words, zero beyond them, and
+// its count in the low nibble of the last byte. -1: not a small string of
+// at most 12 bytes (`NameIndex.inlineName`).
+static inline __attribute__((always_inline)) long name_at(const uint64_t *words, const uint8_t *lengths, int strings, long i,
+                           uint64_t *low, uint64_t *high) {
+    *low = words[2 * i];
+    if (!strings) {
+        *high = words[2 * i + 1];
+        return lengths[i];
+    }
+    uint64_t raw = words[2 * i + 1];
+    long count = (long)(raw >> 56) & 0xF;
+    if (!(raw & (1ull << 61)) || count > 12) return -1;
+    *high = raw & 0x00FFFFFFFFFFFFFFull;
+    return count;
+}
+
+static inline __attribute__((always_inline)) long gather_held(const topicstore_name_slot *slots, long size, uint32_t pid,
+                               const uint64_t *words, const uint8_t *lengths, int strings, long n,
+                               const topicstore_held_entry *entries, uint64_t as_of,
+                               const topicstore_held_entry **found,
+                               uint32_t *values, uint8_t *reaches, long *gathered, long limit) {
     // Every name looked up first, each entry found asked of memory, and
     // gathered after: the entries of a list of users not asked lately are
     // cache misses, which gathered as each name was found were waited for
@@ -58,17 +78,19 @@ long topicstore_gather_held(const topicstore_name_slot *slots, long size, uint32
         uint32_t tags[group];
         // The group's home slots asked of memory...
         for (long i = start; i < end; i++) {
-            uint32_t tag = short_tag(pid, words[2 * i], words[2 * i + 1], lengths[i]);
+            uint64_t low, high;
+            long length = name_at(words, lengths, strings, i, &low, &high);
+            if (length < 0) return -1;
+            uint32_t tag = short_tag(pid, low, high, length);
             tags[i - start] = tag;
             homes[i - start] = home(tag, size);
             __builtin_prefetch(slots + homes[i - start], 0, 3);
         }
         // ...then probed: the slot of this name, or an empty one.
         for (long i = start; i < end; i++) {
-            uint32_t tag = tags[i - start];
-            uint64_t low = words[2 * i];
-            uint32_t high = (uint32_t)words[2 * i + 1];
-            uint16_t length = lengths[i];
+            uint64_t low, high64;
+            uint16_t length = (uint16_t)name_at(words, lengths, strings, i, &low, &high64);
+            uint32_t tag = tags[i - start], high = (uint32_t)high64;
             long b = homes[i - start];
             const topicstore_name_slot *s = slots + b;
             while (s->state != 0 &&
@@ -100,6 +122,23 @@ long topicstore_gather_held(const topicstore_name_slot *slots, long size, uint32
     }
     *gathered = at;
     return n;
+}
+
+long topicstore_gather_held(const topicstore_name_slot *slots, long size, uint32_t pid,
+                            const uint64_t *words, const uint8_t *lengths, long n,
+                            const topicstore_held_entry *entries, uint64_t as_of,
+                            const topicstore_held_entry **found,
+                            uint32_t *values, uint8_t *reaches, long *gathered, long limit) {
+    return gather_held(slots, size, pid, words, lengths, 0, n, entries, as_of, found, values, reaches, gathered, limit);
+}
+
+long topicstore_gather_held_strings(const topicstore_name_slot *slots, long size, uint32_t pid,
+                                    const void *strings, long n,
+                                    const topicstore_held_entry *entries, uint64_t as_of,
+                                    const topicstore_held_entry **found,
+                                    uint32_t *values, uint8_t *reaches, long *gathered, long limit) {
+    return gather_held(slots, size, pid, (const uint64_t *)strings, NULL, 1, n, entries, as_of, found, values, reaches,
+                       gathered, limit);
 }
 
 long topicstore_distinct_reaches(uint32_t *values, const uint8_t *reaches, long n,

@@ -247,10 +247,20 @@ public final class TopicCache: @unchecked Sendable {
     /// as `lookupEach` with `EntryFinder` then `gatherLocked`'s loop, which
     /// the Swift compiler made 190 instructions a name of a held list of 100
     /// (overflow and bounds checks, the answer's two optionals, spills).
+    /// Small Strings are read by C from their values (27 instructions a
+    /// name, taking their words out in Swift).
     private func gatherShortLocked<Names: NameList>(_ pid: UInt32, _ names: Names, asOf: UInt64,
                                                     into gathered: inout GatheredMembers) -> Bool? {
         guard Self.validityMatchesC else { return nil }
         let n = names.count
+        if let strings = names.stringValues {
+            let answer = gatherInC(n, asOf: asOf, into: &gathered) { slots, entries, found, values, reaches, count, limit in
+                topicstore_gather_held_strings(slots.baseAddress, slots.count, pid, strings, n, entries.baseAddress, asOf,
+                                               found, values, reaches, &count, limit)
+            }
+            // -1: a String that is not small, or longer than a slot holds: read as bytes below.
+            if answer >= 0 { return answer == n }
+        }
         return withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 2 * n) { words -> Bool? in
             withUnsafeTemporaryAllocation(of: UInt8.self, capacity: n) { lengths -> Bool? in
                 for i in 0..<n {
@@ -259,15 +269,27 @@ public final class TopicCache: @unchecked Sendable {
                     words[2 * i + 1] = w.1
                     lengths[i] = UInt8(truncatingIfNeeded: count)
                 }
-                return withUnsafeTemporaryAllocation(of: UnsafePointer<topicstore_held_entry>?.self, capacity: n) { found in
-                    codes.withSlots { slots in
-                        validity.withUnsafeBufferPointer { validity in
-                            validity.withMemoryRebound(to: topicstore_held_entry.self) { entries in
-                                gathered.withUnsafeStorage { values, reaches, count, limit in
-                                    topicstore_gather_held(slots.baseAddress, slots.count, pid, words.baseAddress, lengths.baseAddress, n,
-                                                           entries.baseAddress, asOf, found.baseAddress, values, reaches, &count, limit) == n
-                                }
-                            }
+                return gatherInC(n, asOf: asOf, into: &gathered) { slots, entries, found, values, reaches, count, limit in
+                    topicstore_gather_held(slots.baseAddress, slots.count, pid, words.baseAddress, lengths.baseAddress, n,
+                                           entries.baseAddress, asOf, found, values, reaches, &count, limit)
+                } == n
+            }
+        }
+    }
+
+    /// Calls `gather` with what a list's `n` names are gathered through in C:
+    /// the name table, the entries as C reads them, room for `n` entries found,
+    /// and `gathered`'s memory; returns what it returns.
+    private func gatherInC(_ n: Int, asOf: UInt64, into gathered: inout GatheredMembers,
+                           _ gather: (UnsafeBufferPointer<NameIndex.Slot>, UnsafeBufferPointer<topicstore_held_entry>,
+                                      UnsafeMutablePointer<UnsafePointer<topicstore_held_entry>?>,
+                                      UnsafeMutablePointer<UInt32>, UnsafeMutablePointer<UInt8>, inout Int, Int) -> Int) -> Int {
+        withUnsafeTemporaryAllocation(of: UnsafePointer<topicstore_held_entry>?.self, capacity: max(n, 1)) { found in
+            codes.withSlots { slots in
+                validity.withUnsafeBufferPointer { validity in
+                    validity.withMemoryRebound(to: topicstore_held_entry.self) { entries in
+                        gathered.withUnsafeStorage { values, reaches, count, limit in
+                            gather(slots, entries, found.baseAddress!, values, reaches, &count, limit)
                         }
                     }
                 }

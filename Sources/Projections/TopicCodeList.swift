@@ -108,6 +108,10 @@ protocol NameList {
     /// Name `i` as `NameIndex.shortWords` reads it, with its byte count, when
     /// that is at hand without `withName`; nil otherwise.
     func shortWords(_ i: Int) -> (words: (UInt64, UInt64), count: Int)?
+    /// The names as an array's String values, where `topicstore_gather_held_strings`
+    /// reads small ones as `String.smallUTF8Words` does; nil when they are not
+    /// Strings, or on a platform where that reading does not hold.
+    var stringValues: UnsafeRawPointer? { get }
 }
 
 extension NameList {
@@ -140,6 +144,14 @@ struct StringNames: NameList {
     func shortWords(_ i: Int) -> (words: (UInt64, UInt64), count: Int)? {
         strings[i].smallUTF8Words
     }
+
+    var stringValues: UnsafeRawPointer? {
+        #if _pointerBitWidth(_64) && _endian(little)
+        UnsafeRawPointer(strings.baseAddress)
+        #else
+        nil
+        #endif
+    }
 }
 
 /// A `TopicCodeList`'s codes read in place.
@@ -161,4 +173,6 @@ struct PackedNames: NameList {
     /// nil: `lookupEach` reads a code's bytes in place through `withName`.
     @inline(__always)
     func shortWords(_ i: Int) -> (words: (UInt64, UInt64), count: Int)? { nil }
+
+    var stringValues: UnsafeRawPointer? { nil }
 }

@@ -37,6 +37,38 @@ import Testing
         }
     }
 
+    /// Codes of every length a small String has, and a short one that is not
+    /// small: each found from the String (its value read in C), or from its
+    /// bytes, or by Swift's lookups beyond a slot's 12 bytes, and gathered.
+    @Test func everyLengthOfCodeIsGatheredFromItsString() {
+        let cache = TopicCache(capacity: 64)
+        cache.beginWrite(at: 3, snapshot: 9)
+        cache.noteProject("app", id: 1)
+        let letters = Array("abcdefghijklmnopqrstuvwxyz")
+        let codes: [String] = (1...15).map { (n: Int) -> String in
+            String((0..<n).map { (i: Int) -> Character in letters[(i * 7 + n) % 26] })
+        }
+        for (k, code) in codes.enumerated() { cache.offer(1, code: code, .members(tid: UInt32(100 + k), [UInt32(k)]), readAt: 3) }
+        // A String of 5 bytes in storage of its own, not small.
+        let stored = String(unsafeUninitializedCapacity: 64) { buffer in
+            for (i, b) in "store".utf8.enumerated() { buffer[i] = b }
+            return 5
+        }
+        #expect(stored == "store" && stored.smallUTF8Words == nil, "a String C cannot read from its value")
+        cache.offer(1, code: "store", .members(tid: 99, [42]), readAt: 3)
+        for (k, code) in codes.enumerated() {
+            var gathered = GatheredMembers(limit: 4)
+            #expect(code.smallUTF8Words?.count == code.utf8.count)
+            #expect(cache.gatherHeldMembers(project: "app", codes: [code, code], tip: 9, into: &gathered) != nil, "\(code)")
+            #expect(gathered.withValues { Array($0) } == [UInt32(k), UInt32(k)], "\(code)")
+        }
+        var all = GatheredMembers(limit: 64)
+        #expect(cache.gatherHeldMembers(project: "app", codes: codes + [stored], tip: 9, into: &all) != nil)
+        #expect(all.withValues { Array($0) } == (0..<15).map(UInt32.init) + [42])
+        var missing = GatheredMembers(limit: 64)
+        #expect(cache.gatherHeldMembers(project: "app", codes: Array(codes[..<12]) + ["user.1"], tip: 9, into: &missing) == nil)
+    }
+
     /// Random directories and lists: held topics of up to four members (what
     /// each reaches held or not), shared topics held by their slices, topics
     /// dropped by a commit, codes never offered, codes too long for a slot,
@@ -73,8 +105,8 @@ import Testing
             cache.noteProject("app", id: 1)
             cache.noteProject("other", id: 2)
 
-            // Codes: short ones (held in their slot), and some too long for it.
-            let codes = (0..<300).map { $0 % 7 == 6 ? "a-long-topic-\($0)" : "u.\($0)" }
+            // Codes: short ones (held in their slot; some not ASCII), and some too long for it.
+            let codes = (0..<300).map { $0 % 7 == 6 ? "a-long-topic-\($0)" : $0 % 7 == 5 ? "é.\($0)" : "u.\($0)" }
             var model: [String: [UInt32]] = [:]
             for (k, code) in codes.enumerated() where k % 10 != 9 {  // every tenth never offered
                 let tid = UInt32(1 << 31) + UInt32(k)
@@ -96,7 +128,7 @@ import Testing
             var gatheredBoth = 0
             for list in 0..<400 {
                 // Half the lists from codes the model holds (so most are gathered), half from any.
-                let held = model.keys.filter { $0.count <= NameIndex.inlineName }
+                let held = model.keys.filter { $0.utf8.count <= NameIndex.inlineName }
                 let pool = list % 2 == 0 ? held : codes
                 let names = (0..<Int.random(in: 2...40, using: &rng)).map { _ in pool.randomElement(using: &rng)! }
                 let limit = list % 9 == 0 ? Int.random(in: 0...(4 * names.count), using: &rng) : 4 * names.count

@@ -60,6 +60,18 @@ long topicstore_gather_held(const topicstore_name_slot *slots, long size, uint32
                             const topicstore_held_entry **found,
                             uint32_t *values, uint8_t *reaches, long *gathered, long limit);
 
+/// `topicstore_gather_held` of the `n` Swift Strings at `strings` (an
+/// array's elements), each read from the String value itself as
+/// `String.smallUTF8Words` reads it (64-bit little-endian platforms): -1,
+/// with nothing gathered, when one is not a small string of at most 12 bytes
+/// (gather those through `topicstore_gather_held`). `HeldListTests` checks
+/// this reading against `smallUTF8Words` for every length.
+long topicstore_gather_held_strings(const topicstore_name_slot *slots, long size, uint32_t pid,
+                                    const void *strings, long n,
+                                    const topicstore_held_entry *entries, uint64_t as_of,
+                                    const topicstore_held_entry **found,
+                                    uint32_t *values, uint8_t *reaches, long *gathered, long limit);
+
 /// The tag `NameIndex` keeps for a name of at most 16 bytes of project `pid`
 /// given as its two little-endian words and its length (`NameIndex.shortTag`).
 uint32_t topicstore_short_name_tag(uint32_t pid, uint64_t word0, uint64_t word1, long length);
