@@ -62,11 +62,14 @@ static inline __attribute__((always_inline)) long name_at(const uint64_t *words,
     return count;
 }
 
+// Looks up and gathers the names; with `missed`, every name on (the indices
+// of those not gathered written there, their number returned), else up to
+// the first name not gathered (its index returned; n when none).
 static inline __attribute__((always_inline)) long gather_held(const topicstore_name_slot *slots, long size, uint32_t pid,
                                const uint64_t *words, const uint8_t *lengths, int strings, long n,
                                const topicstore_held_entry *entries, uint64_t as_of,
                                const topicstore_held_entry **found,
-                               uint32_t *values, uint8_t *reaches, long *gathered, long limit) {
+                               uint32_t *values, uint8_t *reaches, long *gathered, long limit, long *missed) {
     // Every name looked up first, each entry found asked of memory, and
     // gathered after: the entries of a list of users not asked lately are
     // cache misses, which gathered as each name was found were waited for
@@ -99,7 +102,10 @@ static inline __attribute__((always_inline)) long gather_held(const topicstore_n
                 s = slots + b;
             }
             if (s->state != 1) {
-                // Not held (or removed): what the names before it found is gathered.
+                // Not held (or removed).
+                found[i] = NULL;
+                if (missed) continue;
+                // What the names before it found is gathered.
                 n = i;
                 break;
             }
@@ -108,11 +114,15 @@ static inline __attribute__((always_inline)) long gather_held(const topicstore_n
         }
         looked = end < n ? end : n;
     }
-    long at = *gathered;
+    long at = *gathered, misses = 0;
     for (long i = 0; i < n; i++) {
         const topicstore_held_entry *e = found[i];
-        long count = e->count;
-        if (e->valid_from > as_of || !e->is_all || count > 4 || count > limit - at) {
+        long count = e ? e->count : 0;
+        if (!e || e->valid_from > as_of || !e->is_all || count > 4 || count > limit - at) {
+            if (missed) {
+                missed[misses++] = i;
+                continue;
+            }
             *gathered = at;
             return i;
         }
@@ -121,7 +131,7 @@ static inline __attribute__((always_inline)) long gather_held(const topicstore_n
         at += count;
     }
     *gathered = at;
-    return n;
+    return missed ? misses : n;
 }
 
 long topicstore_gather_held(const topicstore_name_slot *slots, long size, uint32_t pid,
@@ -129,7 +139,8 @@ long topicstore_gather_held(const topicstore_name_slot *slots, long size, uint32
                             const topicstore_held_entry *entries, uint64_t as_of,
                             const topicstore_held_entry **found,
                             uint32_t *values, uint8_t *reaches, long *gathered, long limit) {
-    return gather_held(slots, size, pid, words, lengths, 0, n, entries, as_of, found, values, reaches, gathered, limit);
+    return gather_held(slots, size, pid, words, lengths, 0, n, entries, as_of, found, values, reaches, gathered, limit,
+                       NULL);
 }
 
 long topicstore_gather_held_strings(const topicstore_name_slot *slots, long size, uint32_t pid,
@@ -138,7 +149,17 @@ long topicstore_gather_held_strings(const topicstore_name_slot *slots, long size
                                     const topicstore_held_entry **found,
                                     uint32_t *values, uint8_t *reaches, long *gathered, long limit) {
     return gather_held(slots, size, pid, (const uint64_t *)strings, NULL, 1, n, entries, as_of, found, values, reaches,
-                       gathered, limit);
+                       gathered, limit, NULL);
+}
+
+long topicstore_gather_each_held_string(const topicstore_name_slot *slots, long size, uint32_t pid,
+                                        const void *strings, long n,
+                                        const topicstore_held_entry *entries, uint64_t as_of,
+                                        const topicstore_held_entry **found,
+                                        uint32_t *values, uint8_t *reaches, long *gathered, long limit,
+                                        long *missed) {
+    return gather_held(slots, size, pid, (const uint64_t *)strings, NULL, 1, n, entries, as_of, found, values, reaches,
+                       gathered, limit, missed);
 }
 
 long topicstore_distinct_reaches(uint32_t *values, const uint8_t *reaches, long n,

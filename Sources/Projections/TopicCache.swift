@@ -247,8 +247,8 @@ public final class TopicCache: @unchecked Sendable {
     /// as `lookupEach` with `EntryFinder` then `gatherLocked`'s loop, which
     /// the Swift compiler made 190 instructions a name of a held list of 100
     /// (overflow and bounds checks, the answer's two optionals, spills).
-    /// Small Strings are read by C from their values (27 instructions a
-    /// name, taking their words out in Swift).
+    /// Small Strings are read by C from their values: copying their words
+    /// out in Swift first cost 27 instructions a name.
     private func gatherShortLocked<Names: NameList>(_ pid: UInt32, _ names: Names, asOf: UInt64,
                                                     into gathered: inout GatheredMembers) -> Bool? {
         guard Self.validityMatchesC else { return nil }
@@ -331,9 +331,27 @@ public final class TopicCache: @unchecked Sendable {
     public func gatherMembers(_ pid: UInt32, codes: [String], asOf: UInt64, into gathered: inout GatheredMembers) -> [Int] {
         lock.withLock {
             guard let held = heldThrough, asOf <= held else { return Array(codes.indices) }
-            return codes.withUnsafeBufferPointer {
-                gatherLocked(pid, StringNames(strings: $0), asOf: asOf, into: &gathered, stoppingAtFirstMiss: false)
+            return codes.withUnsafeBufferPointer { strings in
+                let names = StringNames(strings: strings)
+                if let missed = gatherEachShortLocked(pid, names, asOf: asOf, into: &gathered) { return missed }
+                return gatherLocked(pid, names, asOf: asOf, into: &gathered, stoppingAtFirstMiss: false)
             }
+        }
+    }
+
+    /// `gatherLocked` of every name, in C (`topicstore_gather_each_held_string`),
+    /// when every one is a small String of at most `NameIndex.inlineName` bytes:
+    /// the indices not gathered; nil, with nothing gathered, otherwise.
+    private func gatherEachShortLocked(_ pid: UInt32, _ names: StringNames, asOf: UInt64,
+                                       into gathered: inout GatheredMembers) -> [Int]? {
+        guard Self.validityMatchesC, let strings = names.stringValues else { return nil }
+        let n = names.count
+        return withUnsafeTemporaryAllocation(of: Int.self, capacity: max(n, 1)) { missed -> [Int]? in
+            let count = gatherInC(n, asOf: asOf, into: &gathered) { slots, entries, found, values, reaches, gatheredCount, limit in
+                topicstore_gather_each_held_string(slots.baseAddress, slots.count, pid, strings, n, entries.baseAddress, asOf,
+                                                   found, values, reaches, &gatheredCount, limit, missed.baseAddress)
+            }
+            return count < 0 ? nil : Array(missed[..<count])
         }
     }
 

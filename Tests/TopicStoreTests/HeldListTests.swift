@@ -70,12 +70,14 @@ import Testing
     }
 
     /// Random directories and lists: held topics of up to four members (what
-    /// each reaches held or not), shared topics held by their slices, topics
-    /// dropped by a commit, codes never offered, codes too long for a slot,
-    /// lists that do not fit. Whenever C gathers a list, so does Swift, the
-    /// same values with the same reaches, and the model's members; whenever
-    /// one does not, neither does the other.
-    @Test func aListGatheredInCIsTheListGatheredInSwift() throws {
+    /// each reaches held), shared topics held by their slices, topics dropped
+    /// by a commit, codes never offered, codes too long for a slot (which
+    /// Swift gathers), codes not in ASCII, lists that do not fit. A list is
+    /// gathered whole (`gatherHeldMembers`, up to its first miss) exactly when
+    /// the model holds all of its topics and they fit, and topic by topic
+    /// (`gatherMembers`) exactly as the model's members fit in turn; the
+    /// members' counts by platform are the model's.
+    @Test func aListIsGatheredAsTheModelGathersIt() throws {
         let dir = TemporaryDirectory()
         var options = Environment.Options()
         options.maxDatabases = 32
@@ -89,11 +91,16 @@ import Testing
             try env.read { txn in try recipients.fill(from: tables, through: 0, txn) }
             // Devices 0..<80 of project 1: a live iOS or Android token, or none.
             var changes = RecipientCache.Changes()
+            var platforms: [UInt32: Platform] = [:]
             for ordinal in UInt32(0)..<80 {
                 let device: DeviceRecord
                 switch Int.random(in: 0..<3, using: &rng) {
-                case 0: device = DeviceRecord(deviceID: "d\(ordinal)", token: "t\(ordinal)", platform: .ios, tokenTime: 1)
-                case 1: device = DeviceRecord(deviceID: "d\(ordinal)", token: "t\(ordinal)", platform: .android, tokenTime: 1)
+                case 0:
+                    device = DeviceRecord(deviceID: "d\(ordinal)", token: "t\(ordinal)", platform: .ios, tokenTime: 1)
+                    platforms[ordinal] = .ios
+                case 1:
+                    device = DeviceRecord(deviceID: "d\(ordinal)", token: "t\(ordinal)", platform: .android, tokenTime: 1)
+                    platforms[ordinal] = .android
                 default: device = DeviceRecord(deviceID: "d\(ordinal)")
                 }
                 var bytes = [UInt8](repeating: 0, count: device.maximumEncodedSize)
@@ -132,21 +139,33 @@ import Testing
                 let pool = list % 2 == 0 ? held : codes
                 let names = (0..<Int.random(in: 2...40, using: &rng)).map { _ in pool.randomElement(using: &rng)! }
                 let limit = list % 9 == 0 ? Int.random(in: 0...(4 * names.count), using: &rng) : 4 * names.count
-                var inC = GatheredMembers(limit: limit)
-                let c = cache.gatherHeldMembers(project: "app", codes: names, tip: 21, into: &inC)
-                var inSwift = GatheredMembers(limit: limit)
-                let missed = cache.gatherMembers(1, codes: names, asOf: 4, into: &inSwift)
-                #expect((c != nil) == missed.isEmpty, "\(names)")
+                // The model: a list gathered up to its first miss, or each topic that fits in turn.
                 let want = names.map { model[$0] }
                 let fits = want.reduce(0) { $0 + ($1?.count ?? 0) } <= limit
+                var eachValues: [UInt32] = [], eachMissed: [Int] = []
+                for (i, members) in want.enumerated() {
+                    if let members, eachValues.count + members.count <= limit { eachValues += members } else { eachMissed.append(i) }
+                }
+                func reached(_ values: [UInt32]) -> (Int, Int, Int, Int) {
+                    let distinct = Set(values)
+                    return (distinct.count, distinct.filter { platforms[$0] == .ios }.count,
+                            distinct.filter { platforms[$0] == .android }.count, 0)
+                }
+
+                var listed = GatheredMembers(limit: limit)
+                let c = cache.gatherHeldMembers(project: "app", codes: names, tip: 21, into: &listed)
                 #expect((c != nil) == (want.allSatisfy { $0 != nil } && fits), "\(names)")
+                var each = GatheredMembers(limit: limit)
+                let missed = cache.gatherMembers(1, codes: names, asOf: 4, into: &each)
+                #expect(missed == eachMissed, "\(names)")
+                #expect(each.withValues { Array($0) } == eachValues, "\(names)")
+                #expect(each.distinctReaches() == reached(eachValues), "\(names)")
                 guard let c else { continue }
                 gatheredBoth += 1
                 #expect(c.pid == 1 && c.asOf == 4)
-                let values = inC.withValues { Array($0) }
-                #expect(values == inSwift.withValues { Array($0) })
+                let values = listed.withValues { Array($0) }
                 #expect(values == want.flatMap { $0! })
-                #expect(inC.distinctReaches() == inSwift.distinctReaches(), "\(names)")
+                #expect(listed.distinctReaches() == reached(values), "\(names)")
             }
             #expect(gatheredBoth > 100)
             // Another transaction than the one the directory holds: not answered.

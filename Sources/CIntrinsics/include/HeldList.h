@@ -72,6 +72,18 @@ long topicstore_gather_held_strings(const topicstore_name_slot *slots, long size
                                     const topicstore_held_entry **found,
                                     uint32_t *values, uint8_t *reaches, long *gathered, long limit);
 
+/// `topicstore_gather_held_strings` of every name: a name not gathered (not
+/// held, held by its slices, not valid for `as_of`, not fitting) is passed
+/// over and its index written at `missed` (room for `n`), and the names after
+/// it are gathered still. Returns how many were not gathered; -1, with nothing
+/// gathered, when a String is not small or longer than 12 bytes.
+long topicstore_gather_each_held_string(const topicstore_name_slot *slots, long size, uint32_t pid,
+                                        const void *strings, long n,
+                                        const topicstore_held_entry *entries, uint64_t as_of,
+                                        const topicstore_held_entry **found,
+                                        uint32_t *values, uint8_t *reaches, long *gathered, long limit,
+                                        long *missed);
+
 /// The tag `NameIndex` keeps for a name of at most 16 bytes of project `pid`
 /// given as its two little-endian words and its length (`NameIndex.shortTag`).
 uint32_t topicstore_short_name_tag(uint32_t pid, uint64_t word0, uint64_t word1, long length);
