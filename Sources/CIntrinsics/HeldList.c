@@ -3,36 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-// NameIndex's hash of a short name (`hashStart`, `hashWord`, `hashEnd`,
-// `nameHash(shortWords:count:)`, `hash(_:nameHash:)`), written again here:
-// HeldListTests checks the two against each other for every length.
-
-static inline uint64_t hash_word(uint64_t h, uint64_t word) {
-    uint64_t m = (h ^ word) * 0xBF58476D1CE4E5B9ull;
-    return m ^ (m >> 29);
-}
-
-static inline uint64_t hash_end(uint64_t h, uint64_t tail) {
-    return (h ^ tail) * 0xBF58476D1CE4E5B9ull;
-}
-
+// The tag `NameIndex` keeps for a short name: the high half of its hash.
 static inline uint32_t short_tag(uint32_t pid, uint64_t word0, uint64_t word1, long length) {
-    uint64_t h = (uint64_t)length * 0xD6E8FEB86659FD93ull;
-    uint64_t name;
-    if (length < 8) {
-        name = hash_end(h, word0);
-    } else if (length < 16) {
-        name = hash_end(hash_word(h, word0), word1);
-    } else {
-        name = hash_end(hash_word(hash_word(h, word0), word1), 0);
-    }
-    uint64_t x = (name ^ ((uint64_t)pid * 0x9E3779B97F4A7C15ull)) * 0x94D049BB133111EBull;
-    x ^= x >> 31;
-    return (uint32_t)(x >> 32);
-}
-
-uint32_t topicstore_short_name_tag(uint32_t pid, uint64_t word0, uint64_t word1, long length) {
-    return short_tag(pid, word0, word1, length);
+    return (uint32_t)(topicstore_name_hash_project(pid, topicstore_short_name_hash(word0, word1, length)) >> 32);
 }
 
 // `NameIndex.home`: the first slot of the cache line the tag picks.
@@ -117,8 +90,13 @@ static inline __attribute__((always_inline)) long gather_held(const topicstore_n
     long at = *gathered, misses = 0;
     for (long i = 0; i < n; i++) {
         const topicstore_held_entry *e = found[i];
-        long count = e ? e->count : 0;
-        if (!e || e->valid_from > as_of || !e->is_all || count > 4 || count > limit - at) {
+        // (Only names passed over with `missed` have no entry.)
+        if (missed && !e) {
+            missed[misses++] = i;
+            continue;
+        }
+        long count = e->count;
+        if (e->valid_from > as_of || !e->is_all || count > 4 || count > limit - at) {
             if (missed) {
                 missed[misses++] = i;
                 continue;

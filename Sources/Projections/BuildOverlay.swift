@@ -122,8 +122,7 @@ final class NameIndex: @unchecked Sendable {
     /// The hash of `name` in project `pid`, from `nameHash(_:)`.
     @inline(__always)
     static func hash(_ pid: UInt32, nameHash: UInt64) -> UInt64 {
-        let h = (nameHash ^ UInt64(pid) &* 0x9E37_79B9_7F4A_7C15) &* 0x94D0_49BB_1331_11EB
-        return h ^ h >> 31
+        topicstore_name_hash_project(pid, nameHash)
     }
 
     /// The project-independent part of a name's hash: what a thread that
@@ -139,20 +138,18 @@ final class NameIndex: @unchecked Sendable {
         return hashEnd(h, tail: tail(name, from: i))
     }
 
-    // The name hash's three steps, shared by both ways of reading a name
+    // The name hash's three steps (defined in C, `HeldList.h`, where a
+    // list's lookups hash too), shared by both ways of reading a name
     // (`nameHash(_:)`, `nameHash(shortWords:count:)`): its length, each whole
     // 8-byte word, then the last 0-7 bytes as one word.
     @inline(__always)
-    private static func hashStart(_ count: Int) -> UInt64 { UInt64(count) &* 0xD6E8_FEB8_6659_FD93 }
+    private static func hashStart(_ count: Int) -> UInt64 { topicstore_name_hash_start(count) }
 
     @inline(__always)
-    private static func hashWord(_ h: UInt64, _ word: UInt64) -> UInt64 {
-        let m = (h ^ word) &* 0xBF58_476D_1CE4_E5B9
-        return m ^ m >> 29
-    }
+    private static func hashWord(_ h: UInt64, _ word: UInt64) -> UInt64 { topicstore_name_hash_word(h, word) }
 
     @inline(__always)
-    private static func hashEnd(_ h: UInt64, tail: UInt64) -> UInt64 { (h ^ tail) &* 0xBF58_476D_1CE4_E5B9 }
+    private static func hashEnd(_ h: UInt64, tail: UInt64) -> UInt64 { topicstore_name_hash_end(h, tail) }
 
     /// The last 0-7 bytes of `name`, from `i`, as a little-endian word
     /// (`littleEndianTail`, which says why it reads them as it does).
@@ -192,10 +189,7 @@ final class NameIndex: @unchecked Sendable {
     /// each name a list looks up).
     @inline(__always)
     static func nameHash(shortWords words: (UInt64, UInt64), count n: Int) -> UInt64 {
-        let h = hashStart(n)
-        if n < 8 { return hashEnd(h, tail: words.0) }
-        if n < 16 { return hashEnd(hashWord(h, words.0), tail: words.1) }
-        return hashEnd(hashWord(hashWord(h, words.0), words.1), tail: 0)
+        topicstore_short_name_hash(words.0, words.1, n)
     }
 
     /// `nameHash` of a String's UTF-8: a small string's from its value's words

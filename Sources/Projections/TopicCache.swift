@@ -300,8 +300,7 @@ public final class TopicCache: @unchecked Sendable {
     /// Whether `Validity` is laid out as `topicstore_held_entry`, which
     /// `gatherShortLocked` reads it as (checked once; `HeldListTests` too).
     static let validityMatchesC: Bool = {
-        MemoryLayout<Validity>.size <= MemoryLayout<topicstore_held_entry>.stride
-            && MemoryLayout<Validity>.stride == MemoryLayout<topicstore_held_entry>.stride
+        MemoryLayout<Validity>.stride == MemoryLayout<topicstore_held_entry>.stride
             && MemoryLayout<Validity>.offset(of: \Validity.validFrom) == 0
             && MemoryLayout<Validity>.offset(of: \Validity.members) == 8
             && InlineMembers.layoutMatchesC

@@ -18,10 +18,10 @@ import Testing
         #expect(TopicCache.validityMatchesC, "Validity and InlineMembers as topicstore_held_entry has them")
     }
 
-    /// The C tag of a short name is `NameIndex`'s, from its words (as a list's
-    /// lookups take it) and from its bytes (as a name not held in a small
+    /// A short name's hash from its two words (as a list's lookups in C and
+    /// Swift take it) is its hash from its bytes (as a name not held in a small
     /// String was set), for every length up to 16.
-    @Test func theCHashOfAShortNameIsTheNameIndexs() {
+    @Test func aShortNamesHashFromItsWordsIsItsHashFromItsBytes() {
         var rng = SystemRandomNumberGenerator()
         for n in 0...16 {
             for _ in 0..<300 {
@@ -29,9 +29,8 @@ import Testing
                 let pid = UInt32.random(in: 0...UInt32.max, using: &rng)
                 bytes.withUnsafeBytes { raw in
                     let words = n == 0 ? (UInt64(0), UInt64(0)) : NameIndex.shortWords(raw.baseAddress!, n)
-                    let tag = topicstore_short_name_tag(pid, words.0, words.1, n)
-                    #expect(tag == NameIndex.shortTag(pid, words, n), "\(bytes)")
-                    #expect(tag == UInt32(truncatingIfNeeded: NameIndex.hash(pid, raw) >> 32), "\(bytes)")
+                    #expect(NameIndex.nameHash(shortWords: words, count: n) == NameIndex.nameHash(raw), "\(bytes)")
+                    #expect(NameIndex.shortTag(pid, words, n) == UInt32(truncatingIfNeeded: NameIndex.hash(pid, raw) >> 32), "\(bytes)")
                 }
             }
         }

@@ -4,6 +4,38 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/// The name table's hash (`NameIndex` in Projections), in its steps: one
+/// definition, which both the Swift lookups and `topicstore_gather_held` use.
+/// A name is hashed from its length (`start`), each whole 8-byte
+/// little-endian word (`word`), then its last 0-7 bytes as one word (`end`);
+/// `project` mixes in the project id.
+static inline uint64_t topicstore_name_hash_start(long count) {
+    return (uint64_t)count * 0xD6E8FEB86659FD93ull;
+}
+
+static inline uint64_t topicstore_name_hash_word(uint64_t h, uint64_t word) {
+    uint64_t m = (h ^ word) * 0xBF58476D1CE4E5B9ull;
+    return m ^ (m >> 29);
+}
+
+static inline uint64_t topicstore_name_hash_end(uint64_t h, uint64_t tail) {
+    return (h ^ tail) * 0xBF58476D1CE4E5B9ull;
+}
+
+/// The hash of a name of at most 16 bytes given as its two little-endian
+/// words (zero beyond it) and its length: the same as hashing its bytes.
+static inline uint64_t topicstore_short_name_hash(uint64_t word0, uint64_t word1, long length) {
+    uint64_t h = topicstore_name_hash_start(length);
+    if (length < 8) return topicstore_name_hash_end(h, word0);
+    if (length < 16) return topicstore_name_hash_end(topicstore_name_hash_word(h, word0), word1);
+    return topicstore_name_hash_end(topicstore_name_hash_word(topicstore_name_hash_word(h, word0), word1), 0);
+}
+
+static inline uint64_t topicstore_name_hash_project(uint32_t pid, uint64_t name_hash) {
+    uint64_t x = (name_hash ^ ((uint64_t)pid * 0x9E3779B97F4A7C15ull)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
 /// One slot of the name table (`NameIndex.Slot` in Projections, which has
 /// this layout; `HeldListTests` checks every offset): 32 bytes.
 typedef struct topicstore_name_slot {
@@ -83,10 +115,6 @@ long topicstore_gather_each_held_string(const topicstore_name_slot *slots, long 
                                         const topicstore_held_entry **found,
                                         uint32_t *values, uint8_t *reaches, long *gathered, long limit,
                                         long *missed);
-
-/// The tag `NameIndex` keeps for a name of at most 16 bytes of project `pid`
-/// given as its two little-endian words and its length (`NameIndex.shortTag`).
-uint32_t topicstore_short_name_tag(uint32_t pid, uint64_t word0, uint64_t word1, long length);
 
 /// Counts the distinct values of the `n` at `values`, each by its reach
 /// byte the first time it appears (`reaches[i]`; a member gathered twice
