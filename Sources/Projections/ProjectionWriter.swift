@@ -1376,13 +1376,18 @@ extension ProjectionWriter {
     /// the way (a hint; they grow beyond it). The indexes' tables are touched now.
     public func reserveBuild(devices: Int, topics topicCount: Int = 0) {
         guard let build else { return }
+        // The topic codes' table is zeroed on the other core while this one zeroes the
+        // device_id and token indexes (about 68 MB each for a million devices and topics):
+        // memory a process touches for the first time is slow on a VM, and the log's
+        // reader, started already, waits for the fold meanwhile. On the 1M store this
+        // took the reserve from 0.02–0.63 s to 0.02–0.32 s (alternating runs).
+        let codes = build.topicCodes
+        let codesReserved = topicCount > 0 ? Background { codes.reserve(topicCount) } : nil
         build.reserve(devices: devices)
         directory.reserve(devices)
         memberships.reserve(devices)
-        if topicCount > 0 {
-            build.topicCodes.reserve(topicCount)
-            topics.reserve(topicCount)
-        }
+        if topicCount > 0 { topics.reserve(topicCount) }
+        codesReserved?.value()
     }
 
     /// Writes everything the build holds into `txn`, each table in key order
