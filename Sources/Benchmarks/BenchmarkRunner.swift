@@ -140,7 +140,7 @@ public struct BenchmarkRunner {
             rows.append(ReportRow(name: "replay: rebuild from the log", unit: "events", kind: .rate,
                                   topicstore: Figure(replay.eventsPerSecond),
                                   note: "\(replay.events) events (install, churn and the churn committed while counting) folded into a new "
-                                      + "store with the live fold, in \(String(format: "%.2f", replay.rebuildSeconds)) s"
+                                      + "store with the live fold, in \(String(format: "%.2f", replay.rebuildSeconds)) s (\(replay.cpuNote))"
                                       + (replay.runsNote.isEmpty ? "" : ", \(replay.runsNote)") + "; a full audit (log checksums and "
                                       + "hash chain, rebuild, every entry compared) took \(String(format: "%.2f", replay.auditSeconds)) s and was "
                                       + (replay.auditClean ? "clean" : "NOT clean")))

@@ -57,7 +57,8 @@ enum ReplayCommand: Command {
             let r = try ReplayBenchmark.run(store: store, memoryBudget: try memoryBudget(arguments), rebuilds: rebuilds)
             if arguments.json {
                 Console.printJSON(["events": r.events, "rebuildSeconds": r.rebuildSeconds, "writeSeconds": r.writeSeconds, "eventsPerSecond": r.eventsPerSecond,
-                                   "rebuildRates": r.rebuildRates, "auditSeconds": r.auditSeconds, "auditClean": r.auditClean])
+                                   "rebuildRates": r.rebuildRates, "userSeconds": r.userSeconds, "kernelSeconds": r.kernelSeconds,
+                                   "auditSeconds": r.auditSeconds, "auditClean": r.auditClean])
             } else {
                 print(r.summary)
             }
