@@ -1028,7 +1028,8 @@ public final class ProjectionWriter {
         try changeBit(pid, tid, ordinal, on, txn)
     }
 
-    /// `setBit` but for a build's topics.
+    /// What `setBit` does for every bit but a build's topic's: a built-in set's
+    /// change handed to the posting worker, or a chunk changed in the cache.
     @inline(never)
     private func changeBit(_ pid: UInt32, _ tid: UInt32, _ ordinal: UInt32, _ on: Bool, _ txn: borrowing Transaction) throws {
         if handsPostingsToWorker {
