@@ -58,9 +58,9 @@ public enum ReplayBenchmark {
         for _ in 0..<rebuilds {
             let out = (scratchDirectory as NSString).appendingPathComponent("topicstore-replay-bench-\(getpid())-\(UUID().uuidString.prefix(8))")
             defer { try? FileManager.default.removeItem(atPath: out) }
-            let before = cpuTimes()
+            let before = ProcessCPUTime.now()
             let report = try Replay.rebuild(from: store, to: .end, into: out, options: options)
-            let after = cpuTimes()
+            let after = ProcessCPUTime.now()
             reports.append((report, after.user - before.user, after.kernel - before.kernel))
         }
         let median = reports.sorted { $0.report.eventsPerSecond < $1.report.eventsPerSecond }[reports.count / 2]
@@ -74,13 +74,6 @@ public enum ReplayBenchmark {
                       rebuildRates: reports.map(\.report.eventsPerSecond), userSeconds: median.user, kernelSeconds: median.kernel)
     }
 
-    /// This process's CPU time so far, every thread's (`getrusage(RUSAGE_SELF)`).
-    static func cpuTimes() -> (user: Double, kernel: Double) {
-        var usage = rusage()
-        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
-        func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
-        return (seconds(usage.ru_utime), seconds(usage.ru_stime))
-    }
 
     /// Writes a store of `devices` devices in one project into `directory`
     /// (new or empty) through the exact-import path: each device gets a token

@@ -1,4 +1,5 @@
 import Foundation
+import Replay
 
 /// `topicstore bench-http`: closed-loop load on a running server over
 /// keep-alive connections, driven by one poll loop: durable registers
@@ -147,7 +148,7 @@ final class LoadLoop {
             connections.append(Connection(fd: fd, tag: run + Array("-\(i)-".utf8)))
             polled.append(pollfd(fd: fd, events: Int16(POLLIN), revents: 0))
         }
-        let cpuStart = Self.cpuSeconds()
+        let cpuStart = ProcessCPUTime.now().total
         var result = Result()
         result.latencies.reserveCapacity(Int(seconds * 30_000))
         for (i, c) in connections.enumerated() where !send(c, &polled[i]) { result.errors += 1 }
@@ -200,7 +201,7 @@ final class LoadLoop {
                 if end < deadline, !send(c, &polled[i]) { result.errors += 1 }
             }
         }
-        result.cpuSeconds = Self.cpuSeconds() - cpuStart
+        result.cpuSeconds = ProcessCPUTime.now().total - cpuStart
         result.seconds = Double(DispatchTime.now().uptimeNanoseconds - begin) / 1e9
         return result
     }
@@ -257,12 +258,6 @@ final class LoadLoop {
         }
         guard bytes.count >= headEnd + length else { return nil }
         return (head.hasPrefix("http/1.1 200"), headEnd + length)
-    }
-
-    static func cpuSeconds() -> Double {
-        var usage = rusage()
-        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
-        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
     }
 }
 

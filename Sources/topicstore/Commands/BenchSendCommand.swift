@@ -1,6 +1,7 @@
 import Delivery
 import Foundation
 import Notifications
+import Replay
 import SubscriptionLog
 import TopicStore
 
@@ -29,14 +30,6 @@ enum BenchSendCommand: Command {
         send request to completion, and the time from the send request to the first push answered 200.
         Without --data the store is a temporary directory, removed afterwards.
         """)
-
-    /// User + system CPU time of this process so far.
-    static func cpuSeconds() -> Double {
-        var usage = rusage()
-        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
-        return Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
-             + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
-    }
 
     static func run(_ arguments: Arguments) throws -> ExitCode {
         guard let apnsURL = arguments.value("apns-url"), let fcmURL = arguments.value("fcm-url"),
@@ -103,7 +96,7 @@ enum BenchSendCommand: Command {
 
         // 3. One send to everybody, timed from the request; the process's CPU time over the same span
         //    says what the sender itself costs per push, whatever the fake's speed.
-        let cpu0 = Self.cpuSeconds()
+        let cpu0 = ProcessCPUTime.now().total
         let t0 = DispatchTime.now().uptimeNanoseconds
         let payload = try JSONParser.parse(Array(#"{"title":"Bench","body":"Hello from topicstore","badge":1,"custom":{"k":"v"}}"#.utf8))
         let (record, _) = try queue.enqueue(project: project, topics: ["all"], expression: .topic("all"), exprText: nil, payload: payload)
@@ -121,7 +114,7 @@ enum BenchSendCommand: Command {
             if let e = worker.lastErrorMessage, elapsed > 5, last.sentCount == 0 { throw CredentialError("delivery failed: \(e)") }
         }
         let done = DispatchTime.now().uptimeNanoseconds
-        let cpu = Self.cpuSeconds() - cpu0
+        let cpu = ProcessCPUTime.now().total - cpu0
         let total = Double(done - t0) / 1e9
         let first = worker.firstPushTime(of: record.id).map { Double($0 - t0) / 1e9 }
         let rate = Double(last.sentCount + last.failedCount) / total
