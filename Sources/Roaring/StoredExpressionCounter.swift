@@ -52,12 +52,13 @@ public struct StoredExpressionCounter: ~Copyable {
     /// At most how many leaves a program has, and how deep its stack goes.
     public static let mostLeaves = Int(kMostExpressionLeaves)
     public static let mostDepth = Int(kMostExpressionDepth)
+    public static let mostSteps = Int(kMostExpressionSteps)
 
     /// Whether `steps` over `leaves` leaves is a program this counter runs:
-    /// leaves in range, the stack never deeper than `mostDepth` nor short of
+    /// at most `mostSteps` steps, leaves in range, the stack never deeper than `mostDepth` nor short of
     /// operands, one value at the end.
     public static func accepts(_ steps: [Step], leaves: Int) -> Bool {
-        guard leaves <= mostLeaves, !steps.isEmpty else { return false }
+        guard leaves <= mostLeaves, !steps.isEmpty, steps.count <= mostSteps else { return false }
         var depth = 0
         for step in steps {
             switch step {

@@ -142,6 +142,63 @@ struct ExpressionCountTests {
         }
     }
 
+    /// An audience ending in `AND platform:ios` has its last leaf in the same
+    /// stored chunk as the live set it is counted against: the counter then
+    /// counts that set's share as the whole result, once. It must still count
+    /// what the algebra gives, whatever the chunk's kind, with the chunk given
+    /// as either live set or as both, and when the last step is an OR or an
+    /// AND NOT of that chunk.
+    @Test("a last leaf that is a live set's own chunk", arguments: [31, 32] as [UInt64])
+    func lastLeafIsALiveSet(seed: UInt64) throws {
+        for useVector in [true, false] {
+            var rng = SeededRandom(seed: seed)
+            for round in 0..<150 {
+                let high = UInt16(rng.int(4))
+                let n = 2 + rng.int(5)
+                let bitmaps = (0..<n).map { _ in SliceCountTests.slice(UInt32(high), shape: rng.pick([0, 1, 1, 2, 3, 4]), &rng) }
+                let k = rng.int(n)
+                let other = SliceCountTests.slice(UInt32(high), shape: rng.pick([0, 1, 2]), &rng)
+                // Mostly `… AND leaf`; an OR or AND NOT of it must not be taken for one.
+                let rest = Self.randomTree(leaves: n, depth: 3, &rng)
+                let tree: Tree = switch rng.int(4) {
+                case 0: .or(rest, .leaf(k))
+                case 1: .minus(rest, .leaf(k))
+                default: .and(rest, .leaf(k))
+                }
+                guard var counter = StoredExpressionCounter(Self.steps(tree), leaves: n) else {
+                    Issue.record("round \(round): program refused")
+                    continue
+                }
+                counter.allowsVectorInstructions = useVector
+                var buffers: [UnsafeMutableRawBufferPointer] = []
+                defer { for b in buffers { b.deallocate() } }
+                func copy(_ bytes: [UInt8]) -> UnsafeRawBufferPointer {
+                    let b = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, bytes.count), alignment: 8)
+                    b.copyBytes(from: bytes)
+                    buffers.append(b)
+                    return UnsafeRawBufferPointer(rebasing: b[0..<bytes.count])
+                }
+                let chunks = bitmaps.map { copy($0.serialized()) }
+                for i in 0..<n { counter.setLeaf(i, chunk: chunks[i]) }
+                let want = Self.evaluate(tree, bitmaps)
+                let otherChunk = copy(other.serialized())
+                // The last leaf's chunk as the first live set, as the second, and as both.
+                let cases: [(UnsafeRawBufferPointer, UnsafeRawBufferPointer, Bitmap, Bitmap)] = [
+                    (chunks[k], otherChunk, bitmaps[k], other),
+                    (otherChunk, chunks[k], other, bitmaps[k]),
+                    (chunks[k], chunks[k], bitmaps[k], bitmaps[k]),
+                ]
+                for (c, (first, second, firstSet, secondSet)) in cases.enumerated() {
+                    let counted = counter.count(inSlice: high, first, second)
+                    let got = try #require(counted, "round \(round) case \(c)")
+                    #expect(got.total == want.count, "round \(round) case \(c) (\(useVector)): \(tree)")
+                    #expect(got.first == want.intersectionCount(firstSet), "round \(round) case \(c) (\(useVector))")
+                    #expect(got.second == want.intersectionCount(secondSet), "round \(round) case \(c) (\(useVector))")
+                }
+            }
+        }
+    }
+
     @Test("every leaf of a slice, whatever its kind, and the whole slice")
     func fullAndEmptySlices() throws {
         let full = Bitmap(range: 0..<65_536)
@@ -169,6 +226,7 @@ struct ExpressionCountTests {
             (Array(repeating: S.push(0), count: StoredExpressionCounter.mostDepth + 1)
              + Array(repeating: S.orTop, count: StoredExpressionCounter.mostDepth), 1),  // too deep
             ([.push(0)], StoredExpressionCounter.mostLeaves + 1),  // too many leaves
+            ([.push(0)] + Array(repeating: S.or(0), count: StoredExpressionCounter.mostSteps), 1),  // too long
         ]
         func made(_ steps: [S], _ leaves: Int) -> Bool {
             if let _ = StoredExpressionCounter(steps, leaves: leaves) { return true }
@@ -180,5 +238,7 @@ struct ExpressionCountTests {
         let deepest = Array(repeating: S.push(0), count: StoredExpressionCounter.mostDepth)
             + Array(repeating: S.orTop, count: StoredExpressionCounter.mostDepth - 1)
         #expect(StoredExpressionCounter.accepts(deepest, leaves: 1) && made(deepest, 1))
+        let longest = [S.push(0)] + Array(repeating: S.or(0), count: StoredExpressionCounter.mostSteps - 1)
+        #expect(StoredExpressionCounter.accepts(longest, leaves: 1) && made(longest, 1))
     }
 }

@@ -149,8 +149,8 @@ enum {
 };
 /// A leaf is a stored chunk, or (from memory) ascending 16-bit values.
 enum { kExpressionLeafChunk = 0, kExpressionLeafValues = 1 };
-/// At most how many leaves, and how deep a stack, a program has.
-enum { kMostExpressionLeaves = 32, kMostExpressionDepth = 16 };
+/// At most how many leaves, how deep a stack and how many steps a program has.
+enum { kMostExpressionLeaves = 32, kMostExpressionDepth = 16, kMostExpressionSteps = 256 };
 /// The scratch `topicstore_expression_counts` needs for `n` leaves (64-byte aligned).
 #define TOPICSTORE_EXPRESSION_SCRATCH_BYTES(n) ((size_t)((n) + 2) * 8192 + (size_t)kMostExpressionDepth * 512)
 
