@@ -46,17 +46,17 @@ public struct StoredExpressionCounter: ~Copyable {
     public static var cpuHasVectorInstructions: Bool { topicstore_has_vector_kernels() != 0 }
 
     /// False keeps this counter to the x86-64 baseline (with POPCNT) where the
-    /// CPU has AVX-512: tests count both ways.
+    /// CPU has AVX-512 or AVX2: tests count both ways.
     public var allowsVectorInstructions = true
 
-    /// At most how many leaves a program has, and how deep its stack goes.
+    /// At most how many leaves a program has, how deep its stack goes, and how many steps it has.
     public static let mostLeaves = Int(kMostExpressionLeaves)
     public static let mostDepth = Int(kMostExpressionDepth)
     public static let mostSteps = Int(kMostExpressionSteps)
 
     /// Whether `steps` over `leaves` leaves is a program this counter runs:
-    /// at most `mostSteps` steps, leaves in range, the stack never deeper than `mostDepth` nor short of
-    /// operands, one value at the end.
+    /// at most `mostSteps` steps, leaves in range, the stack never deeper
+    /// than `mostDepth` nor short of operands, one value at the end.
     public static func accepts(_ steps: [Step], leaves: Int) -> Bool {
         guard leaves <= mostLeaves, !steps.isEmpty, steps.count <= mostSteps else { return false }
         var depth = 0

@@ -15,8 +15,8 @@ public struct StoredUnionCounter: ~Copyable {
     private var staged = 0
 
     /// False keeps this counter to the x86-64 baseline (with POPCNT) where the
-    /// CPU has AVX-512 (`StoredExpressionCounter.cpuHasVectorInstructions`):
-    /// tests count both ways.
+    /// CPU has AVX-512 (`StoredExpressionCounter.cpuHasVectorInstructions`) or
+    /// AVX2: tests count both ways.
     public var allowsVectorInstructions = true
 
     public init() {

@@ -185,7 +185,8 @@ struct SliceCountTests {
             let stored = parts.map { Self.stored($0, compact: compact) }
             let liveBytes = live.map { $0.map { Self.stored($0, compact: compact) } ?? [] }
             var counter = StoredUnionCounter()
-            // Every other round without AVX-512 (where the CPU has it: dense unions are counted with it).
+            // Every other round without the vector kernels (AVX-512 or AVX2, where
+            // the CPU has them: dense unions are counted with them).
             counter.allowsVectorInstructions = round % 2 == 0
             func counted(_ chunks: [[UInt8]], inSlice h: UInt16) -> (total: Int, first: Int, second: Int)? {
                 let buffers = chunks.map { bytes in

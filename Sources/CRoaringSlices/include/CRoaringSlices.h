@@ -130,7 +130,8 @@ enum { kUnionCountsScratchBytes = 8192 + 4 * (4096 + 8) };
 /// into a bitset there. Returns 0, or -1 when a chunk is not one well-formed
 /// container of slice `high`, `n` is 0 or above `kMostUnionCounted`, or the
 /// CPU lacks POPCNT (count the ordinary way then, which reports damage). A
-/// dense union is counted with AVX-512 where the CPU has it, unless `vector` is 0.
+/// dense union is counted with AVX-512, or else AVX2, where the CPU has it,
+/// unless `vector` is 0.
 int topicstore_union_counts(uint16_t high, const void *const *stored, const size_t *lengths, size_t n,
                             const void *const live[2], const size_t live_lengths[2], void *scratch, int64_t counts[3],
                             int vector);
@@ -167,7 +168,7 @@ enum { kMostExpressionLeaves = 32, kMostExpressionDepth = 16, kMostExpressionSte
 /// -1 when the program is not well-formed, a chunk is not one well-formed,
 /// ordered container of slice `high`, or the CPU lacks POPCNT (count the
 /// ordinary way then, which reports damage). `vector` 0 keeps to the x86-64
-/// baseline (with POPCNT) where the CPU has AVX-512 (tests count both ways).
+/// baseline (with POPCNT) where the CPU has AVX-512 or AVX2 (tests count both ways).
 int topicstore_expression_counts(uint16_t high, const uint16_t *program, size_t steps,
                                  const void *const *leaves, const size_t *lengths, const uint8_t *kinds, size_t n,
                                  const void *const live[2], const size_t live_lengths[2], void *scratch, int64_t counts[3],
