@@ -133,8 +133,8 @@ static inline __attribute__((always_inline)) uint64_t apply_op(uint8_t op, uint6
 /// Counts the block `base ∘ leaf` (`op` a leaf step's operation, or
 /// kExpressionPush for `base` alone) into `sums[0]`, and its devices in
 /// `first` and `second` into `sums[1]` and `sums[2]`; with `one` set, only in
-/// `first` (the result is in `second`, which counts as the whole). `op` and
-/// `one` are constants where it is inlined, so that each loop is branch-free.
+/// `first` (the result lies in the other live set, which holds all of it). `op`
+/// and `one` are constants where it is inlined, so that each loop is branch-free.
 static inline __attribute__((always_inline)) void count_block(const unsigned char *base, uint8_t op,
                                                               const unsigned char *leaf, const unsigned char *first,
                                                               const unsigned char *second, int one, uint64_t sums[3]) {
@@ -169,7 +169,9 @@ static inline __attribute__((always_inline)) void evaluate_counting(const plan_t
         uint64_t *top = stack - kBlockWords;  // the stack's top block (none yet)
         for (size_t i = 0; i < plan->count && !in_place; i++) {
             const plan_step_t *step = &plan->steps[i];
-            const unsigned char *a = step->a + 8 * block, *b = step->b + 8 * block;
+            // A step combining two tops has no leaf, and only a fused push has a second one.
+            const unsigned char *a = step->a != NULL ? step->a + 8 * block : NULL;
+            const unsigned char *b = step->b != NULL ? step->b + 8 * block : NULL;
             switch (step->op) {
             case kExpressionPush:
                 top += kBlockWords;

@@ -59,18 +59,25 @@ struct ExpressionCountTests {
         case values([UInt16])
     }
 
-    /// Counts with `leaves` set on `counter`, each chunk copied to its own
-    /// 8-byte aligned buffer (as LMDB's values are at least 2-byte aligned).
-    static func count(_ counter: inout StoredExpressionCounter, _ leaves: [Leaf], live: [[UInt8]?],
-                      inSlice high: UInt16) -> (total: Int, first: Int, second: Int)? {
-        var buffers: [UnsafeMutableRawBufferPointer] = []
-        defer { for b in buffers { b.deallocate() } }
+    /// Chunks copied each to its own 8-byte aligned buffer (as LMDB's values
+    /// are at least 2-byte aligned), freed together.
+    final class AlignedCopies {
+        private var buffers: [UnsafeMutableRawBufferPointer] = []
+        deinit { for b in buffers { b.deallocate() } }
+
         func copy(_ bytes: [UInt8]) -> UnsafeRawBufferPointer {
             let b = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, bytes.count), alignment: 8)
             b.copyBytes(from: bytes)
             buffers.append(b)
             return UnsafeRawBufferPointer(rebasing: b[0..<bytes.count])
         }
+    }
+
+    /// Counts with `leaves` set on `counter`, each chunk in its own buffer (`AlignedCopies`).
+    static func count(_ counter: inout StoredExpressionCounter, _ leaves: [Leaf], live: [[UInt8]?],
+                      inSlice high: UInt16) -> (total: Int, first: Int, second: Int)? {
+        let copies = AlignedCopies()
+        func copy(_ bytes: [UInt8]) -> UnsafeRawBufferPointer { copies.copy(bytes) }
         for (i, leaf) in leaves.enumerated() {
             switch leaf {
             case .empty: counter.setLeaf(i, chunk: nil)
@@ -81,7 +88,7 @@ struct ExpressionCountTests {
             }
         }
         let first = live[0].map(copy), second = live[1].map(copy)
-        return counter.count(inSlice: high, first, second)
+        return withExtendedLifetime(copies) { counter.count(inSlice: high, first, second) }
     }
 
     @Test("counts what CRoaring's algebra gives, with the vector kernel and without", arguments: [21, 22, 23] as [UInt64])
@@ -171,18 +178,12 @@ struct ExpressionCountTests {
                     continue
                 }
                 counter.allowsVectorInstructions = useVector
-                var buffers: [UnsafeMutableRawBufferPointer] = []
-                defer { for b in buffers { b.deallocate() } }
-                func copy(_ bytes: [UInt8]) -> UnsafeRawBufferPointer {
-                    let b = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, bytes.count), alignment: 8)
-                    b.copyBytes(from: bytes)
-                    buffers.append(b)
-                    return UnsafeRawBufferPointer(rebasing: b[0..<bytes.count])
-                }
-                let chunks = bitmaps.map { copy($0.serialized()) }
+                let copies = AlignedCopies()
+                defer { withExtendedLifetime(copies) {} }
+                let chunks = bitmaps.map { copies.copy($0.serialized()) }
                 for i in 0..<n { counter.setLeaf(i, chunk: chunks[i]) }
                 let want = Self.evaluate(tree, bitmaps)
-                let otherChunk = copy(other.serialized())
+                let otherChunk = copies.copy(other.serialized())
                 // The last leaf's chunk as the first live set, as the second, and as both.
                 let cases: [(UnsafeRawBufferPointer, UnsafeRawBufferPointer, Bitmap, Bitmap)] = [
                     (chunks[k], otherChunk, bitmaps[k], other),
