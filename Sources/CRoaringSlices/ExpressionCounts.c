@@ -166,7 +166,7 @@ static inline __attribute__((always_inline)) void evaluate_counting(const plan_t
     // A plan of one push counts its leaf in place, with nothing stored.
     int in_place = plan->count == 1 && plan->steps[0].op == kExpressionPush;
     for (size_t block = 0; block < kSliceWords; block += kBlockWords) {
-        uint64_t *top = stack - kBlockWords;  // the stack's top block (none yet)
+        uint64_t *top = NULL;  // the stack's top block (none yet)
         for (size_t i = 0; i < plan->count && !in_place; i++) {
             const plan_step_t *step = &plan->steps[i];
             // A step combining two tops has no leaf, and only a fused push has a second one.
@@ -174,19 +174,19 @@ static inline __attribute__((always_inline)) void evaluate_counting(const plan_t
             const unsigned char *b = step->b != NULL ? step->b + 8 * block : NULL;
             switch (step->op) {
             case kExpressionPush:
-                top += kBlockWords;
+                top = top == NULL ? stack : top + kBlockWords;
                 for (size_t w = 0; w < kBlockWords; w++) top[w] = load64(a, w);
                 break;
             case kPlanPush + kExpressionAnd:
-                top += kBlockWords;
+                top = top == NULL ? stack : top + kBlockWords;
                 for (size_t w = 0; w < kBlockWords; w++) top[w] = load64(a, w) & load64(b, w);
                 break;
             case kPlanPush + kExpressionOr:
-                top += kBlockWords;
+                top = top == NULL ? stack : top + kBlockWords;
                 for (size_t w = 0; w < kBlockWords; w++) top[w] = load64(a, w) | load64(b, w);
                 break;
             case kPlanPush + kExpressionAndNot:
-                top += kBlockWords;
+                top = top == NULL ? stack : top + kBlockWords;
                 for (size_t w = 0; w < kBlockWords; w++) top[w] = load64(a, w) & ~load64(b, w);
                 break;
             case kExpressionAnd:
@@ -199,15 +199,15 @@ static inline __attribute__((always_inline)) void evaluate_counting(const plan_t
                 for (size_t w = 0; w < kBlockWords; w++) top[w] &= ~load64(a, w);
                 break;
             case kExpressionAndTop:
-                for (size_t w = 0; w < kBlockWords; w++) top[w - kBlockWords] &= top[w];
+                for (size_t w = 0; w < kBlockWords; w++) (top - kBlockWords)[w] &= top[w];
                 top -= kBlockWords;
                 break;
             case kExpressionOrTop:
-                for (size_t w = 0; w < kBlockWords; w++) top[w - kBlockWords] |= top[w];
+                for (size_t w = 0; w < kBlockWords; w++) (top - kBlockWords)[w] |= top[w];
                 top -= kBlockWords;
                 break;
             default:  // kExpressionAndNotTop (the program was checked)
-                for (size_t w = 0; w < kBlockWords; w++) top[w - kBlockWords] &= ~top[w];
+                for (size_t w = 0; w < kBlockWords; w++) (top - kBlockWords)[w] &= ~top[w];
                 top -= kBlockWords;
                 break;
             }
