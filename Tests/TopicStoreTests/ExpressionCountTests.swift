@@ -216,7 +216,7 @@ struct ExpressionCountTests {
         #expect(got.total == 65_533 && got.first == 65_533 && got.second == 0)
     }
 
-    @Test("programs it cannot run are refused")
+    @Test("programs it cannot run are refused; the longest it runs, whole")
     func refusesMalformedPrograms() {
         typealias S = StoredExpressionCounter.Step
         let refused: [([S], Int)] = [
@@ -242,5 +242,17 @@ struct ExpressionCountTests {
         #expect(StoredExpressionCounter.accepts(deepest, leaves: 1) && made(deepest, 1))
         let longest = [S.push(0)] + Array(repeating: S.or(0), count: StoredExpressionCounter.mostSteps - 1)
         #expect(StoredExpressionCounter.accepts(longest, leaves: 1) && made(longest, 1))
+        // A program of the most steps runs whole: ((a ∪ b) \ b) 127 times, then ∪ c, is (a \ b) ∪ c.
+        let whole = [S.push(0)] + Array(repeating: [S.or(1), S.subtracting(1)], count: (StoredExpressionCounter.mostSteps - 2) / 2)
+            .flatMap { $0 } + [S.or(2)]
+        #expect(whole.count == StoredExpressionCounter.mostSteps)
+        var rng = SeededRandom(seed: 41)
+        let sets = (0..<3).map { _ in SliceCountTests.slice(3, shape: rng.pick([0, 1]), &rng) }
+        if var counter = StoredExpressionCounter(whole, leaves: 3) {
+            let counted = Self.count(&counter, sets.map { .chunk($0.serialized()) }, live: [nil, nil], inSlice: 3)
+            #expect(counted?.total == sets[0].subtracting(sets[1]).union(sets[2]).count)
+        } else {
+            Issue.record("a program of \(whole.count) steps refused")
+        }
     }
 }
