@@ -286,36 +286,31 @@ static void count_words_avx512(const unsigned char *words, const unsigned char *
 }
 #endif
 
-/// Whether the CPU has AVX2 (the counting kernels' middle choice).
-static int has_avx2(void) {
+/// The counting kernels' vector choice for this CPU (asked once): AVX-512
+/// with its vector popcount, else AVX2, else none (the x86-64 baseline).
+enum { kKernelBaseline = 0, kKernelAVX2 = 1, kKernelAVX512 = 2 };
+static int vector_kernel(void) {
 #if defined(__x86_64__)
-    static int has = -1;  // not asked yet
-    int h = __atomic_load_n(&has, __ATOMIC_RELAXED);
-    if (h < 0) {
+    static int kernel = -1;  // not asked yet
+    int k = __atomic_load_n(&kernel, __ATOMIC_RELAXED);
+    if (k < 0) {
         __builtin_cpu_init();
-        h = __builtin_cpu_supports("avx2");
-        __atomic_store_n(&has, h, __ATOMIC_RELAXED);
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw")
+            && __builtin_cpu_supports("avx512vpopcntdq")) {
+            k = kKernelAVX512;
+        } else {
+            k = __builtin_cpu_supports("avx2") ? kKernelAVX2 : kKernelBaseline;
+        }
+        __atomic_store_n(&kernel, k, __ATOMIC_RELAXED);
     }
-    return h;
+    return k;
 #else
-    return 0;
+    return kKernelBaseline;
 #endif
 }
 
 int topicstore_has_vector_kernels(void) {
-#if defined(__x86_64__)
-    static int has = -1;  // not asked yet
-    int h = __atomic_load_n(&has, __ATOMIC_RELAXED);
-    if (h < 0) {
-        __builtin_cpu_init();
-        h = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw")
-            && __builtin_cpu_supports("avx512vpopcntdq");
-        __atomic_store_n(&has, h, __ATOMIC_RELAXED);
-    }
-    return h;
-#else
-    return 0;
-#endif
+    return vector_kernel() == kKernelAVX512;
 }
 
 int topicstore_expression_counts(uint16_t high, const uint16_t *program, size_t steps,
@@ -338,17 +333,13 @@ int topicstore_expression_counts(uint16_t high, const uint16_t *program, size_t 
     }
     plan_t plan;
     make_plan(program, steps, words, &plan);
+    switch (vector ? vector_kernel() : kKernelBaseline) {
 #if defined(__x86_64__)
-    if (vector && topicstore_has_vector_kernels()) {
-        evaluate_counting_avx512(&plan, live_words, spare, counts);
-        return 0;
-    }
-    if (vector && has_avx2()) {
-        evaluate_counting_avx2(&plan, live_words, spare, counts);
-        return 0;
-    }
+    case kKernelAVX512: evaluate_counting_avx512(&plan, live_words, spare, counts); break;
+    case kKernelAVX2: evaluate_counting_avx2(&plan, live_words, spare, counts); break;
 #endif
-    evaluate_counting_popcnt(&plan, live_words, spare, counts);
+    default: evaluate_counting_popcnt(&plan, live_words, spare, counts); break;
+    }
     return 0;
 }
 
@@ -356,15 +347,11 @@ void topicstore_count_words(const unsigned char *words, const unsigned char *fir
                             int64_t counts[3], int vector) {
     if (first == NULL) first = (const unsigned char *)kNoWords;
     if (second == NULL) second = (const unsigned char *)kNoWords;
+    switch (vector ? vector_kernel() : kKernelBaseline) {
 #if defined(__x86_64__)
-    if (vector && topicstore_has_vector_kernels()) {
-        count_words_avx512(words, first, second, counts);
-        return;
-    }
-    if (vector && has_avx2()) {
-        count_words_avx2(words, first, second, counts);
-        return;
-    }
+    case kKernelAVX512: count_words_avx512(words, first, second, counts); break;
+    case kKernelAVX2: count_words_avx2(words, first, second, counts); break;
 #endif
-    count_words_popcnt(words, first, second, counts);
+    default: count_words_popcnt(words, first, second, counts); break;
+    }
 }
