@@ -373,20 +373,7 @@ public struct BenchmarkRunner {
         (r.streamRate, r.streamBytesRate, r.streamRecipients) = try medianRate { try engine.stream(topic: WorkloadSpec.allTopic, into: &$0) }
         (r.mapStreamRate, _, _) = try medianRate { try engine.stream(topic: WorkloadSpec.allTopic, fromMap: true, into: &$0) }
         (r.walkRate, _, r.walkRecipients) = try medianRate { try engine.rawDeviceWalk(into: &$0) }
-        progress("topicstore: audience counts under concurrent churn writes")
-        let stream = Handoff(churn)
-        let batch = config.churnBatchSize
-        let writer = BackgroundWriter {
-            var events: [Event] = []
-            _ = stream.value.next(commands: batch, into: &events)
-            try engine.submit(events)
-            return events.count
-        }
-        let loaded = Result { try sample(forAtLeast: underWritesSeconds, classes, engine.counts) }
-        let w = try writer.stop()
-        r.loaded = try loaded.get()
-        r.loadedWriterRate = w.perSecond
-        r.churnAfter = stream.value
+        (r.loaded, r.loadedWriterRate, r.churnAfter) = try countsUnderWrites(classes, engine, churn)
         r.peakRSS = ProcessMemory.peakResidentBytes()
         progress("topicstore: replay (rebuild every projection from the log) and audit")
         // The median of three rebuilds: the first pays for memory the machine had not touched
@@ -397,13 +384,35 @@ public struct BenchmarkRunner {
         return r
     }
 
+    /// The counts of `classes` while a writer thread commits the churn `stream`
+    /// continues with, in batches of `churnBatchSize`; with the writer's rate and
+    /// where it left the stream.
+    func countsUnderWrites(_ classes: [QueryClass], _ engine: TopicStoreEngine, _ stream: ChurnStream) throws
+        -> (samples: [String: LatencySamples], writerRate: Double, stream: ChurnStream) {
+        progress("topicstore: audience counts under concurrent churn writes")
+        let handoff = Handoff(stream)
+        let batch = config.churnBatchSize
+        let writer = BackgroundWriter {
+            var events: [Event] = []
+            _ = handoff.value.next(commands: batch, into: &events)
+            try engine.submit(events)
+            return events.count
+        }
+        let samples = Result { try sample(forAtLeast: underWritesSeconds, classes, engine.counts) }
+        let rate = try writer.stop().perSecond
+        return (try samples.get(), rate, handoff.value)
+    }
+
     /// The quiet audience counts alone, measured again on the topicstore store
     /// a kept run left in `config.directory` (run with the same devices and
     /// seed): opened as `topicstore serve` opens it, its caches filled by the
     /// counts, as in a whole run. Seconds instead of minutes, for work on the
     /// count path, and a way to see how this machine counts against the run's
     /// figures (the VM's host moves them by about half from one minute to the next).
-    public func runCountsOnly() throws -> BenchmarkReport {
+    /// With `underWrites`, the counts are then measured again while a writer
+    /// commits the churn that follows what the store holds, in the whole run's
+    /// batches: the store keeps those commands.
+    public func runCountsOnly(underWrites: Bool = false) throws -> BenchmarkReport {
         let started = monotonicNanos()
         let dir = config.directory + "/topicstore"
         guard FileManager.default.fileExists(atPath: dir + "/CURRENT") else {
@@ -423,15 +432,41 @@ public struct BenchmarkRunner {
             throw BenchmarkError("\(dir) does not hold this workload's devices: give the --devices and --seed of its run")
         }
         let quiet = try sample(classes, engine.counts)
+        var loaded: [String: LatencySamples] = [:]
+        var writerRate = 0.0
+        if underWrites {
+            // The churn after the commands the store holds: the install's two per device, then churn.
+            let held = try store.read { txn in try store.log.bounds(txn)?.last } ?? 0
+            var stream = ChurnStream(spec: spec)
+            var skipped: [Event] = []
+            var behind = Swift.max(0, Int(held) - 2 * spec.devices)
+            while behind > 0 {
+                skipped.removeAll(keepingCapacity: true)
+                let n = Swift.min(behind, 10_000)
+                _ = stream.next(commands: n, into: &skipped)
+                behind -= n
+            }
+            (loaded, writerRate, _) = try countsUnderWrites(classes, engine, stream)
+        }
         var report = BenchmarkReport(spec: spec, batchSize: config.batchSize)
         report.skippedSQLite = true
         report.rows = classes.map { c in
             ReportRow(name: "audience count: \(c.name)", unit: "", kind: .latency,
                       topicstore: quiet[c.name].map(Figure.latency), sqlite: nil)
         }
+        if underWrites {
+            report.rows += classes.map { c in
+                ReportRow(name: "audience count under writes: \(c.name)", unit: "", kind: .latency,
+                          topicstore: loaded[c.name].map(Figure.latency), sqlite: nil)
+            }
+            report.rows.append(ReportRow(name: "churn committed while counting", unit: "commands", kind: .rate,
+                                         topicstore: Figure(writerRate), sqlite: nil))
+        }
         report.notes.append("Counts only (--counts-only): the quiet counts of the store a kept run left in \(config.directory), "
-                            + "opened again as `topicstore serve` opens it; no ingest, no SQLite, no goals.")
-        if let note = Self.clockNote(Array(quiet.values), sideBySide: false) { report.notes.append(note) }
+                            + "opened again as `topicstore serve` opens it; no ingest, no SQLite, no goals."
+                            + (underWrites ? " Under writes: while a writer commits the churn after what the store held, "
+                               + "\(config.churnBatchSize) commands a commit (the store keeps them)." : ""))
+        if let note = Self.clockNote(Array(quiet.values) + Array(loaded.values), sideBySide: false) { report.notes.append(note) }
         report.seconds = Double(monotonicNanos() - started) / 1e9
         return report
     }

@@ -1,6 +1,7 @@
 import Benchmarks
 import Foundation
 import Testing
+import TopicStore
 
 /// The benchmark runs end to end: through the library, and as `topicstore bench --quick`.
 @Suite(.serialized) struct BenchmarkRunTests {
@@ -135,6 +136,26 @@ import Testing
             #expect((((row["topicstore"] as? [String: Any])?["p50Nanos"]) as? Double ?? 0) > 0, "\(row)")
         }
         #expect((countsJSON["goals"] as? [Any])?.isEmpty == true)
+        // Then under writes: the churn after what the store holds is committed meanwhile, and kept.
+        let logEnd = { () throws -> UInt64 in
+            let store = try TopicStore(directory: dir.sub("b") + "/topicstore")
+            defer { store.close() }
+            return try store.read { txn in try store.log.bounds(txn)?.last ?? 0 }
+        }
+        let before = try logEnd()
+        let loaded = try runBench(binary, ["--quick", "--counts-only", "--under-writes", "--json", "--dir", dir.sub("b")])
+        #expect(loaded.status == 0, "stderr: \(loaded.err)")
+        let loadedJSON = try #require(try JSONSerialization.jsonObject(with: Data(loaded.out.utf8)) as? [String: Any])
+        let loadedRows = try #require(loadedJSON["rows"] as? [[String: Any]])
+        let underWrites = loadedRows.filter { ($0["name"] as? String)?.hasPrefix("audience count under writes: ") == true }
+        #expect(loadedRows.count == 17 && underWrites.count == 8)
+        for row in underWrites {
+            #expect((((row["topicstore"] as? [String: Any])?["p50Nanos"]) as? Double ?? 0) > 0, "\(row)")
+        }
+        let written = try logEnd() - before
+        let rate = (loadedRows.last?["topicstore"] as? [String: Any])?["value"] as? Double ?? 0
+        #expect(written > 0 && rate > 0, "the writer committed churn (\(written) commands, \(rate)/s)")
+        #expect(try runBench(binary, ["--quick", "--under-writes", "--dir", dir.sub("c")]).status == 2, "only with --counts-only")
         // No kept store, or another workload's: refused, and nothing is created.
         let missing = try runBench(binary, ["--quick", "--counts-only", "--dir", dir.sub("none")])
         #expect(missing.status == 1)

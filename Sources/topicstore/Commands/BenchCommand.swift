@@ -6,7 +6,7 @@ enum BenchCommand: Command {
     static let spec = CommandSpec(
         name: "bench",
         summary: "benchmark ingest, audience counts and token streaming against SQLite and raw LMDB",
-        usage: "bench [--devices N] [--seed S] [--dir DIR] [--keep] [--skip-sqlite] [--quick] [--json] | bench --counts-only --dir DIR [--devices N] [--seed S] [--json]",
+        usage: "bench [--devices N] [--seed S] [--dir DIR] [--keep] [--skip-sqlite] [--quick] [--json] | bench --counts-only --dir DIR [--devices N] [--seed S] [--under-writes] [--json]",
         options: [
             .init(name: "devices", value: "N", help: "devices in the generated workload (default 1000000; 10000…10000000)"),
             .init(name: "seed", value: "S", help: "workload seed (default 42): the same seed gives the same events"),
@@ -16,6 +16,7 @@ enum BenchCommand: Command {
             .init(name: "quick", value: nil, help: "a 20,000-device smoke run with short query budgets (CI)"),
             .init(name: "batch", value: "N", help: "commands per durable batch for every engine (default 1000)"),
             .init(name: "counts-only", value: nil, help: "measure the quiet audience counts again on the store a kept run left in --dir"),
+            .init(name: "under-writes", value: nil, help: "with --counts-only: then the counts while a writer commits the workload's churn"),
         ],
         details: """
         One run measures, on the same data: durable ingest (TopicStore.submitAndWait, group commit)
@@ -30,6 +31,8 @@ enum BenchCommand: Command {
         --counts-only opens DIR/topicstore of an earlier run (give its --devices and --seed)
         as `topicstore serve` opens it and measures the quiet audience counts alone, in
         seconds: for work on the count path, or to see how this machine counts today.
+        With --under-writes it then measures them while a writer commits the churn that
+        follows what the store holds, as a whole run does (those commands stay in the store).
         """)
 
     static func run(_ arguments: Arguments) throws -> ExitCode {
@@ -48,6 +51,8 @@ enum BenchCommand: Command {
 
         let given = arguments.value("dir")
         let countsOnly = arguments.has("counts-only")
+        let underWrites = arguments.has("under-writes")
+        if underWrites && !countsOnly { throw UsageError(description: "--under-writes goes with --counts-only") }
         let directory: String
         if countsOnly {
             guard let given else { throw UsageError(description: "--counts-only needs --dir: the directory of a kept run") }
@@ -73,7 +78,7 @@ enum BenchCommand: Command {
             let t = String(format: "%7.1fs ", Date().timeIntervalSince(started))
             FileHandle.standardError.write(Data((t + message + "\n").utf8))
         }
-        let report = try countsOnly ? runner.runCountsOnly() : runner.run()
+        let report = try countsOnly ? runner.runCountsOnly(underWrites: underWrites) : runner.run()
         if arguments.json {
             print(report.json)
         } else {
