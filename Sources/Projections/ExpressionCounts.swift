@@ -98,7 +98,7 @@ extension ProjectionReader {
         /// Where a leaf is: a topic in its slices, or with its members; nothing
         /// (an unknown code); a built-in set, in whichever slices it has chunks.
         enum Placed {
-            case slices(tid: UInt32, [UInt16], held: TopicChunks?)
+            case slices(tid: UInt32, [UInt16], held: TopicCache.HeldTopicChunks?)
             /// A few devices: their slices, and their low 16 bits (freed at the end).
             case members([UInt32], lows: UnsafeMutableBufferPointer<UInt16>)
             case none
@@ -106,6 +106,7 @@ extension ProjectionReader {
         }
         var unknown = Set<String>()
         var placed: [Placed] = []
+        var offered: [(i: Int, code: String, tid: UInt32)] = []  // leaves placed in slices
         defer {
             for case .members(_, let lows) in placed { lows.deallocate() }
         }
@@ -125,6 +126,7 @@ extension ProjectionReader {
                 case .slices(let tid, let slices)?:
                     let held = topicCache?.chunks(pid, code: code, asOf: asOf)
                     placed.append(.slices(tid: tid, slices, held: held?.count == slices.count ? held : nil))
+                    offered.append((i: placed.count - 1, code: code, tid: tid))
                 }
             }
         }
@@ -136,6 +138,7 @@ extension ProjectionReader {
         var present = [Bool](repeating: false, count: placed.count)
         var liveSets = LiveChunkReader(self, pid: pid, asOf: asOf)
         defer { withExtendedLifetime(liveSets) {} }
+        var read = HeldChunkOffers(self, count: placed.count)
         let counted = try withExtendedLifetime(placed) {
             try txn.withCursor(tables.postings) { cursor -> Bool in
                 for high in 0...top {
@@ -162,13 +165,14 @@ extension ProjectionReader {
                         switch placed[i] {
                         case .slices(let tid, _, let held):
                             guard present[i] else { counter.setLeaf(i, chunk: nil); continue }
-                            if let held {
-                                counter.setLeaf(i, chunk: held[next[i]])
+                            if let chunk = held?[next[i]] {
+                                counter.setLeaf(i, chunk: chunk)
                             } else {
                                 guard let (_, stored) = try Keys.withChunk(pid, tid, high, { try cursor.seek(exactly: $0) }) else {
                                     return false  // listed but missing: the evaluation reports it
                                 }
                                 counter.setLeaf(i, chunk: stored)
+                                read.note(i, slice: next[i], stored)
                             }
                         case .members(_, let lows):
                             counter.setLeaf(i, values: UnsafeBufferPointer(rebasing: lows[first[i]..<next[i]]))
@@ -193,6 +197,9 @@ extension ProjectionReader {
             }
         }
         guard counted else { return nil }
+        // Chunks read from the snapshot (still mapped: the transaction is open),
+        // offered to the directory for the counts after this one.
+        for o in offered { read.offer(o.i, pid, code: o.code, tid: o.tid, asOf: asOf) }
         counts.withoutToken = counts.total - counts.ios - counts.android
         return counts
     }

@@ -80,6 +80,9 @@ public final class ProjectionWriter {
     public let topicCache: TopicCache?
     /// The topics the open transaction changed (pid << 32 | topic id), for the topic cache once it commits.
     private var topicChanges: [UInt64] = []
+    /// The topics' chunks the open transaction rewrote and left holding devices, likewise:
+    /// the directory keeps the topic's other slices.
+    private var topicSliceChanges: [TopicCache.ChangedSlice] = []
     /// The slices whose live sets' chunks the open transaction changed (pid << 32 | slice), likewise.
     private var liveSliceChanges: [UInt64] = []
     /// The sequence the open transaction started from, and the writer stamp stored then.
@@ -277,6 +280,7 @@ public final class ProjectionWriter {
         recipientChanges.removeAll()
         transactionStart = appliedSequence
         topicChanges.removeAll(keepingCapacity: true)
+        topicSliceChanges.removeAll(keepingCapacity: true)
         liveSliceChanges.removeAll(keepingCapacity: true)
         topicCache?.beginWrite(at: appliedSequence, snapshot: Self.snapshot(of: txn))
         if let cache = recipientCache, cache.heldSequence != appliedSequence {
@@ -391,9 +395,10 @@ public final class ProjectionWriter {
         if let cache = topicCache {
             // It holds what the members of small topics reach: the devices whose records the
             // transaction wrote, as listed for its journal entry, drop the entries holding them.
-            cache.didCommit(changing: topicChanges, liveSlices: liveSliceChanges, devices: journalDevices,
-                            from: transactionStart, through: appliedSequence, transaction: transactionID)
+            cache.didCommit(changing: topicChanges, topicSlices: topicSliceChanges, liveSlices: liveSliceChanges,
+                            devices: journalDevices, from: transactionStart, through: appliedSequence, transaction: transactionID)
             topicChanges.removeAll(keepingCapacity: true)
+            topicSliceChanges.removeAll(keepingCapacity: true)
             liveSliceChanges.removeAll(keepingCapacity: true)
         }
     }
@@ -1224,7 +1229,13 @@ public final class ProjectionWriter {
                 let key = postings.chunks.keys[slot]
                 if topicCache != nil {
                     if key.topic >= ProjectionTables.firstTopicID {
-                        topicChanges.append(UInt64(key.pid) << 32 | UInt64(key.topic))
+                        let topic = UInt64(key.pid) << 32 | UInt64(key.topic)
+                        // A topic that leaves the slice is placed elsewhere: dropped whole.
+                        if postings.chunks.values[slot].value.isEmpty {
+                            topicChanges.append(topic)
+                        } else {
+                            topicSliceChanges.append(TopicCache.ChangedSlice(topic: topic, high: key.high))
+                        }
                     } else if key.topic == ProjectionTables.BuiltIn.liveIOS || key.topic == ProjectionTables.BuiltIn.liveAndroid {
                         liveSliceChanges.append(UInt64(key.pid) << 32 | UInt64(key.high))
                     }

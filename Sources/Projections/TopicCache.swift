@@ -53,9 +53,13 @@ public final class TopicCache: @unchecked Sendable {
     /// Topics of at most this many devices are held with their members.
     public static let inlineMembers = 4
 
-    /// Topics whose stored chunks come to at most this many bytes have them held
-    /// too (`chunks(_:code:asOf:)`), within `chunkBudget` bytes in all.
-    public static let mostChunkBytes = 256 << 10
+    /// A topic has at most this many bytes of its stored chunks held
+    /// (`chunks(_:code:asOf:)`), within `chunkBudget` bytes in all: every
+    /// slice of a topic that all 16M devices of a project are on (8 KiB each),
+    /// so that the most popular topics at 10M devices are held too. At 256 KiB
+    /// they were not, and an expression of two of them sought 306 chunks in the
+    /// B-tree at every count.
+    public static let mostChunkBytes = 2 << 20
     /// Bytes of chunks held at most, across topics and live sets (64 MiB).
     public static let chunkBudget = 64 << 20
 
@@ -76,8 +80,19 @@ public final class TopicCache: @unchecked Sendable {
     /// What is held for a topic, beside its `Validity`.
     private struct Entry {
         var placement: Placement
-        /// The topic's stored chunks, one per slice of `placement`, once a reader offered them.
-        var chunks: TopicChunks? = nil
+        /// The topic's stored chunks, a slot per slice of `placement` (none
+        /// until a reader offers one), each held from when it was read: a
+        /// commit that changes the topic in some slices drops those alone.
+        var chunks: [HeldSlice?] = []
+        /// Bytes of `chunks` (`mostChunkBytes` at most).
+        var chunkBytes = 0
+    }
+
+    /// One slice's stored chunk of a topic, copied from a snapshot at
+    /// `validFrom`, and held from then on until a commit changes it.
+    struct HeldSlice {
+        var chunk: TopicChunks
+        var validFrom: UInt64
     }
 
     /// The part of an entry a count of a topic of a few devices reads: from
@@ -408,32 +423,91 @@ public final class TopicCache: @unchecked Sendable {
         }
     }
 
-    /// The stored chunks of topic `code` of project `pid` in a snapshot at
-    /// sequence `asOf`, one per slice of its placement, when held for it: an OR
-    /// counted in place then reads the live sets alone from the snapshot (at
+    /// The stored chunks of topic `code` of project `pid` held for a snapshot
+    /// at sequence `asOf`, slice by slice, when the topic's placement is held
+    /// for it: an OR counted in place then seeks only the slices not held (at
     /// 10M devices, three of every four B-tree searches of a count of three
-    /// topics, and most of its time).
-    public func chunks(_ pid: UInt32, code: String, asOf: UInt64) -> TopicChunks? {
+    /// topics were for their chunks, and most of its time).
+    public func chunks(_ pid: UInt32, code: String, asOf: UInt64) -> HeldTopicChunks? {
         lock.withLock {
-            guard let held = heldThrough, asOf <= held, let index = codes.lookup(pid, code), let i = index else { return nil }
-            return validity[Int(i)].validFrom <= asOf ? entries[Int(i)].chunks : nil
+            guard let held = heldThrough, asOf <= held, let index = codes.lookup(pid, code), let i = index,
+                  validity[Int(i)].validFrom <= asOf, !entries[Int(i)].chunks.isEmpty else { return nil }
+            return HeldTopicChunks(slots: entries[Int(i)].chunks, asOf: asOf)
         }
     }
 
-    /// Offers the stored chunks of topic `code` (id `tid`), as read from a
-    /// snapshot at sequence `readAt`, one per slice of the placement held for
-    /// it; taken only at the sequence the writer has reported through, for an
-    /// entry held from then on, within the budget.
-    public func offerChunks(_ pid: UInt32, code: String, tid: UInt32, _ chunks: TopicChunks, readAt: UInt64) {
-        lock.withLock {
-            guard heldThrough == readAt, chunks.byteCount <= Self.mostChunkBytes,
-                  chunkBytes + chunks.byteCount <= Self.chunkBudget,
-                  let index = codes.lookup(pid, code), let i = index.map(Int.init),
-                  validity[i].validFrom <= readAt, entries[i].chunks == nil,
-                  case .slices(tid, let slices) = entries[i].placement, slices.count == chunks.count else { return }
-            entries[i].chunks = chunks
-            chunkBytes += chunks.byteCount
+    /// A topic's chunks as the directory held them for one snapshot: a slot
+    /// per slice of its placement. Valid while this value lives.
+    public struct HeldTopicChunks {
+        fileprivate let slots: [HeldSlice?]
+        fileprivate let asOf: UInt64
+
+        /// The slices of the placement (`chunks(_:code:asOf:)` held it).
+        public var count: Int { slots.count }
+
+        /// The chunk of the placement's slice `i` when held for the snapshot;
+        /// nil when it is to be read from the snapshot.
+        @inline(__always)
+        public subscript(i: Int) -> UnsafeRawBufferPointer? {
+            guard let slot = slots[i], slot.validFrom <= asOf else { return nil }
+            return slot.chunk[0]
         }
+    }
+
+    /// Offers stored chunks of topic `code` (id `tid`) as read from a snapshot
+    /// at sequence `readAt`: `read` pairs an index into the slices of the
+    /// placement held for the topic with that slice's chunk. Taken only at the
+    /// sequence the writer has reported through, for an entry held from then
+    /// on, for slices not held already, within the topic's and the
+    /// directory's budgets. The chunks wanted are copied between two holds of
+    /// the lock, which the serving caches' readers share.
+    public func offerChunks(_ pid: UInt32, code: String, tid: UInt32,
+                            _ read: [(index: Int, chunk: UnsafeRawBufferPointer)], readAt: UInt64) {
+        func entry() -> (index: Int, slices: Int)? {
+            guard heldThrough == readAt, let index = codes.lookup(pid, code), let i = index.map(Int.init),
+                  validity[i].validFrom <= readAt, case .slices(tid, let slices) = entries[i].placement else { return nil }
+            return (i, slices.count)
+        }
+        let wanted: [(index: Int, chunk: UnsafeRawBufferPointer)] = lock.withLock {
+            guard let (i, slices) = entry() else { return [] }
+            var room = min(Self.mostChunkBytes - entries[i].chunkBytes, Self.chunkBudget - chunkBytes)
+            return read.filter { r in
+                guard r.index < slices, entries[i].chunks.isEmpty || entries[i].chunks[r.index] == nil,
+                      r.chunk.count < room else { return false }
+                room -= r.chunk.count + 1
+                return true
+            }
+        }
+        guard !wanted.isEmpty else { return }
+        let copies = wanted.map { (index: $0.index, chunk: TopicChunks([$0.chunk])) }
+        lock.withLock {
+            guard let (i, slices) = entry() else { return }
+            if entries[i].chunks.count != slices { entries[i].chunks = Array(repeating: nil, count: slices) }
+            for (j, chunk) in copies where entries[i].chunks[j] == nil {
+                let size = chunk.byteCount
+                guard entries[i].chunkBytes + size <= Self.mostChunkBytes, chunkBytes + size <= Self.chunkBudget else { break }
+                entries[i].chunks[j] = HeldSlice(chunk: chunk, validFrom: readAt)
+                entries[i].chunkBytes += size
+                chunkBytes += size
+            }
+        }
+    }
+
+    /// Where `high` is in `slices` (ascending), if it is.
+    static func index(of high: UInt16, in slices: [UInt16]) -> Int? {
+        var low = 0, top = slices.count
+        while low < top {
+            let mid = (low + top) / 2
+            if slices[mid] < high { low = mid + 1 } else { top = mid }
+        }
+        return low < slices.count && slices[low] == high ? low : nil
+    }
+
+    /// Drops the chunks held for entry `i` (called with the lock held).
+    private func dropChunks(of i: Int) {
+        chunkBytes -= entries[i].chunkBytes
+        entries[i].chunks = []
+        entries[i].chunkBytes = 0
     }
 
     /// The live sets' chunks held for one slice, from the sequence `validFrom` on.
@@ -516,7 +590,7 @@ public final class TopicCache: @unchecked Sendable {
                 if old != placement.tid, byTopic[UInt64(pid) << 32 | UInt64(old)] == i {
                     byTopic[UInt64(pid) << 32 | UInt64(old)] = nil
                 }
-                if let held = entries[i].chunks { chunkBytes -= held.byteCount }
+                dropChunks(of: i)
                 noteDevices(pid, of: i, holding: false)
                 entries[i] = Entry(placement: placement)
                 validity[i] = Validity(placement, reaches: reaches, validFrom: readAt)
@@ -568,14 +642,24 @@ public final class TopicCache: @unchecked Sendable {
         }
     }
 
+    /// A chunk of a topic a commit rewrote and left holding devices: the
+    /// topic (pid << 32 | topic id) and the slice.
+    struct ChangedSlice {
+        var topic: UInt64
+        var high: UInt16
+    }
+
     /// A transaction that began at `from` committed through `through`, changing
-    /// `topics` (pid << 32 | topic id, in any order, repeats allowed), the
-    /// live sets' chunks of `liveSlices` (pid << 32 | slice) and the records of
-    /// `devices` (pid << 32 | ordinal: what they reach may have changed); it is
-    /// LMDB's transaction `transaction` when given, which readers without a
-    /// transaction of their own may then be answered for.
-    func didCommit(changing topics: [UInt64], liveSlices: [UInt64] = [], devices: [UInt64] = [],
-                   from: UInt64, through: UInt64, transaction: Int? = nil) {
+    /// `topics` (pid << 32 | topic id, in any order, repeats allowed: their
+    /// records, codes, or chunks they left), the chunks of `topicSlices` (a
+    /// topic held with those slices keeps the chunks of its other slices; one
+    /// held otherwise is dropped), the live sets' chunks of `liveSlices`
+    /// (pid << 32 | slice) and the records of `devices` (pid << 32 | ordinal:
+    /// what they reach may have changed); it is LMDB's transaction
+    /// `transaction` when given, which readers without a transaction of their
+    /// own may then be answered for.
+    func didCommit(changing topics: [UInt64], topicSlices: [ChangedSlice] = [], liveSlices: [UInt64] = [],
+                   devices: [UInt64] = [], from: UInt64, through: UInt64, transaction: Int? = nil) {
         lock.withLock {
             guard heldThrough == from else { return forgetAll() }
             for key in liveSlices {
@@ -591,10 +675,25 @@ public final class TopicCache: @unchecked Sendable {
                 for key in topics {
                     if let i = byTopic.removeValue(forKey: key) {
                         validity[i].validFrom = .max
-                        if let held = entries[i].chunks {
-                            chunkBytes -= held.byteCount
-                            entries[i].chunks = nil
-                        }
+                        dropChunks(of: i)
+                    }
+                }
+                for change in topicSlices {
+                    guard let i = byTopic[change.topic] else { continue }
+                    // Held in its slices, one of them changed: that chunk alone goes. A slice
+                    // it was not held in (it has devices there now), or a topic held with its
+                    // members: the placement itself changed.
+                    guard case .slices(_, let slices) = entries[i].placement,
+                          let j = Self.index(of: change.high, in: slices) else {
+                        byTopic[change.topic] = nil
+                        validity[i].validFrom = .max
+                        dropChunks(of: i)
+                        continue
+                    }
+                    if j < entries[i].chunks.count, let dropped = entries[i].chunks[j] {
+                        entries[i].chunkBytes -= dropped.chunk.byteCount
+                        chunkBytes -= dropped.chunk.byteCount
+                        entries[i].chunks[j] = nil
                     }
                 }
             }

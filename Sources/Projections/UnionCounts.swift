@@ -66,10 +66,10 @@ extension ProjectionReader {
                      _ txn: borrowing Transaction) throws -> AudienceCounts? {
         var counts = AudienceCounts(asOfSeq: asOf, total: 0, ios: 0, android: 0, withoutToken: 0, unknownTopics: unknown)
         var counter = StoredUnionCounter()
-        // Each topic's chunks held by the directory (kept alive for the count), or
+        // Each topic's chunks held by the directory (kept alive for the count), and
         // those read from the snapshot, to offer it afterwards.
-        let held: [TopicChunks?] = topics.map { topicCache?.chunks(pid, code: $0.code, asOf: asOf) }
-        var read: [[UnsafeRawBufferPointer]] = topics.map { _ in [] }
+        let held: [TopicCache.HeldTopicChunks?] = topics.map { topicCache?.chunks(pid, code: $0.code, asOf: asOf) }
+        var read = HeldChunkOffers(self, count: topics.count)
         var next = [Int](repeating: 0, count: topics.count)  // each topic's next slice in its list
         var liveSets = LiveChunkReader(self, pid: pid, asOf: asOf)
         defer { withExtendedLifetime(liveSets) {} }
@@ -84,14 +84,14 @@ extension ProjectionReader {
                     guard let high = lowest else { return true }
                     for i in topics.indices where next[i] < topics[i].slices.count && topics[i].slices[next[i]] == high {
                         let chunk: UnsafeRawBufferPointer
-                        if let h = held[i], h.count == topics[i].slices.count {
-                            chunk = h[next[i]]
+                        if let h = held[i], h.count == topics[i].slices.count, let c = h[next[i]] {
+                            chunk = c
                         } else {
                             guard let (_, stored) = try Keys.withChunk(pid, topics[i].tid, high, { try cursor.seek(exactly: $0) }) else {
                                 return false
                             }
                             chunk = stored
-                            if topicCache != nil { read[i].append(stored) }
+                            read.note(i, slice: next[i], stored)
                         }
                         next[i] += 1
                         guard counter.stage(chunk) else { return false }
@@ -107,14 +107,7 @@ extension ProjectionReader {
         guard counted else { return nil }
         // Chunks read from the snapshot (still mapped: the transaction is open),
         // offered to the directory for the counts after this one.
-        if let directory = topicCache {
-            for i in topics.indices where held[i] == nil && !read[i].isEmpty && read[i].count == topics[i].slices.count {
-                let size = read[i].reduce(0) { $0 + $1.count }
-                if size <= TopicCache.mostChunkBytes {
-                    directory.offerChunks(pid, code: topics[i].code, tid: topics[i].tid, TopicChunks(read[i]), readAt: asOf)
-                }
-            }
-        }
+        for i in topics.indices { read.offer(i, pid, code: topics[i].code, tid: topics[i].tid, asOf: asOf) }
         counts.withoutToken = counts.total - counts.ios - counts.android
         return counts
     }

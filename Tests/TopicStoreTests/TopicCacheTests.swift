@@ -146,6 +146,82 @@ import TopicStore
         }
     }
 
+    /// Devices across three slices (65,536 ordinals each): every device on `all` and on
+    /// one of three shared topics; a token on two of every three, iOS on odd devices.
+    static func spread(_ n: Int) -> [Event] {
+        var events = [Event(project: project, body: .register(deviceID: "dev-\(n)", topics: [TopicSpec(code: "all"), TopicSpec(code: "t\(n % 3)")]))]
+        if n % 3 != 2 {
+            events.append(Event(project: project, body: .token(deviceID: "dev-\(n)", token: "tok-\(n)", platform: n % 2 == 1 ? .ios : .android)))
+        }
+        return events
+    }
+
+    @Test func topicsHeldSliceBySliceAnswerEachSnapshotWhileTheWriterChangesSomeSlices() async throws {
+        let dir = TemporaryDirectory()
+        let store = try RecipientCacheTests.servingStore(dir.path)
+        defer { store.close() }
+        let devices = 2 * 65_536 + 3_000
+        for start in stride(from: 0, to: devices, by: 20_000) {
+            try Self.submit(store, (start..<min(devices, start + 20_000)).flatMap(Self.spread))
+        }
+        let directory = try #require(store.reader.topicCache)
+        let questions = try ["t0 OR t1", "(t0 OR t1) AND NOT t2 AND platform:ios", "t2 AND NOT t0", "all AND NOT t1", "t1"]
+            .map { try AudienceExpression(parsing: $0) }
+        let map = ProjectionReader(tables: store.tables)
+        /// Each question counted by the serving reader (twice: from the snapshot, then
+        /// from what the first count offered the directory) and by a reader of the map.
+        func compare(_ note: String) throws {
+            try store.read { txn in
+                for q in questions {
+                    let mapped = try map.counts(project: Self.project, q, txn)
+                    for pass in 0..<2 {
+                        #expect(try store.reader.counts(project: Self.project, q, txn) == mapped, "\(note): \(q), pass \(pass)")
+                    }
+                }
+            }
+        }
+        try compare("before")
+        let pid = try store.read { txn in try #require(try map.project(named: Self.project, txn)).id }
+        try store.read { txn in
+            let held = try #require(directory.chunks(pid, code: "t0", asOf: try store.tables.appliedSequence(txn)))
+            #expect(held.count == 3 && (0..<3).allSatisfy { held[$0] != nil }, "t0 is held in its three slices")
+        }
+
+        // One commit moves devices of slice 1 alone between t0 and t1: t0's chunks of slices 0 and 2 stay held.
+        let moved = (65_536..<65_600).filter { $0 % 3 == 0 }
+        try Self.submit(store, moved.flatMap { n in
+            [Event(project: Self.project, body: .unregister(deviceID: "dev-\(n)", codes: ["t0"])),
+             Event(project: Self.project, body: .register(deviceID: "dev-\(n)", topics: [TopicSpec(code: "t1")]))]
+        })
+        try store.read { txn in
+            let held = try #require(directory.chunks(pid, code: "t0", asOf: try store.tables.appliedSequence(txn)))
+            #expect(held[0] != nil && held[1] == nil && held[2] != nil, "only the changed slice is read again")
+        }
+        try compare("after a change to one slice")
+
+        // A writer changes some slices of the topics and tokens while readers count.
+        let writer = Task.detached {
+            for round in 1...30 {
+                let base = (round % 3) * 65_536 + round * 37
+                try Self.submit(store, (0..<40).flatMap { i -> [Event] in
+                    let n = base + i * 11
+                    switch i % 4 {
+                    case 0: return [Event(project: Self.project, body: .unregister(deviceID: "dev-\(n)", codes: ["t\(n % 3)"]))]
+                    case 1: return [Event(project: Self.project, body: .register(deviceID: "dev-\(n)", topics: [TopicSpec(code: "t\((n + 1) % 3)")]))]
+                    case 2: return [Event(project: Self.project, body: .token(deviceID: "dev-\(n)", token: "tok-\(round)-\(i)", platform: .ios))]
+                    default: return [Event(project: Self.project, body: .unregisterAll(deviceID: "dev-\(n)"))]
+                    }
+                })
+            }
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<2 { group.addTask { for _ in 0..<15 { try compare("under writes") } } }
+            try await group.waitForAll()
+        }
+        try await writer.value
+        try compare("after the writer")
+    }
+
     @Test func anotherProcessWritingSendsReadersToTheMapUntilTheWriterBegins() throws {
         let binary = BuiltProducts.executable("topicstore")
         try #require(FileManager.default.isExecutableFile(atPath: binary), "topicstore is built beside the tests")
@@ -233,43 +309,74 @@ import TopicStore
         #expect(cache.placement(1, code: "news", asOf: 14) == nil && cache.heldSequence == nil)
     }
 
+    /// The chunks `cache` holds of news (project 1) for a snapshot at `asOf`, by
+    /// slice of its placement: nil where one is to be read from the snapshot.
+    private func heldChunks(_ cache: TopicCache, _ code: String = "news", asOf: UInt64) -> [[UInt8]?]? {
+        guard let held = cache.chunks(1, code: code, asOf: asOf) else { return nil }
+        return (0..<held.count).map { held[$0].map { Array($0) } }
+    }
+
     @Test func chunksAreHeldWithTheirTopicAndDroppedWhenItChanges() throws {
         let cache = TopicCache()
         let news = TopicCache.Placement.slices(tid: 20, [0, 3])
         let bytes: [[UInt8]] = [[1, 2, 3], [4, 5, 6, 7]]
-        let chunks = bytes[0].withUnsafeBytes { a in bytes[1].withUnsafeBytes { b in TopicChunks([a, b]) } }
-        #expect(chunks.count == 2 && Array(chunks[0]) == [1, 2, 3] && Array(chunks[1]) == [4, 5, 6, 7])
-        #expect(Int(bitPattern: chunks[1].baseAddress) % 2 == 0, "each chunk at an even offset")
-        cache.beginWrite(at: 5)
-        cache.offerChunks(1, code: "news", tid: 20, chunks, readAt: 5)
-        #expect(cache.chunks(1, code: "news", asOf: 5) == nil, "not held without the topic's placement")
-        cache.offer(1, code: "news", news, readAt: 5)
-        cache.offerChunks(1, code: "news", tid: 20, chunks, readAt: 4)
-        #expect(cache.chunks(1, code: "news", asOf: 5) == nil, "an older snapshot's chunks are not taken")
-        cache.offerChunks(1, code: "news", tid: 21, chunks, readAt: 5)
-        #expect(cache.chunks(1, code: "news", asOf: 5) == nil, "another topic's chunks are not taken")
-        let one = bytes[0].withUnsafeBytes { TopicChunks([$0]) }
-        cache.offerChunks(1, code: "news", tid: 20, one, readAt: 5)
-        #expect(cache.chunks(1, code: "news", asOf: 5) == nil, "one chunk for two slices is not taken")
-        cache.offerChunks(1, code: "news", tid: 20, chunks, readAt: 5)
-        #expect(cache.chunks(1, code: "news", asOf: 5) === chunks)
-        #expect(cache.chunks(1, code: "news", asOf: 6) == nil, "a snapshot the writer has not reported")
-        // A commit that changed another topic keeps them; one that changed news drops them.
-        cache.didCommit(changing: [UInt64(1) << 32 | 99], from: 5, through: 7)
-        #expect(cache.chunks(1, code: "news", asOf: 7) === chunks)
-        cache.didCommit(changing: [UInt64(1) << 32 | 20], from: 7, through: 8)
-        #expect(cache.chunks(1, code: "news", asOf: 8) == nil && cache.chunks(1, code: "news", asOf: 7) == nil)
-        // Held again only with a placement read after the change.
-        cache.offer(1, code: "news", news, readAt: 8)
-        #expect(cache.chunks(1, code: "news", asOf: 8) == nil, "a new placement holds no chunks until they are offered")
-        cache.offerChunks(1, code: "news", tid: 20, chunks, readAt: 8)
-        #expect(cache.chunks(1, code: "news", asOf: 8) === chunks)
-        // Too large a topic is not held.
-        let large = [UInt8](repeating: 0, count: TopicCache.mostChunkBytes + 1)
-        let big = large.withUnsafeBytes { TopicChunks([$0]) }
-        cache.offer(1, code: "big", .slices(tid: 30, [2]), readAt: 8)
-        cache.offerChunks(1, code: "big", tid: 30, big, readAt: 8)
-        #expect(cache.chunks(1, code: "big", asOf: 8) == nil)
+        try bytes[0].withUnsafeBytes { a in
+            try bytes[1].withUnsafeBytes { b in
+                let both: [(index: Int, chunk: UnsafeRawBufferPointer)] = [(0, a), (1, b)]
+                cache.beginWrite(at: 5)
+                cache.offerChunks(1, code: "news", tid: 20, both, readAt: 5)
+                #expect(heldChunks(cache, asOf: 5) == nil, "not held without the topic's placement")
+                cache.offer(1, code: "news", news, readAt: 5)
+                cache.offerChunks(1, code: "news", tid: 20, both, readAt: 4)
+                #expect(heldChunks(cache, asOf: 5) == nil, "an older snapshot's chunks are not taken")
+                cache.offerChunks(1, code: "news", tid: 21, both, readAt: 5)
+                #expect(heldChunks(cache, asOf: 5) == nil, "another topic's chunks are not taken")
+                cache.offerChunks(1, code: "news", tid: 20, [(2, a)], readAt: 5)
+                #expect(heldChunks(cache, asOf: 5) == nil, "a slice the placement does not have is not taken")
+                cache.offerChunks(1, code: "news", tid: 20, [(1, b)], readAt: 5)
+                #expect(heldChunks(cache, asOf: 5) == [nil, [4, 5, 6, 7]], "held slice by slice")
+                cache.offerChunks(1, code: "news", tid: 20, both, readAt: 5)
+                #expect(heldChunks(cache, asOf: 5) == [[1, 2, 3], [4, 5, 6, 7]])
+                let chunk = try #require(cache.chunks(1, code: "news", asOf: 5)?[1])
+                #expect(Int(bitPattern: chunk.baseAddress) % 2 == 0, "each chunk at an even address")
+                #expect(heldChunks(cache, asOf: 6) == nil, "a snapshot the writer has not reported")
+
+                // A commit that changed another topic keeps them; one that rewrote news's chunk in
+                // slice 3 drops that chunk alone, for every snapshot.
+                let topic = UInt64(1) << 32 | 20
+                cache.didCommit(changing: [UInt64(1) << 32 | 99], from: 5, through: 7)
+                #expect(heldChunks(cache, asOf: 7) == [[1, 2, 3], [4, 5, 6, 7]])
+                cache.didCommit(changing: [], topicSlices: [.init(topic: topic, high: 3)], from: 7, through: 8)
+                #expect(heldChunks(cache, asOf: 8) == [[1, 2, 3], nil] && heldChunks(cache, asOf: 7) == [[1, 2, 3], nil])
+                cache.offerChunks(1, code: "news", tid: 20, [(1, a)], readAt: 7)
+                #expect(heldChunks(cache, asOf: 8) == [[1, 2, 3], nil], "a snapshot from before the change is not taken")
+                cache.offerChunks(1, code: "news", tid: 20, [(1, a)], readAt: 8)
+                #expect(heldChunks(cache, asOf: 8) == [[1, 2, 3], [1, 2, 3]])
+                #expect(heldChunks(cache, asOf: 7) == [[1, 2, 3], nil], "held from the snapshot it was read in")
+                cache.offerChunks(1, code: "news", tid: 20, [(1, b)], readAt: 8)
+                #expect(heldChunks(cache, asOf: 8) == [[1, 2, 3], [1, 2, 3]], "a slice held is not replaced")
+
+                // A chunk in a slice the placement does not list: the topic is placed anew.
+                cache.didCommit(changing: [], topicSlices: [.init(topic: topic, high: 5)], from: 8, through: 9)
+                #expect(heldChunks(cache, asOf: 9) == nil && cache.placement(1, code: "news", asOf: 9) == nil)
+                cache.offer(1, code: "news", .slices(tid: 20, [0, 3, 5]), readAt: 9)
+                #expect(heldChunks(cache, asOf: 9) == nil, "a new placement holds no chunks until they are offered")
+                cache.offerChunks(1, code: "news", tid: 20, both, readAt: 9)
+                #expect(heldChunks(cache, asOf: 9) == [[1, 2, 3], [4, 5, 6, 7], nil])
+                // A change to the topic itself (its record, or a chunk it left) drops it whole.
+                cache.didCommit(changing: [topic], from: 9, through: 10)
+                #expect(heldChunks(cache, asOf: 10) == nil && heldChunks(cache, asOf: 9) == nil)
+                // A topic held with its members is placed anew when one of its chunks changes.
+                cache.offer(1, code: "user.1", .members(tid: 1 << 31 | 7, [3]), readAt: 10)
+                cache.didCommit(changing: [], topicSlices: [.init(topic: UInt64(1) << 32 | (1 << 31 | 7), high: 0)], from: 10, through: 11)
+                #expect(cache.placement(1, code: "user.1", asOf: 11) == nil)
+            }
+        }
+        // A topic holds at most `mostChunkBytes` of chunks.
+        cache.offer(1, code: "big", .slices(tid: 30, [2, 4]), readAt: 11)
+        let large = [UInt8](repeating: 7, count: TopicCache.mostChunkBytes / 2 + 2)
+        large.withUnsafeBytes { c in cache.offerChunks(1, code: "big", tid: 30, [(0, c), (1, c)], readAt: 11) }
+        #expect(heldChunks(cache, "big", asOf: 11)?.map { $0 != nil } == [true, false])
     }
 
     @Test func liveSetsChunksAreHeldPerSliceUntilACommitChangesThem() {
