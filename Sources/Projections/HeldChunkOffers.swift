@@ -16,7 +16,12 @@ struct HeldChunkOffers {
 
     /// For a count of `count` topics by `reader` (nothing is noted without a directory).
     init(_ reader: ProjectionReader, count: Int) {
-        directory = reader.topicCache
+        self.init(reader.topicCache, count: count)
+    }
+
+    /// For a count of `count` topics offering to `directory`.
+    init(_ directory: TopicCache?, count: Int) {
+        self.directory = directory
         read = directory == nil ? [] : Array(repeating: [], count: count)
     }
 

@@ -379,6 +379,31 @@ import TopicStore
         #expect(heldChunks(cache, "big", asOf: 11)?.map { $0 != nil } == [true, false])
     }
 
+    @Test func aCountOffersAtMostItsBudgetOfChunksAndTheRestComeWithTheNext() {
+        let cache = TopicCache()
+        let slices = 80  // 80 chunks of 8 KiB: 640 KiB, more than one count copies
+        cache.beginWrite(at: 5)
+        cache.offer(1, code: "all", .slices(tid: 20, (0..<slices).map(UInt16.init)), readAt: 5)
+        let chunk = [UInt8](repeating: 0xAB, count: 8 << 10)
+        chunk.withUnsafeBytes { c in
+            var first = HeldChunkOffers(cache, count: 1)
+            for j in 0..<slices { first.note(0, slice: j, c) }
+            first.offer(0, 1, code: "all", tid: 20, asOf: 5)
+            let held = heldChunks(cache, "all", asOf: 5) ?? []
+            let taken = held.filter { $0 != nil }.count
+            #expect(taken == HeldChunkOffers.offeredPerCount / (8 << 10), "the first count copies its budget's worth")
+            #expect(held.prefix(taken).allSatisfy { $0 == chunk }, "the slices it read first")
+            var second = HeldChunkOffers(cache, count: 1)
+            for j in 0..<slices where held[j] == nil { second.note(0, slice: j, c) }
+            second.offer(0, 1, code: "all", tid: 20, asOf: 5)
+            #expect(heldChunks(cache, "all", asOf: 5)?.allSatisfy { $0 == chunk } == true, "the next count copies the rest")
+            // Without a directory nothing is noted (and nothing offered).
+            var none = HeldChunkOffers(nil, count: 1)
+            none.note(0, slice: 0, c)
+            none.offer(0, 1, code: "all", tid: 20, asOf: 5)
+        }
+    }
+
     @Test func liveSetsChunksAreHeldPerSliceUntilACommitChangesThem() {
         let cache = TopicCache()
         let bytes: [[UInt8]] = [[1, 2, 3, 4], []]  // iOS's chunk; no Android devices in the slice
