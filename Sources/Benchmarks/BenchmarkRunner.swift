@@ -438,14 +438,7 @@ public struct BenchmarkRunner {
             // The churn after the commands the store holds: the install's two per device, then churn.
             let held = try store.read { txn in try store.log.bounds(txn)?.last } ?? 0
             var stream = ChurnStream(spec: spec)
-            var skipped: [Event] = []
-            var behind = Swift.max(0, Int(held) - 2 * spec.devices)
-            while behind > 0 {
-                skipped.removeAll(keepingCapacity: true)
-                let n = Swift.min(behind, 10_000)
-                _ = stream.next(commands: n, into: &skipped)
-                behind -= n
-            }
+            stream.skip(commands: Swift.max(0, Int(held) - 2 * spec.devices))
             (loaded, writerRate, _) = try countsUnderWrites(classes, engine, stream)
         }
         var report = BenchmarkReport(spec: spec, batchSize: config.batchSize)

@@ -257,6 +257,19 @@ public struct ChurnStream: Sendable {
         return .resubscribe
     }
 
+    /// Moves past `count` churn commands without keeping them (as `next` makes
+    /// them, so that rejections after them still name current tokens).
+    public mutating func skip(commands count: Int) {
+        var events: [Event] = []
+        var left = count
+        while left > 0 {
+            events.removeAll(keepingCapacity: true)
+            let n = Swift.min(left, 10_000)
+            _ = next(commands: n, into: &events)
+            left -= n
+        }
+    }
+
     /// Appends `count` churn commands to `events`.
     public mutating func next(commands count: Int, into events: inout [Event]) -> BatchTally {
         var tally = BatchTally()

@@ -493,16 +493,6 @@ public final class TopicCache: @unchecked Sendable {
         }
     }
 
-    /// Where `high` is in `slices` (ascending), if it is.
-    static func index(of high: UInt16, in slices: [UInt16]) -> Int? {
-        var low = 0, top = slices.count
-        while low < top {
-            let mid = (low + top) / 2
-            if slices[mid] < high { low = mid + 1 } else { top = mid }
-        }
-        return low < slices.count && slices[low] == high ? low : nil
-    }
-
     /// Drops the chunks held for entry `i` (called with the lock held).
     private func dropChunks(of i: Int) {
         chunkBytes -= entries[i].chunkBytes
@@ -684,7 +674,7 @@ public final class TopicCache: @unchecked Sendable {
                     // it was not held in (it has devices there now), or a topic held with its
                     // members: the placement itself changed.
                     guard case .slices(_, let slices) = entries[i].placement,
-                          let j = Self.index(of: change.high, in: slices) else {
+                          case let (found, j) = DeviceTopics.search16(slices, change.high), found else {
                         byTopic[change.topic] = nil
                         validity[i].validFrom = .max
                         dropChunks(of: i)

@@ -141,6 +141,17 @@ import Testing
         }
     }
 
+    @Test func churnSkippedIsTheChurnMadeAndLeftOut() {
+        let spec = WorkloadSpec(devices: 2_000, seed: 5)
+        let whole = churn(spec, 25_300)
+        var stream = ChurnStream(spec: spec)
+        stream.skip(commands: 25_000)  // more than one round of its batches
+        var rest: [Event] = []
+        _ = stream.next(commands: 300, into: &rest)
+        #expect(stream.produced == 25_300)
+        #expect(rest == Array(whole.suffix(300)), "the same commands after the skip, rejections naming the same tokens")
+    }
+
     @Test func queriesNameTopicsTheWorkloadHas() {
         let spec = WorkloadSpec(devices: 1_000_000)
         #expect(spec.midTopics == ["t100", "t500", "t1000"])
