@@ -54,6 +54,69 @@ import TopicStore
         #expect(seen == min(1, model[hashes[0]]?[0]?.count ?? 0))
     }
 
+    /// An index made for the names it holds, as a writer's load and the
+    /// recipient cache's fill make it, takes a quarter more before it grows,
+    /// and finds every name before and after it grows.
+    @Test func anIndexMadeForWhatItHoldsTakesAQuarterMoreBeforeItGrows() {
+        let held = 40_000
+        func hash(_ i: Int) -> UInt64 { UInt64(i + 1) &* 0x9E37_79B9_7F4A_7C15 }  // never 0 (an empty slot)
+        func findsAll(_ index: OrdinalIndex, _ n: Int) -> Bool {
+            (0..<n).allSatisfy { i in
+                var found = false
+                index.forEachCandidate(pid: 1, hash: hash(i)) { found = $0 == UInt32(i); return found }
+                return found
+            }
+        }
+        var index = OrdinalIndex(capacity: held)
+        for i in 0..<held { index.insert(pid: 1, hash: hash(i), ordinal: UInt32(i)) }
+        let made = index.footprint
+        for i in held..<(held + held / 4) { index.insert(pid: 1, hash: hash(i), ordinal: UInt32(i)) }
+        #expect(index.footprint == made, "a quarter more names fit the table made for \(held)")
+        #expect(findsAll(index, held + held / 4))
+        index.insert(pid: 1, hash: hash(held + held / 4), ordinal: UInt32(held + held / 4))
+        #expect(index.footprint == 2 * made, "the next one grows it")
+        #expect(findsAll(index, held + held / 4 + 1))
+    }
+
+    /// The first new devices after a store is opened grow neither the
+    /// writer's device index (loaded at open) nor the recipient cache's (filled
+    /// at open): each was made for what the store held, and growing one holds
+    /// the writer (and the cache's lock) while a table twice as large is
+    /// allocated and filed again. On bench's 10M store the first register
+    /// after `serve` started took 1.4–3.5 s, then 4–6 ms.
+    @Test func theFirstNewDevicesAfterAReopenGrowNoIndex() throws {
+        let dir = TemporaryDirectory("first-new-devices")
+        let held = 3_000
+        do {
+            let store = try TopicStore(directory: dir.path)
+            defer { store.close() }
+            let events = (0..<held).map { i in
+                Event(project: "p", body: .token(deviceID: "device-\(i)", token: "token-\(i)", platform: i % 3 == 0 ? .android : .ios))
+            }
+            for result in store.submitAndWait(events) { _ = try result.get() }
+        }
+        var options = TopicStore.Options()
+        options.cachesRecipients = true
+        let store = try TopicStore(directory: dir.path, options: options)
+        defer { store.close() }
+        let cache = try #require(store.reader.recipientCache)
+        #expect(cache.heldSequence == UInt64(held), "filled when the store was opened")
+        let cached = cache.footprint
+        var directory = DeviceDirectory(recordsChanges: false)
+        try store.read { txn in try directory.load(store.tables, txn) }
+        let loaded = directory.footprint
+        let newcomers = held / 5
+        for i in 0..<newcomers {
+            try store.submitAndWait(Event(project: "p", body: .token(deviceID: "new-\(i)", token: "new-token-\(i)", platform: .ios)))
+            directory.insert(.deviceID, 1, "new-\(i)", ordinal: UInt32(held + i))
+            directory.insert(.token, 1, "new-token-\(i)", ordinal: UInt32(held + i))
+        }
+        #expect(cache.heldSequence == UInt64(held + newcomers))
+        #expect(cache.footprint == cached, "the recipient cache's index took \(newcomers) new devices without growing")
+        #expect(directory.footprint == loaded, "a loaded device index takes \(newcomers) new devices without growing")
+        #expect(store.writerTableReads.deviceIndexes == 1, "loaded once, at open")
+    }
+
     /// The random model workload, the store closed and reopened between rounds:
     /// each reopen loads the index from the device records (at open, or at
     /// the first command when the store is opened without `preparesWriter`).
