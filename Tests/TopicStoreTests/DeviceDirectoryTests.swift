@@ -79,9 +79,10 @@ import TopicStore
     }
 
     /// The first new devices after a store is opened grow neither the
-    /// writer's device index (loaded at open) nor the recipient cache's (filled
-    /// at open): each was made for what the store held, and growing one holds
-    /// the writer (and the cache's lock) while a table twice as large is
+    /// recipient cache's device_id index (filled at open, as `serve` opens a
+    /// store) nor a device index loaded as the writer loads its own at open:
+    /// each was made for what the store held, and growing one holds the
+    /// writer (and the cache's lock) while a table twice as large is
     /// allocated and filed again. On bench's 10M store the first register
     /// after `serve` started took 1.4–3.5 s, then 4–6 ms.
     @Test func theFirstNewDevicesAfterAReopenGrowNoIndex() throws {
