@@ -779,6 +779,17 @@ final class Background<T>: @unchecked Sendable {
         group.wait()
         return result!
     }
+
+    /// Whether the work is done (`value()` would not wait).
+    var isDone: Bool { group.wait(timeout: .now()) == .success }
+
+    /// The result, which this no longer holds (waiting for it): the caller's
+    /// copy is the only one, so changing it copies nothing.
+    func take() -> T {
+        group.wait()
+        defer { result = nil }
+        return result!
+    }
 }
 
 /// What a finished build round held, to be freed on another thread.

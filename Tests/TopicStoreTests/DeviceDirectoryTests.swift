@@ -57,16 +57,21 @@ import TopicStore
     /// An index made for the names it holds, as a writer's load and the
     /// recipient cache's fill make it, takes a quarter more before it grows,
     /// and finds every name before and after it grows.
+    /// The hash of name `i` in the table tests below (never 0, an empty slot).
+    static func hash(_ i: Int) -> UInt64 { UInt64(i + 1) &* 0x9E37_79B9_7F4A_7C15 }
+
+    /// Whether `index` files names 0..<n under `hash(i)`, each as ordinal i.
+    static func findsAll(_ index: OrdinalIndex, _ n: Int) -> Bool {
+        (0..<n).allSatisfy { i in
+            var found = false
+            index.forEachCandidate(pid: 1, hash: hash(i)) { found = $0 == UInt32(i); return found }
+            return found
+        }
+    }
+
     @Test func anIndexMadeForWhatItHoldsTakesAQuarterMoreBeforeItGrows() {
         let held = 40_000
-        func hash(_ i: Int) -> UInt64 { UInt64(i + 1) &* 0x9E37_79B9_7F4A_7C15 }  // never 0 (an empty slot)
-        func findsAll(_ index: OrdinalIndex, _ n: Int) -> Bool {
-            (0..<n).allSatisfy { i in
-                var found = false
-                index.forEachCandidate(pid: 1, hash: hash(i)) { found = $0 == UInt32(i); return found }
-                return found
-            }
-        }
+        let hash = Self.hash, findsAll = Self.findsAll
         var index = OrdinalIndex(capacity: held)
         for i in 0..<held { index.insert(pid: 1, hash: hash(i), ordinal: UInt32(i)) }
         let made = index.footprint
@@ -76,6 +81,32 @@ import TopicStore
         index.insert(pid: 1, hash: hash(held + held / 4), ordinal: UInt32(held + held / 4))
         #expect(index.footprint == 2 * made, "the next one grows it")
         #expect(findsAll(index, held + held / 4 + 1))
+    }
+
+    /// A large table's next one is made on another thread from nine
+    /// sixteenths full, and the entries move into it when it is ready or, at
+    /// the latest, at five eighths: every name is found before, during and after.
+    @Test func aLargeTableGrowsIntoOneMadeOnAnotherThread() {
+        let slots = OrdinalIndex.preparedFrom
+        var index = OrdinalIndex(capacity: slots / 2)
+        let made = index.footprint
+        let preparing = slots * 9 / 16, due = slots * 5 / 8
+        for i in 0..<preparing { index.insert(pid: 1, hash: Self.hash(i), ordinal: UInt32(i)) }
+        #expect(index.footprint == made && index.grewIntoPrepared == 0, "not grown below nine sixteenths")
+        // The next table is asked for now; it is taken when ready, at five eighths at the latest.
+        for i in preparing..<(due + 1) { index.insert(pid: 1, hash: Self.hash(i), ordinal: UInt32(i)) }
+        #expect(index.footprint == 2 * made && index.grewIntoPrepared == 1)
+        #expect(Self.findsAll(index, due + 1))
+        // Removals and inserts go on in the grown table.
+        var removed = 0
+        for i in stride(from: 0, to: due + 1, by: 3) where index.remove(pid: 1, hash: Self.hash(i), ordinal: UInt32(i)) { removed += 1 }
+        #expect(removed == (due + 3) / 3 && index.count == due + 1 - removed)
+        for i in stride(from: 0, to: due + 1, by: 3) { index.insert(pid: 1, hash: Self.hash(i), ordinal: UInt32(i)) }
+        #expect(Self.findsAll(index, due + 1) && index.count == due + 1)
+        // A small table grows where it is.
+        var small = OrdinalIndex(capacity: 1_000)
+        for i in 0..<2_000 { small.insert(pid: 1, hash: Self.hash(i), ordinal: UInt32(i)) }
+        #expect(small.grewIntoPrepared == 0 && Self.findsAll(small, 2_000))
     }
 
     /// The first new devices after a store is opened grow neither the
