@@ -3,6 +3,7 @@ import SubscriptionLog
 import Dispatch
 import Glibc
 import LMDB
+import Synchronization
 
 /// What `NameIndex.lookupEach` hands each name's answer to.
 protocol NameLookupVisitor {
@@ -783,12 +784,16 @@ final class Background<T>: @unchecked Sendable {
     /// Whether the work is done (`value()` would not wait).
     var isDone: Bool { group.wait(timeout: .now()) == .success }
 
+    private let taken = Atomic<Bool>(false)
+
     /// The result, which this no longer holds (waiting for it): the caller's
-    /// copy is the only one, so changing it copies nothing.
-    func take() -> T {
+    /// copy is the only one, so changing it copies nothing. Nil when it was
+    /// taken already (by a copy of the value that asked for the work).
+    func take() -> T? {
         group.wait()
+        guard !taken.exchange(true, ordering: .acquiringAndReleasing) else { return nil }
         defer { result = nil }
-        return result!
+        return result
     }
 }
 

@@ -126,12 +126,16 @@ struct OrdinalIndex {
             nextTable = Background { Self.emptyTable(size) }
         }
         guard let next = nextTable, due || next.isDone else { return }
-        let old = entries
-        entries = next.take()
         nextTable = nil
-        precondition(entries.count == old.count * 2, "the prepared table is for another size")
+        let old = entries
+        // (A copy of this index that asked for the same table may have taken it: then one is made here.)
+        if let table = next.take(), table.count == old.count * 2 {
+            entries = table
+            grewIntoPrepared += 1
+        } else {
+            entries = Self.emptyTable(old.count * 2)
+        }
         refile(old)
-        grewIntoPrepared += 1
     }
 
     /// Removes the entry (`pid`, `hash`, `ordinal`); false when there is none.

@@ -85,7 +85,8 @@ import TopicStore
 
     /// A large table's next one is made on another thread from nine
     /// sixteenths full, and the entries move into it when it is ready or, at
-    /// the latest, at five eighths: every name is found before, during and after.
+    /// the latest, at five eighths: every name is found before, during and
+    /// after, also in a copy of the index whose table the other copy took.
     @Test func aLargeTableGrowsIntoOneMadeOnAnotherThread() {
         let slots = OrdinalIndex.preparedFrom
         var index = OrdinalIndex(capacity: slots / 2)
@@ -103,6 +104,14 @@ import TopicStore
         #expect(removed == (due + 3) / 3 && index.count == due + 1 - removed)
         for i in stride(from: 0, to: due + 1, by: 3) { index.insert(pid: 1, hash: Self.hash(i), ordinal: UInt32(i)) }
         #expect(Self.findsAll(index, due + 1) && index.count == due + 1)
+        // Two copies of an index that asked for the same table: one takes it, the other makes its own.
+        var first = OrdinalIndex(capacity: slots / 2)
+        for i in 0..<(preparing + 1) { first.insert(pid: 1, hash: Self.hash(i), ordinal: UInt32(i)) }
+        var second = first
+        for i in (preparing + 1)..<(due + 1) { first.insert(pid: 1, hash: Self.hash(i), ordinal: UInt32(i)) }
+        for i in (preparing + 1)..<(due + 1) { second.insert(pid: 1, hash: Self.hash(i), ordinal: UInt32(i)) }
+        #expect(first.grewIntoPrepared == 1 && second.grewIntoPrepared == 0 && second.footprint == first.footprint)
+        #expect(Self.findsAll(first, due + 1) && Self.findsAll(second, due + 1))
         // A small table grows where it is.
         var small = OrdinalIndex(capacity: 1_000)
         for i in 0..<2_000 { small.insert(pid: 1, hash: Self.hash(i), ordinal: UInt32(i)) }
