@@ -94,6 +94,23 @@ extension RecipientCache {
             cells = grown
         }
 
+        /// `n` empty cells, backed by huge pages as `grow` makes them (the
+        /// cells a column grows into, made on another thread: `RecipientCache.prepareGrowth`).
+        static func emptyCells(_ n: Int) -> UnsafeMutableBufferPointer<Cell> {
+            let cells = UnsafeMutableBufferPointer<Cell>.allocate(capacity: n)
+            adviseHugePages(UnsafeMutableRawBufferPointer(cells))
+            cells.initialize(repeating: Cell())
+            return cells
+        }
+
+        /// Moves the cells into `larger` (empty cells, more of them), which the column then owns.
+        mutating func grow(into larger: UnsafeMutableBufferPointer<Cell>) {
+            precondition(larger.count > cells.count, "a column grows into more cells")
+            _ = larger.update(fromContentsOf: cells)
+            cells.deallocate()
+            cells = larger
+        }
+
         /// Frees the memory (this column and its copies must not be used afterwards).
         func free() { cells.deallocate() }
     }

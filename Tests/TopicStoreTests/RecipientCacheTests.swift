@@ -283,6 +283,47 @@ import TopicStore
         #expect(!ordinals.withUnsafeBufferPointer { cache.copy(pid, $0, asOf: sequence, into: &batch) })
     }
 
+    /// A column from its threshold on grows into cells made on another thread:
+    /// every record is where it was put after each growth, and cells still
+    /// being made when the cache is emptied are let go.
+    @Test func aLargeColumnGrowsIntoCellsMadeOnAnotherThread() throws {
+        let dir = TemporaryDirectory()
+        let store = try TopicStore(directory: dir.path)
+        defer { store.close() }
+        for r in store.submitAndWait((0..<50).map { RecipientCacheTests.token($0, 0) }) { _ = try r.get() }
+        let cache = RecipientCache(compactingAfter: 64 << 20, preparingColumnsFrom: 64)
+        let (pid, start) = try store.read { txn in
+            (try #require(try store.reader.project(named: RecipientCacheTests.project, txn)).id, try store.tables.appliedSequence(txn))
+        }
+        try store.read { txn in try cache.fill(from: store.tables, through: start, txn) }
+        // New devices, ten a commit: the column of 64 cells grows to 128, 256, 512 and 1,024.
+        var sequence = start
+        var latest: [UInt32: [UInt8]] = [:]
+        for first in stride(from: UInt32(50), to: 1_000, by: 10) {
+            var changes = RecipientCache.Changes()
+            for ordinal in first..<(first + 10) {
+                sequence += 1
+                let record = Array("device \(ordinal)".utf8)
+                record.withUnsafeBytes { changes.put(pid, ordinal, sequence: sequence, record: $0) }
+                latest[ordinal] = record
+            }
+            cache.apply(changes, from: sequence - 10, through: sequence)
+        }
+        #expect(cache.heldSequence == sequence)
+        #expect(cache.columnsGrownIntoPrepared == 4)
+        var batch = RecipientCache.Batch()
+        let ordinals = (UInt32(50)..<1_000).map { $0 }
+        #expect(ordinals.withUnsafeBufferPointer { cache.copy(pid, $0, asOf: sequence, into: &batch) })
+        batch.bytes.withUnsafeBytes { all in
+            for (i, ordinal) in ordinals.enumerated() {
+                #expect(batch.record(i, in: all).map(Array.init) == latest[ordinal], "ordinal \(ordinal)")
+            }
+        }
+        // Past three quarters of 1,024 cells, the next 2,048 are being made: emptying the cache lets them go.
+        cache.forget()
+        #expect(cache.heldSequence == nil)
+    }
+
     /// The arena's records stay where they were put while it grows past the
     /// table of segments it started with, records larger than a segment included.
     @Test func theArenaKeepsEveryRecordAcrossManySegments() {
