@@ -127,15 +127,12 @@ struct OrdinalIndex {
         }
         guard let next = nextTable, due || next.isDone else { return }
         nextTable = nil
+        // (A copy of this index that asked for the same table may have taken it: then it grows here.)
+        guard let table = next.take(), table.count == entries.count * 2 else { return grow() }
         let old = entries
-        // (A copy of this index that asked for the same table may have taken it: then one is made here.)
-        if let table = next.take(), table.count == old.count * 2 {
-            entries = table
-            grewIntoPrepared += 1
-        } else {
-            entries = Self.emptyTable(old.count * 2)
-        }
+        entries = table
         refile(old)
+        grewIntoPrepared += 1
     }
 
     /// Removes the entry (`pid`, `hash`, `ordinal`); false when there is none.

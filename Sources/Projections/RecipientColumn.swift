@@ -84,20 +84,13 @@ extension RecipientCache {
             cells[i].segment = UInt16(handle >> 32)
         }
 
-        private mutating func grow(to n: Int) {
-            let grown = UnsafeMutableBufferPointer<Cell>.allocate(capacity: n)
-            // A count reads the cells of its devices at random (16 MiB at 1M devices).
-            adviseHugePages(UnsafeMutableRawBufferPointer(grown))
-            let (_, end) = grown.initialize(from: cells)
-            grown[end...].initialize(repeating: Cell())
-            cells.deallocate()
-            cells = grown
-        }
+        private mutating func grow(to n: Int) { grow(into: Self.emptyCells(n)) }
 
-        /// `n` empty cells, backed by huge pages as `grow` makes them (the
-        /// cells a column grows into, made on another thread: `RecipientCache.prepareGrowth`).
+        /// `n` empty cells, backed by huge pages: what a column grows into,
+        /// here or on another thread (`RecipientCache.prepareGrowth`).
         static func emptyCells(_ n: Int) -> UnsafeMutableBufferPointer<Cell> {
             let cells = UnsafeMutableBufferPointer<Cell>.allocate(capacity: n)
+            // A count reads the cells of its devices at random (16 MiB at 1M devices).
             adviseHugePages(UnsafeMutableRawBufferPointer(cells))
             cells.initialize(repeating: Cell())
             return cells
