@@ -422,10 +422,13 @@ struct StructureWalk {
                 if nodeFlags & Self.bigData != 0 {
                     guard valueAt + 8 <= pageSize else { bad = "node \(i)'s overflow page number runs past the page"; break }
                     let first = word(valueAt, UInt64.self)
-                    let pages = (DataFile.pageHeader - 1 + valueSize) / pageSize + 1
-                    if let problem = claimOverflow(first, pages: pages, tag: tag, from: number) {
-                        issue(table, number, "node \(i): \(problem)")
+                    let needed = (DataFile.pageHeader - 1 + valueSize) / pageSize + 1
+                    let pages: Int
+                    switch claimOverflow(first, needing: needed, tag: tag, from: number) {
+                    case .failure(let problem):
+                        issue(table, number, "node \(i): \(problem.message)")
                         continue
+                    case .success(let run): pages = run
                     }
                     stats.overflowPages += pages
                     if isFreeList || nodeFlags & Self.subData != 0 {
@@ -487,24 +490,31 @@ struct StructureWalk {
         return nil
     }
 
-    /// Marks an overflow run as the node's; nil when it is sound.
-    private mutating func claimOverflow(_ first: Int, pages: Int, tag: UInt16, from node: Int) -> String? {
-        guard first >= 2, pages >= 1, first <= meta.lastPage - pages + 1 else {
-            return "its value's \(pages) overflow page(s) from page \(first) are outside the file's pages 2…\(meta.lastPage)"
-        }
-        for p in first..<first + pages where owner[p] != 0 {
-            return "its overflow page \(p) is also \(ownerName(owner[p]))"
+    struct OverflowProblem: Error { var message: String }
+
+    /// Marks an overflow run as the node's and returns its length, or what is wrong with it.
+    /// A run may be longer than its value needs: LMDB overwrites a value on overflow pages
+    /// written in the same transaction in place, even with a smaller one, and keeps the run
+    /// ("we don't bother to try shrinking the page", mdb.c), its node still marked as
+    /// holding its value there. Shorter than needed, the value would run past it.
+    private mutating func claimOverflow(_ first: Int, needing needed: Int, tag: UInt16, from node: Int) -> Result<Int, OverflowProblem> {
+        func problem(_ m: String) -> Result<Int, OverflowProblem> { .failure(OverflowProblem(message: m)) }
+        guard first >= 2, needed >= 1, first <= meta.lastPage - needed + 1 else {
+            return problem("its value's \(needed) overflow page(s) from page \(first) are outside the file's pages 2…\(meta.lastPage)")
         }
         guard let header = read(at: first * pageSize, count: DataFile.pageHeader) else {
-            return "its overflow page \(first) cannot be read"
+            return problem("its overflow page \(first) cannot be read")
         }
         let stored = DataFile.word(header, 0, UInt64.self), flags = DataFile.word(header, 10, UInt16.self)
         let count = DataFile.word(header, 12, UInt32.self)
-        guard stored == first, flags & Self.overflow != 0, count == pages else {
-            return "its overflow page \(first) says page \(stored), flags \(String(flags, radix: 16)), \(count) page(s); expected \(pages)"
+        guard stored == first, flags & Self.overflow != 0, count >= needed, first <= meta.lastPage - count + 1 else {
+            return problem("its overflow page \(first) says page \(stored), flags \(String(flags, radix: 16)), \(count) page(s); expected \(needed)\(count > needed ? " or more within the file" : "")")
         }
-        for p in first..<first + pages { owner[p] = tag }
-        return nil
+        for p in first..<first + count where owner[p] != 0 {
+            return problem("its overflow page \(p) is also \(ownerName(owner[p]))")
+        }
+        for p in first..<first + count { owner[p] = tag }
+        return .success(count)
     }
 
     /// One free-list record: a count, then that many page numbers, each free once and in no tree.

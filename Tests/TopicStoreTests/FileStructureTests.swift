@@ -86,6 +86,30 @@ import TopicStore
         return to
     }
 
+    /// LMDB overwrites a value on overflow pages written in the same transaction in
+    /// place, a smaller one too, and keeps the run: a value of 150 bytes on two
+    /// overflow pages is LMDB's own doing, not damage (the walk used to report it,
+    /// and the run's second page as in no table).
+    @Test func anOverflowRunLongerThanItsValueIsLMDBsOwn() throws {
+        let dir = TemporaryDirectory("structure")
+        var options = Environment.Options()
+        options.mapSize = 16 << 20
+        let env = try Environment(path: dir.path, options: options)
+        let db = try env.openDatabases(["values"], create: true)[0]
+        try env.write { txn in
+            for i in 0..<20 as Range<UInt8> {
+                try txn.put(db, [i], [UInt8](repeating: i, count: 6_000))
+                if i % 2 == 0 { try txn.put(db, [i], [UInt8](repeating: i, count: 150)) }
+            }
+        }
+        let file = try env.checkStructure()
+        #expect(file.isSound, "\(file.issues.prefix(3))")
+        let values = try #require(file.tables.first { $0.name == "values" })
+        #expect(values.overflowPages == 20 * 2)
+        let small = try env.read { txn in try txn.get(db, [4]).map { Array($0) } }
+        #expect(small == [UInt8](repeating: 4, count: 150))
+    }
+
     @Test func aSoundStoreWalksCleanAndCountsEveryTable() throws {
         let dir = TemporaryDirectory("structure")
         let store = try makeStore(dir)
