@@ -131,7 +131,7 @@ public final class Environment: @unchecked Sendable {
         let existed = stat(lockPath, &info) == 0
         let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, Self.lockFileMode)
         guard fd >= 0 else { return false }
-        defer { close(fd) }
+        defer { Glibc.close(fd) }
         // LMDB's table: a header and one 64-byte slot per reader; a page to spare.
         let needed = (Int(readers) * 64 + 2 * 4096 + 4095) & ~4095
         let size = max(existed ? Int(info.st_size) : 0, needed)
@@ -167,7 +167,7 @@ public final class Environment: @unchecked Sendable {
                 if fd < 0 {
                     return EnvironmentOpenError(directory: directory, file: file.name, creating: false, code: code, reason: LMDBError(rawValue: errno))
                 }
-                close(fd)
+                Glibc.close(fd)
             } else if errno == ENOENT && file.create {
                 if access(directory, W_OK | X_OK) != 0 {
                     return EnvironmentOpenError(directory: directory, file: file.name, creating: true, code: code, reason: LMDBError(rawValue: errno))
@@ -179,7 +179,23 @@ public final class Environment: @unchecked Sendable {
         return EnvironmentOpenError(directory: directory, file: nil, creating: false, code: code, reason: code)
     }
 
+    /// Set by `close()`.
+    private var closed = false
+
     deinit {
+        if !closed {
+            mdb_env_close(pointer)
+            Self.openPaths.remove(registeredPath)
+        }
+    }
+
+    /// Closes the environment before its last reference goes, so that its files
+    /// can be replaced and opened again under the same path (a rebuild lays out
+    /// its new data file itself: `PageFileWriter`). Only for its one owner: no
+    /// transaction may be open, and nothing may use the environment after.
+    public func close() {
+        guard !closed else { return }
+        closed = true
         mdb_env_close(pointer)
         Self.openPaths.remove(registeredPath)
     }
@@ -283,7 +299,7 @@ public final class Environment: @unchecked Sendable {
     /// A store holds API key hashes and the providers' private keys (APNs .p8, FCM service
     /// accounts): data.mdb is readable by its owner and group only, never by everyone. The
     /// lock file is written by every reader, so the group may write it (both less the umask).
-    static let dataFileMode: UInt32 = 0o640
+    public static let dataFileMode: UInt32 = 0o640
     static let lockFileMode: UInt32 = 0o660
 
     // MARK: Transactions

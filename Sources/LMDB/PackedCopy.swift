@@ -100,7 +100,7 @@ public enum PackedCopy {
     /// Flags LMDB keeps with a database (those a copy must give its own).
     private static let persistentFlags = UInt32(MDB_REVERSEKEY | MDB_INTEGERKEY)
 
-    private static func openSource(_ name: String, _ txn: borrowing Transaction) throws -> (MDB_dbi, UInt32) {
+    static func openSource(_ name: String, _ txn: borrowing Transaction) throws -> (MDB_dbi, UInt32) {
         var dbi: MDB_dbi = 0
         try check(mdb_dbi_open(txn.pointer, name, 0, &dbi))
         var flags: UInt32 = 0

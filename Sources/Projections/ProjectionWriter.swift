@@ -1413,17 +1413,30 @@ extension ProjectionWriter {
         codesReserved?.value()
     }
 
+    /// Whether a build is held that `writeBuild` would write into a target that
+    /// holds no projection yet (the first write of a build from nothing).
+    public var holdsBuildForEmptyTarget: Bool { build.map { $0.begun && $0.targetIsEmpty } ?? false }
+
+    /// The tables `writeBuild` writes into a page file when given one: those of
+    /// a build's millions of entries.
+    public var bulkTables: [Database] { [tables.deviceTopics, tables.devices, tables.topicCodes, tables.postings, tables.topics] }
+
     /// Writes everything the build holds into `txn`, each table in key order
     /// (appended when the target was empty), and the applied sequence. The
     /// build's state is left as it was, so a transaction that fails (a full
     /// map) can be redone; after it commits, call `didWriteBuild()`.
-    public func writeBuild(_ txn: borrowing Transaction) throws {
+    ///
+    /// With `file` (only into an empty target: `holdsBuildForEmptyTarget`), the
+    /// `bulkTables` are laid out in it, one after the other, instead of put
+    /// into `txn`, where the rest still goes; their tables in `txn` stay empty.
+    public func writeBuild(_ txn: borrowing Transaction, bulkInto file: PageFileWriter? = nil) throws {
         guard let build else { preconditionFailure("writeBuild on a writer not in build mode") }
         // Nothing was folded: the build holds nothing, and it never read the
         // target's applied sequence. Writing its own (0) over that of a target
         // that starts from a snapshot would make a store at the horizon claim seq 0.
         guard build.begun else { return }
         let fresh = build.targetIsEmpty
+        precondition(file == nil || fresh, "a page file holds a build into an empty target only")
         let append: Transaction.PutFlags = fresh ? .append : []
         settleCurrentProject(build)
         // Meanwhile, on the other core: the devices encoded, the topic codes
@@ -1455,9 +1468,20 @@ extension ProjectionWriter {
         if !fresh {
             for t in build.droppedTopics { try txn.delete(tables.topics, Keys.pair(t.pid, t.topic)) }
         }
-        // Keys and values go through reused buffers, appended through one
-        // cursor per table: allocating two arrays per entry for a million
-        // topics and chunks kept malloc consolidating between LMDB's page allocations.
+        // Keys and values go through reused buffers: allocating two arrays per
+        // entry for a million topics and chunks kept malloc consolidating between
+        // LMDB's page allocations. Each bulk table is appended through one cursor
+        // (which stays on the last page), or laid out in the page file.
+        typealias Put = (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
+        func appending(to db: Database, _ body: (Put) throws -> Void) throws {
+            if let file {
+                file.beginTable(db.name)
+                try body { k, v in try file.append(k, v) }
+                try file.endTable()
+            } else {
+                try txn.withCursor(db) { cursor in try body { k, v in try cursor.put(k, v, flags: append) } }
+            }
+        }
         func pairKey(_ pid: UInt32, _ a: UInt32, _ body: (UnsafeRawBufferPointer) throws -> Void) rethrows {
             try key.withUnsafeMutableBytes { k in
                 k.storeBytes(of: pid.bigEndian, toByteOffset: 0, as: UInt32.self)
@@ -1468,8 +1492,7 @@ extension ProjectionWriter {
         // Devices, their topic lists: ordinal keys, usually created in order already.
         // Every membership slot of a build is indexed by ordinal: read in that order, they need no sort.
         let memberSlots = build.memberSlotsInKeyOrder().filter { memberships.values[$0].dirty }
-        // One cursor per bulk table: appending through it stays on the last page.
-        try txn.withCursor(tables.deviceTopics) { cursor in
+        try appending(to: tables.deviceTopics) { put in
             for slot in memberSlots {
                 let k = memberships.keys[slot]
                 let list = memberships.values[slot].value
@@ -1482,40 +1505,40 @@ extension ProjectionWriter {
                 try value.withUnsafeMutableBytes { vb in
                     let encoded = UnsafeMutableRawBufferPointer(rebasing: vb[0..<size])
                     DeviceTopics.encode(list, into: encoded)
-                    try pairKey(k.pid, k.ordinal) { kb in try cursor.put(kb, UnsafeRawBufferPointer(encoded), flags: append) }
+                    try pairKey(k.pid, k.ordinal) { kb in try put(kb, UnsafeRawBufferPointer(encoded)) }
                 }
             }
         }
-        try txn.withCursor(tables.devices) { cursor in
+        try appending(to: tables.devices) { put in
             try devices.forEach { pid, ordinal, record in
                 guard let record else {
                     if !fresh { try txn.delete(tables.devices, Keys.pair(pid, ordinal)) }
                     return
                 }
-                try pairKey(pid, ordinal) { kb in try cursor.put(kb, record, flags: append) }
+                try pairKey(pid, ordinal) { kb in try put(kb, record) }
             }
         }
 
         let order = sortedCodes.value()
-        try txn.withCursor(tables.topicCodes) { cursor in
+        try appending(to: tables.topicCodes) { put in
             try codes.forEach(in: order, codeOrder) { k, tid in
                 guard let tid else {
                     if !fresh { try txn.delete(tables.topicCodes, Array(k)) }
                     return
                 }
-                try withUnsafeBytes(of: tid.bigEndian) { vb in try cursor.put(k, vb, flags: append) }
+                try withUnsafeBytes(of: tid.bigEndian) { vb in try put(k, vb) }
             }
         }
 
         // The chunks the writer holds, merged in key order with those made from the lists.
         let chunkSlots = postings.sortedDirtySlots()
-        try txn.withCursor(tables.postings) { cursor in
+        try appending(to: tables.postings) { putEntry in
             func put(_ k: ChunkKey, _ v: UnsafeRawBufferPointer) throws {
                 try key.withUnsafeMutableBytes { kb in
                     kb.storeBytes(of: k.pid.bigEndian, toByteOffset: 0, as: UInt32.self)
                     kb.storeBytes(of: k.high.bigEndian, toByteOffset: 4, as: UInt16.self)
                     kb.storeBytes(of: k.topic.bigEndian, toByteOffset: 6, as: UInt32.self)
-                    try cursor.put(UnsafeRawBufferPointer(rebasing: kb[0..<10]), v, flags: append)
+                    try putEntry(UnsafeRawBufferPointer(rebasing: kb[0..<10]), v)
                 }
             }
             var pending = try inverted?.next()
@@ -1553,7 +1576,7 @@ extension ProjectionWriter {
 
         // A build's topics are indexed by id: read in that order, they need no sort.
         let topicSlots = build.topicSlotsInKeyOrder().filter { topics.values[$0].dirty }
-        try txn.withCursor(tables.topics) { cursor in
+        try appending(to: tables.topics) { put in
             var newestOfProject: (pid: UInt32, slice: UInt16?)? = nil
             let storingCount = topicLayout == .legacy
             for slot in topicSlots {
@@ -1567,7 +1590,7 @@ extension ProjectionWriter {
                 try value.withUnsafeMutableBytes { vb in
                     let written = record.encode(into: vb.baseAddress!, storingCount: storingCount, omittingLastSlice: omits)
                     try pairKey(k.pid, k.topic) { kb in
-                        try cursor.put(kb, UnsafeRawBufferPointer(rebasing: vb[0..<written]), flags: append)
+                        try put(kb, UnsafeRawBufferPointer(rebasing: vb[0..<written]))
                     }
                 }
             }

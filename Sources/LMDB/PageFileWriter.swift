@@ -1,0 +1,392 @@
+internal import CLMDB
+import Glibc
+
+/// Writes a new LMDB data file (data.mdb) from tables whose entries are given
+/// in key order, laying out LMDB's pages itself instead of putting each entry
+/// through LMDB.
+///
+/// A rebuild writes millions of entries into an empty store; through
+/// `mdb_cursor_put` with `MDB_APPEND`, two thirds of that time went to LMDB's
+/// own work per put (a cursor search, a page touch, a split when the page is
+/// full). Here an entry is copied into the leaf being filled, and each page is
+/// written once, in page-number order, when it is full.
+///
+/// The file is what LMDB 0.9 itself would write for the same appends: pages
+/// filled as `MDB_APPEND` fills them (a leaf takes entries until the next one
+/// does not fit), branch pages whose first key is empty (LMDB never reads it),
+/// values too large for a node (`LEAFSIZE > nodemax`) on overflow pages, each
+/// table's record (`MDB_db`) in the main table, no free pages. Meta page 0 holds
+/// transaction 0 (an empty environment), meta page 1 transaction 1 (the tables):
+/// the next write transaction of LMDB is 2, into page 0, as after any first commit.
+/// `Environment.checkStructure` walks the result like any other file.
+///
+/// Keys must be given in ascending order (LMDB's byte order, which topicstore's
+/// `topicstore_key_order` computes faster; for a table of `MDB_INTEGERKEY` flags,
+/// ascending integers): the writer does not compare them. Tables are given one
+/// after the other, each once; `finish()` writes the main table, the meta pages,
+/// and syncs. Branch pages come out a little fuller than LMDB's appends leave them
+/// (52 against 54 pages in the test's deepest table); leaves and overflow pages
+/// are the same.
+public final class PageFileWriter {
+    /// What the file holds.
+    public struct Report: Sendable {
+        public var entries = 0
+        public var pages = 0
+        public var fileBytes = 0
+    }
+
+    // mdb.c: page header size, page and node flags, the table flags kept on the free list's record.
+    private static let header = 16, nodeHeader = 8
+    private static let branchFlag: UInt16 = 0x01, leafFlag: UInt16 = 0x02, overflowFlag: UInt16 = 0x04, metaFlag: UInt16 = 0x08
+    private static let bigData: UInt16 = 0x01, subData: UInt16 = 0x02
+    private static let integerKey: UInt16 = 0x08
+    private static let noPage = UInt64.max
+
+    private let fd: Int32
+    private let path: String
+    public let pageSize: Int
+    /// LMDB's largest node on a leaf (`me_nodemax`); a larger one keeps its value on overflow pages.
+    private let nodeMax: Int
+
+    /// Finished pages not yet written: pages `bufferFirst ..< bufferFirst + buffered`.
+    private let buffer: UnsafeMutableRawPointer
+    private let bufferPages = 256
+    private var bufferFirst = 2
+    private var buffered = 0
+    /// The next page number to give out (0 and 1 are the meta pages).
+    private var nextPage = 2
+
+    /// One level of the tree being built: the page being filled (level 0: the leaves).
+    private struct Level {
+        var page: UnsafeMutableRawPointer
+        var lower = 0, upper = 0, count = 0
+        var pagesWritten = 0
+    }
+    /// The levels in use (`levelCount` of `maxLevels`), behind a pointer: as an
+    /// array of a class, each entry's append paid a uniqueness check and
+    /// dynamic exclusivity checks, as much as the copying itself.
+    private let levels: UnsafeMutablePointer<Level>
+    private static let maxLevels = 32
+    private var levelCount = 0
+    /// Each branch level's page's lowest key (its first node's key is stored empty).
+    private var firstKeys: [[UInt8]] = Array(repeating: [], count: 32)
+    private var table: (name: String, flags: UInt16)?
+    /// The current tree's entries, and the file's (behind a pointer, as `levels`).
+    private let counts: UnsafeMutablePointer<(tree: Int, file: Int)>
+    private var entries: Int { counts.pointee.tree }
+    private var branchPages = 0, leafPages = 0, overflowPages = 0
+    /// The finished tables' records (`MDB_db`), by name.
+    private var records: [(name: [UInt8], record: [UInt8])] = []
+    private var report = Report()
+    private var finished = false
+
+    /// Creates (or truncates) the file at `path`, mode `mode`.
+    public init(path: String, pageSize: Int = Int(sysconf(Int32(_SC_PAGESIZE))), mode: UInt32 = 0o644) throws {
+        precondition(pageSize >= 512 && pageSize <= 32768 && pageSize & (pageSize - 1) == 0, "an LMDB page size")
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
+        guard fd >= 0 else { throw LMDBError(rawValue: errno) }
+        self.fd = fd
+        self.path = path
+        self.pageSize = pageSize
+        nodeMax = (((pageSize - Self.header) / 2) & ~1) - 2
+        buffer = UnsafeMutableRawPointer.allocate(byteCount: bufferPages * pageSize, alignment: 4096)
+        levels = .allocate(capacity: Self.maxLevels)
+        counts = .allocate(capacity: 1)
+        counts.initialize(to: (0, 0))
+    }
+
+    deinit {
+        buffer.deallocate()
+        dropLevels()
+        levels.deallocate()
+        counts.deallocate()
+        if !finished { close(fd) }
+    }
+
+    private func dropLevels() {
+        for i in 0..<levelCount { levels[i].page.deallocate() }
+        levels.deinitialize(count: levelCount)
+        levelCount = 0
+    }
+
+    /// Starts the table `name` with LMDB's persistent flags `flags` (`MDB_INTEGERKEY`, …).
+    public func beginTable(_ name: String, flags: UInt32 = 0) {
+        precondition(table == nil && !finished, "one table at a time, before finish()")
+        precondition(!records.contains { $0.name.elementsEqual(name.utf8) }, "a table is given once")
+        table = (name, UInt16(truncatingIfNeeded: flags))
+        counts.pointee.tree = 0; branchPages = 0; leafPages = 0; overflowPages = 0
+    }
+
+    /// Appends an entry of the current table: its key above the last one's.
+    public func append(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws {
+        precondition(table != nil, "append outside a table")
+        try add(key, value, nodeFlags: 0)
+    }
+
+    /// Ends the current table: its last pages are written and its record kept for the main table.
+    public func endTable() throws {
+        guard let table else { preconditionFailure("endTable without beginTable") }
+        let record = try closeTree(flags: table.flags)
+        records.append((Array(table.name.utf8), record))
+        self.table = nil
+    }
+
+    /// Writes the main table (each table's record), the two meta pages, and syncs
+    /// the file; `mapSize` is the map the meta pages propose (at least the file).
+    @discardableResult
+    public func finish(mapSize: Int = 0, sync: Bool = true) throws -> Report {
+        precondition(table == nil && !finished, "finish once, after the last table")
+        // The main table: one entry per table, its name the key (memcmp order), its record the value.
+        counts.pointee.tree = 0; branchPages = 0; leafPages = 0; overflowPages = 0
+        for (name, record) in records.sorted(by: { $0.name.lexicographicallyPrecedes($1.name) }) {
+            try name.withUnsafeBytes { k in try record.withUnsafeBytes { v in try add(k, v, nodeFlags: Self.subData) } }
+        }
+        let main = try closeTree(flags: 0)
+        try flushBuffer()
+        let lastPage = nextPage - 1
+        let map = max(mapSize, (lastPage + 1) * pageSize)
+        let emptyMain = Self.record(flags: 0, depth: 0, branch: 0, leaf: 0, overflow: 0, entries: 0, root: Self.noPage)
+        try writeMeta(page: 0, main: emptyMain, lastPage: 1, transaction: 0, mapSize: map)
+        try writeMeta(page: 1, main: main, lastPage: lastPage, transaction: 1, mapSize: map)
+        if sync, fsync(fd) != 0 { throw LMDBError(rawValue: errno) }
+        finished = true
+        guard close(fd) == 0 else { throw LMDBError(rawValue: errno) }
+        report.entries = counts.pointee.file
+        report.pages = lastPage + 1
+        report.fileBytes = (lastPage + 1) * pageSize
+        return report
+    }
+
+    /// Copies every table `txn` sees but those named in `except`, each with its
+    /// flags, entry by entry in key order. A table with sorted duplicates
+    /// (`MDB_DUPSORT`, which topicstore never creates) is refused, `LMDBError.incompatible`.
+    public func copyTables(from txn: borrowing Transaction, except: Set<String>) throws {
+        for name in try PackedCopy.databaseNames(txn) where !except.contains(name) {
+            let (dbi, flags) = try PackedCopy.openSource(name, txn)
+            var cursor: OpaquePointer?
+            try check(mdb_cursor_open(txn.pointer, dbi, &cursor))
+            guard let cursor else { throw LMDBError.badTransaction }
+            defer { mdb_cursor_close(cursor) }
+            beginTable(name, flags: flags)
+            var k = MDB_val(), v = MDB_val()
+            var rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST)
+            while rc == 0 {
+                try append(UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size), UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size))
+                rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)
+            }
+            if rc != MDB_NOTFOUND { try check(rc) }
+            try endTable()
+        }
+    }
+
+    // MARK: Nodes and pages
+
+    @inline(__always)
+    private static func even(_ n: Int) -> Int { (n + 1) & ~1 }
+
+    private func add(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, nodeFlags: UInt16) throws {
+        precondition(key.count > 0 && key.count <= 511, "an LMDB key of 1…511 bytes")
+        var flags = nodeFlags
+        var overflowFirst: UInt64 = 0
+        if Self.nodeHeader + key.count + value.count > nodeMax {
+            overflowFirst = try writeOverflow(value)
+            flags |= Self.bigData
+        }
+        let stored = flags & Self.bigData != 0 ? 8 : value.count
+        let size = Self.even(Self.nodeHeader + key.count + stored)
+        if levelCount == 0 { addLevel() }
+        if levels[0].upper - levels[0].lower < size + 2 { try writePage(level: 0) }
+        let leaf = levels
+        let page = leaf.pointee.page
+        let at = leaf.pointee.upper - size
+        page.storeBytes(of: UInt16(at).littleEndian, toByteOffset: leaf.pointee.lower, as: UInt16.self)
+        leaf.pointee.lower += 2
+        leaf.pointee.upper = at
+        leaf.pointee.count += 1
+        let node = page + at
+        node.storeBytes(of: UInt16(truncatingIfNeeded: value.count).littleEndian, as: UInt16.self)
+        node.storeBytes(of: UInt16(truncatingIfNeeded: value.count >> 16).littleEndian, toByteOffset: 2, as: UInt16.self)
+        node.storeBytes(of: flags.littleEndian, toByteOffset: 4, as: UInt16.self)
+        node.storeBytes(of: UInt16(key.count).littleEndian, toByteOffset: 6, as: UInt16.self)
+        (node + Self.nodeHeader).copyMemory(from: key.baseAddress!, byteCount: key.count)
+        if flags & Self.bigData != 0 {
+            (node + Self.nodeHeader + key.count).storeBytes(of: overflowFirst.littleEndian, as: UInt64.self)
+        } else if value.count > 0 {
+            (node + Self.nodeHeader + key.count).copyMemory(from: value.baseAddress!, byteCount: value.count)
+        }
+        counts.pointee.tree += 1
+        counts.pointee.file += 1
+    }
+
+    /// Adds a branch node for `child` (its subtree's lowest key `key`) at `level` ≥ 1.
+    private func addBranch(level: Int, key: UnsafeRawBufferPointer, child: UInt64) throws {
+        if levelCount == level { addLevel() }
+        // The first node of a branch page keeps no key: LMDB never compares it.
+        var keyCount = levels[level].count == 0 ? 0 : key.count
+        var size = Self.even(Self.nodeHeader + keyCount)
+        if levels[level].upper - levels[level].lower < size + 2 {
+            try writePage(level: level)
+            keyCount = 0
+            size = Self.even(Self.nodeHeader)
+        }
+        if levels[level].count == 0 { firstKeys[level] = Array(key) }
+        let page = levels[level].page
+        let at = levels[level].upper - size
+        page.storeBytes(of: UInt16(at).littleEndian, toByteOffset: levels[level].lower, as: UInt16.self)
+        levels[level].lower += 2
+        levels[level].upper = at
+        levels[level].count += 1
+        let node = page + at
+        node.storeBytes(of: UInt16(truncatingIfNeeded: child).littleEndian, as: UInt16.self)
+        node.storeBytes(of: UInt16(truncatingIfNeeded: child >> 16).littleEndian, toByteOffset: 2, as: UInt16.self)
+        node.storeBytes(of: UInt16(truncatingIfNeeded: child >> 32).littleEndian, toByteOffset: 4, as: UInt16.self)
+        node.storeBytes(of: UInt16(keyCount).littleEndian, toByteOffset: 6, as: UInt16.self)
+        if keyCount > 0 { (node + Self.nodeHeader).copyMemory(from: key.baseAddress!, byteCount: keyCount) }
+    }
+
+    private func addLevel() {
+        precondition(levelCount < Self.maxLevels, "a tree deeper than LMDB's cursors reach")
+        let page = UnsafeMutableRawPointer.allocate(byteCount: pageSize, alignment: 16)
+        page.initializeMemory(as: UInt8.self, repeating: 0, count: pageSize)
+        (levels + levelCount).initialize(to: Level(page: page, lower: Self.header, upper: pageSize))
+        levelCount += 1
+    }
+
+    /// Writes the page being filled at `level` under the next page number and
+    /// names it in the level above; the level starts an empty page.
+    private func writePage(level: Int) throws {
+        let page = levels[level].page
+        let number = UInt64(nextPage)
+        nextPage += 1
+        page.storeBytes(of: number.littleEndian, as: UInt64.self)
+        page.storeBytes(of: UInt16(0), toByteOffset: 8, as: UInt16.self)
+        page.storeBytes(of: (level == 0 ? Self.leafFlag : Self.branchFlag).littleEndian, toByteOffset: 10, as: UInt16.self)
+        page.storeBytes(of: UInt16(levels[level].lower).littleEndian, toByteOffset: 12, as: UInt16.self)
+        page.storeBytes(of: UInt16(levels[level].upper).littleEndian, toByteOffset: 14, as: UInt16.self)
+        try emit(UnsafeRawBufferPointer(start: page, count: pageSize))
+        if level == 0 { leafPages += 1 } else { branchPages += 1 }
+        levels[level].pagesWritten += 1
+        // The key that leads here: a leaf's first node's, a branch page's kept one.
+        if level == 0 {
+            let first = Int(UInt16(littleEndian: page.load(fromByteOffset: Self.header, as: UInt16.self)))
+            let keyCount = Int(UInt16(littleEndian: page.load(fromByteOffset: first + 6, as: UInt16.self)))
+            try addBranch(level: 1, key: UnsafeRawBufferPointer(start: page + first + Self.nodeHeader, count: keyCount), child: number)
+        } else {
+            let key = firstKeys[level]
+            try key.withUnsafeBytes { try addBranch(level: level + 1, key: $0, child: number) }
+        }
+        page.initializeMemory(as: UInt8.self, repeating: 0, count: pageSize)
+        levels[level].lower = Self.header
+        levels[level].upper = pageSize
+        levels[level].count = 0
+    }
+
+    /// Writes the last pages of the current tree, bottom up, and returns its record.
+    private func closeTree(flags: UInt16) throws -> [UInt8] {
+        defer { dropLevels() }
+        guard entries > 0 else {
+            return Self.record(flags: flags, depth: 0, branch: 0, leaf: 0, overflow: 0, entries: 0, root: Self.noPage)
+        }
+        var level = 0
+        while true {
+            // A level above that holds one node, and wrote no page, names the root.
+            if level > 0, levels[level].pagesWritten == 0, levels[level].count == 1 {
+                let node = levels[level].page + Int(UInt16(littleEndian: levels[level].page.load(fromByteOffset: Self.header, as: UInt16.self)))
+                let root = UInt64(node.load(as: UInt16.self)) | UInt64(node.load(fromByteOffset: 2, as: UInt16.self)) << 16
+                    | UInt64(node.load(fromByteOffset: 4, as: UInt16.self)) << 32
+                return Self.record(flags: flags, depth: level, branch: branchPages, leaf: leafPages, overflow: overflowPages,
+                                   entries: entries, root: root)
+            }
+            try writePage(level: level)
+            level += 1
+        }
+    }
+
+    /// Writes `value` on overflow pages and returns the first one's number.
+    private func writeOverflow(_ value: UnsafeRawBufferPointer) throws -> UInt64 {
+        let count = (Self.header - 1 + value.count) / pageSize + 1
+        let first = nextPage
+        let run = UnsafeMutableRawPointer.allocate(byteCount: count * pageSize, alignment: 16)
+        defer { run.deallocate() }
+        run.initializeMemory(as: UInt8.self, repeating: 0, count: count * pageSize)
+        run.storeBytes(of: UInt64(first).littleEndian, as: UInt64.self)
+        run.storeBytes(of: Self.overflowFlag.littleEndian, toByteOffset: 10, as: UInt16.self)
+        run.storeBytes(of: UInt32(count).littleEndian, toByteOffset: 12, as: UInt32.self)
+        if value.count > 0 { (run + Self.header).copyMemory(from: value.baseAddress!, byteCount: value.count) }
+        nextPage += count
+        overflowPages += count
+        try emit(UnsafeRawBufferPointer(start: run, count: count * pageSize))
+        return UInt64(first)
+    }
+
+    /// Queues whole pages, the next in page-number order.
+    private func emit(_ pages: UnsafeRawBufferPointer) throws {
+        let count = pages.count / pageSize
+        if buffered + count > bufferPages { try flushBuffer() }
+        if count > bufferPages {
+            try writeAll(pages, at: bufferFirst * pageSize)
+            bufferFirst += count
+            return
+        }
+        (buffer + buffered * pageSize).copyMemory(from: pages.baseAddress!, byteCount: pages.count)
+        buffered += count
+    }
+
+    private func flushBuffer() throws {
+        guard buffered > 0 else { return }
+        try writeAll(UnsafeRawBufferPointer(start: buffer, count: buffered * pageSize), at: bufferFirst * pageSize)
+        bufferFirst += buffered
+        buffered = 0
+    }
+
+    private func writeAll(_ bytes: UnsafeRawBufferPointer, at offset: Int) throws {
+        var done = 0
+        while done < bytes.count {
+            let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw LMDBError(rawValue: errno)
+            }
+            done += n
+        }
+    }
+
+    /// A table record (`MDB_db`, 48 bytes): pad, flags, depth, page counts, entries, root.
+    private static func record(flags: UInt16, depth: Int, branch: Int, leaf: Int, overflow: Int, entries: Int, root: UInt64,
+                               pad: UInt32 = 0) -> [UInt8] {
+        var r = [UInt8](repeating: 0, count: 48)
+        r.withUnsafeMutableBytes { b in
+            b.storeBytes(of: pad.littleEndian, as: UInt32.self)
+            b.storeBytes(of: flags.littleEndian, toByteOffset: 4, as: UInt16.self)
+            b.storeBytes(of: UInt16(depth).littleEndian, toByteOffset: 6, as: UInt16.self)
+            b.storeBytes(of: UInt64(branch).littleEndian, toByteOffset: 8, as: UInt64.self)
+            b.storeBytes(of: UInt64(leaf).littleEndian, toByteOffset: 16, as: UInt64.self)
+            b.storeBytes(of: UInt64(overflow).littleEndian, toByteOffset: 24, as: UInt64.self)
+            b.storeBytes(of: UInt64(entries).littleEndian, toByteOffset: 32, as: UInt64.self)
+            b.storeBytes(of: root.littleEndian, toByteOffset: 40, as: UInt64.self)
+        }
+        return r
+    }
+
+    /// A meta page (`MDB_meta` after the page header): magic, version 1, no fixed
+    /// address, the map size, the free list's record (an empty tree whose pad is the
+    /// page size and whose flags are `MDB_INTEGERKEY`), the main table's, the last
+    /// page and the transaction.
+    private func writeMeta(page: Int, main: [UInt8], lastPage: Int, transaction: Int, mapSize: Int) throws {
+        var bytes = [UInt8](repeating: 0, count: pageSize)
+        let free = Self.record(flags: Self.integerKey, depth: 0, branch: 0, leaf: 0, overflow: 0, entries: 0, root: Self.noPage,
+                               pad: UInt32(pageSize))
+        bytes.withUnsafeMutableBytes { b in
+            b.storeBytes(of: UInt64(page).littleEndian, as: UInt64.self)
+            b.storeBytes(of: Self.metaFlag.littleEndian, toByteOffset: 10, as: UInt16.self)
+            let m = Self.header
+            b.storeBytes(of: UInt32(0xBEEF_C0DE).littleEndian, toByteOffset: m, as: UInt32.self)
+            b.storeBytes(of: UInt32(1).littleEndian, toByteOffset: m + 4, as: UInt32.self)
+            b.storeBytes(of: UInt64(mapSize).littleEndian, toByteOffset: m + 16, as: UInt64.self)
+            for i in 0..<48 { b[m + 24 + i] = free[i]; b[m + 72 + i] = main[i] }
+            b.storeBytes(of: UInt64(lastPage).littleEndian, toByteOffset: m + 120, as: UInt64.self)
+            b.storeBytes(of: UInt64(transaction).littleEndian, toByteOffset: m + 128, as: UInt64.self)
+        }
+        try bytes.withUnsafeBytes { try writeAll($0, at: page * pageSize) }
+    }
+}
