@@ -1,4 +1,6 @@
 internal import CLMDB
+import Dispatch
+import Foundation
 import Glibc
 
 /// Writes a new LMDB data file (data.mdb) from tables whose entries are given
@@ -48,11 +50,35 @@ public final class PageFileWriter {
     /// LMDB's largest node on a leaf (`me_nodemax`); a larger one keeps its value on overflow pages.
     private let nodeMax: Int
 
-    /// Finished pages not yet written: pages `bufferFirst ..< bufferFirst + buffered`.
-    private let buffer: UnsafeMutableRawPointer
-    private let bufferPages = 256
+    /// Finished pages not yet written: pages `bufferFirst ..< bufferFirst + buffered`,
+    /// gathered in one of two buffers while the other is written on another thread
+    /// (`io`). Written from the main thread, the copy into the page cache took 3 s
+    /// of a 10M-device rebuild's write-out (a 2.8 GB file), while the other core
+    /// sat idle for the last 4 s of it.
+    private let buffers: [UnsafeMutableRawPointer]
+    private var current = 0
+    /// Signalled when a buffer's write is done; the one being filled is held.
+    private let free = [DispatchSemaphore(value: 0), DispatchSemaphore(value: 0)]
+    private let io = DispatchQueue(label: "page-file-write")
+    private let ioFailure = IOFailure()
+    private static let bufferPages = 1024
+    private var bufferPages: Int { Self.bufferPages }
     private var bufferFirst = 2
     private var buffered = 0
+    private var buffer: UnsafeMutableRawPointer { buffers[current] }
+
+    /// The first error of a write on the `io` thread (an errno), thrown by the next flush.
+    private final class IOFailure: @unchecked Sendable {
+        private let lock = NSLock()
+        private var code: Int32 = 0
+        func note(_ e: Int32) { lock.withLock { if code == 0 { code = e } } }
+        var error: Int32 { lock.withLock { code } }
+    }
+
+    /// A buffer's pages, handed to the `io` thread.
+    private struct Job: @unchecked Sendable {
+        let fd: Int32, bytes: UnsafeRawBufferPointer, offset: Int
+    }
     /// The next page number to give out (0 and 1 are the meta pages).
     private var nextPage = 2
 
@@ -89,14 +115,16 @@ public final class PageFileWriter {
         self.path = path
         self.pageSize = pageSize
         nodeMax = (((pageSize - Self.header) / 2) & ~1) - 2
-        buffer = UnsafeMutableRawPointer.allocate(byteCount: bufferPages * pageSize, alignment: 4096)
+        buffers = (0..<2).map { _ in UnsafeMutableRawPointer.allocate(byteCount: Self.bufferPages * pageSize, alignment: 4096) }
+        free[1].signal()
         levels = .allocate(capacity: Self.maxLevels)
         counts = .allocate(capacity: 1)
         counts.initialize(to: (0, 0))
     }
 
     deinit {
-        buffer.deallocate()
+        io.sync {}  // a write still running reads a buffer
+        for b in buffers { b.deallocate() }
         dropLevels()
         levels.deallocate()
         counts.deallocate()
@@ -143,6 +171,8 @@ public final class PageFileWriter {
         }
         let main = try closeTree(flags: 0)
         try flushBuffer()
+        io.sync {}
+        if ioFailure.error != 0 { throw LMDBError(rawValue: ioFailure.error) }
         let lastPage = nextPage - 1
         let map = max(mapSize, (lastPage + 1) * pageSize)
         let emptyMain = Self.record(flags: 0, depth: 0, branch: 0, leaf: 0, overflow: 0, entries: 0, root: Self.noPage)
@@ -332,23 +362,41 @@ public final class PageFileWriter {
         buffered += count
     }
 
+    /// Hands the buffer's pages to the `io` thread and goes on in the other
+    /// buffer once its last write is done.
     private func flushBuffer() throws {
         guard buffered > 0 else { return }
-        try writeAll(UnsafeRawBufferPointer(start: buffer, count: buffered * pageSize), at: bufferFirst * pageSize)
+        if ioFailure.error != 0 { throw LMDBError(rawValue: ioFailure.error) }
+        let job = Job(fd: fd, bytes: UnsafeRawBufferPointer(start: buffer, count: buffered * pageSize), offset: bufferFirst * pageSize)
+        let done = free[current], failure = ioFailure
+        io.async {
+            let e = Self.writeAll(job.fd, job.bytes, at: job.offset)
+            if e != 0 { failure.note(e) }
+            done.signal()
+        }
         bufferFirst += buffered
         buffered = 0
+        current ^= 1
+        free[current].wait()
     }
 
     private func writeAll(_ bytes: UnsafeRawBufferPointer, at offset: Int) throws {
+        let e = Self.writeAll(fd, bytes, at: offset)
+        if e != 0 { throw LMDBError(rawValue: e) }
+    }
+
+    /// Writes all of `bytes` at `offset`; 0 or the errno of the write that failed.
+    private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int) -> Int32 {
         var done = 0
         while done < bytes.count {
             let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
             if n < 0 {
                 if errno == EINTR { continue }
-                throw LMDBError(rawValue: errno)
+                return errno
             }
             done += n
         }
+        return 0
     }
 
     /// A table record (`MDB_db`, 48 bytes): pad, flags, depth, page counts, entries, root.

@@ -25,6 +25,25 @@ struct FullDiskTests: RunsTopicstore {
         #expect(throws: (any Error).self) { _ = try TopicStore(directory: fs.sub("store")) }
     }
 
+    /// A page file's pages are written on another thread: a write the full disk
+    /// refuses there is thrown by the writer (at a later table or at `finish`).
+    @Test func aPageFileOnAFullDiskIsAnError() throws {
+        let fs = try SmallFilesystem(megabytes: 2)
+        let writer = try PageFileWriter(path: fs.sub("data.mdb"))
+        do {
+            writer.beginTable("big")
+            let value = [UInt8](repeating: 7, count: 900)
+            for i in 0..<20_000 as Range<UInt32> {
+                try withUnsafeBytes(of: i.bigEndian) { k in try value.withUnsafeBytes { try writer.append(k, $0) } }
+            }
+            try writer.endTable()
+            try writer.finish()
+            Issue.record("18 MB written on a filesystem of 2")
+        } catch {
+            #expect("\(error)".contains("No space left on device"), "\(error)")
+        }
+    }
+
     static let command = #"{"project":"demo","type":"register","device_id":"D1","topics":["news"]}"#
 
     /// LMDB maps lock.mdb and writes its reader table through the map; made sparse on
