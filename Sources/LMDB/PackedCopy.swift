@@ -8,8 +8,9 @@ import Foundation
 /// random key order for months keeps leaves about half full, and so does every
 /// copy of it (a soak of nights of churn, each compacted, saw the devices table
 /// grow from 158 to 337 bytes a device at the same 100,000 devices). This copy
-/// writes each entry again, table by table in key order with `MDB_APPEND`,
-/// which fills every leaf before it starts the next: the pages come out full.
+/// writes each entry again, table by table in key order, into a file it lays
+/// out itself (`PageFileWriter`), which fills every leaf before it starts the
+/// next, as `MDB_APPEND` does: the pages come out full.
 public enum PackedCopy {
     /// What a packed copy wrote.
     public struct Report: Sendable {
@@ -61,8 +62,8 @@ public enum PackedCopy {
     /// flags; one with sorted duplicates (`MDB_DUPSORT`, which topicstore never
     /// creates) is refused, `LMDBError.incompatible`. `startingAt[name]` leaves out the keys of that database before the
     /// given one (compaction leaves the trimmed log behind this way, without
-    /// reading it). The new file is synced before this returns. The new map is the
-    /// source's (or `mapSize`), doubled whenever it fills.
+    /// reading it). The new file is laid out by a `PageFileWriter` and synced
+    /// before this returns; its map is the source's (or `mapSize`), at least the file.
     ///
     /// Every database must already be open in the process (`Environment.openDatabases`,
     /// in a committed transaction): a handle opened in a read transaction closes
@@ -70,30 +71,24 @@ public enum PackedCopy {
     /// committed transaction before, and the same names seen by `txn`, make sure.
     public static func write(_ txn: borrowing Transaction, of source: Environment, to directory: String,
                              startingAt: [String: [UInt8]] = [:], rewriting: [String: @Sendable () -> any EntryRewriter] = [:],
-                             entriesPerTransaction: Int = 200_000, mapSize: Int? = nil) throws -> Report {
+                             mapSize: Int? = nil) throws -> Report {
         let names = try databaseNames(txn)
-        var options = Environment.Options()
-        options.mapSize = mapSize ?? max(source.info().mapSize, 1 << 20)
-        options.maxDatabases = UInt32(max(names.count + 1, 16))
-        options.noSync = true  // synced once, at the end
+        let path = directory + "/data.mdb"
         var report = Report()
         do {
-            let target = try Environment(path: directory, options: options)
+            let file = try PageFileWriter(path: path, pageSize: source.info().pageSize, mode: Environment.dataFileMode)
             for name in names {
                 let (dbi, flags) = try openSource(name, txn)
-                if let rewriter = rewriting[name] {
-                    try rewriteTable(name, dbi: dbi, flags: flags, txn, into: target, from: startingAt[name],
-                                     perTransaction: max(entriesPerTransaction, 1), rewriter, &report)
-                } else {
-                    try copyTable(name, dbi: dbi, flags: flags, txn, into: target, from: startingAt[name],
-                                  perTransaction: max(entriesPerTransaction, 1), &report)
-                }
+                file.beginTable(name, flags: flags)
+                try copyTable(dbi, txn, from: startingAt[name], rewriter: rewriting[name]?(), into: file, &report)
+                try file.endTable()
             }
-            try target.sync(force: true)
+            report.fileBytes = try file.finish(mapSize: mapSize ?? max(source.info().mapSize, 1 << 20)).fileBytes
+        } catch {
+            unlink(path)
+            throw error
         }
-        chmod(directory + "/data.mdb", Environment.dataFileMode)
-        var st = stat()
-        if stat(directory + "/data.mdb", &st) == 0 { report.fileBytes = Int(st.st_size) }
+        chmod(path, Environment.dataFileMode)  // the mode less the umask, as made
         return report
     }
 
@@ -105,121 +100,41 @@ public enum PackedCopy {
         try check(mdb_dbi_open(txn.pointer, name, 0, &dbi))
         var flags: UInt32 = 0
         try check(mdb_dbi_flags(txn.pointer, dbi, &flags))
-        // Appending duplicates needs MDB_APPENDDUP for a repeated key and MDB_APPEND for a new
-        // one; with no such table to copy, it is refused rather than written untested.
+        // A page file lays out no sorted duplicates (LMDB keeps them in sub-pages and
+        // sub-trees); with no such table to copy, it is refused rather than written untested.
         if flags & UInt32(MDB_DUPSORT) != 0 { throw LMDBError.incompatible }
         return (dbi, flags & persistentFlags)
     }
 
-    /// Copies one table in key order, `perTransaction` entries per write transaction of
-    /// the target. A target map that fills is doubled and the transaction done again.
-    private static func copyTable(_ name: String, dbi: MDB_dbi, flags: UInt32, _ txn: borrowing Transaction,
-                                  into target: Environment, from start: [UInt8]?, perTransaction: Int,
-                                  _ report: inout Report) throws {
+    /// Copies one table in key order from `start` into the page file, each
+    /// entry as it is or through `rewriter`.
+    private static func copyTable(_ dbi: MDB_dbi, _ txn: borrowing Transaction, from start: [UInt8]?,
+                                  rewriter: (any EntryRewriter)?, into file: PageFileWriter, _ report: inout Report) throws {
         var sourceCursor: OpaquePointer?
         try check(mdb_cursor_open(txn.pointer, dbi, &sourceCursor))
         guard let sourceCursor else { throw LMDBError.badTransaction }
         defer { mdb_cursor_close(sourceCursor) }
-        let putFlags = UInt32(MDB_APPEND)
-
+        var written = 0, taken = 0
+        let put = { (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws in
+            try file.append(key, value)
+            written += 1
+        }
+        var rewriter = rewriter
         var k = MDB_val(), v = MDB_val()
         var rc = seek(sourceCursor, to: start, &k, &v)
-        try createTable(name, flags: flags, in: target)
-        var copied = 0
         while rc == 0 {
-            // One transaction of the target; on MDB_MAP_FULL it starts again from `batchStart`.
-            let batchStartKey = Array(UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size))
-            let batchStartValue = Array(UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size))
-            do {
-                var written = 0
-                try target.write { out in
-                    try withCursor(on: name, flags: flags, out) { cursorOut in
-                        while rc == 0 && written < perTransaction {
-                            try check(mdb_cursor_put(cursorOut, &k, &v, putFlags))
-                            written += 1
-                            rc = mdb_cursor_get(sourceCursor, &k, &v, MDB_NEXT)
-                        }
-                    }
-                }
-                report.entries += written
-                copied += written
-            } catch LMDBError.mapFull {
-                try target.setMapSize(target.info().mapSize * 2)
-                rc = batchStartKey.withUnsafeBytes { key in
-                    batchStartValue.withUnsafeBytes { value in
-                        k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
-                        v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
-                        return mdb_cursor_get(sourceCursor, &k, &v, MDB_SET_KEY)
-                    }
-                }
-                try check(rc)
-                // Key and value from the map again, not from the buffers above.
-                rc = mdb_cursor_get(sourceCursor, &k, &v, MDB_GET_CURRENT)
-                try check(rc)
-            }
+            let key = UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size)
+            let value = UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size)
+            if rewriter != nil { try rewriter!.take(key: key, value: value, write: put) } else { try put(key, value) }
+            taken += 1
+            rc = mdb_cursor_get(sourceCursor, &k, &v, MDB_NEXT)
         }
         if rc != MDB_NOTFOUND { try check(rc) }
+        try rewriter?.finish(write: put)
+        report.entries += written
         var stat = MDB_stat()
         try check(mdb_stat(txn.pointer, dbi, &stat))
-        report.skipped += max(0, stat.ms_entries - copied)
-    }
-
-    /// `copyTable` through an `EntryRewriter`: the source's entries in key order are
-    /// handed to it, and what it writes is appended, `perTransaction` source entries per
-    /// write transaction of the target. A target map that fills is doubled and the table
-    /// written again from its start, by a new rewriter (what one holds cannot be taken back).
-    private static func rewriteTable(_ name: String, dbi: MDB_dbi, flags: UInt32, _ txn: borrowing Transaction,
-                                     into target: Environment, from start: [UInt8]?, perTransaction: Int,
-                                     _ makeRewriter: () -> any EntryRewriter, _ report: inout Report) throws {
-        var sourceCursor: OpaquePointer?
-        try check(mdb_cursor_open(txn.pointer, dbi, &sourceCursor))
-        guard let sourceCursor else { throw LMDBError.badTransaction }
-        defer { mdb_cursor_close(sourceCursor) }
-        try createTable(name, flags: flags, in: target)
-        while true {
-            var rewriter = makeRewriter()
-            var k = MDB_val(), v = MDB_val()
-            var rc = seek(sourceCursor, to: start, &k, &v)
-            var taken = 0, written = 0
-            do {
-                var finished = false
-                while !finished {
-                    try target.write { out in try withCursor(on: name, flags: flags, out) { cursorOut in
-                        let put = { (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws in
-                            var ok = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
-                            var ov = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
-                            try check(mdb_cursor_put(cursorOut, &ok, &ov, UInt32(MDB_APPEND)))
-                            written += 1
-                        }
-                        var inThis = 0
-                        while rc == 0 && inThis < perTransaction {
-                            try rewriter.take(key: UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size),
-                                              value: UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size), write: put)
-                            inThis += 1
-                            rc = mdb_cursor_get(sourceCursor, &k, &v, MDB_NEXT)
-                        }
-                        taken += inThis
-                        if rc != 0 {
-                            if rc != MDB_NOTFOUND { try check(rc) }
-                            try rewriter.finish(write: put)
-                            finished = true
-                        }
-                    } }
-                }
-                report.entries += written
-                var stat = MDB_stat()
-                try check(mdb_stat(txn.pointer, dbi, &stat))
-                report.skipped += max(0, stat.ms_entries - taken)
-                return
-            } catch LMDBError.mapFull {
-                try target.setMapSize(target.info().mapSize * 2)
-                try target.write { out in
-                    var dbOut: MDB_dbi = 0
-                    try check(mdb_dbi_open(out.pointer, name, flags, &dbOut))
-                    try check(mdb_drop(out.pointer, dbOut, 0))
-                }
-            }
-        }
+        report.skipped += max(0, stat.ms_entries - taken)
     }
 
     /// Puts `cursor` on the first entry at or after `start` (the table's first without one).
@@ -228,26 +143,6 @@ public enum PackedCopy {
         return start.withUnsafeBytes { s in
             k = MDB_val(mv_size: s.count, mv_data: UnsafeMutableRawPointer(mutating: s.baseAddress))
             return mdb_cursor_get(cursor, &k, &v, MDB_SET_RANGE)
-        }
-    }
-
-    /// `body` with a cursor on table `name` of the target's write transaction `out`.
-    private static func withCursor(on name: String, flags: UInt32, _ out: borrowing Transaction,
-                                   _ body: (OpaquePointer) throws -> Void) throws {
-        var dbOut: MDB_dbi = 0
-        try check(mdb_dbi_open(out.pointer, name, flags, &dbOut))
-        var cursorOut: OpaquePointer?
-        try check(mdb_cursor_open(out.pointer, dbOut, &cursorOut))
-        guard let cursorOut else { throw LMDBError.badTransaction }
-        defer { mdb_cursor_close(cursorOut) }
-        try body(cursorOut)
-    }
-
-    /// Creates table `name` in `target` (so that a copy has it even when it is empty).
-    private static func createTable(_ name: String, flags: UInt32, in target: Environment) throws {
-        try target.write { out in
-            var created: MDB_dbi = 0
-            try check(mdb_dbi_open(out.pointer, name, UInt32(MDB_CREATE) | flags, &created))
         }
     }
 
