@@ -215,7 +215,8 @@ public final class PageFileWriter {
     private static func even(_ n: Int) -> Int { (n + 1) & ~1 }
 
     private func add(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, nodeFlags: UInt16) throws {
-        precondition(key.count > 0 && key.count <= 511, "an LMDB key of 1…511 bytes")
+        // LMDB's own limit (`mdb_env_get_maxkeysize`), refused as `mdb_put` refuses it.
+        guard key.count > 0 && key.count <= 511 else { throw LMDBError.badValueSize }
         var flags = nodeFlags
         var overflowFirst: UInt64 = 0
         if Self.nodeHeader + key.count + value.count > nodeMax {

@@ -102,6 +102,20 @@ import Testing
         #expect(structure.transactionID == 1)
     }
 
+    /// A key LMDB would refuse (empty, or past 511 bytes) is refused as `mdb_put` refuses it.
+    @Test func aKeyLMDBWouldRefuseIsRefused() throws {
+        let dir = TemporaryDirectory("pagefile")
+        let writer = try PageFileWriter(path: dir.sub("data.mdb"))
+        writer.beginTable("t")
+        for size in [0, 512] {
+            let key = [UInt8](repeating: 1, count: size)
+            #expect(throws: LMDBError.badValueSize) {
+                try key.withUnsafeBytes { k in try [UInt8]([1]).withUnsafeBytes { try writer.append(k, $0) } }
+            }
+        }
+        try [UInt8](repeating: 1, count: 511).withUnsafeBytes { k in try [UInt8]([1]).withUnsafeBytes { try writer.append(k, $0) } }
+    }
+
     /// The same appends through LMDB give the same tree: depth, leaves, overflow pages, entries.
     @Test func theTreesAreThoseOfLMDBsOwnAppends() throws {
         let dir = TemporaryDirectory("pagefile")
