@@ -45,7 +45,6 @@ public final class PageFileWriter {
     private static let noPage = UInt64.max
 
     private let fd: Int32
-    private let path: String
     public let pageSize: Int
     /// LMDB's largest node on a leaf (`me_nodemax`); a larger one keeps its value on overflow pages.
     private let nodeMax: Int
@@ -103,7 +102,6 @@ public final class PageFileWriter {
     private var branchPages = 0, leafPages = 0, overflowPages = 0
     /// The finished tables' records (`MDB_db`), by name.
     private var records: [(name: [UInt8], record: [UInt8])] = []
-    private var report = Report()
     private var finished = false
 
     /// Creates (or truncates) the file at `path`, mode `mode`.
@@ -112,7 +110,6 @@ public final class PageFileWriter {
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
         guard fd >= 0 else { throw LMDBError(rawValue: errno) }
         self.fd = fd
-        self.path = path
         self.pageSize = pageSize
         nodeMax = (((pageSize - Self.header) / 2) & ~1) - 2
         buffers = (0..<2).map { _ in UnsafeMutableRawPointer.allocate(byteCount: Self.bufferPages * pageSize, alignment: 4096) }
@@ -147,7 +144,7 @@ public final class PageFileWriter {
 
     /// Appends an entry of the current table: its key above the last one's.
     public func append(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws {
-        precondition(table != nil, "append outside a table")
+        assert(table != nil, "append outside a table")  // (not checked per entry in release builds)
         try add(key, value, nodeFlags: 0)
     }
 
@@ -181,10 +178,7 @@ public final class PageFileWriter {
         if sync, fsync(fd) != 0 { throw LMDBError(rawValue: errno) }
         finished = true
         guard close(fd) == 0 else { throw LMDBError(rawValue: errno) }
-        report.entries = counts.pointee.file
-        report.pages = lastPage + 1
-        report.fileBytes = (lastPage + 1) * pageSize
-        return report
+        return Report(entries: counts.pointee.file, pages: lastPage + 1, fileBytes: (lastPage + 1) * pageSize)
     }
 
     /// Copies every table `txn` sees but those named in `except`, each with its
@@ -215,8 +209,8 @@ public final class PageFileWriter {
     private static func even(_ n: Int) -> Int { (n + 1) & ~1 }
 
     private func add(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, nodeFlags: UInt16) throws {
-        // LMDB's own limit (`mdb_env_get_maxkeysize`), refused as `mdb_put` refuses it.
-        guard key.count > 0 && key.count <= 511 else { throw LMDBError.badValueSize }
+        // LMDB's own limits (`mdb_env_get_maxkeysize`; a node's 32-bit value size), refused as `mdb_put` refuses them.
+        guard key.count > 0 && key.count <= 511, value.count <= Int(UInt32.max) else { throw LMDBError.badValueSize }
         var flags = nodeFlags
         var overflowFirst: UInt64 = 0
         if Self.nodeHeader + key.count + value.count > nodeMax {
