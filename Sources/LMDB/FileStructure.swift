@@ -378,7 +378,7 @@ struct StructureWalk {
                 issue(table, number, "cannot be read (the file ends before it)")
                 continue
             }
-            let problem = checkPage(number, level: visit.level, depth: record.depth)
+            let problem = checkPage(number, level: visit.level, depth: record.depth, isFreeList: isFreeList)
             if let problem { issue(table, number, problem); continue }
             let flags = word(10, UInt16.self), lower = word(12, UInt16.self)
             let count = (lower - DataFile.pageHeader) / 2
@@ -465,7 +465,7 @@ struct StructureWalk {
     }
 
     /// What is wrong with the page just read as a page of `level` in a tree of `depth`, or nil.
-    private func checkPage(_ number: Int, level: Int, depth: Int) -> String? {
+    private func checkPage(_ number: Int, level: Int, depth: Int, isFreeList: Bool) -> String? {
         let stored = word(0, UInt64.self)
         guard stored == number else { return "its header says it is page \(stored)" }
         let flags = word(10, UInt16.self)
@@ -481,6 +481,9 @@ struct StructureWalk {
         }
         let count = (lower - DataFile.pageHeader) / 2
         if kind == Self.branch && count < 1 { return "a branch page without children" }
+        // LMDB asserts that a branch page of any tree but the free list has two
+        // children (`mdb_page_search_root`): a lookup through one stops the process.
+        if kind == Self.branch && count < 2 && !isFreeList { return "a branch page with one child, which LMDB refuses to read" }
         for i in 0..<count {
             let node = word(DataFile.pageHeader + 2 * i, UInt16.self)
             guard node >= upper, node + Self.nodeHeader <= pageSize else {

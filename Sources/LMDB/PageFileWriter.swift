@@ -81,22 +81,22 @@ public final class PageFileWriter {
     /// The next page number to give out (0 and 1 are the meta pages).
     private var nextPage = 2
 
-    /// One level of the tree being built: the page being filled (level 0: the leaves).
-    private struct Level {
+    /// The leaf being filled, behind a pointer: as a property of the class, each
+    /// entry's append paid dynamic exclusivity checks, as much as the copying itself.
+    private struct Leaf {
         var page: UnsafeMutableRawPointer
         var lower = 0, upper = 0, count = 0
-        var pagesWritten = 0
     }
-    /// The levels in use (`levelCount` of `maxLevels`), behind a pointer: as an
-    /// array of a class, each entry's append paid a uniqueness check and
-    /// dynamic exclusivity checks, as much as the copying itself.
-    private let levels: UnsafeMutablePointer<Level>
-    private static let maxLevels = 32
-    private var levelCount = 0
-    /// Each branch level's page's lowest key (its first node's key is stored empty).
-    private var firstKeys: [[UInt8]] = Array(repeating: [], count: 32)
+    private let leaf: UnsafeMutablePointer<Leaf>
+    /// The written leaves of the current table, each its first key (in `firstKeys`,
+    /// from `keyStarts[i]` to the next start) and its page: the branch levels above
+    /// them are laid out when the table ends (`closeTree`), so that every branch
+    /// page gets at least two children, as LMDB asserts when it reads one.
+    private var firstKeys: [UInt8] = []
+    private var keyStarts: [Int] = []
+    private var children: [UInt64] = []
     private var table: (name: String, flags: UInt16)?
-    /// The current tree's entries, and the file's (behind a pointer, as `levels`).
+    /// The current tree's entries, and the file's (behind a pointer, as `leaf`).
     private let counts: UnsafeMutablePointer<(tree: Int, file: Int)>
     private var entries: Int { counts.pointee.tree }
     private var branchPages = 0, leafPages = 0, overflowPages = 0
@@ -114,7 +114,10 @@ public final class PageFileWriter {
         nodeMax = (((pageSize - Self.header) / 2) & ~1) - 2
         buffers = (0..<2).map { _ in UnsafeMutableRawPointer.allocate(byteCount: Self.bufferPages * pageSize, alignment: 4096) }
         free[1].signal()
-        levels = .allocate(capacity: Self.maxLevels)
+        leaf = .allocate(capacity: 1)
+        let page = UnsafeMutableRawPointer.allocate(byteCount: pageSize, alignment: 16)
+        page.initializeMemory(as: UInt8.self, repeating: 0, count: pageSize)
+        leaf.initialize(to: Leaf(page: page, lower: Self.header, upper: pageSize))
         counts = .allocate(capacity: 1)
         counts.initialize(to: (0, 0))
     }
@@ -122,16 +125,11 @@ public final class PageFileWriter {
     deinit {
         io.sync {}  // a write still running reads a buffer
         for b in buffers { b.deallocate() }
-        dropLevels()
-        levels.deallocate()
+        leaf.pointee.page.deallocate()
+        leaf.deinitialize(count: 1)
+        leaf.deallocate()
         counts.deallocate()
         if !finished { close(fd) }
-    }
-
-    private func dropLevels() {
-        for i in 0..<levelCount { levels[i].page.deallocate() }
-        levels.deinitialize(count: levelCount)
-        levelCount = 0
     }
 
     /// Starts the table `name` with LMDB's persistent flags `flags` (`MDB_INTEGERKEY`, …).
@@ -219,9 +217,7 @@ public final class PageFileWriter {
         }
         let stored = flags & Self.bigData != 0 ? 8 : value.count
         let size = Self.even(Self.nodeHeader + key.count + stored)
-        if levelCount == 0 { addLevel() }
-        if levels[0].upper - levels[0].lower < size + 2 { try writePage(level: 0) }
-        let leaf = levels
+        if leaf.pointee.upper - leaf.pointee.lower < size + 2 { try writeLeaf() }
         let page = leaf.pointee.page
         let at = leaf.pointee.upper - size
         page.storeBytes(of: UInt16(at).littleEndian, toByteOffset: leaf.pointee.lower, as: UInt16.self)
@@ -243,88 +239,114 @@ public final class PageFileWriter {
         counts.pointee.file += 1
     }
 
-    /// Adds a branch node for `child` (its subtree's lowest key `key`) at `level` ≥ 1.
-    private func addBranch(level: Int, key: UnsafeRawBufferPointer, child: UInt64) throws {
-        if levelCount == level { addLevel() }
-        // The first node of a branch page keeps no key: LMDB never compares it.
-        var keyCount = levels[level].count == 0 ? 0 : key.count
-        var size = Self.even(Self.nodeHeader + keyCount)
-        if levels[level].upper - levels[level].lower < size + 2 {
-            try writePage(level: level)
-            keyCount = 0
-            size = Self.even(Self.nodeHeader)
-        }
-        if levels[level].count == 0 { firstKeys[level] = Array(key) }
-        let page = levels[level].page
-        let at = levels[level].upper - size
-        page.storeBytes(of: UInt16(at).littleEndian, toByteOffset: levels[level].lower, as: UInt16.self)
-        levels[level].lower += 2
-        levels[level].upper = at
-        levels[level].count += 1
-        let node = page + at
-        node.storeBytes(of: UInt16(truncatingIfNeeded: child).littleEndian, as: UInt16.self)
-        node.storeBytes(of: UInt16(truncatingIfNeeded: child >> 16).littleEndian, toByteOffset: 2, as: UInt16.self)
-        node.storeBytes(of: UInt16(truncatingIfNeeded: child >> 32).littleEndian, toByteOffset: 4, as: UInt16.self)
-        node.storeBytes(of: UInt16(keyCount).littleEndian, toByteOffset: 6, as: UInt16.self)
-        if keyCount > 0 { (node + Self.nodeHeader).copyMemory(from: key.baseAddress!, byteCount: keyCount) }
-    }
-
-    private func addLevel() {
-        precondition(levelCount < Self.maxLevels, "a tree deeper than LMDB's cursors reach")
-        let page = UnsafeMutableRawPointer.allocate(byteCount: pageSize, alignment: 16)
-        page.initializeMemory(as: UInt8.self, repeating: 0, count: pageSize)
-        (levels + levelCount).initialize(to: Level(page: page, lower: Self.header, upper: pageSize))
-        levelCount += 1
-    }
-
-    /// Writes the page being filled at `level` under the next page number and
-    /// names it in the level above; the level starts an empty page.
-    private func writePage(level: Int) throws {
-        let page = levels[level].page
+    /// Writes the leaf being filled under the next page number, notes its first
+    /// key for the branch levels, and starts an empty leaf.
+    private func writeLeaf() throws {
+        let page = leaf.pointee.page
         let number = UInt64(nextPage)
         nextPage += 1
         page.storeBytes(of: number.littleEndian, as: UInt64.self)
-        page.storeBytes(of: UInt16(0), toByteOffset: 8, as: UInt16.self)
-        page.storeBytes(of: (level == 0 ? Self.leafFlag : Self.branchFlag).littleEndian, toByteOffset: 10, as: UInt16.self)
-        page.storeBytes(of: UInt16(levels[level].lower).littleEndian, toByteOffset: 12, as: UInt16.self)
-        page.storeBytes(of: UInt16(levels[level].upper).littleEndian, toByteOffset: 14, as: UInt16.self)
+        page.storeBytes(of: Self.leafFlag.littleEndian, toByteOffset: 10, as: UInt16.self)
+        page.storeBytes(of: UInt16(leaf.pointee.lower).littleEndian, toByteOffset: 12, as: UInt16.self)
+        page.storeBytes(of: UInt16(leaf.pointee.upper).littleEndian, toByteOffset: 14, as: UInt16.self)
         try emit(UnsafeRawBufferPointer(start: page, count: pageSize))
-        if level == 0 { leafPages += 1 } else { branchPages += 1 }
-        levels[level].pagesWritten += 1
-        // The key that leads here: a leaf's first node's, a branch page's kept one.
-        if level == 0 {
-            let first = Int(UInt16(littleEndian: page.load(fromByteOffset: Self.header, as: UInt16.self)))
-            let keyCount = Int(UInt16(littleEndian: page.load(fromByteOffset: first + 6, as: UInt16.self)))
-            try addBranch(level: 1, key: UnsafeRawBufferPointer(start: page + first + Self.nodeHeader, count: keyCount), child: number)
-        } else {
-            let key = firstKeys[level]
-            try key.withUnsafeBytes { try addBranch(level: level + 1, key: $0, child: number) }
-        }
+        leafPages += 1
+        let first = Int(UInt16(littleEndian: page.load(fromByteOffset: Self.header, as: UInt16.self)))
+        let keyCount = Int(UInt16(littleEndian: page.load(fromByteOffset: first + 6, as: UInt16.self)))
+        keyStarts.append(firstKeys.count)
+        firstKeys.append(contentsOf: UnsafeRawBufferPointer(start: page + first + Self.nodeHeader, count: keyCount))
+        children.append(number)
         page.initializeMemory(as: UInt8.self, repeating: 0, count: pageSize)
-        levels[level].lower = Self.header
-        levels[level].upper = pageSize
-        levels[level].count = 0
+        leaf.pointee.lower = Self.header
+        leaf.pointee.upper = pageSize
+        leaf.pointee.count = 0
     }
 
-    /// Writes the last pages of the current tree, bottom up, and returns its record.
+    /// Writes the last leaf of the current tree and the branch levels above its
+    /// leaves, bottom up, and returns its record.
     private func closeTree(flags: UInt16) throws -> [UInt8] {
-        defer { dropLevels() }
+        defer { firstKeys = []; keyStarts = []; children = [] }
         guard entries > 0 else {
             return Self.record(flags: flags, depth: 0, branch: 0, leaf: 0, overflow: 0, entries: 0, root: Self.noPage)
         }
-        var level = 0
-        while true {
-            // A level above that holds one node, and wrote no page, names the root.
-            if level > 0, levels[level].pagesWritten == 0, levels[level].count == 1 {
-                let node = levels[level].page + Int(UInt16(littleEndian: levels[level].page.load(fromByteOffset: Self.header, as: UInt16.self)))
-                let root = UInt64(node.load(as: UInt16.self)) | UInt64(node.load(fromByteOffset: 2, as: UInt16.self)) << 16
-                    | UInt64(node.load(fromByteOffset: 4, as: UInt16.self)) << 32
-                return Self.record(flags: flags, depth: level, branch: branchPages, leaf: leafPages, overflow: overflowPages,
-                                   entries: entries, root: root)
-            }
-            try writePage(level: level)
-            level += 1
+        try writeLeaf()
+        // Each level: the pages below it, each by its first key (a range of
+        // `firstKeys`) and its number; the level's own pages name the level above.
+        var level = zip(keyStarts.indices, children).map { i, child in
+            (start: keyStarts[i], end: i + 1 < keyStarts.count ? keyStarts[i + 1] : firstKeys.count, child: child)
         }
+        var depth = 1
+        while level.count > 1 {
+            level = try writeBranchLevel(level)
+            depth += 1
+        }
+        return Self.record(flags: flags, depth: depth, branch: branchPages, leaf: leafPages, overflow: overflowPages,
+                           entries: entries, root: level[0].child)
+    }
+
+    private typealias Child = (start: Int, end: Int, child: UInt64)
+
+    /// Lays out branch pages naming `below` in order, each as full as it goes,
+    /// and returns them as the next level's children. A last page that would
+    /// name one child takes the previous page's last: LMDB asserts that a branch
+    /// page has two (`mdb_page_search_root`), and its appends never leave one.
+    private func writeBranchLevel(_ below: [Child]) throws -> [Child] {
+        // A node: its header and key (none for a page's first), and its pointer.
+        func size(_ c: Child, first: Bool) -> Int { Self.even(Self.nodeHeader + (first ? 0 : c.end - c.start)) + 2 }
+        var pages: [Range<Int>] = []
+        var start = 0, used = 0
+        for i in below.indices {
+            let first = i == start
+            if !first, used + size(below[i], first: false) > pageSize - Self.header {
+                pages.append(start..<i)
+                start = i
+                used = size(below[i], first: true)
+            } else {
+                used += size(below[i], first: first)
+            }
+        }
+        pages.append(start..<below.count)
+        if pages.count > 1, pages[pages.count - 1].count == 1 {
+            let last = pages.count - 1
+            precondition(pages[last - 1].count >= 3, "a full branch page of two children")
+            pages[last - 1] = pages[last - 1].lowerBound..<pages[last - 1].upperBound - 1
+            pages[last] = pages[last].lowerBound - 1..<pages[last].upperBound
+        }
+        var above: [Child] = []
+        above.reserveCapacity(pages.count)
+        let page = UnsafeMutableRawPointer.allocate(byteCount: pageSize, alignment: 16)
+        defer { page.deallocate() }
+        try firstKeys.withUnsafeBytes { keys in
+            for range in pages {
+                page.initializeMemory(as: UInt8.self, repeating: 0, count: pageSize)
+                var lower = Self.header, upper = pageSize
+                for i in range {
+                    let c = below[i]
+                    let keyCount = i == range.lowerBound ? 0 : c.end - c.start
+                    upper -= Self.even(Self.nodeHeader + keyCount)
+                    page.storeBytes(of: UInt16(upper).littleEndian, toByteOffset: lower, as: UInt16.self)
+                    lower += 2
+                    let node = page + upper
+                    node.storeBytes(of: UInt16(truncatingIfNeeded: c.child).littleEndian, as: UInt16.self)
+                    node.storeBytes(of: UInt16(truncatingIfNeeded: c.child >> 16).littleEndian, toByteOffset: 2, as: UInt16.self)
+                    node.storeBytes(of: UInt16(truncatingIfNeeded: c.child >> 32).littleEndian, toByteOffset: 4, as: UInt16.self)
+                    node.storeBytes(of: UInt16(keyCount).littleEndian, toByteOffset: 6, as: UInt16.self)
+                    if keyCount > 0 { (node + Self.nodeHeader).copyMemory(from: keys.baseAddress! + c.start, byteCount: keyCount) }
+                }
+                precondition(lower <= upper, "a branch page's nodes overlap")
+                let number = UInt64(nextPage)
+                nextPage += 1
+                page.storeBytes(of: number.littleEndian, as: UInt64.self)
+                page.storeBytes(of: Self.branchFlag.littleEndian, toByteOffset: 10, as: UInt16.self)
+                page.storeBytes(of: UInt16(lower).littleEndian, toByteOffset: 12, as: UInt16.self)
+                page.storeBytes(of: UInt16(upper).littleEndian, toByteOffset: 14, as: UInt16.self)
+                try emit(UnsafeRawBufferPointer(start: page, count: pageSize))
+                branchPages += 1
+                let first = below[range.lowerBound]
+                above.append((first.start, first.end, number))
+            }
+        }
+        return above
     }
 
     /// Writes `value` on overflow pages and returns the first one's number.

@@ -116,6 +116,38 @@ import Testing
         try [UInt8](repeating: 1, count: 511).withUnsafeBytes { k in try [UInt8]([1]).withUnsafeBytes { try writer.append(k, $0) } }
     }
 
+    /// Every branch page names at least two children: LMDB asserts it when a
+    /// lookup goes through one (`mdb_page_search_root`, "NUMKEYS(mp) > 1") and
+    /// stops the process. 227 branch nodes of 8-byte keys fill a page, a leaf
+    /// holds two entries of 2,000 bytes: from 455 entries on, the 228th leaf
+    /// would have been named alone on a second branch page (as compaction's
+    /// packed copy did in a test, an abort inside LMDB).
+    @Test func everyBranchPageNamesTwoChildren() throws {
+        let dir = TemporaryDirectory("pagefile")
+        let value = [UInt8](repeating: 5, count: 2_000)
+        for count in 440..<480 {
+            let path = dir.sub("\(count)")
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            let writer = try PageFileWriter(path: path + "/data.mdb")
+            writer.beginTable("t")
+            for i in 0..<UInt64(count) {
+                try withUnsafeBytes(of: i.bigEndian) { k in try value.withUnsafeBytes { try writer.append(k, $0) } }
+            }
+            try writer.endTable()
+            try writer.finish(sync: false)
+            let (env, dbs) = try Self.open(path, ["t"])
+            let structure = try env.checkStructure()
+            #expect(structure.isSound, "\(count) entries: \(structure.issues.prefix(3))")
+            guard structure.isSound else { continue }  // a lookup would abort the process
+            try env.read { txn in
+                for i in 0..<UInt64(count) {
+                    let found = try withUnsafeBytes(of: i.bigEndian) { try txn.get(dbs[0], $0) }?.count
+                    #expect(found == 2_000, "\(count) entries, key \(i)")
+                }
+            }
+        }
+    }
+
     /// The same appends through LMDB give the same tree: depth, leaves, overflow pages, entries.
     @Test func theTreesAreThoseOfLMDBsOwnAppends() throws {
         let dir = TemporaryDirectory("pagefile")
