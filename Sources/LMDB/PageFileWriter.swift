@@ -26,9 +26,9 @@ import Glibc
 /// `topicstore_key_order` computes faster; for a table of `MDB_INTEGERKEY` flags,
 /// ascending integers): the writer does not compare them. Tables are given one
 /// after the other, each once; `finish()` writes the main table, the meta pages,
-/// and syncs. Branch pages come out a little fuller than LMDB's appends leave them
-/// (52 against 54 pages in the test's deepest table); leaves and overflow pages
-/// are the same.
+/// and syncs. Leaves and overflow pages are those LMDB's appends make; branch
+/// pages, laid out when a table ends, come out a little fuller, each naming at
+/// least two children (LMDB asserts it).
 public final class PageFileWriter {
     /// What the file holds.
     public struct Report: Sendable {
