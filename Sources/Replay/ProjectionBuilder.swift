@@ -334,17 +334,21 @@ final class ProjectionBuilder {
         let newFile = directory + "/data.mdb.build"
         let bulk = writer.bulkTables
         do {
-            let file = try PageFileWriter(path: newFile, mode: Environment.dataFileMode)
-            while true {
-                do {
-                    try environment.write { txn in try writer.writeBuild(txn, bulkInto: file) }
-                    break
-                } catch LMDBError.mapFull {
-                    // (The small tables filled the map: the page file starts again too.)
-                    try environment.setMapSize(environment.info().mapSize * 2)
-                    return try writeIntoNewFile()
+            let file = try { () throws -> PageFileWriter in
+                while true {
+                    // A page file for each attempt: the one before, and the writes its
+                    // thread still had queued, are gone with its scope (its deinit
+                    // waits for them) before this one truncates the file.
+                    let attempt = try PageFileWriter(path: newFile, mode: Environment.dataFileMode)
+                    do {
+                        try environment.write { txn in try writer.writeBuild(txn, bulkInto: attempt) }
+                        return attempt
+                    } catch LMDBError.mapFull {
+                        // (The small tables filled the map.)
+                        try environment.setMapSize(environment.info().mapSize * 2)
+                    }
                 }
-            }
+            }()
             writer.didWriteBuild()
             try environment.read { txn in try file.copyTables(from: txn, except: Set(bulk.map(\.name))) }
             try file.finish(mapSize: environment.info().mapSize)
