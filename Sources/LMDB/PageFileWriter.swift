@@ -411,6 +411,7 @@ public final class PageFileWriter {
                 if errno == EINTR { continue }
                 return errno
             }
+            if n == 0 { return EIO }  // (a regular file writes something or fails; never loop)
             done += n
         }
         return 0
