@@ -182,12 +182,7 @@ public final class Environment: @unchecked Sendable {
     /// Set by `close()`.
     private var closed = false
 
-    deinit {
-        if !closed {
-            mdb_env_close(pointer)
-            Self.openPaths.remove(registeredPath)
-        }
-    }
+    deinit { close() }
 
     /// Closes the environment before its last reference goes, so that its files
     /// can be replaced and opened again under the same path (a rebuild lays out

@@ -77,12 +77,7 @@ public enum PackedCopy {
         var report = Report()
         do {
             let file = try PageFileWriter(path: path, pageSize: source.info().pageSize, mode: Environment.dataFileMode)
-            for name in names {
-                let (dbi, flags) = try openSource(name, txn)
-                file.beginTable(name, flags: flags)
-                try copyTable(dbi, txn, from: startingAt[name], rewriter: rewriting[name]?(), into: file, &report)
-                try file.endTable()
-            }
+            try appendTables(names, from: txn, startingAt: startingAt, rewriting: rewriting, into: file, &report)
             report.fileBytes = try file.finish(mapSize: mapSize ?? max(source.info().mapSize, 1 << 20)).fileBytes
         } catch {
             unlink(path)
@@ -92,10 +87,31 @@ public enum PackedCopy {
         return report
     }
 
+    /// Appends every table `txn` sees but those named in `except` to `file`, each
+    /// with its flags, entry by entry in key order (a rebuild's small tables,
+    /// beside the bulk ones it lays out itself).
+    public static func copyTables(from txn: borrowing Transaction, except: Set<String>, into file: PageFileWriter) throws {
+        var report = Report()
+        try appendTables(try databaseNames(txn).filter { !except.contains($0) }, from: txn, into: file, &report)
+    }
+
+    /// Appends tables `names` of `txn` to `file`, each with its flags, from
+    /// `startingAt[name]` and through `rewriting[name]` where given.
+    private static func appendTables(_ names: [String], from txn: borrowing Transaction, startingAt: [String: [UInt8]] = [:],
+                                     rewriting: [String: @Sendable () -> any EntryRewriter] = [:],
+                                     into file: PageFileWriter, _ report: inout Report) throws {
+        for name in names {
+            let (dbi, flags) = try openSource(name, txn)
+            file.beginTable(name, flags: flags)
+            try copyTable(dbi, txn, from: startingAt[name], rewriter: rewriting[name]?(), into: file, &report)
+            try file.endTable()
+        }
+    }
+
     /// Flags LMDB keeps with a database (those a copy must give its own).
     private static let persistentFlags = UInt32(MDB_REVERSEKEY | MDB_INTEGERKEY)
 
-    static func openSource(_ name: String, _ txn: borrowing Transaction) throws -> (MDB_dbi, UInt32) {
+    private static func openSource(_ name: String, _ txn: borrowing Transaction) throws -> (MDB_dbi, UInt32) {
         var dbi: MDB_dbi = 0
         try check(mdb_dbi_open(txn.pointer, name, 0, &dbi))
         var flags: UInt32 = 0

@@ -1,4 +1,3 @@
-internal import CLMDB
 import Dispatch
 import Foundation
 import Glibc
@@ -61,7 +60,6 @@ public final class PageFileWriter {
     private let io = DispatchQueue(label: "page-file-write")
     private let ioFailure = IOFailure()
     private static let bufferPages = 1024
-    private var bufferPages: Int { Self.bufferPages }
     private var bufferFirst = 2
     private var buffered = 0
     private var buffer: UnsafeMutableRawPointer { buffers[current] }
@@ -177,28 +175,6 @@ public final class PageFileWriter {
         finished = true
         guard close(fd) == 0 else { throw LMDBError(rawValue: errno) }
         return Report(entries: counts.pointee.file, pages: lastPage + 1, fileBytes: (lastPage + 1) * pageSize)
-    }
-
-    /// Copies every table `txn` sees but those named in `except`, each with its
-    /// flags, entry by entry in key order. A table with sorted duplicates
-    /// (`MDB_DUPSORT`, which topicstore never creates) is refused, `LMDBError.incompatible`.
-    public func copyTables(from txn: borrowing Transaction, except: Set<String>) throws {
-        for name in try PackedCopy.databaseNames(txn) where !except.contains(name) {
-            let (dbi, flags) = try PackedCopy.openSource(name, txn)
-            var cursor: OpaquePointer?
-            try check(mdb_cursor_open(txn.pointer, dbi, &cursor))
-            guard let cursor else { throw LMDBError.badTransaction }
-            defer { mdb_cursor_close(cursor) }
-            beginTable(name, flags: flags)
-            var k = MDB_val(), v = MDB_val()
-            var rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST)
-            while rc == 0 {
-                try append(UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size), UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size))
-                rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)
-            }
-            if rc != MDB_NOTFOUND { try check(rc) }
-            try endTable()
-        }
     }
 
     // MARK: Nodes and pages
@@ -369,8 +345,8 @@ public final class PageFileWriter {
     /// Queues whole pages, the next in page-number order.
     private func emit(_ pages: UnsafeRawBufferPointer) throws {
         let count = pages.count / pageSize
-        if buffered + count > bufferPages { try flushBuffer() }
-        if count > bufferPages {
+        if buffered + count > Self.bufferPages { try flushBuffer() }
+        if count > Self.bufferPages {
             try writeAll(pages, at: bufferFirst * pageSize)
             bufferFirst += count
             return

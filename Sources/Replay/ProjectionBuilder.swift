@@ -350,7 +350,7 @@ final class ProjectionBuilder {
                 }
             }()
             writer.didWriteBuild()
-            try environment.read { txn in try file.copyTables(from: txn, except: Set(bulk.map(\.name))) }
+            try environment.read { txn in try PackedCopy.copyTables(from: txn, except: Set(bulk.map(\.name)), into: file) }
             try file.finish(mapSize: environment.info().mapSize)
         } catch {
             unlink(newFile)
