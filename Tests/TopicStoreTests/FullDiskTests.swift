@@ -26,10 +26,11 @@ struct FullDiskTests: RunsTopicstore {
     }
 
     /// A page file's pages are written on another thread: a write the full disk
-    /// refuses there is thrown by the writer (at a later table or at `finish`).
-    @Test func aPageFileOnAFullDiskIsAnError() throws {
+    /// refuses there is thrown by the writer (at a later table or at `finish`),
+    /// buffered or direct.
+    @Test(arguments: [false, true]) func aPageFileOnAFullDiskIsAnError(bypassingPageCache: Bool) throws {
         let fs = try SmallFilesystem(megabytes: 2)
-        let writer = try PageFileWriter(path: fs.sub("data.mdb"))
+        let writer = try PageFileWriter(path: fs.sub("data.mdb"), bypassingPageCache: bypassingPageCache)
         do {
             writer.beginTable("big")
             let value = [UInt8](repeating: 7, count: 900)

@@ -30,8 +30,9 @@ import Testing
         return [("deep", deep), ("empty", []), ("numbered", numbered), ("edge", edge), ("one", [([7], [8])])]
     }
 
-    static func writeWithWriter(_ tables: [Table], into directory: String) throws -> PageFileWriter.Report {
-        let writer = try PageFileWriter(path: directory + "/data.mdb")
+    static func writeWithWriter(_ tables: [Table], into directory: String,
+                                bypassingPageCache: Bool = false) throws -> PageFileWriter.Report {
+        let writer = try PageFileWriter(path: directory + "/data.mdb", bypassingPageCache: bypassingPageCache)
         for table in tables {
             writer.beginTable(table.name)
             for (k, v) in table.entries {
@@ -100,6 +101,33 @@ import Testing
         #expect(structure.isSound, "\(structure.issues.prefix(5))")
         #expect(structure.freePages == 0)
         #expect(structure.transactionID == 1)
+    }
+
+    /// Written past the page cache (`O_DIRECT`, where the filesystem allows it:
+    /// the test directory's, and a tmpfs), the file is the same, byte for byte,
+    /// as one written through it, a value larger than the writer's buffers included
+    /// (written at once, not through them).
+    @Test func aFileWrittenPastThePageCacheIsTheSame() throws {
+        let dir = TemporaryDirectory("pagefile")
+        var tables = Self.tables(seed: 15)
+        tables.append(("huge", [([1], (0..<(5 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 >> 3) }), ([2], [2])]))
+        let tmpfs = try? SmallFilesystem(megabytes: 64)  // (mounting needs root, as the full-disk tests)
+        for base in [dir.path] + (tmpfs.map { [$0.path] } ?? []) {
+            var files: [Data] = []
+            for direct in [false, true] {
+                let path = base + "/\(direct)"
+                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+                let report = try Self.writeWithWriter(tables, into: path, bypassingPageCache: direct)
+                files.append(try Data(contentsOf: URL(fileURLWithPath: path + "/data.mdb")))
+                #expect(files.last!.count == report.fileBytes)
+            }
+            #expect(files[0] == files[1], "\(base)")
+        }
+        let (env, dbs) = try Self.open(dir.path + "/true", tables.map(\.name))
+        let huge = try Self.contents(env, dbs.last!)
+        #expect(huge.elementsEqual(tables.last!.entries) { $0.0 == $1.0 && $0.1 == $1.1 })
+        let structure = try env.checkStructure()
+        #expect(structure.isSound, "\(structure.issues.prefix(5))")
     }
 
     /// A key LMDB would refuse (empty, or past 511 bytes) is refused as `mdb_put` refuses it.
