@@ -150,12 +150,13 @@ final class InvertedChunks: @unchecked Sendable {
             slice.removeAll(keepingCapacity: true)
             try hand(block)
         }
+        try input.lists.withUnsafeBufferPointer { lists in
         for project in input.projects {
             pid = project.pid
             high = 0
-            try inversion.invert(ordinalCount: project.memberSlots.count, list: { ordinal in
+            try inversion.invert(ordinalCount: project.memberSlots.count, list: { ordinal, body in
                 let s = project.memberSlots[Int(ordinal)]
-                return s == 0 ? nil : input.lists[Int(s) - 1].value
+                if s != 0 { try lists[Int(s) - 1].value.withUnsafeBufferPointer(body) }
             }, index: { tid in
                 guard let s = topicSlots.value(project.pid, tid), s != 0 else {
                     throw ProjectionCorruption(place: "topics/\(project.pid)/\(tid)", reason: "membership of a missing topic")
@@ -169,6 +170,7 @@ final class InvertedChunks: @unchecked Sendable {
                 slice.append((tid, Int32(slot), PostingSet(high: chunkHigh, sortedLows: lows)))
             })
             try handSlice()
+        }
         }
     }
 }

@@ -33,7 +33,9 @@ import Testing
         var inversion = PostingInversion(topicCount: topicIDs.count)
         var got: [String: [UInt16]] = [:]
         var lastHigh: UInt16 = 0
-        try inversion.invert(ordinalCount: ordinalCount, list: { lists[Int($0)] }, index: { tid in
+        try inversion.invert(ordinalCount: ordinalCount, list: { ordinal, body in
+            if let tids = lists[Int(ordinal)] { try tids.withUnsafeBufferPointer(body) }
+        }, index: { tid in
             try #require(index[tid])
         }, emit: { tid, t, high, lows in
             #expect(topicIDs[t] == tid)
@@ -53,7 +55,9 @@ import Testing
         struct Unknown: Error {}
         var inversion = PostingInversion(topicCount: 1)
         #expect(throws: Unknown.self) {
-            try inversion.invert(ordinalCount: 3, list: { $0 == 1 ? [16, 17] : nil }, index: { tid in
+            try inversion.invert(ordinalCount: 3, list: { ordinal, body in
+                if ordinal == 1 { try [16, 17].withUnsafeBufferPointer(body) }
+            }, index: { tid in
                 guard tid == 16 else { throw Unknown() }
                 return 0
             }, emit: { _, _, _, _ in })
