@@ -11,42 +11,15 @@ package enum DeviceTopics {
     /// The first byte of a list in the varint form.
     static let varintForm: UInt8 = 0xFF
 
-    /// Binary search: whether `tid` is present, and where it is or would go.
+    /// Binary search of an ascending list: whether `tid` is present, and where it is or would go.
     @inline(__always)
-    static func search(_ list: [UInt32], _ tid: UInt32) -> (found: Bool, index: Int) {
+    static func search(_ list: UnsafeBufferPointer<UInt32>, _ tid: UInt32) -> (found: Bool, index: Int) {
         var lo = 0, hi = list.count
         while lo < hi {
             let mid = (lo + hi) / 2
             if list[mid] < tid { lo = mid + 1 } else { hi = mid }
         }
         return (lo < list.count && list[lo] == tid, lo)
-    }
-
-    /// Inserts `tid` at `index` of a sorted list (where `search` said it goes).
-    /// `Array.insert(_:at:)` went through the generic `replaceSubrange` with a
-    /// `CollectionOfOne`: ~160 instructions per subscription of the fold (callgrind).
-    @inline(__always)
-    static func insert(_ tid: UInt32, at index: Int, into list: inout [UInt32]) {
-        let count = list.count
-        guard index < count else { list.append(tid); return }
-        list.append(list[count - 1])
-        list.withUnsafeMutableBufferPointer { b in
-            var i = count - 1
-            while i > index { b[i] = b[i - 1]; i -= 1 }
-            b[index] = tid
-        }
-    }
-
-    /// Removes the value at `index` of a list (as `insert`, without `replaceSubrange`).
-    @inline(__always)
-    static func remove(at index: Int, from list: inout [UInt32]) {
-        let last = list.count - 1
-        if index < last {
-            list.withUnsafeMutableBufferPointer { b in
-                for i in index..<last { b[i] = b[i + 1] }
-            }
-        }
-        list.removeLast()
     }
 
     /// The same search over a sorted list of slice numbers.
@@ -61,7 +34,10 @@ package enum DeviceTopics {
     }
 
     /// The bytes `encode` writes for `list` (ascending, not empty).
-    static func encodedSize(_ list: [UInt32]) -> Int {
+    static func encodedSize(_ list: [UInt32]) -> Int { list.withUnsafeBufferPointer { encodedSize($0) } }
+
+    /// `encodedSize` of a list where it is held.
+    static func encodedSize(_ list: UnsafeBufferPointer<UInt32>) -> Int {
         var size = 1, previous: UInt32 = 0
         for tid in list {
             size += Varint.size(UInt64(tid &- previous))
@@ -73,6 +49,11 @@ package enum DeviceTopics {
     /// Writes `list` (ascending, not empty) in the varint form into `buffer`,
     /// which holds exactly `encodedSize(list)` bytes.
     static func encode(_ list: [UInt32], into buffer: UnsafeMutableRawBufferPointer) {
+        list.withUnsafeBufferPointer { encode($0, into: buffer) }
+    }
+
+    /// `encode` of a list where it is held.
+    static func encode(_ list: UnsafeBufferPointer<UInt32>, into buffer: UnsafeMutableRawBufferPointer) {
         let p = buffer.baseAddress!
         p.storeBytes(of: varintForm, as: UInt8.self)
         var at = 1, previous: UInt32 = 0

@@ -17,7 +17,7 @@ final class InvertedChunks: @unchecked Sendable {
     struct Input: Sendable {
         /// Each project's devices' membership slots by ordinal, + 1 (0: none).
         var projects: [(pid: UInt32, memberSlots: [Int32])]
-        var lists: [ProjectionWriter.Cached<[UInt32]>]
+        var lists: MembershipLists.Snapshot
         /// A topic's cache slot (+ 1), below `topicCount`.
         var topicSlots: TopicColumns<Int32>
         var topicCount: Int
@@ -150,13 +150,13 @@ final class InvertedChunks: @unchecked Sendable {
             slice.removeAll(keepingCapacity: true)
             try hand(block)
         }
-        try input.lists.withUnsafeBufferPointer { lists in
+        try input.lists.read { lists in
         for project in input.projects {
             pid = project.pid
             high = 0
             try inversion.invert(ordinalCount: project.memberSlots.count, list: { ordinal, body in
                 let s = project.memberSlots[Int(ordinal)]
-                if s != 0 { try lists[Int(s) - 1].value.withUnsafeBufferPointer(body) }
+                if s != 0 { try lists.withList(at: Int(s) - 1, body) }
             }, index: { tid in
                 guard let s = topicSlots.value(project.pid, tid), s != 0 else {
                     throw ProjectionCorruption(place: "topics/\(project.pid)/\(tid)", reason: "membership of a missing topic")

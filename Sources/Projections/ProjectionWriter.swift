@@ -39,7 +39,7 @@ public final class ProjectionWriter {
     private var projects = ProjectCache()
     private var topics = SlotTable<TopicKey, Cached<TopicRecord>>()
     private var postings: PostingCache
-    private var memberships = SlotTable<DeviceKey, Cached<[UInt32]>>()
+    private var memberships = MembershipLists()
     /// Topic codes looked up in the store or created, by project: an
     /// open-addressing table over the codes' bytes (`NameIndex`), where a
     /// `Dictionary` keyed by (pid, code) hashed each with SipHash (about
@@ -954,69 +954,59 @@ public final class ProjectionWriter {
             } else {
                 list = try ProjectionReader.memberships(pid, ordinal, tables: tables, txn)
             }
-            let slot = memberships.appendUnindexed(key, Cached(value: list, dirty: false))
+            let slot = memberships.appendUnindexed(key, list)
             build.setMemberSlot(pid, ordinal, slot)
             return slot
         }
         if let slot = memberships.slot(of: key) { return slot }
         let list = try ProjectionReader.memberships(pid, ordinal, tables: tables, txn)
-        return memberships.insert(key, Cached(value: list, dirty: false))
+        return memberships.insert(key, list)
     }
 
     /// A new device has no topics: no need to look.
     func newMembershipSlot(_ pid: UInt32, _ ordinal: UInt32) -> Int {
         let key = DeviceKey(pid: pid, ordinal: ordinal)
-        let list: [UInt32] = []  // a register makes room for its topics (`reserveTopics`)
+        // (Empty, with no room: a register makes room for its topics, `reserveTopics`.)
         if let b = unretainedBuild {
-            let slot = memberships.appendUnindexed(key, Cached(value: list, dirty: false))
+            let slot = memberships.appendUnindexed(key, [])
             b._withUnsafeGuaranteedRef { $0.setMemberSlot(pid, ordinal, slot) }
             return slot
         }
-        return memberships.insert(key, Cached(value: list, dirty: false))
+        return memberships.insert(key, [])
     }
 
-    func topicIDs(at slot: Int) -> [UInt32] { memberships.values[slot].value }
+    func topicIDs(at slot: Int) -> [UInt32] { memberships.list(at: slot) }
 
     /// Makes room in the topic list in `slot` for `extra` more topics (a
     /// register's), at least doubling it: grown one subscription at a time
     /// from empty, a new device's list was reallocated two or three times
     /// (~430 instructions each, callgrind of a rebuild).
     func reserveTopics(_ slot: Int, _ extra: Int) {
-        let count = memberships.values[slot].value.count, capacity = memberships.values[slot].value.capacity
-        if count + extra > capacity {
-            memberships.values[slot].value.reserveCapacity(max(count + extra, 2 * capacity))
-        }
+        memberships.reserveRoom(at: slot, for: extra)
     }
 
     /// Adds topic `tid` to the device in `slot` (and the device to the topic's
     /// bitmap); returns false when it was already there.
     func subscribe(_ slot: Int, _ tid: UInt32, _ txn: borrowing Transaction) throws -> Bool {
-        let (found, at) = DeviceTopics.search(memberships.values[slot].value, tid)
-        if found { return false }
-        DeviceTopics.insert(tid, at: at, into: &memberships.values[slot].value)
+        guard memberships.insert(tid, intoListAt: slot) else { return false }
         markMembershipDirty(slot)
-        let key = memberships.keys[slot]
+        let key = memberships.key(at: slot)
         try setBit(key.pid, tid, key.ordinal, true, txn)
         return true
     }
 
     /// Removes topic `tid` from the device in `slot`; returns false when it was not there.
     func unsubscribe(_ slot: Int, _ tid: UInt32, _ txn: borrowing Transaction) throws -> Bool {
-        let (found, at) = DeviceTopics.search(memberships.values[slot].value, tid)
-        if !found { return false }
-        DeviceTopics.remove(at: at, from: &memberships.values[slot].value)
+        guard memberships.remove(tid, fromListAt: slot) else { return false }
         markMembershipDirty(slot)
-        let key = memberships.keys[slot]
+        let key = memberships.key(at: slot)
         try setBit(key.pid, tid, key.ordinal, false, txn)
         return true
     }
 
     @inline(__always)
     private func markMembershipDirty(_ slot: Int) {
-        if !memberships.values[slot].dirty {
-            memberships.values[slot].dirty = true
-            dirtyMemberships.append(slot)
-        }
+        if !memberships.setDirty(slot, true) { dirtyMemberships.append(slot) }
     }
 
     /// Sets or clears one device's bit in a topic's (or built-in set's) bitmap.
@@ -1252,17 +1242,18 @@ public final class ProjectionWriter {
                 }
             }
         }
-        let memberSlots = Self.inKeyOrder(dirtyMemberships) { memberships.keys[$0].packed }
+        let memberSlots = Self.inKeyOrder(dirtyMemberships) { memberships.key(at: $0).packed }
         try txn.withCursor(tables.deviceTopics) { cursor in
-            for slot in memberSlots where memberships.values[slot].dirty {
-                let key = memberships.keys[slot]
-                let list = memberships.values[slot].value
-                memberships.values[slot].dirty = false
-                try Keys.withPair(key.pid, key.ordinal) { k in
-                    if list.isEmpty {
-                        try cursor.delete(k)
-                    } else {
-                        try cursor.put(k, reserving: DeviceTopics.encodedSize(list)) { DeviceTopics.encode(list, into: $0) }
+            for slot in memberSlots where memberships.isDirty(slot) {
+                let key = memberships.key(at: slot)
+                memberships.setDirty(slot, false)
+                try memberships.withList(at: slot) { list in
+                    try Keys.withPair(key.pid, key.ordinal) { k in
+                        if list.isEmpty {
+                            try cursor.delete(k)
+                        } else {
+                            try cursor.put(k, reserving: DeviceTopics.encodedSize(list)) { DeviceTopics.encode(list, into: $0) }
+                        }
                     }
                 }
             }
@@ -1365,7 +1356,7 @@ extension ProjectionWriter {
 
     private func buildFootprint(_ build: BuildState) -> Int {
         var bytes = build.footprint + directory.footprint
-        bytes += memberships.count * 96 + topics.count * 256 + topicCodes.footprint
+        bytes += memberships.footprint + topics.count * 256 + topicCodes.footprint
         if let postingWorker {
             drainPostingWorker(postingWorker)
             bytes += postingWorker.footprint + pendingPostings.capacity * MemoryLayout<PostingWorker.Change>.stride
@@ -1389,7 +1380,7 @@ extension ProjectionWriter {
         pendingPostings = []
         swap(&postings, &worker.postings)
         buildSubscriptions = 0
-        inversionInput = InvertedChunks.Input(projects: build.memberColumns(), lists: memberships.values,
+        inversionInput = InvertedChunks.Input(projects: build.memberColumns(), lists: memberships.snapshot,
                                               topicSlots: build.topicSlotColumns, topicCount: topics.count)
     }
 
@@ -1408,7 +1399,7 @@ extension ProjectionWriter {
         let codesReserved = topicCount > 0 ? Background { codes.reserve(topicCount) } : nil
         build.reserve(devices: devices)
         directory.reserve(devices)
-        memberships.reserve(devices)
+        memberships.reserve(devices: devices, ids: 12)
         if topicCount > 0 { topics.reserve(topicCount) }
         codesReserved?.value()
     }
@@ -1491,21 +1482,22 @@ extension ProjectionWriter {
         }
         // Devices, their topic lists: ordinal keys, usually created in order already.
         // Every membership slot of a build is indexed by ordinal: read in that order, they need no sort.
-        let memberSlots = build.memberSlotsInKeyOrder().filter { memberships.values[$0].dirty }
+        let memberSlots = build.memberSlotsInKeyOrder().filter { memberships.isDirty($0) }
         try appending(to: tables.deviceTopics) { put in
             for slot in memberSlots {
-                let k = memberships.keys[slot]
-                let list = memberships.values[slot].value
-                if list.isEmpty {
-                    if !fresh { try txn.delete(tables.deviceTopics, Keys.pair(k.pid, k.ordinal)) }
-                    continue
-                }
-                let size = DeviceTopics.encodedSize(list)
-                if value.count < size { value = [UInt8](repeating: 0, count: max(size, 2 * value.count)) }
-                try value.withUnsafeMutableBytes { vb in
-                    let encoded = UnsafeMutableRawBufferPointer(rebasing: vb[0..<size])
-                    DeviceTopics.encode(list, into: encoded)
-                    try pairKey(k.pid, k.ordinal) { kb in try put(kb, UnsafeRawBufferPointer(encoded)) }
+                let k = memberships.key(at: slot)
+                try memberships.withList(at: slot) { list in
+                    if list.isEmpty {
+                        if !fresh { try txn.delete(tables.deviceTopics, Keys.pair(k.pid, k.ordinal)) }
+                        return
+                    }
+                    let size = DeviceTopics.encodedSize(list)
+                    if value.count < size { value = [UInt8](repeating: 0, count: max(size, 2 * value.count)) }
+                    try value.withUnsafeMutableBytes { vb in
+                        let encoded = UnsafeMutableRawBufferPointer(rebasing: vb[0..<size])
+                        DeviceTopics.encode(list, into: encoded)
+                        try pairKey(k.pid, k.ordinal) { kb in try put(kb, UnsafeRawBufferPointer(encoded)) }
+                    }
                 }
             }
         }
@@ -1608,7 +1600,7 @@ extension ProjectionWriter {
         // Millions of small arrays and strings take a while to free: the
         // other core does it (the last references go with `held`).
         let held = Garbage([memberships, postings, topics, build.devices])
-        memberships = SlotTable(); postings = PostingCache(tracksLastChunks: true); topics = SlotTable()
+        memberships = MembershipLists(); postings = PostingCache(tracksLastChunks: true); topics = SlotTable()
         inversionInput = nil
         invertedSlicesApplied = 0
         clearCaches()

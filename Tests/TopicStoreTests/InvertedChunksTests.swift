@@ -27,7 +27,7 @@ import Testing
                 slots[pid, default: [:]][tid] = slot - 1
             }
         }
-        var lists: [ProjectionWriter.Cached<[UInt32]>] = []
+        var lists = MembershipLists()
         var projects: [(pid: UInt32, memberSlots: [Int32])] = []
         var members: [String: (key: ProjectionWriter.ChunkKey, slot: Int32, lows: [UInt16])] = [:]
         for pid in [UInt32(4), 9] {
@@ -36,8 +36,8 @@ import Testing
             for ordinal in 0..<ordinals where rng.int(3) != 0 {
                 var list = Set((0..<rng.int(5)).map { _ in UInt32(16 + rng.int(24)) }).sorted()
                 if missingTopic, ordinal == ordinals / 2 { list.append(99) }
-                lists.append(ProjectionWriter.Cached(value: list, dirty: true))
-                memberSlots[ordinal] = Int32(lists.count)
+                let slot = lists.appendUnindexed(ProjectionWriter.DeviceKey(pid: pid, ordinal: UInt32(ordinal)), list)
+                memberSlots[ordinal] = Int32(slot + 1)
                 for tid in list where tid != 99 {
                     let key = ProjectionWriter.ChunkKey(pid: pid, topic: tid, high: UInt16(ordinal >> 16))
                     members["\(pid)/\(ordinal >> 16)/\(tid)", default: (key, slots[pid]![tid]!, [])].lows
@@ -47,7 +47,7 @@ import Testing
             projects.append((pid, memberSlots))
         }
         let expected = members.values.sorted { ProjectionWriter.ascending($0.key, $1.key) }
-        return Lists(input: InvertedChunks.Input(projects: projects, lists: lists, topicSlots: topicSlots, topicCount: Int(slot)),
+        return Lists(input: InvertedChunks.Input(projects: projects, lists: lists.snapshot, topicSlots: topicSlots, topicCount: Int(slot)),
                      expected: expected)
     }
 
