@@ -65,6 +65,9 @@ public final class ProjectionWriter {
     private var lastCodeKey = GreatestKey()
     /// Slots changed since the last flush, so a flush touches only them (the
     /// caches themselves may hold hundreds of thousands of clean entries).
+    /// Not kept in a build, which writes every slot marked dirty in key order
+    /// (`writeBuild`) and never flushes: a rebuild of bench's 1M store listed
+    /// two million slots there, in arrays grown by copying, for nothing.
     private var dirtyTopics: [Int] = []
     private var dirtyMemberships: [Int] = []
     private var nextProjectID: UInt32?
@@ -615,7 +618,7 @@ public final class ProjectionWriter {
             topicCodes.set(pid, record.code, tid)
         }
         let slot = addTopic(TopicKey(pid: pid, topic: tid), Cached(value: record, dirty: true))
-        dirtyTopics.append(slot)
+        if unretainedBuild == nil { dirtyTopics.append(slot) }
         return slot
     }
 
@@ -647,7 +650,7 @@ public final class ProjectionWriter {
     func modifyTopic<R>(at slot: Int, _ body: (inout TopicRecord) throws -> R) rethrows -> R {
         if !topics.values[slot].dirty {
             topics.values[slot].dirty = true
-            dirtyTopics.append(slot)
+            if unretainedBuild == nil { dirtyTopics.append(slot) }
         }
         return try body(&topics.values[slot].value)
     }
@@ -1006,7 +1009,7 @@ public final class ProjectionWriter {
 
     @inline(__always)
     private func markMembershipDirty(_ slot: Int) {
-        if !memberships.setDirty(slot, true) { dirtyMemberships.append(slot) }
+        if !memberships.setDirty(slot, true), unretainedBuild == nil { dirtyMemberships.append(slot) }
     }
 
     /// Sets or clears one device's bit in a topic's (or built-in set's) bitmap.
