@@ -1486,10 +1486,13 @@ extension ProjectionWriter {
         // Devices, their topic lists: ordinal keys, usually created in order already.
         // Every membership slot of a build is indexed by ordinal: read in that order, they need no sort.
         let memberSlots = build.memberSlotsInKeyOrder().filter { memberships.isDirty($0) }
+        // (Read through one snapshot: each list read through `memberships`, a
+        // property of this class, retained and released the arena.)
+        try memberships.snapshot.read { lists in
         try appending(to: tables.deviceTopics) { put in
             for slot in memberSlots {
                 let k = memberships.key(at: slot)
-                try memberships.withList(at: slot) { list in
+                try lists.withList(at: slot) { list in
                     if list.isEmpty {
                         if !fresh { try txn.delete(tables.deviceTopics, Keys.pair(k.pid, k.ordinal)) }
                         return
@@ -1503,6 +1506,7 @@ extension ProjectionWriter {
                     }
                 }
             }
+        }
         }
         try appending(to: tables.devices) { put in
             try devices.forEach { pid, ordinal, record in
