@@ -6,8 +6,8 @@
 /// million allocations; a list that grew was copied into a new one; and the
 /// two walks over every list when the build is written (the `device_topics`
 /// table, and the inversion into postings on another thread) missed the
-/// cache on each list's own allocation: a fifth of the inversion's thread
-/// (perf). Here a list has room to grow where it is; one that outgrows it
+/// cache on each list's own allocation (the inversion's costliest load, perf).
+/// Here a list has room to grow where it is; one that outgrows it
 /// moves to the arena's end with twice the room, and its old place stays
 /// unused until the lists are cleared (`abandoned` counts it).
 struct MembershipLists {
