@@ -405,9 +405,11 @@ public final class PageFileWriter {
             let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
             if n < 0 {
                 if errno == EINTR { continue }
-                // A direct write the filesystem or device refuses (an alignment of its
-                // own): the file's writes are buffered from then on.
-                if errno == EINVAL, fcntl(fd, F_GETFL) & Self.oDirect != 0 {
+                // A direct write that fails (a filesystem or device with an alignment,
+                // or no support, of its own: EINVAL, EOPNOTSUPP, …): the file's writes are
+                // buffered from then on, and this one tried again. An error of the
+                // disk itself (ENOSPC, EIO) comes back from the buffered write.
+                if fcntl(fd, F_GETFL) & Self.oDirect != 0 {
                     _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~Self.oDirect)
                     continue
                 }
