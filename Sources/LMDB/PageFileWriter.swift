@@ -448,17 +448,15 @@ public final class PageFileWriter {
         b.initializeMemory(as: UInt8.self, repeating: 0)
         let free = Self.record(flags: Self.integerKey, depth: 0, branch: 0, leaf: 0, overflow: 0, entries: 0, root: Self.noPage,
                                pad: UInt32(pageSize))
-        do {
-            b.storeBytes(of: UInt64(page).littleEndian, as: UInt64.self)
-            b.storeBytes(of: Self.metaFlag.littleEndian, toByteOffset: 10, as: UInt16.self)
-            let m = Self.header
-            b.storeBytes(of: UInt32(0xBEEF_C0DE).littleEndian, toByteOffset: m, as: UInt32.self)
-            b.storeBytes(of: UInt32(1).littleEndian, toByteOffset: m + 4, as: UInt32.self)
-            b.storeBytes(of: UInt64(mapSize).littleEndian, toByteOffset: m + 16, as: UInt64.self)
-            for i in 0..<48 { b[m + 24 + i] = free[i]; b[m + 72 + i] = main[i] }
-            b.storeBytes(of: UInt64(lastPage).littleEndian, toByteOffset: m + 120, as: UInt64.self)
-            b.storeBytes(of: UInt64(transaction).littleEndian, toByteOffset: m + 128, as: UInt64.self)
-        }
+        b.storeBytes(of: UInt64(page).littleEndian, as: UInt64.self)
+        b.storeBytes(of: Self.metaFlag.littleEndian, toByteOffset: 10, as: UInt16.self)
+        let m = Self.header
+        b.storeBytes(of: UInt32(0xBEEF_C0DE).littleEndian, toByteOffset: m, as: UInt32.self)
+        b.storeBytes(of: UInt32(1).littleEndian, toByteOffset: m + 4, as: UInt32.self)
+        b.storeBytes(of: UInt64(mapSize).littleEndian, toByteOffset: m + 16, as: UInt64.self)
+        for i in 0..<48 { b[m + 24 + i] = free[i]; b[m + 72 + i] = main[i] }
+        b.storeBytes(of: UInt64(lastPage).littleEndian, toByteOffset: m + 120, as: UInt64.self)
+        b.storeBytes(of: UInt64(transaction).littleEndian, toByteOffset: m + 128, as: UInt64.self)
         try writeAll(UnsafeRawBufferPointer(b), at: page * pageSize)
     }
 }

@@ -151,26 +151,26 @@ final class InvertedChunks: @unchecked Sendable {
             try hand(block)
         }
         try input.lists.read { lists in
-        for project in input.projects {
-            pid = project.pid
-            high = 0
-            try inversion.invert(ordinalCount: project.memberSlots.count, list: { ordinal, body in
-                let s = project.memberSlots[Int(ordinal)]
-                if s != 0 { try lists.withList(at: Int(s) - 1, body) }
-            }, index: { tid in
-                guard let s = topicSlots.value(project.pid, tid), s != 0 else {
-                    throw ProjectionCorruption(place: "topics/\(project.pid)/\(tid)", reason: "membership of a missing topic")
-                }
-                return Int(s) - 1
-            }, emit: { tid, slot, chunkHigh, lows in
-                if chunkHigh != high {
-                    try handSlice()
-                    high = chunkHigh
-                }
-                slice.append((tid, Int32(slot), PostingSet(high: chunkHigh, sortedLows: lows)))
-            })
-            try handSlice()
-        }
+            for project in input.projects {
+                pid = project.pid
+                high = 0
+                try inversion.invert(ordinalCount: project.memberSlots.count, list: { ordinal, body in
+                    let s = project.memberSlots[Int(ordinal)]
+                    if s != 0 { try lists.withList(at: Int(s) - 1, body) }
+                }, index: { tid in
+                    guard let s = topicSlots.value(project.pid, tid), s != 0 else {
+                        throw ProjectionCorruption(place: "topics/\(project.pid)/\(tid)", reason: "membership of a missing topic")
+                    }
+                    return Int(s) - 1
+                }, emit: { tid, slot, chunkHigh, lows in
+                    if chunkHigh != high {
+                        try handSlice()
+                        high = chunkHigh
+                    }
+                    slice.append((tid, Int32(slot), PostingSet(high: chunkHigh, sortedLows: lows)))
+                })
+                try handSlice()
+            }
         }
     }
 }

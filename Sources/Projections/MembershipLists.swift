@@ -78,9 +78,13 @@ struct MembershipLists {
     @inline(__always)
     func withList<R>(at slot: Int, _ body: (UnsafeBufferPointer<UInt32>) throws -> R) rethrows -> R {
         let span = table.values[slot]
-        return try arena.withUnsafeBufferPointer { a in
-            try body(UnsafeBufferPointer(start: a.baseAddress.map { $0 + span.start }, count: Int(span.count)))
-        }
+        return try arena.withUnsafeBufferPointer { try body(Self.list(span, in: $0)) }
+    }
+
+    /// The ids `span` names in `arena`.
+    @inline(__always)
+    static func list(_ span: Span, in arena: UnsafeBufferPointer<UInt32>) -> UnsafeBufferPointer<UInt32> {
+        UnsafeBufferPointer(start: arena.baseAddress.map { $0 + span.start }, count: Int(span.count))
     }
 
     /// A copy of the list in `slot`.
@@ -178,8 +182,7 @@ struct MembershipLists {
 
         @inline(__always)
         func withList<R>(at slot: Int, _ body: (UnsafeBufferPointer<UInt32>) throws -> R) rethrows -> R {
-            let span = spans[slot]
-            return try body(UnsafeBufferPointer(start: arena.baseAddress.map { $0 + span.start }, count: Int(span.count)))
+            try body(MembershipLists.list(spans[slot], in: arena))
         }
     }
 }

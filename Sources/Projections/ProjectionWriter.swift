@@ -1489,24 +1489,24 @@ extension ProjectionWriter {
         // (Read through one snapshot: each list read through `memberships`, a
         // property of this class, retained and released the arena.)
         try memberships.snapshot.read { lists in
-        try appending(to: tables.deviceTopics) { put in
-            for slot in memberSlots {
-                let k = memberships.key(at: slot)
-                try lists.withList(at: slot) { list in
-                    if list.isEmpty {
-                        if !fresh { try txn.delete(tables.deviceTopics, Keys.pair(k.pid, k.ordinal)) }
-                        return
-                    }
-                    let size = DeviceTopics.encodedSize(list)
-                    if value.count < size { value = [UInt8](repeating: 0, count: max(size, 2 * value.count)) }
-                    try value.withUnsafeMutableBytes { vb in
-                        let encoded = UnsafeMutableRawBufferPointer(rebasing: vb[0..<size])
-                        DeviceTopics.encode(list, into: encoded)
-                        try pairKey(k.pid, k.ordinal) { kb in try put(kb, UnsafeRawBufferPointer(encoded)) }
+            try appending(to: tables.deviceTopics) { put in
+                for slot in memberSlots {
+                    let k = memberships.key(at: slot)
+                    try lists.withList(at: slot) { list in
+                        if list.isEmpty {
+                            if !fresh { try txn.delete(tables.deviceTopics, Keys.pair(k.pid, k.ordinal)) }
+                            return
+                        }
+                        let size = DeviceTopics.encodedSize(list)
+                        if value.count < size { value = [UInt8](repeating: 0, count: max(size, 2 * value.count)) }
+                        try value.withUnsafeMutableBytes { vb in
+                            let encoded = UnsafeMutableRawBufferPointer(rebasing: vb[0..<size])
+                            DeviceTopics.encode(list, into: encoded)
+                            try pairKey(k.pid, k.ordinal) { kb in try put(kb, UnsafeRawBufferPointer(encoded)) }
+                        }
                     }
                 }
             }
-        }
         }
         try appending(to: tables.devices) { put in
             try devices.forEach { pid, ordinal, record in
